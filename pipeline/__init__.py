@@ -1,0 +1,1 @@
+"""wiki2bert corpus pipeline: Wikipedia dump -> BERT pretraining data."""

@@ -1,0 +1,107 @@
+"""File helpers shared by the stages: atomic writes, hashing, and the two text formats.
+
+Formats between stages:
+- JSONL parts (`part-00000.jsonl`): one article per line, {"id", "title", "url", "text"}.
+- document text (`*.txt`): one sentence per line, one blank line after each document.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import IO, Iterable, Iterator
+
+from pipeline.errors import PipelineError
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def atomic_write(path: Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+    """Write to `<path>.tmp` and rename over `path` only if the block finishes."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    f = open(tmp, mode, encoding=None if "b" in mode else encoding, newline="" if "b" not in mode else None)
+    try:
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
+        f.close()
+        os.replace(tmp, path)
+    except BaseException:
+        f.close()
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, data) -> None:
+    with atomic_write(path) as f:
+        json.dump(data, f, ensure_ascii=False, indent=2, sort_keys=False)
+        f.write("\n")
+
+
+def remove_tree(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+
+
+def part_name(index: int, suffix: str) -> str:
+    return f"part-{index:05d}{suffix}"
+
+
+def list_parts(directory: Path, suffix: str) -> list[Path]:
+    """The stage's part files in order; PipelineError if there are none."""
+    parts = sorted(Path(directory).glob(f"part-*{suffix}"))
+    if not parts:
+        raise PipelineError(f"{directory}: no part-*{suffix} files (is the previous stage complete?)")
+    return parts
+
+
+def iter_jsonl(path: Path) -> Iterator[dict]:
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, 1):
+            try:
+                yield json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                raise PipelineError(f"{path}: line {line_no}: not UTF-8 (byte {e.start} of the line)") from None
+            except json.JSONDecodeError as e:
+                raise PipelineError(f"{path}: line {line_no}: invalid JSON ({e.msg})") from None
+
+
+def write_jsonl_line(f: IO[str], record: dict) -> None:
+    f.write(json.dumps(record, ensure_ascii=False))
+    f.write("\n")
+
+
+def iter_documents(path: Path) -> Iterator[list[str]]:
+    """Documents of a sentence-per-line file: runs of non-empty lines separated by blank lines."""
+    doc: list[str] = []
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as e:
+                raise PipelineError(f"{path}: line {line_no}: not UTF-8 (byte {e.start} of the line)") from None
+            if line:
+                doc.append(line)
+            elif doc:
+                yield doc
+                doc = []
+    if doc:
+        yield doc
+
+
+def write_document(f: IO[str], sentences: Iterable[str]) -> None:
+    f.write("\n".join(sentences))
+    f.write("\n\n")

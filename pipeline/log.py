@@ -1,0 +1,39 @@
+"""Logging to stderr and <workdir>/<lang>/pipeline.log, and progress bars that respect --quiet."""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+LOGGER_NAME = "wiki2bert"
+_FORMAT = "%(asctime)s %(levelname)s %(message)s"
+
+
+def setup_logging(log_file: Path | None, quiet: bool = False) -> logging.Logger:
+    log = logging.getLogger(LOGGER_NAME)
+    for handler in list(log.handlers):
+        log.removeHandler(handler)
+        handler.close()
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    console = logging.StreamHandler(sys.stderr)
+    console.setLevel(logging.WARNING if quiet else logging.INFO)
+    console.setFormatter(logging.Formatter(_FORMAT, "%H:%M:%S"))
+    log.addHandler(console)
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        file_handler = logging.FileHandler(log_file, encoding="utf-8")
+        file_handler.setFormatter(logging.Formatter(_FORMAT))
+        log.addHandler(file_handler)
+    return log
+
+
+def progress(total: float | None = None, desc: str = "", unit: str = "it", quiet: bool = False, **kwargs) -> tqdm:
+    """A tqdm bar on stderr with rate and ETA; disabled under --quiet. unit='B' gives scaled bytes."""
+    if unit == "B":
+        kwargs.setdefault("unit_scale", True)
+        kwargs.setdefault("unit_divisor", 1024)
+    return tqdm(total=total, desc=desc, unit=unit, disable=quiet, file=sys.stderr, dynamic_ncols=True,
+                mininterval=0.5, **kwargs)

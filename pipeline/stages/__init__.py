@@ -1,0 +1,43 @@
+"""The stage interface. Each stage module defines `STAGE = Stage(...)`: a config dataclass and a
+function run(config, ctx) -> counts that fills ctx.out_dir from the directories in ctx.inputs."""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+
+@dataclasses.dataclass(frozen=True)
+class StageContext:
+    lang: str
+    lang_dir: Path  # <workdir>/<lang>
+    out_dir: Path  # temporary directory; renamed into place by the runner when run() returns
+    inputs: dict[str, Path]  # upstream stage name -> its completed directory
+    cache_dir: Path  # survives failed attempts (e.g. partial downloads); <workdir>/<lang>/.cache/<stage>
+    workers: int = 1
+    quiet: bool = False
+    log: logging.Logger = logging.getLogger("wiki2bert")
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    name: str
+    config_cls: type
+    run: Callable[[Any, StageContext], dict]
+    inputs: tuple[str, ...] = ()  # stages whose output directories this one reads
+    tools: tuple[str, ...] = ()  # distributions whose versions go into the manifest
+
+
+def stage_by_name(name: str) -> Stage:
+    """Import pipeline.stages.<name> and return its STAGE; KeyError if there is no such stage."""
+    if not name.isidentifier():
+        raise KeyError(name)
+    try:
+        module = importlib.import_module(f"pipeline.stages.{name}")
+    except ModuleNotFoundError as e:
+        if e.name == f"pipeline.stages.{name}":
+            raise KeyError(name) from None
+        raise
+    return module.STAGE

@@ -1,0 +1,67 @@
+"""A WordPiece vocabulary file and the HF `tokenizers` tokenizer that matches BERT's own tokenization.
+
+Used by the `vocab` stage (to write tokenizer.json) and the `hdf5` stage (to encode text); special-token
+ids always come from the vocabulary file, never from constants (Google's [UNK] is 100, TurkuNLP's 101).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+
+from pipeline.errors import PipelineError
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def read_vocab(path: Path) -> dict[str, int]:
+    """token -> id from a vocab.txt (one token per line, id = line number)."""
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise PipelineError(f"{path}: vocabulary file not found") from None
+    except UnicodeDecodeError as e:
+        raise PipelineError(f"{path}: not UTF-8 (byte {e.start})") from None
+    vocab: dict[str, int] = {}
+    for line_no, token in enumerate(text.splitlines()):
+        token = token.rstrip("\r")
+        if not token:
+            raise PipelineError(f"{path}: line {line_no + 1}: empty token")
+        if token in vocab:
+            raise PipelineError(f"{path}: line {line_no + 1}: duplicate token {token!r}")
+        vocab[token] = line_no
+    missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+    if missing:
+        raise PipelineError(f"{path}: special tokens missing from the vocabulary: {', '.join(missing)}")
+    return vocab
+
+
+def special_token_ids(vocab: dict[str, int]) -> dict[str, int]:
+    return {token: vocab[token] for token in SPECIAL_TOKENS}
+
+
+def wordpiece_tokenizer(vocab: dict[str, int], lowercase: bool = False, strip_accents: bool = False) -> Tokenizer:
+    """BERT's BasicTokenizer + WordPiece as a Rust tokenizer; lowercasing and accent stripping are explicit."""
+    tokenizer = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", continuing_subword_prefix="##",
+                                           max_input_chars_per_word=100))
+    tokenizer.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                                      strip_accents=strip_accents, lowercase=lowercase)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece(prefix="##")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
+    return tokenizer
+
+
+def load_tokenizer(vocab_dir_or_file: Path, lowercase: bool = False, strip_accents: bool = False) -> Tokenizer:
+    """The tokenizer of a `vocab` stage directory (its tokenizer.json), or one built from a bare vocab.txt."""
+    path = Path(vocab_dir_or_file)
+    if path.is_dir() and (path / "tokenizer.json").is_file():
+        try:
+            return Tokenizer.from_file(str(path / "tokenizer.json"))
+        except Exception as e:  # the Rust side raises plain Exceptions
+            raise PipelineError(f"{path / 'tokenizer.json'}: cannot load tokenizer ({e})") from None
+    vocab_file = path / "vocab.txt" if path.is_dir() else path
+    return wordpiece_tokenizer(read_vocab(vocab_file), lowercase=lowercase, strip_accents=strip_accents)
