@@ -65,10 +65,11 @@ def load_pipeline_config(path: Path, lang: str, overrides: list[str] = (),
 
     layers: dict[str, list[tuple[dict, str]]] = {name: [] for name in order}
     for section, where in ((defaults, "defaults"), (profile, f"languages.{lang if lang in languages else 'default'}")):
-        for stage_name, values in section.items():
+        for stage_name, stage_values in section.items():
             if stage_name not in stages:
                 raise ConfigError(f"{path}: {where}.{stage_name}: unknown stage (known: {', '.join(order)})")
-            layers[stage_name].append((_mapping(values or {}, path, f"{where}.{stage_name}"), f"{path}: {where}.{stage_name}"))
+            layers[stage_name].append((_mapping(stage_values or {}, path, f"{where}.{stage_name}"),
+                                       f"{path}: {where}.{stage_name}"))
     for item in overrides:
         stage_name, key, value = _parse_override(item, stages)
         layers[stage_name].append(({key: value}, f"--set {item}: {stage_name}"))
@@ -81,8 +82,8 @@ def load_pipeline_config(path: Path, lang: str, overrides: list[str] = (),
     for name in order:
         cls = stages[name].config_cls
         merged: dict[str, Any] = {}
-        for values, where in layers[name]:
-            for key, value in values.items():
+        for layer, where in layers[name]:
+            for key, value in layer.items():
                 merged[key] = (value, where)
         configs[name] = build_dataclass(cls, merged)
     return PipelineConfig(path=path, lang=lang, stage_order=order, stage_configs=configs)

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Create .venv and install wiki2bert with its pretraining and test extras (idempotent).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+# torch first and pinned: an unpinned torch (also pulled in by deepspeed/transformers) brings GBs of CUDA packages.
+.venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[pretrain,test]"

@@ -1,0 +1,241 @@
+"""The stage runner: skipping done stages, re-running on config/input change, killed runs, status, bad stages.yaml."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import ConfigError, load_pipeline_config
+from pipeline.errors import PipelineError
+from pipeline.runner import MANIFEST, run_stages, status_rows
+from pipeline.stages import Stage
+
+CALLS: list[str] = []
+
+
+@dataclasses.dataclass(frozen=True)
+class MakeConfig:
+    words: int = 3
+    word: str = "alma"
+
+
+@dataclasses.dataclass(frozen=True)
+class UpperConfig:
+    fail: bool = False
+    sleep_s: float = 0.0
+
+
+def make_words(config: MakeConfig, ctx) -> dict:
+    CALLS.append("toy_make")
+    (ctx.out_dir / "words.txt").write_text((config.word + "\n") * config.words, encoding="utf-8")
+    return {"words": config.words}
+
+
+def upper_words(config: UpperConfig, ctx) -> dict:
+    CALLS.append("toy_upper")
+    if config.fail:
+        raise PipelineError("words.txt: bad input")
+    text = (ctx.inputs["toy_make"] / "words.txt").read_text(encoding="utf-8")
+    (ctx.out_dir / "upper.txt").write_text(text.upper(), encoding="utf-8")
+    time.sleep(config.sleep_s)
+    return {"lines": text.count("\n")}
+
+
+@pytest.fixture(autouse=True)
+def toy_stages(monkeypatch):
+    for name, stage in {
+        "toy_make": Stage("toy_make", MakeConfig, make_words),
+        "toy_upper": Stage("toy_upper", UpperConfig, upper_words, inputs=("toy_make",)),
+    }.items():
+        monkeypatch.setitem(sys.modules, f"pipeline.stages.{name}", types.SimpleNamespace(STAGE=stage))
+    CALLS.clear()
+
+
+def write_yaml(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "stages.yaml"
+    path.write_text(textwrap.dedent(body), encoding="utf-8")
+    return path
+
+
+TOY_YAML = """
+    stages: [toy_make, toy_upper]
+    defaults:
+      toy_make: {words: 3}
+    languages:
+      default: {}
+      hu:
+        toy_make: {word: körte}
+"""
+
+
+def run(tmp_path, overrides=(), lang="hu"):
+    pcfg = load_pipeline_config(write_yaml(tmp_path, TOY_YAML), lang, list(overrides))
+    run_stages(pcfg, tmp_path / "data" / lang, pcfg.stage_order)
+    return pcfg
+
+
+def test_runs_in_order_writes_manifest_and_applies_language_profile(tmp_path):
+    run(tmp_path)
+    assert CALLS == ["toy_make", "toy_upper"]
+    out = tmp_path / "data" / "hu"
+    assert (out / "toy_upper" / "upper.txt").read_text(encoding="utf-8") == "KÖRTE\n" * 3
+    manifest = json.loads((out / "toy_make" / MANIFEST).read_text(encoding="utf-8"))
+    assert manifest["config"] == {"words": 3, "word": "körte"}
+    assert manifest["counts"] == {"words": 3}
+    assert manifest["outputs"]["words.txt"]["size"] == len("körte\n".encode()) * 3
+    upper = json.loads((out / "toy_upper" / MANIFEST).read_text(encoding="utf-8"))
+    assert set(upper["inputs"]) == {"toy_make"}
+
+
+def test_other_language_uses_default_profile(tmp_path):
+    run(tmp_path, lang="fi")
+    assert (tmp_path / "data" / "fi" / "toy_make" / "words.txt").read_text() == "alma\n" * 3
+
+
+def test_second_run_skips_done_stages(tmp_path):
+    run(tmp_path)
+    CALLS.clear()
+    run(tmp_path)
+    assert CALLS == []
+
+
+def test_config_change_reruns_stage_and_everything_after(tmp_path):
+    run(tmp_path)
+    CALLS.clear()
+    run(tmp_path, ["toy_make.words=5"])
+    assert CALLS == ["toy_make", "toy_upper"]
+    assert (tmp_path / "data/hu/toy_upper/upper.txt").read_text().count("\n") == 5
+
+
+def test_downstream_config_change_reruns_only_downstream(tmp_path):
+    run(tmp_path)
+    CALLS.clear()
+    run(tmp_path, ["toy_upper.sleep_s=0.01"])
+    assert CALLS == ["toy_upper"]
+
+
+def test_failed_stage_leaves_nothing_complete_and_status_says_failed(tmp_path):
+    run(tmp_path)
+    with pytest.raises(PipelineError):
+        run(tmp_path, ["toy_make.words=4", "toy_upper.fail=true"])
+    lang_dir = tmp_path / "data" / "hu"
+    assert not (lang_dir / ".toy_upper.tmp").exists()
+    pcfg = load_pipeline_config(tmp_path / "stages.yaml", "hu", ["toy_make.words=4", "toy_upper.fail=true"])
+    states = {r["stage"]: r["state"] for r in status_rows(pcfg, lang_dir)}
+    # the old toy_upper output is still there but no longer matches its input
+    assert states == {"toy_make": "done", "toy_upper": "stale"}
+    (lang_dir / "toy_upper").rename(lang_dir / "gone")
+    states = {r["stage"]: (r["state"], r["reason"]) for r in status_rows(pcfg, lang_dir)}
+    assert states["toy_upper"] == ("failed", "PipelineError: words.txt: bad input")
+
+
+def test_status_reports_missing_done_and_changed_output(tmp_path):
+    pcfg = load_pipeline_config(write_yaml(tmp_path, TOY_YAML), "hu")
+    lang_dir = tmp_path / "data" / "hu"
+    assert [r["state"] for r in status_rows(pcfg, lang_dir)] == ["missing", "missing"]
+    run_stages(pcfg, lang_dir, pcfg.stage_order)
+    rows = status_rows(pcfg, lang_dir)
+    assert [r["state"] for r in rows] == ["done", "done"]
+    assert rows[0]["counts"] == "words=3"
+    (lang_dir / "toy_make" / "words.txt").write_text("x\n")
+    assert [r["state"] for r in status_rows(pcfg, lang_dir)] == ["stale", "stale"]
+
+
+def test_stage_whose_input_is_missing_is_refused(tmp_path):
+    pcfg = load_pipeline_config(write_yaml(tmp_path, TOY_YAML), "hu")
+    with pytest.raises(PipelineError, match="toy_upper needs toy_make, which is missing"):
+        run_stages(pcfg, tmp_path / "data" / "hu", ["toy_upper"])
+
+
+KILL_SCRIPT = """
+import sys, types
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+import test_runner
+from pipeline.config import load_pipeline_config
+from pipeline.runner import run_stages
+for name, stage in {{"toy_make": test_runner.Stage("toy_make", test_runner.MakeConfig, test_runner.make_words),
+                     "toy_upper": test_runner.Stage("toy_upper", test_runner.UpperConfig, test_runner.upper_words,
+                                                    inputs=("toy_make",))}}.items():
+    sys.modules["pipeline.stages." + name] = types.SimpleNamespace(STAGE=stage)
+pcfg = load_pipeline_config({yaml!r}, "hu", sys.argv[1:])
+run_stages(pcfg, Path({lang_dir!r}), pcfg.stage_order)
+"""
+
+
+def test_killed_run_leaves_no_complete_looking_dir_and_rerun_completes(tmp_path):
+    yaml_path = write_yaml(tmp_path, TOY_YAML)
+    lang_dir = tmp_path / "data" / "hu"
+    script = tmp_path / "kill.py"
+    script.write_text(KILL_SCRIPT.format(tests=str(Path(__file__).parent), yaml=str(yaml_path), lang_dir=str(lang_dir)))
+    proc = subprocess.Popen([sys.executable, str(script), "toy_upper.sleep_s=30"], cwd=tmp_path)
+    deadline = time.time() + 30
+    while not (lang_dir / ".toy_upper.tmp" / "upper.txt").exists():
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert (lang_dir / "toy_make" / MANIFEST).exists()
+    assert not (lang_dir / "toy_upper").exists()
+    pcfg = load_pipeline_config(yaml_path, "hu", ["toy_upper.sleep_s=30"])
+    assert [r["state"] for r in status_rows(pcfg, lang_dir)] == ["done", "missing"]
+    subprocess.run([sys.executable, str(script), "toy_upper.sleep_s=0"], cwd=tmp_path, check=True)
+    assert (lang_dir / "toy_upper" / "upper.txt").read_text() == "KÖRTE\n" * 3
+    assert not (lang_dir / ".toy_upper.tmp").exists()
+
+
+@pytest.mark.parametrize("body, message", [
+    ("stages: [toy_make]\ndefaults: {toy_make: {wrods: 3}}\nlanguages: {default: {}}\n",
+     "defaults.toy_make.wrods: unknown key"),
+    ("stages: [toy_make]\ndefaults: {toy_make: {words: three}}\nlanguages: {default: {}}\n",
+     "defaults.toy_make.words: expected an integer, got str 'three'"),
+    ("stages: [toy_make, nosuch]\nlanguages: {default: {}}\n", "stages: unknown stage 'nosuch'"),
+    ("stages: [toy_make]\nlanguages: {default: {}, hu: {nosuch: {}}}\n", "languages.hu.nosuch: unknown stage"),
+    ("stages: [toy_make]\nlanguages: {hu: {}}\n", "a 'default' profile is required"),
+    ("stages: [toy_make]\nlanguages: {default: {}, 'Hu Nope': {}}\n", "languages.Hu Nope: not a language code"),
+    ("stages: [toy_make]\nlanguags: {default: {}}\n", "languags: unknown key"),
+    ("stages: [toy_make\n", "invalid YAML"),
+])
+def test_bad_stages_yaml_names_file_and_key(tmp_path, body, message):
+    path = tmp_path / "stages.yaml"
+    path.write_text(body)
+    with pytest.raises(ConfigError) as e:
+        load_pipeline_config(path, "hu")
+    assert message in str(e.value) and str(path) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_bad_overrides(tmp_path):
+    path = write_yaml(tmp_path, TOY_YAML)
+    with pytest.raises(ConfigError, match="--set nosuch.x=1: unknown stage"):
+        load_pipeline_config(path, "hu", ["nosuch.x=1"])
+    with pytest.raises(ConfigError, match="expected STAGE.KEY=VALUE"):
+        load_pipeline_config(path, "hu", ["toy_make"])
+    with pytest.raises(ConfigError, match="toy_make.words: expected an integer"):
+        load_pipeline_config(path, "hu", ["toy_make.words=1.5"])
+    with pytest.raises(ConfigError, match="not a Wikipedia language code"):
+        load_pipeline_config(path, "HU!")
+
+
+def test_cli_exit_codes_on_bad_config(tmp_path):
+    write_yaml(tmp_path, "stages: [download]\ndefaults: {download: {nosuch_key: 1}}\nlanguages: {default: {}}\n")
+    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--lang", "hu", "--workdir", str(tmp_path)],
+                            cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "stages.yaml" in lines[0] and "nosuch_key" in lines[0]
+
+
+def test_bundled_stages_yaml_loads_for_every_profile():
+    from pipeline.config import DEFAULT_CONFIG_PATH
+    for lang in ("hu", "en", "fi"):
+        pcfg = load_pipeline_config(DEFAULT_CONFIG_PATH, lang)
+        assert pcfg.stage_order == ["download", "extract", "sentences", "filter", "vocab", "shard", "hdf5"]
