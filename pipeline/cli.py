@@ -60,7 +60,7 @@ def status(lang: str = LangOpt, workdir: Path = WorkdirOpt, set_: Optional[list[
     """Print each stage's state (done / stale / missing / failed), outputs, key counts and duration."""
     from pipeline.runner import status_rows
 
-    pcfg = load_pipeline_config(config or default_config_path(), lang, set_ or [])
+    pcfg = load_pipeline_config(config or default_config_path(), lang, set_ or [], _dump_values(None, workdir / lang))
     rows = status_rows(pcfg, workdir / lang)
     columns = ["stage", "state", "outputs", "counts", "duration"]
     widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
@@ -70,12 +70,59 @@ def status(lang: str = LangOpt, workdir: Path = WorkdirOpt, set_: Optional[list[
         typer.echo(line + (f"  ({r['reason']})" if r["state"] in ("stale", "failed") else ""))
 
 
+@app.command()
+def hdf5(input_: Path = typer.Option(..., "--input", help="Sentence-per-line text (blank line after each document): "
+                                     "a file, or a directory of *.txt files or of training_*/test_* shards"),
+         vocab: Path = typer.Option(..., "--vocab", help="vocab.txt, or a directory with vocab.txt + tokenizer.json"),
+         out: Path = typer.Option(..., "--out", help="Output directory (gets one subdirectory per variant)"),
+         lowercase: Optional[bool] = typer.Option(None, "--lowercase/--no-lowercase",
+                                                  help="Lowercase the text (uncased vocabularies, e.g. bert-base-uncased)"),
+         strip_accents: Optional[bool] = typer.Option(None, "--strip-accents/--keep-accents",
+                                                      help="Strip accents (default: when lowercasing, as BERT's uncased models)"),
+         set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a parameter: hdf5.KEY=VALUE (repeatable)"),
+         workers: int = WorkersOpt, force: bool = typer.Option(False, "--force", help="Replace --out if it exists"),
+         quiet: bool = QuietOpt) -> None:
+    """Run the hdf5 stage on your own text and vocabulary (as NVIDIA's create_pretraining_data.py users do)."""
+    from pipeline.config import _parse_override, build_dataclass
+    from pipeline.stages.hdf5 import STAGE, run_standalone
+
+    values = {}
+    for item in set_ or []:
+        _, key, value = _parse_override(item, {"hdf5": STAGE})
+        values[key] = (value, f"--set {item}: hdf5")
+    config = build_dataclass(STAGE.config_cls, values)
+    run_standalone(config, input_, vocab, out, lowercase=lowercase, strip_accents=strip_accents, workers=workers,
+                   force=force, quiet=quiet, log=setup_logging(None, quiet=quiet))
+
+
+@app.command()
+def verify(path: Path = typer.Argument(..., help="An HDF5 file, or a directory searched recursively"),
+           vocab: Optional[Path] = typer.Option(None, "--vocab", help="vocab.txt the ids index (default: the "
+                                                "vocab.txt next to the data, as the hdf5 stage writes it)")) -> None:
+    """Check HDF5 pretraining files (NVIDIA's layout) and print their statistics; exit 1 on any problem."""
+    from pipeline.verify import format_report, verify_path
+
+    report = verify_path(path, vocab)
+    typer.echo(format_report(report))
+    if not report.ok:
+        raise typer.Exit(1)
+
+
 def _prepare(lang, dump, workdir, overrides, quiet, config):
-    values = {"download": {"source": dump}} if dump else None
-    pcfg = load_pipeline_config(config or default_config_path(), lang, overrides or [], values)
     lang_dir = workdir / lang
+    pcfg = load_pipeline_config(config or default_config_path(), lang, overrides or [], _dump_values(dump, lang_dir))
     log = setup_logging(lang_dir / "pipeline.log", quiet=quiet)
     return pcfg, lang_dir, log
+
+
+def _dump_values(dump: str | None, lang_dir: Path) -> dict | None:
+    """--dump, or else the dump the last completed download used, so later commands need not repeat it."""
+    from pipeline.runner import read_manifest
+
+    if dump is None:
+        manifest = read_manifest(lang_dir / "download") or {}
+        dump = manifest.get("config", {}).get("source")
+    return {"download": {"source": dump}} if dump else None
 
 
 def _index(order: list[str], name: str, flag: str) -> int:

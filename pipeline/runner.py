@@ -31,8 +31,9 @@ class StageState:
     manifest: dict | None
 
 
-def config_hash(config) -> str:
-    return _hash_json(config_to_dict(config))
+def config_hash(config, runtime_fields: tuple[str, ...] = ()) -> str:
+    """Hash of the config fields that can change a stage's output (runtime_fields such as retries are left out)."""
+    return _hash_json({k: v for k, v in config_to_dict(config).items() if k not in runtime_fields})
 
 
 def fingerprint(manifest: dict) -> str:
@@ -58,7 +59,7 @@ def stage_state(pcfg: PipelineConfig, lang_dir: Path, name: str, known: dict[str
     if manifest is None:
         state = StageState(name, FAILED if failure.exists() else MISSING,
                            failure.read_text(encoding="utf-8").strip() if failure.exists() else "not run", None)
-    elif manifest.get("config_hash") != config_hash(pcfg.stage_configs[name]):
+    elif manifest.get("config_hash") != config_hash(pcfg.stage_configs[name], stage.runtime_fields):
         state = StageState(name, STALE, "config changed", manifest)
     else:
         state = StageState(name, DONE, "", manifest)
@@ -123,7 +124,7 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
         "stage": name,
         "lang": pcfg.lang,
         "config": config_to_dict(config),
-        "config_hash": config_hash(config),
+        "config_hash": config_hash(config, stage.runtime_fields),
         "inputs": {up: fingerprint(m) for up, m in upstream_manifests.items()},
         "outputs": outputs,
         "counts": counts,

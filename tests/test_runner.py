@@ -26,6 +26,7 @@ CALLS: list[str] = []
 class MakeConfig:
     words: int = 3
     word: str = "alma"
+    verbose: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +54,7 @@ def upper_words(config: UpperConfig, ctx) -> dict:
 @pytest.fixture(autouse=True)
 def toy_stages(monkeypatch):
     for name, stage in {
-        "toy_make": Stage("toy_make", MakeConfig, make_words),
+        "toy_make": Stage("toy_make", MakeConfig, make_words, runtime_fields=("verbose",)),
         "toy_upper": Stage("toy_upper", UpperConfig, upper_words, inputs=("toy_make",)),
     }.items():
         monkeypatch.setitem(sys.modules, f"pipeline.stages.{name}", types.SimpleNamespace(STAGE=stage))
@@ -89,7 +90,7 @@ def test_runs_in_order_writes_manifest_and_applies_language_profile(tmp_path):
     out = tmp_path / "data" / "hu"
     assert (out / "toy_upper" / "upper.txt").read_text(encoding="utf-8") == "KÖRTE\n" * 3
     manifest = json.loads((out / "toy_make" / MANIFEST).read_text(encoding="utf-8"))
-    assert manifest["config"] == {"words": 3, "word": "körte"}
+    assert manifest["config"] == {"words": 3, "word": "körte", "verbose": False}
     assert manifest["counts"] == {"words": 3}
     assert manifest["outputs"]["words.txt"]["size"] == len("körte\n".encode()) * 3
     upper = json.loads((out / "toy_upper" / MANIFEST).read_text(encoding="utf-8"))
@@ -114,6 +115,13 @@ def test_config_change_reruns_stage_and_everything_after(tmp_path):
     run(tmp_path, ["toy_make.words=5"])
     assert CALLS == ["toy_make", "toy_upper"]
     assert (tmp_path / "data/hu/toy_upper/upper.txt").read_text().count("\n") == 5
+
+
+def test_runtime_field_change_does_not_rerun(tmp_path):
+    run(tmp_path)
+    CALLS.clear()
+    run(tmp_path, ["toy_make.verbose=true"])
+    assert CALLS == []
 
 
 def test_downstream_config_change_reruns_only_downstream(tmp_path):

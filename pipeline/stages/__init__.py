@@ -28,6 +28,7 @@ class Stage:
     run: Callable[[Any, StageContext], dict]
     inputs: tuple[str, ...] = ()  # stages whose output directories this one reads
     tools: tuple[str, ...] = ()  # distributions whose versions go into the manifest
+    runtime_fields: tuple[str, ...] = ()  # config fields that never change the output (left out of the config hash)
 
 
 def stage_by_name(name: str) -> Stage:
