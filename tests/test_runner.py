@@ -51,12 +51,15 @@ def upper_words(config: UpperConfig, ctx) -> dict:
     return {"lines": text.count("\n")}
 
 
+TOY_STAGES = {
+    "toy_make": Stage("toy_make", MakeConfig, make_words, runtime_fields=("verbose",)),
+    "toy_upper": Stage("toy_upper", UpperConfig, upper_words, inputs=("toy_make",)),
+}
+
+
 @pytest.fixture(autouse=True)
 def toy_stages(monkeypatch):
-    for name, stage in {
-        "toy_make": Stage("toy_make", MakeConfig, make_words, runtime_fields=("verbose",)),
-        "toy_upper": Stage("toy_upper", UpperConfig, upper_words, inputs=("toy_make",)),
-    }.items():
+    for name, stage in TOY_STAGES.items():
         monkeypatch.setitem(sys.modules, f"pipeline.stages.{name}", types.SimpleNamespace(STAGE=stage))
     CALLS.clear()
 
@@ -171,9 +174,7 @@ sys.path.insert(0, {tests!r})
 import test_runner
 from pipeline.config import load_pipeline_config
 from pipeline.runner import run_stages
-for name, stage in {{"toy_make": test_runner.Stage("toy_make", test_runner.MakeConfig, test_runner.make_words),
-                     "toy_upper": test_runner.Stage("toy_upper", test_runner.UpperConfig, test_runner.upper_words,
-                                                    inputs=("toy_make",))}}.items():
+for name, stage in test_runner.TOY_STAGES.items():
     sys.modules["pipeline.stages." + name] = types.SimpleNamespace(STAGE=stage)
 pcfg = load_pipeline_config({yaml!r}, "hu", sys.argv[1:])
 run_stages(pcfg, Path({lang_dir!r}), pcfg.stage_order)
