@@ -1,0 +1,302 @@
+"""BERT for pretraining: masked-LM and next-sentence-prediction heads on a post-LayerNorm Transformer encoder.
+
+Module and parameter names are exactly those of `transformers.BertForPreTraining`, so a state dict of this model
+loads there unchanged (export is a plain save). Two things differ from that implementation, both for speed:
+attention runs through `scaled_dot_product_attention`, and the masked-LM head (transform + vocabulary projection)
+runs only on the masked positions, gathered first, instead of on every position of the sequence.
+
+Inputs are the rows of NVIDIA's HDF5 files: `masked_lm_positions` is zero-padded (position 0 is [CLS], never
+masked, so a 0 marks an unused slot) and `next_sentence_labels` is 1 where segment B is a random sentence.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    layer_norm_eps: float = 1e-12
+    initializer_range: float = 0.02
+    pad_token_id: int = 0
+    activation_checkpointing: bool = False
+
+    def __post_init__(self):
+        sizes = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                 "max_position_embeddings", "type_vocab_size")
+        for name in sizes:
+            if getattr(self, name) < 1:
+                raise ValueError(f"model config: {name} must be positive, got {getattr(self, name)}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"model config: hidden_size {self.hidden_size} is not a multiple of "
+                             f"num_attention_heads {self.num_attention_heads}")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(f"model config: pad_token_id {self.pad_token_id} outside the vocabulary "
+                             f"(size {self.vocab_size})")
+
+
+# tiny/mini/small follow Google's BERT miniatures (for CPU runs and tests); base and large are BERT's own;
+# 1.5b and 5b are the sizes of Habana's large-scale DeepSpeed BERT runs.
+PRESETS: dict[str, dict] = {
+    "tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512),
+    "mini": dict(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, intermediate_size=1024),
+    "small": dict(num_hidden_layers=4, hidden_size=512, num_attention_heads=8, intermediate_size=2048),
+    "base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072),
+    "large": dict(num_hidden_layers=24, hidden_size=1024, num_attention_heads=16, intermediate_size=4096),
+    "1.5b": dict(num_hidden_layers=48, hidden_size=1600, num_attention_heads=25, intermediate_size=6400),
+    "5b": dict(num_hidden_layers=63, hidden_size=2560, num_attention_heads=40, intermediate_size=10240),
+}
+
+
+def padded_vocab_size(n: int, multiple: int = 8) -> int:
+    """The vocabulary size rounded up to a multiple of 8, so the embedding and decoder GEMMs use tensor cores."""
+    if n < 1:
+        raise ValueError(f"vocabulary size must be positive, got {n}")
+    return -(-n // multiple) * multiple
+
+
+def model_config(preset: str, vocab_size: int, **overrides) -> ModelConfig:
+    if preset not in PRESETS:
+        raise ValueError(f"unknown model preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    known = {f.name for f in dataclasses.fields(ModelConfig)} - {"vocab_size"}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(f"unknown model config key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return ModelConfig(vocab_size=padded_vocab_size(vocab_size), **{**PRESETS[preset], **overrides})
+
+
+@dataclass
+class PretrainOutput:
+    loss: Tensor  # mlm_loss + nsp_loss
+    mlm_loss: Tensor  # mean over the valid masked positions of the batch
+    nsp_loss: Tensor
+    mlm_correct: Tensor
+    mlm_count: Tensor
+    nsp_correct: Tensor
+    nsp_count: Tensor
+
+
+class BertEmbeddings(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor) -> Tensor:
+        positions = torch.arange(input_ids.size(1), device=input_ids.device)
+        x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
+        x = x + self.position_embeddings(positions)
+        return self.dropout(self.LayerNorm(x))
+
+
+class BertSelfAttention(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.dropout_p = config.attention_probs_dropout_prob
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, x: Tensor, attend: Tensor) -> Tensor:
+        """x [B, L, H]; attend [B, 1, 1, L] bool, True for the keys a query may attend to (not padding)."""
+        batch, length, hidden = x.shape
+        q, k, v = (proj(x).view(batch, length, self.num_heads, -1).transpose(1, 2)
+                   for proj in (self.query, self.key, self.value))
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attend,
+                                           dropout_p=self.dropout_p if self.training else 0.0)
+        return y.transpose(1, 2).reshape(batch, length, hidden)
+
+
+class BertDenseResidualNorm(nn.Module):
+    """dense -> dropout -> LayerNorm(residual + x): the output block after attention and after the FFN."""
+
+    def __init__(self, config: ModelConfig, in_features: int):
+        super().__init__()
+        self.dense = nn.Linear(in_features, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, x: Tensor, residual: Tensor) -> Tensor:
+        return self.LayerNorm(residual + self.dropout(self.dense(x)))
+
+
+class BertAttention(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.self = BertSelfAttention(config)
+        self.output = BertDenseResidualNorm(config, config.hidden_size)
+
+    def forward(self, x: Tensor, attend: Tensor) -> Tensor:
+        return self.output(self.self(x, attend), x)
+
+
+class BertIntermediate(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.gelu(self.dense(x))  # exact (erf) GELU, transformers' "gelu"
+
+
+class BertLayer(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.attention = BertAttention(config)
+        self.intermediate = BertIntermediate(config)
+        self.output = BertDenseResidualNorm(config, config.intermediate_size)
+
+    def forward(self, x: Tensor, attend: Tensor) -> Tensor:
+        x = self.attention(x, attend)
+        return self.output(self.intermediate(x), x)
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.activation_checkpointing = config.activation_checkpointing
+        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+
+    def forward(self, x: Tensor, attend: Tensor) -> Tensor:
+        for layer in self.layer:
+            if self.activation_checkpointing and self.training:
+                # keeps only each layer's input; the layer is recomputed (same dropout masks) in backward
+                x = checkpoint(layer, x, attend, use_reentrant=False)
+            else:
+                x = layer(x, attend)
+        return x
+
+
+class BertPooler(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.tanh(self.dense(x[:, 0]))
+
+
+class BertModel(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = BertEncoder(config)
+        self.pooler = BertPooler(config)
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
+        attend = attention_mask.bool()[:, None, None, :]
+        x = self.encoder(self.embeddings(input_ids, token_type_ids), attend)
+        return x, self.pooler(x)
+
+
+class BertPredictionHeadTransform(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.LayerNorm(F.gelu(self.dense(x)))
+
+
+class BertLMPredictionHead(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.transform = BertPredictionHeadTransform(config)
+        # the decoder's weight is tied to the word embeddings (by BertForPreTraining) and its bias is `bias`:
+        # both keys appear in the state dict, as in transformers
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        self.bias = self.decoder.bias
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.decoder(self.transform(x))
+
+
+class BertPreTrainingHeads(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+
+class BertForPreTraining(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        self.cls = BertPreTrainingHeads(config)
+        self.apply(self._init_weights)
+        self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """As transformers initializes BERT: normal(0, initializer_range), zero biases, LayerNorm 1/0."""
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=std)
+            nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=std)
+            if module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    def logits(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor,
+               masked_lm_positions: Tensor) -> tuple[Tensor, Tensor]:
+        """MLM logits [B, P, V] at the masked positions (slot order of masked_lm_positions; zero slots give
+        [CLS]'s logits, to be ignored) and NSP logits [B, 2]."""
+        sequence, pooled = self.bert(input_ids, token_type_ids, attention_mask)
+        index = masked_lm_positions.long().unsqueeze(-1).expand(-1, -1, sequence.size(-1))
+        masked = sequence.gather(1, index)
+        return self.cls.predictions(masked), self.cls.seq_relationship(pooled)
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, masked_lm_positions: Tensor,
+                masked_lm_ids: Tensor, next_sentence_labels: Tensor) -> PretrainOutput:
+        mlm_logits, nsp_logits = self.logits(input_ids, token_type_ids, attention_mask, masked_lm_positions)
+        valid = masked_lm_positions != 0
+        mlm_labels = masked_lm_ids.long().masked_fill(~valid, -100)
+        mlm_count = valid.sum()
+        # losses in fp32 whatever the compute precision: log-softmax over the vocabulary loses too much in 16 bits
+        mlm_sum = F.cross_entropy(mlm_logits.flatten(0, 1).float(), mlm_labels.flatten(), ignore_index=-100,
+                                  reduction="sum")
+        mlm_loss = mlm_sum / mlm_count.clamp(min=1)
+        nsp_labels = next_sentence_labels.long().view(-1)
+        nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)
+        with torch.no_grad():
+            mlm_correct = ((mlm_logits.argmax(-1) == mlm_labels) & valid).sum()
+            nsp_correct = (nsp_logits.argmax(-1) == nsp_labels).sum()
+        return PretrainOutput(loss=mlm_loss + nsp_loss, mlm_loss=mlm_loss, nsp_loss=nsp_loss,
+                              mlm_correct=mlm_correct, mlm_count=mlm_count, nsp_correct=nsp_correct,
+                              nsp_count=torch.tensor(nsp_labels.numel(), device=nsp_labels.device))
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())  # parameters() lists the tied decoder weight once
+
+    def flops_per_sequence(self, seq_len: int, num_predictions: int) -> float:
+        """Training FLOPs (forward + backward = 3x forward, matmuls only) of one sequence; activation
+        checkpointing's recomputation is not counted, as in the usual model-FLOPs-utilization definition."""
+        c = self.config
+        h, s = c.hidden_size, seq_len
+        per_layer = 2 * s * (4 * h * h + 2 * h * c.intermediate_size) + 2 * 2 * s * s * h  # projections+FFN, QK^T+AV
+        heads = 2 * h * h + 2 * h * 2 + num_predictions * (2 * h * h + 2 * h * c.vocab_size)  # pooler, NSP, MLM
+        return 3.0 * (c.num_hidden_layers * per_layer + heads)

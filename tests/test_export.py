@@ -1,0 +1,171 @@
+"""Export of a phase directory to a Hugging Face model directory, loaded back with transformers."""
+import dataclasses
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+import transformers
+
+from pipeline.errors import PipelineError
+from pipeline.wordpiece import write_tokenizer_dir
+from pretrain.export import export_hf, fill_mask
+from pretrain.model import BertForPreTraining, model_config
+
+WORDS = ["the", "cat", "dog", "sat", "on", "a", "mat", "and", "ran", "home", "##s", "."]
+TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS  # 17 tokens, model vocabulary 24
+
+
+def write_phase_dir(phase_dir, model, tag="global_step7"):
+    """The layout the training loop writes, with a checkpoint as DeepSpeed saves one without ZeRO."""
+    (phase_dir / "checkpoints" / tag).mkdir(parents=True)
+    (phase_dir / "model_config.json").write_text(json.dumps(dataclasses.asdict(model.config)))
+    (phase_dir / "tokenizer").mkdir()
+    write_tokenizer_dir(phase_dir / "tokenizer", TOKENS, lowercase=True)
+    torch.save({"module": model.state_dict(), "global_steps": 7},
+               phase_dir / "checkpoints" / tag / "mp_rank_00_model_states.pt")
+    (phase_dir / "checkpoints" / "latest").write_text(tag)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    root = tmp_path_factory.mktemp("export")
+    torch.manual_seed(0)
+    model = BertForPreTraining(model_config("tiny", len(TOKENS))).eval()
+    write_phase_dir(root / "phase2", model)
+    out = export_hf(root / "phase2", root / "hf")
+    return model, out
+
+
+def test_export_writes_a_hugging_face_directory(exported):
+    model, out = exported
+    names = sorted(p.name for p in out.iterdir())
+    assert names == sorted(["config.json", "model.safetensors", "pretraining_config.json", "vocab.txt",
+                            "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"])
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no temporary left over
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["BertForPreTraining"] and config["model_type"] == "bert"
+    assert config["vocab_size"] == 24 and config["pad_token_id"] == 0 and config["hidden_act"] == "gelu"
+
+
+def test_transformers_loads_it_without_missing_keys_and_gives_the_same_outputs(exported):
+    model, out = exported
+    hf, info = transformers.BertForPreTraining.from_pretrained(out, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
+    hf.eval()
+    assert hf.cls.predictions.decoder.weight.data_ptr() == hf.bert.embeddings.word_embeddings.weight.data_ptr()
+    for name, value in model.state_dict().items():
+        assert torch.equal(hf.state_dict()[name], value), name
+    input_ids = torch.tensor([[2, 5, 6, 4, 9, 3, 7, 8, 3]])
+    token_type_ids = torch.tensor([[0, 0, 0, 0, 0, 0, 1, 1, 1]])
+    attention_mask = torch.ones_like(input_ids)
+    positions = torch.tensor([[3, 0]])
+    with torch.no_grad():
+        mlm, nsp = model.logits(input_ids, token_type_ids, attention_mask, positions)
+        theirs = hf(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask)
+    torch.testing.assert_close(mlm[0, 0], theirs.prediction_logits[0, 3], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(nsp, theirs.seq_relationship_logits, atol=1e-5, rtol=1e-5)
+
+
+def test_fill_mask_pipeline_and_helper(exported):
+    _, out = exported
+    pipe = transformers.pipeline("fill-mask", model=str(out), tokenizer=str(out), device="cpu")
+    predictions = pipe("the cat [MASK] on the mat .", top_k=3)
+    assert len(predictions) == 3 and all(0 < p["score"] <= 1 and p["sequence"].startswith("the cat")
+                                         for p in predictions)
+    ours = fill_mask(out, "The cat [MASK] on the mat.", top_k=3)
+    assert len(ours) == 3 and all(token in TOKENS and 0 < p <= 1 for token, p in ours)
+    assert [p for _, p in ours] == sorted((p for _, p in ours), reverse=True)
+    # the same model: the pipeline's best real token is ours too (it may also rank the vocabulary's padding rows)
+    real = [p for p in predictions if p["token"] < len(TOKENS)]
+    assert not real or real[0]["token"] == TOKENS.index(ours[0][0])
+    with pytest.raises(ValueError, match="exactly once"):
+        fill_mask(out, "no mask here")
+
+
+def test_export_replaces_a_previous_export(exported, tmp_path):
+    model, _ = exported
+    write_phase_dir(tmp_path / "phase1", model)
+    out = tmp_path / "hf"
+    out.mkdir()
+    (out / "stale.bin").write_text("old")
+    export_hf(tmp_path / "phase1", out)
+    assert not (out / "stale.bin").exists() and (out / "model.safetensors").is_file()
+    assert json.loads((out / "pretraining_config.json").read_text())["checkpoint"] == "global_step7"
+
+
+def test_export_errors_are_one_line(tmp_path):
+    torch.manual_seed(0)
+    model = BertForPreTraining(model_config("tiny", len(TOKENS)))
+    phase = tmp_path / "phase1"
+    write_phase_dir(phase, model)
+    (phase / "checkpoints" / "latest").unlink()
+    with pytest.raises(PipelineError, match="no checkpoint to export"):
+        export_hf(phase, tmp_path / "out")
+    (phase / "checkpoints" / "latest").write_text("global_step99")
+    with pytest.raises(PipelineError, match="names checkpoint 'global_step99', which does not exist"):
+        export_hf(phase, tmp_path / "out")
+    (phase / "checkpoints" / "latest").write_text("global_step7")
+    (phase / "model_config.json").write_text(json.dumps(dataclasses.asdict(model_config("mini", len(TOKENS)))))
+    with pytest.raises(PipelineError, match="does not match model_config.json"):
+        export_hf(phase, tmp_path / "out")
+    (phase / "model_config.json").unlink()
+    with pytest.raises(PipelineError, match="model_config.json: not found"):
+        export_hf(phase, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+DEEPSPEED_SCRIPT = """
+import json, dataclasses, sys
+from pathlib import Path
+import torch, deepspeed
+from pretrain.model import BertForPreTraining, model_config
+from pretrain.optimizers import build_optimizer
+phase, zero_stage = Path(sys.argv[1]), int(sys.argv[2])
+torch.manual_seed(0)
+model = BertForPreTraining(model_config("tiny", 17, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+ds_config = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
+             "zero_optimization": {"stage": zero_stage}, "zero_allow_untested_optimizer": True}
+engine, *_ = deepspeed.initialize(model=model, optimizer=build_optimizer(model, "lamb", lr=1e-2), config=ds_config)
+batch = dict(input_ids=torch.randint(5, 17, (2, 8)), token_type_ids=torch.zeros(2, 8, dtype=torch.long),
+             attention_mask=torch.ones(2, 8, dtype=torch.long), masked_lm_positions=torch.tensor([[1, 2]] * 2),
+             masked_lm_ids=torch.randint(5, 17, (2, 2)), next_sentence_labels=torch.tensor([0, 1]))
+for _ in range(2):
+    loss = engine(**batch).loss
+    engine.backward(loss)
+    engine.step()
+engine.save_checkpoint(str(phase / "checkpoints"), tag="step2")
+(phase / "model_config.json").write_text(json.dumps(dataclasses.asdict(model.config)))
+torch.save({k: v.detach().clone() for k, v in engine.module.state_dict().items()}, phase / "expected.pt")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("zero_stage", [0, 1])
+def test_export_of_a_real_deepspeed_checkpoint(tmp_path, zero_stage):
+    """Trains two LAMB steps on CPU with DeepSpeed (one process), saves, exports, reloads."""
+    pytest.importorskip("deepspeed")
+    phase = tmp_path / "phase1"
+    phase.mkdir()
+    with socket.socket() as s:  # a free port for the one-process gloo group
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": "0", "LOCAL_RANK": "0",
+           "WORLD_SIZE": "1"}
+    result = subprocess.run([sys.executable, "-c", DEEPSPEED_SCRIPT, str(phase), str(zero_stage)],
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (phase / "tokenizer").mkdir()
+    write_tokenizer_dir(phase / "tokenizer", TOKENS)
+    assert any((phase / "checkpoints" / "step2").glob("zero_pp_rank_*_optim_states.pt")) == (zero_stage > 0)
+    out = export_hf(phase, tmp_path / "hf")
+    hf, info = transformers.BertForPreTraining.from_pretrained(out, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    expected = torch.load(phase / "expected.pt")
+    initial = BertForPreTraining(model_config("tiny", 17)).state_dict()
+    for name, value in expected.items():
+        assert torch.equal(hf.state_dict()[name], value.float()), name
+    assert not torch.equal(expected["bert.pooler.dense.weight"], initial["bert.pooler.dense.weight"])  # trained
