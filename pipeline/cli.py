@@ -71,24 +71,25 @@ def status(lang: str = LangOpt, workdir: Path = WorkdirOpt, set_: Optional[list[
 
 
 @app.command()
-def hdf5(input_: Path = typer.Option(..., "--input", help="Sentence-per-line text (blank line after each document): "
-                                     "a file, or a directory of *.txt files or of training_*/test_* shards"),
+def hdf5(input_: Path = typer.Option(..., "--input", help="Sentence-per-line text, a blank line after each "
+                                     "document: a file, or a directory of *.txt files or of training_*/test_* shards"),
          vocab: Path = typer.Option(..., "--vocab", help="vocab.txt, or a directory with vocab.txt + tokenizer.json"),
          out: Path = typer.Option(..., "--out", help="Output directory (gets one subdirectory per variant)"),
          lowercase: Optional[bool] = typer.Option(None, "--lowercase/--no-lowercase",
-                                                  help="Lowercase the text (uncased vocabularies, e.g. bert-base-uncased)"),
+                                                  help="Lowercase the text (uncased vocabularies: bert-base-uncased)"),
          strip_accents: Optional[bool] = typer.Option(None, "--strip-accents/--keep-accents",
-                                                      help="Strip accents (default: when lowercasing, as BERT's uncased models)"),
-         set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a parameter: hdf5.KEY=VALUE (repeatable)"),
+                                                      help="Strip accents (default: when lowercasing, as BERT's "
+                                                      "uncased models do)"),
+         set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a parameter: hdf5.KEY=VALUE"),
          workers: int = WorkersOpt, force: bool = typer.Option(False, "--force", help="Replace --out if it exists"),
          quiet: bool = QuietOpt) -> None:
     """Run the hdf5 stage on your own text and vocabulary (as NVIDIA's create_pretraining_data.py users do)."""
-    from pipeline.config import _parse_override, build_dataclass
+    from pipeline.config import parse_override, build_dataclass
     from pipeline.stages.hdf5 import STAGE, run_standalone
 
     values = {}
     for item in set_ or []:
-        _, key, value = _parse_override(item, {"hdf5": STAGE})
+        _, key, value = parse_override(item, {"hdf5": STAGE})
         values[key] = (value, f"--set {item}: hdf5")
     config = build_dataclass(STAGE.config_cls, values)
     run_standalone(config, input_, vocab, out, lowercase=lowercase, strip_accents=strip_accents, workers=workers,
@@ -106,6 +107,16 @@ def verify(path: Path = typer.Argument(..., help="An HDF5 file, or a directory s
     typer.echo(format_report(report))
     if not report.ok:
         raise typer.Exit(1)
+
+
+@app.command("sample-dump")
+def sample_dump(out_dir: Path = typer.Argument(..., help="Directory for the dump and its index"),
+                pages: int = typer.Option(400, "--pages", min=1, help="Articles (plus redirects, stubs, talk pages, ...)"),
+                seed: int = typer.Option(0, "--seed", help="Same seed, same bytes")) -> None:
+    """Write the generated Hungarian-like sample dump (multistream + index, no network) and print its path."""
+    from pipeline.sample import write_sample_dump
+
+    typer.echo(write_sample_dump(out_dir, pages, seed))
 
 
 def _prepare(lang, dump, workdir, overrides, quiet, config):

@@ -71,7 +71,7 @@ def load_pipeline_config(path: Path, lang: str, overrides: list[str] = (),
             layers[stage_name].append((_mapping(stage_values or {}, path, f"{where}.{stage_name}"),
                                        f"{path}: {where}.{stage_name}"))
     for item in overrides:
-        stage_name, key, value = _parse_override(item, stages)
+        stage_name, key, value = parse_override(item, stages)
         layers[stage_name].append(({key: value}, f"--set {item}: {stage_name}"))
     for stage_name, stage_values in (values or {}).items():
         if stage_name not in stages:
@@ -197,7 +197,7 @@ def _check_keys(data: dict, allowed: set[str], path: Path, where: str) -> None:
             raise ConfigError(f"{path}: {where}{key}: unknown key (known: {', '.join(sorted(allowed))})")
 
 
-def _parse_override(item: str, stages: dict) -> tuple[str, str, Any]:
+def parse_override(item: str, stages: dict) -> tuple[str, str, Any]:
     name_and_key, sep, raw_value = item.partition("=")
     stage_name, dot, key = name_and_key.partition(".")
     if not sep or not dot or not key:

@@ -1,0 +1,244 @@
+"""BERT pretraining instances (masked LM + next sentence prediction) from tokenized documents, vectorised.
+
+The algorithm is the one of Google's `create_pretraining_data.py`, in two steps:
+
+1. `plan_instances` walks the documents once per `dupe_factor` round (a short Python loop per *chunk*, not
+   per token) and records each instance as two token spans of the shard's flat id array: segment A
+   (leading sentences of a chunk) and segment B (the rest of the chunk, or with probability 0.5 a run of
+   sentences from a random other document, the unused sentences of the chunk being put back).
+2. `make_instances` turns any batch of planned instances into NVIDIA's arrays with numpy: truncation of
+   the longer segment at a random end, `[CLS] A [SEP] B [SEP]`, and masking of
+   `min(max_predictions_per_seq, max(1, round(len * masked_lm_prob)))` tokens, each replaced by
+   `[MASK]` 80%, kept 10%, a random vocabulary token 10%.
+
+NVIDIA's arrays (N instances, L = max_seq_length, P = max_predictions_per_seq): input_ids int32 [N, L] padded
+with 0, input_mask int8 [N, L], segment_ids int8 [N, L], masked_lm_positions int32 [N, P] (sorted) and
+masked_lm_ids int32 [N, P], zero-padded (readers stop at the first 0 position, 0 being [CLS]), and
+next_sentence_labels int8 [N] (1 = B is the random sentence).
+
+Planning first costs ~40 bytes per instance, so a whole shard's instances can be shuffled (as Google does)
+and then built and written in small blocks: memory does not grow with shard size times `dupe_factor`.
+
+Differences from Google's code (distributions are otherwise the same; the random streams are numpy's):
+- random replacement tokens never are `[PAD]`/`[UNK]`/`[CLS]`/`[SEP]`/`[MASK]`, so a row's structure
+  stays checkable (`pipeline verify`);
+- with whole-word masking, a `##` piece at the start of segment B starts a word instead of joining the
+  last word of segment A across `[SEP]`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from array import array
+from bisect import bisect_left
+from typing import Iterator
+
+import numpy as np
+
+DATASETS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
+            "next_sentence_labels")
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizedDocuments:
+    """A shard's token ids as one flat array; sentence k is ids[sentence_starts[k]:sentence_starts[k + 1]],
+    document d is sentences document_starts[d] .. document_starts[d + 1] - 1. No sentence or document is empty."""
+    ids: np.ndarray  # [tokens], uint16 or int32
+    sentence_starts: np.ndarray  # int64 [sentences + 1]
+    document_starts: np.ndarray  # int64 [documents + 1]
+
+
+@dataclasses.dataclass(frozen=True)
+class InstancePlan:
+    """Instance i is A = ids[a_start[i]:a_start[i] + a_len[i]] and B likewise, before truncation."""
+    a_start: np.ndarray
+    a_len: np.ndarray
+    b_start: np.ndarray
+    b_len: np.ndarray
+    random_next: np.ndarray  # int8: 1 = B comes from another document
+    short_targets: int  # (document, round) pairs that drew a short target length
+    document_rounds: int
+
+    def __len__(self) -> int:
+        return len(self.a_start)
+
+    def take(self, index: np.ndarray) -> InstancePlan:
+        return InstancePlan(self.a_start[index], self.a_len[index], self.b_start[index], self.b_len[index],
+                            self.random_next[index], self.short_targets, self.document_rounds)
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskingVocab:
+    """What masking needs from the vocabulary: special ids, replacement candidates, `##` pieces."""
+    cls_id: int
+    sep_id: int
+    mask_id: int
+    replacement_ids: np.ndarray  # int32: every id except [PAD], [UNK], [CLS], [SEP], [MASK]
+    is_subword: np.ndarray  # bool [vocab size]: the token starts with "##"
+
+    @classmethod
+    def from_vocab(cls, vocab: dict[str, int]) -> MaskingVocab:
+        special = {vocab[t] for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")}
+        size = max(vocab.values()) + 1
+        is_subword = np.zeros(size, dtype=bool)
+        is_subword[[i for t, i in vocab.items() if t.startswith("##")]] = True
+        replacement = np.array(sorted(set(vocab.values()) - special), dtype=np.int32)
+        return cls(vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"], replacement, is_subword)
+
+
+def plan_instances(docs: TokenizedDocuments, max_seq_length: int, short_seq_prob: float, dupe_factor: int,
+                   rng: np.random.Generator) -> InstancePlan:
+    """Google's create_instances_from_document for every document and round, as token spans."""
+    max_tokens = max_seq_length - 3
+    starts = docs.sentence_starts.tolist()
+    doc_starts = docs.document_starts.tolist()
+    n_docs = len(doc_starts) - 1
+    u = _uniforms(rng)
+    a_start, a_len, b_start, b_len = array("q"), array("q"), array("q"), array("q")
+    random_next = array("b")
+    short_targets = 0
+    for d in range(n_docs):
+        first, end = doc_starts[d], doc_starts[d + 1]
+        for _ in range(dupe_factor):
+            target = max_tokens
+            if next(u) < short_seq_prob:
+                target = 2 + int(next(u) * (max_tokens - 1))  # randint(2, max_tokens)
+                short_targets += 1
+            c = first
+            while c < end:
+                # The chunk is sentences c..m-1: the fewest that reach `target` tokens, or the rest of the document.
+                m = bisect_left(starts, starts[c] + target, c + 1, end)
+                size = m - c
+                a_end = c + 1 if size < 2 else c + 1 + int(next(u) * (size - 1))
+                a_start.append(starts[c])
+                a_len.append(starts[a_end] - starts[c])
+                if size == 1 or next(u) < 0.5:
+                    r = d
+                    for _ in range(10):
+                        r = int(next(u) * n_docs)
+                        if r != d:
+                            break
+                    r_first, r_end = doc_starts[r], doc_starts[r + 1]
+                    s = r_first + int(next(u) * (r_end - r_first))
+                    b_target = target - (starts[a_end] - starts[c])
+                    s_end = bisect_left(starts, starts[s] + b_target, s + 1, r_end)
+                    b_start.append(starts[s])
+                    b_len.append(starts[s_end] - starts[s])
+                    random_next.append(1)
+                    c = a_end  # the chunk's unused sentences are put back
+                else:
+                    b_start.append(starts[a_end])
+                    b_len.append(starts[m] - starts[a_end])
+                    random_next.append(0)
+                    c = m
+    return InstancePlan(np.frombuffer(a_start, np.int64), np.frombuffer(a_len, np.int64),
+                        np.frombuffer(b_start, np.int64), np.frombuffer(b_len, np.int64),
+                        np.frombuffer(random_next, np.int8), short_targets, n_docs * dupe_factor)
+
+
+def make_instances(ids: np.ndarray, plan: InstancePlan, max_seq_length: int, max_predictions_per_seq: int,
+                   masked_lm_prob: float, vocab: MaskingVocab, whole_word_masking: bool,
+                   rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """NVIDIA's six arrays for the planned instances, in plan order."""
+    n, width = len(plan), max_seq_length
+    a_start, a_len, b_start, b_len = _truncate(plan, max_seq_length - 3, rng)
+    pos = np.arange(width, dtype=np.int64)[None, :]
+    a_len, b_len = a_len[:, None], b_len[:, None]
+    length = a_len + b_len + 3
+    in_a = (pos >= 1) & (pos <= a_len)
+    in_b = (pos >= a_len + 2) & (pos < length - 1)
+    source = np.where(pos <= a_len, a_start[:, None] - 1, b_start[:, None] - a_len - 2) + pos
+    candidates = in_a | in_b
+    tokens = np.where(candidates, ids[np.clip(source, 0, len(ids) - 1)], 0).astype(np.int32)
+    rows = np.arange(n)
+    tokens[:, 0] = vocab.cls_id
+    tokens[rows, a_len[:, 0] + 1] = vocab.sep_id
+    tokens[rows, length[:, 0] - 1] = vocab.sep_id
+
+    to_predict = np.minimum(max_predictions_per_seq,
+                            np.maximum(1, np.rint(length[:, 0] * masked_lm_prob).astype(np.int64)))
+    if whole_word_masking:
+        word_start = candidates & (~vocab.is_subword[tokens] | (pos == 1) | (pos == a_len + 2))
+        selected = _select_whole_words(candidates, word_start, to_predict, rng)
+    else:
+        selected = _select_tokens(candidates, to_predict, max_predictions_per_seq, rng)
+
+    sel_rows, sel_pos = np.nonzero(selected)  # row-major: positions come out sorted within each row
+    labels = tokens[sel_rows, sel_pos]
+    draw = rng.random(len(sel_rows))
+    random_tokens = vocab.replacement_ids[rng.integers(0, len(vocab.replacement_ids), len(sel_rows))]
+    tokens[sel_rows, sel_pos] = np.where(draw < 0.8, vocab.mask_id, np.where(draw < 0.9, labels, random_tokens))
+    counts = np.bincount(sel_rows, minlength=n)
+    slot = np.arange(len(sel_rows)) - np.repeat(np.cumsum(counts) - counts, counts)
+    masked_positions = np.zeros((n, max_predictions_per_seq), dtype=np.int32)
+    masked_ids = np.zeros((n, max_predictions_per_seq), dtype=np.int32)
+    masked_positions[sel_rows, slot] = sel_pos
+    masked_ids[sel_rows, slot] = labels
+    return {
+        "input_ids": tokens,
+        "input_mask": (pos < length).astype(np.int8),
+        "segment_ids": ((pos >= a_len + 2) & (pos < length)).astype(np.int8),
+        "masked_lm_positions": masked_positions,
+        "masked_lm_ids": masked_ids,
+        "next_sentence_labels": plan.random_next.astype(np.int8),
+    }
+
+
+def _truncate(plan: InstancePlan, max_tokens: int, rng: np.random.Generator):
+    """Google's truncate_seq_pair in closed form: it removes one token at a time from the longer segment
+    (B on ties), from the front or the back with probability 0.5 each."""
+    a_len, b_len = plan.a_len, plan.b_len
+    excess = np.maximum(a_len + b_len - max_tokens, 0)
+    gap = np.abs(a_len - b_len)
+    shorter = np.minimum(a_len, b_len)
+    rest = excess - gap  # removals once both are equally long: B, A, B, A, ...
+    new_a = np.where(excess <= gap, np.where(a_len > b_len, a_len - excess, a_len), shorter - rest // 2)
+    new_b = np.where(excess <= gap, np.where(a_len > b_len, b_len, b_len - excess), shorter - (rest + 1) // 2)
+    a_front = rng.binomial(a_len - new_a, 0.5)
+    b_front = rng.binomial(b_len - new_b, 0.5)
+    return plan.a_start + a_front, new_a, plan.b_start + b_front, new_b
+
+
+def _select_tokens(candidates: np.ndarray, to_predict: np.ndarray, max_predictions: int,
+                   rng: np.random.Generator) -> np.ndarray:
+    """A uniformly random set of to_predict[i] candidate positions per row (the first ones of a shuffle)."""
+    n, width = candidates.shape
+    keys = rng.random((n, width))
+    keys[~candidates] = 2.0
+    top = min(max_predictions, width)
+    if top < width:
+        first = np.argpartition(keys, top - 1, axis=1)[:, :top]
+    else:
+        first = np.broadcast_to(np.arange(width), (n, width))
+    order = np.take_along_axis(first, np.argsort(np.take_along_axis(keys, first, axis=1), axis=1), axis=1)
+    take = np.arange(top)[None, :] < np.minimum(to_predict, candidates.sum(axis=1))[:, None]
+    selected = np.zeros((n, width), dtype=bool)
+    np.put_along_axis(selected, order, take, axis=1)
+    return selected
+
+
+def _select_whole_words(candidates: np.ndarray, word_start: np.ndarray, to_predict: np.ndarray,
+                        rng: np.random.Generator) -> np.ndarray:
+    """Google's whole-word masking: words in random order, each taken whole when it still fits in
+    to_predict[i] (words that would overflow are skipped, smaller later ones may still fit)."""
+    n, width = candidates.shape
+    word = np.cumsum(word_start, axis=1) - 1  # word index of each candidate position
+    word = np.where(candidates, word, width)  # non-candidates go to a dummy word
+    flat_word = (word + np.arange(n)[:, None] * (width + 1)).ravel()
+    word_len = np.bincount(flat_word, minlength=n * (width + 1)).reshape(n, width + 1)[:, :width]
+    keys = np.where(word_len > 0, rng.random((n, width)), 2.0)
+    order = np.argsort(keys, axis=1)
+    sorted_len = np.take_along_axis(word_len, order, axis=1)
+    filled = np.zeros(n, dtype=np.int64)
+    taken_sorted = np.zeros((n, width), dtype=bool)
+    for column in range(int(word_start.sum(axis=1).max(initial=0))):
+        fits = (sorted_len[:, column] > 0) & (filled + sorted_len[:, column] <= to_predict)
+        filled += np.where(fits, sorted_len[:, column], 0)
+        taken_sorted[:, column] = fits
+    taken = np.zeros((n, width + 1), dtype=bool)
+    np.put_along_axis(taken, order, taken_sorted, axis=1)
+    return np.take_along_axis(taken, word, axis=1) & candidates
+
+
+def _uniforms(rng: np.random.Generator, block: int = 1 << 16) -> Iterator[float]:
+    while True:
+        yield from rng.random(block).tolist()

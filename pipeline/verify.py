@@ -1,0 +1,267 @@
+"""`pipeline verify`: check HDF5 pretraining files (NVIDIA's layout) row by row, vectorised, and summarise them.
+
+The vocabulary comes from --vocab, else from the nearest `vocab.txt` in the file's directory or the two above
+it (the `hdf5` stage writes one into each variant directory, with `variant.json`; when a `variant.json` is
+found the same way, the shapes and the number of masked positions are checked against its parameters too).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from pipeline.errors import PipelineError
+from pipeline.instances import DATASETS
+from pipeline.wordpiece import read_vocab, special_token_ids
+
+DTYPES = {"input_ids": np.int32, "input_mask": np.int8, "segment_ids": np.int8, "masked_lm_positions": np.int32,
+          "masked_lm_ids": np.int32, "next_sentence_labels": np.int8}
+SUFFIXES = (".hdf5", ".h5")
+BLOCK_CELLS = 1 << 22  # rows are checked in blocks of about this many input_ids cells
+
+
+@dataclasses.dataclass
+class Stats:
+    """Sums over the rows of one (max_seq_length, max_predictions_per_seq) group of files."""
+    files: int = 0
+    instances: int = 0
+    real_tokens: int = 0
+    short: int = 0  # rows with padding
+    eligible: int = 0  # real tokens that are not [CLS]/[SEP]
+    masked: int = 0
+    masked_as_mask: int = 0
+    masked_same: int = 0
+    masked_other: int = 0
+    random_next: int = 0
+    full_predictions: int = 0  # rows with max_predictions_per_seq predictions
+
+    def add(self, other: Stats) -> None:
+        for field in dataclasses.fields(self):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Vocab:
+    size: int
+    special: dict[str, int]
+
+
+@dataclasses.dataclass
+class VerifyReport:
+    files: list[Path]
+    problems: list[str]
+    stats: dict[tuple[int, int], Stats]  # (max_seq_length, max_predictions_per_seq) -> sums
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.files) and not self.problems
+
+
+def verify_path(path: Path, vocab: Path | None = None) -> VerifyReport:
+    path = Path(path)
+    if not path.exists():
+        raise PipelineError(f"{path}: no such file or directory")
+    files = sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file()) if path.is_dir() else [path]
+    report = VerifyReport(files, [], {})
+    if not files:
+        report.problems.append(f"{path}: no {'/'.join(SUFFIXES)} files")
+    given = (Path(vocab) / "vocab.txt" if Path(vocab).is_dir() else Path(vocab)) if vocab else None
+    vocabs, params = {}, {}  # loaded once per path
+    for file in files:
+        try:
+            vocab_file = given or _find_up(file, "vocab.txt")
+            if vocab_file is None:
+                report.problems.append(f"{file}: no vocab.txt in its directory or the two above; pass --vocab")
+                continue
+            if vocab_file not in vocabs:
+                vocabs[vocab_file] = _load_vocab(vocab_file)
+            params_file = _find_up(file, "variant.json")
+            if params_file not in params:
+                params[params_file] = _load_params(params_file)
+            shape, stats, problems = verify_file(file, vocabs[vocab_file], params[params_file])
+        except PipelineError as e:
+            report.problems.append(str(e))
+            continue
+        report.problems.extend(f"{file}: {p}" for p in problems)
+        if stats is not None:
+            report.stats.setdefault(shape, Stats()).add(stats)
+    return report
+
+
+def verify_file(path: Path, vocab: _Vocab, params: dict | None = None
+                ) -> tuple[tuple[int, int] | None, Stats | None, list[str]]:
+    """((max_seq_length, max_predictions_per_seq), statistics, problems) of one file; `params` are those of
+    the hdf5 stage's variant.json."""
+    try:
+        with h5py.File(path, "r") as f:
+            problems = _check_layout(f, params)
+            if problems:
+                return None, None, problems
+            n, width = f["input_ids"].shape
+            preds = f["masked_lm_positions"].shape[1]
+            stats, counts = Stats(files=1), {}
+            block = max(1, BLOCK_CELLS // max(1, width))
+            for start in range(0, n, block):
+                arrays = {name: f[name][start:start + block] for name in DATASETS}
+                _check_rows(arrays, start, vocab, params, counts, stats)
+    except (OSError, KeyError, ValueError, RuntimeError) as e:
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return None, None, [f"cannot read the file ({first_line})"]
+    problems = [f"{count:,} row{'s' if count > 1 else ''}: {what} (first: row {first})"
+                for what, (count, first) in counts.items()]
+    return (width, preds), stats, problems
+
+
+def _check_layout(f: h5py.File, params: dict | None) -> list[str]:
+    missing = [name for name in DATASETS if name not in f or not isinstance(f[name], h5py.Dataset)]
+    if missing:
+        return [f"missing dataset{'s' if len(missing) > 1 else ''} {', '.join(missing)}"]
+    problems = [f"{name}: dtype {f[name].dtype}, expected {np.dtype(dtype)}"
+                for name, dtype in DTYPES.items() if f[name].dtype != np.dtype(dtype)]
+    shapes = {name: f[name].shape for name in DATASETS}
+    n = shapes["input_ids"][0] if shapes["input_ids"] else None
+    for name, shape in shapes.items():
+        ndim = 1 if name == "next_sentence_labels" else 2
+        if len(shape) != ndim or shape[0] != n:
+            problems.append(f"{name}: shape {shape}, expected {'[N]' if ndim == 1 else '[N, width]'} "
+                            f"with N = {n} (the rows of input_ids)")
+    if not problems:
+        for name in ("input_mask", "segment_ids"):
+            if shapes[name] != shapes["input_ids"]:
+                problems.append(f"{name}: shape {shapes[name]} differs from input_ids {shapes['input_ids']}")
+        if shapes["masked_lm_ids"] != shapes["masked_lm_positions"]:
+            problems.append(f"masked_lm_ids: shape {shapes['masked_lm_ids']} differs from masked_lm_positions "
+                            f"{shapes['masked_lm_positions']}")
+    if not problems and params is not None:
+        for name, key in (("input_ids", "max_seq_length"), ("masked_lm_positions", "max_predictions_per_seq")):
+            if shapes[name][1] != params.get(key):
+                problems.append(f"{name}: width {shapes[name][1]}, but variant.json says {key} {params.get(key)}")
+    return problems
+
+
+def _check_rows(a: dict[str, np.ndarray], start: int, vocab: _Vocab, params: dict | None, counts: dict,
+                stats: Stats) -> None:
+    ids, mask, seg = a["input_ids"].astype(np.int64), a["input_mask"], a["segment_ids"]
+    positions, labels, nsp = a["masked_lm_positions"].astype(np.int64), a["masked_lm_ids"], a["next_sentence_labels"]
+    n, width = ids.shape
+    cls_id, sep_id, mask_id = vocab.special["[CLS]"], vocab.special["[SEP]"], vocab.special["[MASK]"]
+    specials = np.array([vocab.special[t] for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]")])
+    rows = np.arange(n)
+    pos = np.arange(width)[None, :]
+
+    def bad(what: str, where: np.ndarray) -> None:
+        """Count the rows where `where` ([rows] or [rows, cells]) is true, under the message `what`."""
+        hits = np.flatnonzero(where.any(axis=1) if where.ndim == 2 else where)
+        if len(hits):
+            count, first = counts.get(what, (0, start + int(hits[0])))
+            counts[what] = (count + len(hits), first)
+
+    length = mask.sum(axis=1, dtype=np.int64)
+    real = pos < length[:, None]
+    bad("input_mask is not 1s followed by 0s", mask != real)
+    bad("fewer than 5 real tokens ([CLS] A [SEP] B [SEP])", length < 5)
+    bad("input_ids outside the vocabulary", (ids < 0) | (ids >= vocab.size))
+    bad("input_ids[0] is not [CLS]", ids[:, 0] != cls_id)
+    bad("input_ids not 0 in the padding", (ids != 0) & ~real)
+    bad("segment_ids other than 0 and 1", (seg != 0) & (seg != 1))
+    bad("segment_ids not 0 in the padding", (seg != 0) & ~real)
+    is_b = (seg == 1) & real
+    bad("segment_ids not 0s then 1s", is_b[:, :-1] & ~is_b[:, 1:] & real[:, 1:])
+    has_b = is_b.any(axis=1)
+    b_start = np.where(has_b, is_b.argmax(axis=1), np.maximum(length, 1))
+    bad("no segment B (segment_ids 1)", ~has_b)
+    bad("segment A has no tokens between [CLS] and [SEP]", has_b & (b_start < 3))
+    bad("segment B has no tokens before the last [SEP]", has_b & (b_start > length - 2))
+    last = np.clip(length - 1, 0, width - 1)
+    bad("no [SEP] at the end of segment A", has_b & (ids[rows, np.clip(b_start - 1, 0, width - 1)] != sep_id))
+    bad("no [SEP] at the last real token", ids[rows, last] != sep_id)
+    bad("next_sentence_labels other than 0 and 1", (nsp != 0) & (nsp != 1))
+
+    used = positions != 0  # readers stop at the first 0 (position 0 is [CLS])
+    k = used.sum(axis=1)
+    bad("no masked positions", k == 0)
+    bad("masked_lm_positions has a 0 ([CLS]) before a later masked position", used[:, 1:] & ~used[:, :-1])
+    bad("masked_lm_ids not 0 after the last masked position", ~used & (labels != 0))
+    bad("masked_lm_positions not sorted", (positions[:, 1:] <= positions[:, :-1]) & used[:, 1:] & used[:, :-1])
+    bad("masked position outside the real tokens", used & ((positions < 0) | (positions >= length[:, None])))
+    bad("masked position on [SEP]", used & ((positions == (b_start - 1)[:, None]) | (positions == last[:, None])))
+    bad("masked_lm_ids outside the vocabulary", used & ((labels < 0) | (labels >= vocab.size)))
+    bad("masked_lm_ids holds a special token ([PAD]/[CLS]/[SEP]/[MASK])", used & np.isin(labels, specials))
+
+    inside = used & (positions > 0) & (positions < width)
+    m_rows, m_slots = np.nonzero(inside)
+    m_pos = positions[m_rows, m_slots]
+    is_masked = np.zeros((n, width), dtype=bool)
+    is_masked[m_rows, m_pos] = True
+    structural = (pos == 0) | (pos == (b_start - 1)[:, None]) | (pos == last[:, None])
+    bad("special token inside a segment, not at a masked position",
+        np.isin(ids, specials) & real & ~structural & ~is_masked)
+
+    if params is not None and isinstance(params.get("masked_lm_prob"), float):
+        expected = np.minimum(positions.shape[1],
+                              np.maximum(1, np.rint(length * params["masked_lm_prob"]).astype(np.int64)))
+        wrong = k > expected if params.get("whole_word_masking") else k != expected
+        bad(f"number of masked positions is not min(max_pred, round(length * {params['masked_lm_prob']}))", wrong)
+
+    current, label = ids[m_rows, m_pos], labels[m_rows, m_slots]
+    stats.instances += n
+    stats.real_tokens += int(length.sum())
+    stats.short += int((length < width).sum())
+    stats.eligible += int(np.maximum(length - 3, 0).sum())
+    stats.masked += int(k.sum())
+    stats.masked_as_mask += int((current == mask_id).sum())
+    stats.masked_same += int((current == label).sum())
+    stats.masked_other += int(((current != mask_id) & (current != label)).sum())
+    stats.random_next += int((nsp == 1).sum())
+    stats.full_predictions += int((k == positions.shape[1]).sum())
+
+
+def _find_up(file: Path, name: str) -> Path | None:
+    for directory in list(file.resolve().parents)[:3]:
+        if (directory / name).is_file():
+            return directory / name
+    return None
+
+
+def _load_vocab(vocab_file: Path) -> _Vocab:
+    vocab = read_vocab(vocab_file)
+    return _Vocab(len(vocab), special_token_ids(vocab))
+
+
+def _load_params(params_file: Path | None) -> dict | None:
+    if params_file is None:
+        return None
+    try:
+        params = json.loads(params_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise PipelineError(f"{params_file}: cannot read ({e})") from None
+    if not isinstance(params, dict):
+        raise PipelineError(f"{params_file}: expected a JSON object")
+    return params
+
+
+def format_report(report: VerifyReport) -> str:
+    lines = [f"checked {len(report.files):,} file{'s' if len(report.files) != 1 else ''}"]
+    for (width, preds), s in sorted(report.stats.items()):
+        instances = max(1, s.instances)
+        masked = max(1, s.masked)
+        lines += [
+            f"seq_len {width}, max_pred {preds}: {s.files:,} file{'s' if s.files != 1 else ''}",
+            f"  instances            {s.instances:,}",
+            f"  mean real length     {s.real_tokens / instances:.1f} of {width}",
+            f"  short (padded) rows  {s.short / instances:.3f}",
+            f"  masked share         {s.masked / max(1, s.eligible):.4f} of eligible tokens "
+            f"({s.full_predictions / instances:.3f} of rows at the cap of {preds})",
+            f"  [MASK]/same/random   {s.masked_as_mask / masked:.3f} / {s.masked_same / masked:.3f} / "
+            f"{s.masked_other / masked:.3f}",
+            f"  NSP random next      {s.random_next / instances:.3f}",
+        ]
+    if report.problems:
+        lines.append(f"{len(report.problems)} problem{'s' if len(report.problems) > 1 else ''}:")
+        lines += [f"  {p}" for p in report.problems]
+    else:
+        lines.append("OK: no problems")
+    return "\n".join(lines)
