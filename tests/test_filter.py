@@ -1,0 +1,214 @@
+"""Stage `filter`: each TurkuNLP rule triggered by a crafted document (and in order), language identification,
+duplicates across parts, report.json, determinism across workers, bad input."""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import load_pipeline_config
+from pipeline.errors import PipelineError
+from pipeline.fileio import iter_documents, write_document
+from pipeline.runner import run_stage
+from pipeline.stages import StageContext
+from pipeline.stages.filter import REASONS, DocumentChecker, FilterConfig, run
+
+HU = "abcdefghijklmnopqrstuvwxyzáéíóöúüőű"
+GOOD = [  # 5 sentences, 58 words of plain Hungarian prose
+    "A kis falu a folyó partján fekszik, és sok régi ház található benne.",
+    "A lakosok többsége a mezőgazdaságból él, de egyre többen dolgoznak a közeli városban.",
+    "A templomot a tizennyolcadik században építették, és azóta többször felújították.",
+    "Nyáron sok turista érkezik, akik a környék erdeiben és a hegyekben kirándulnak.",
+    "Az iskolában körülbelül száz gyerek tanul, a tanárok nagy része helyi lakos.",
+]
+ENGLISH = [
+    "The small village lies on the bank of the river, and many old houses can be found there.",
+    "Most of the people living there work in farming, but more of them commute to the nearby town.",
+    "The church was built in the eighteenth century and has been restored several times since then.",
+    "In summer many tourists arrive to walk in the forests and the hills around the village.",
+]
+
+
+def suffixed(suffix: str) -> list[str]:
+    return [s[:-1] + suffix for s in GOOD]
+
+
+# reason -> a document that passes every earlier check and fails this one
+CRAFTED = {
+    "avg_words": ["Igen."] * 10,
+    "min_sentences": GOOD[:2],
+    "max_sentences": ["Ez egy rövid magyar mondat."] * 1001,
+    "min_tokens": ["Ez egy nagyon jó mondat.", "Az is egy másik mondat.", "Ez lesz majd a harmadik mondat."],
+    "max_tokens": [GOOD[1]] * 900,
+    "no_word_ratio": GOOD + ["12 34 56 78.", "90 12 34 56."],
+    "punct_ratio": suffixed(" (!), [?]; ..."),
+    "upper_ratio": suffixed(" NATO ENSZ USA."),
+    "digit_ratio": suffixed(" 1234567890."),
+    "foreign_ratio": suffixed(" ñandú çççç."),
+    "min_words": ["Ez itt egy kicsit hosszabb mondat.", "A második mondat is ilyen hosszú.",
+                  "Harmadik mondat lesz ez itt.", "Negyedik mondat is van itt."],
+    "language": ENGLISH,
+}
+
+
+@pytest.fixture(scope="module")
+def checker():
+    return DocumentChecker(FilterConfig(word_chars=HU), "hu", check_language=True)
+
+
+def test_good_document_passes(checker):
+    assert checker.reason(GOOD) == 0
+
+
+@pytest.mark.parametrize("reason", list(CRAFTED))
+def test_each_rule_is_the_reason_of_its_crafted_document(checker, reason):
+    assert REASONS[checker.reason(CRAFTED[reason]) - 1] == reason
+
+
+def test_first_failing_check_is_the_reason(checker):
+    # too few sentences and too many digits: min_sentences comes first
+    assert REASONS[checker.reason(CRAFTED["digit_ratio"][:2]) - 1] == "min_sentences"
+
+
+def test_null_threshold_turns_a_check_off():
+    checker = DocumentChecker(FilterConfig(word_chars=HU, max_digit_ratio=None), "hu", check_language=False)
+    assert checker.reason(CRAFTED["digit_ratio"]) == 0
+
+
+def test_without_word_chars_any_letter_makes_a_word_and_foreign_check_is_off():
+    checker = DocumentChecker(FilterConfig(), "hu", check_language=False)
+    assert checker.reason(CRAFTED["foreign_ratio"]) == 0
+    assert checker.reason(["Привет, это довольно длинное предложение на русском языке здесь."] * 5) == 0
+
+
+def test_langdetect_is_one_config_value_away():
+    checker = DocumentChecker(FilterConfig(word_chars=HU, langid="langdetect"), "hu", check_language=True)
+    assert checker.reason(GOOD) == 0
+    assert REASONS[checker.reason(ENGLISH) - 1] == "language"
+
+
+# --- the stage ----------------------------------------------------------------------------------
+
+def write_parts(directory: Path, parts: list[list[tuple[str, list[str]]]], titles: bool = True) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    for i, docs in enumerate(parts):
+        with open(directory / f"part-{i:05d}.txt", "w", encoding="utf-8") as f:
+            for _, sentences in docs:
+                write_document(f, sentences)
+        if titles:
+            (directory / f"part-{i:05d}.titles").write_text("".join(t + "\n" for t, _ in docs), encoding="utf-8")
+    return directory
+
+
+def make_ctx(tmp_path: Path, sentences_dir: Path, workers: int = 1, lang: str = "hu", name: str = "out"):
+    out = tmp_path / name
+    out.mkdir()
+    return StageContext(lang=lang, lang_dir=tmp_path, out_dir=out, inputs={"sentences": sentences_dir},
+                        cache_dir=tmp_path / "cache", workers=workers, quiet=True)
+
+
+def variant(i: int) -> list[str]:
+    return [s.replace("kis falu", f"{i}. falu") for s in GOOD]
+
+
+def corpus() -> list[list[tuple[str, list[str]]]]:
+    return [
+        [("Falu", GOOD), ("Rövid", CRAFTED["min_sentences"]), ("Angol", ENGLISH), ("Falu 1", variant(1))],
+        [("Számok", CRAFTED["digit_ratio"]), ("Falu másolat", [s.upper().lower() for s in GOOD]),
+         ("Falu 2", variant(2)), ("Falu 1 újra", ["  " + s for s in variant(1)])],
+        [],
+        [("Falu 3", variant(3)), ("Falu másolat 2", GOOD), ("Igen", CRAFTED["avg_words"]), ("Falu 3 újra", variant(3))],
+    ]
+
+
+def test_stage_keeps_good_documents_drops_duplicates_across_parts_and_reports(tmp_path):
+    ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", corpus()))
+    counts = run(FilterConfig(word_chars=HU), ctx)
+    assert counts == {"documents_in": 12, "documents_kept": 4, "sentences_kept": 20, "dropped_avg_words": 1,
+                      "dropped_min_sentences": 1, "dropped_digit_ratio": 1, "dropped_language": 1,
+                      "dropped_duplicate": 4}
+    kept = [doc for i in range(4) for doc in iter_documents(ctx.out_dir / f"part-{i:05d}.txt")]
+    assert kept == [GOOD, variant(1), variant(2), variant(3)]
+    assert (ctx.out_dir / "part-00002.txt").read_text() == ""
+    report = json.loads((ctx.out_dir / "report.json").read_text(encoding="utf-8"))
+    assert report["documents"] == {"in": 12, "kept": 4, "dropped": 8}
+    assert report["sentences"] == {"in": 20 + 2 + 4 + 5 + 20 + 10, "kept": 20, "dropped": 41}
+    assert list(report["dropped"]) == ["avg_words", "min_sentences", "digit_ratio", "language", "duplicate"]
+    assert report["dropped"]["duplicate"] == {"documents": 4, "sentences": 20, "examples": [
+        "Falu másolat", "Falu 1 újra", "Falu másolat 2", "Falu 3 újra"]}
+    assert report["dropped"]["language"]["examples"] == ["Angol"]
+    assert report["language_check"] == "py3langid: hu"
+
+
+def test_examples_are_limited_and_fall_back_to_document_numbers_without_titles(tmp_path):
+    docs = [(f"Rövid {i}", CRAFTED["min_sentences"]) for i in range(4)] + [("Falu", GOOD)]
+    ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", [docs], titles=False))
+    run(FilterConfig(word_chars=HU, examples=2), ctx)
+    report = json.loads((ctx.out_dir / "report.json").read_text(encoding="utf-8"))
+    assert report["dropped"]["min_sentences"] == {"documents": 4, "sentences": 8, "examples": [
+        "part-00000.txt document 1", "part-00000.txt document 2"]}
+
+
+def test_output_identical_for_one_and_two_workers(tmp_path):
+    sentences_dir = write_parts(tmp_path / "sentences", corpus())
+    outputs = []
+    for workers in (1, 2):
+        ctx = make_ctx(tmp_path, sentences_dir, workers=workers, name=f"out{workers}")
+        run(FilterConfig(word_chars=HU), ctx)
+        outputs.append({p.name: p.read_bytes() for p in sorted(ctx.out_dir.iterdir())})
+    assert outputs[0] == outputs[1]
+
+
+def test_dedup_off_keeps_duplicates(tmp_path):
+    ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", corpus()))
+    assert run(FilterConfig(word_chars=HU, dedup=False), ctx)["documents_kept"] == 8
+
+
+def test_langid_none_keeps_other_languages(tmp_path):
+    ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", corpus()))
+    assert run(FilterConfig(word_chars=HU, langid="none"), ctx)["documents_kept"] == 5
+    assert json.loads((ctx.out_dir / "report.json").read_text(encoding="utf-8"))["language_check"] == "off"
+
+
+def test_language_unknown_to_identifier_skips_the_check_with_a_note(tmp_path, caplog):
+    ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", [[("Falu", GOOD), ("Angol", ENGLISH)]]), lang="fat")
+    with caplog.at_level(logging.WARNING, logger="wiki2bert"):
+        counts = run(FilterConfig(), ctx)
+    assert counts["documents_kept"] == 2
+    report = json.loads((ctx.out_dir / "report.json").read_text(encoding="utf-8"))
+    assert report["language_check"].startswith("skipped: py3langid does not know language 'fat'")
+    assert "does not know language 'fat'" in caplog.text
+
+
+def test_non_utf8_part_names_file_and_line(tmp_path):
+    sentences_dir = write_parts(tmp_path / "sentences", [[("Falu", GOOD)]])
+    with open(sentences_dir / "part-00000.txt", "ab") as f:
+        f.write(b"J\xf3 mondat.\n\n")
+    with pytest.raises(PipelineError, match=r"part-00000\.txt: line 7: not UTF-8"):
+        run(FilterConfig(word_chars=HU), make_ctx(tmp_path, sentences_dir))
+
+
+@pytest.mark.parametrize("parts", [[], [[]]], ids=["no-parts", "empty-part"])
+def test_empty_input_is_an_error(tmp_path, parts):
+    with pytest.raises(PipelineError, match="sentences"):
+        run(FilterConfig(), make_ctx(tmp_path, write_parts(tmp_path / "sentences", parts)))
+
+
+def test_everything_dropped_is_an_error_with_the_reasons(tmp_path):
+    sentences_dir = write_parts(tmp_path / "sentences", [[("Angol", ENGLISH), ("Rövid", GOOD[:2])]])
+    with pytest.raises(PipelineError, match=r"all 2 documents were dropped \(min_sentences 1, language 1\)"):
+        run(FilterConfig(word_chars=HU), make_ctx(tmp_path, sentences_dir))
+
+
+def test_runs_in_the_chain_with_the_hungarian_profile(tmp_path):
+    lang_dir = tmp_path / "hu"
+    write_parts(lang_dir / "sentences", [[("Falu", GOOD), ("Angol", ENGLISH), ("Idegen", CRAFTED["foreign_ratio"])]])
+    pcfg = load_pipeline_config(Path(__file__).parent.parent / "stages.yaml", "hu")
+    manifest = run_stage(pcfg, lang_dir, "filter", {"sentences": {"stage": "sentences", "config_hash": "x",
+                                                                  "outputs": {}}}, 2, True, logging.getLogger("wiki2bert"))
+    assert manifest["config"]["word_chars"] == HU
+    assert manifest["counts"] == {"documents_in": 3, "documents_kept": 1, "sentences_kept": 5,
+                                  "dropped_foreign_ratio": 1, "dropped_language": 1}
+    assert set(manifest["outputs"]) == {"part-00000.txt", "report.json"}
