@@ -10,6 +10,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 from pipeline.errors import PipelineError
+from pipeline.fileio import atomic_write, write_json
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -65,3 +66,24 @@ def load_tokenizer(vocab_dir_or_file: Path, lowercase: bool = False, strip_accen
             raise PipelineError(f"{path / 'tokenizer.json'}: cannot load tokenizer ({e})") from None
     vocab_file = path / "vocab.txt" if path.is_dir() else path
     return wordpiece_tokenizer(read_vocab(vocab_file), lowercase=lowercase, strip_accents=strip_accents)
+
+
+def write_tokenizer_dir(directory: Path, tokens: list[str], lowercase: bool = False, strip_accents: bool = False,
+                        model_max_length: int = 512) -> dict[str, int]:
+    """Write vocab.txt, tokenizer.json, tokenizer_config.json and special_tokens_map.json into `directory`, so that
+    both load_tokenizer(directory) and transformers' BertTokenizerFast.from_pretrained(directory) load the same
+    tokenizer. Returns the vocabulary (token -> id) read back from the written vocab.txt."""
+    directory = Path(directory)
+    with atomic_write(directory / "vocab.txt") as f:
+        f.write("".join(token + "\n" for token in tokens))
+    vocab = read_vocab(directory / "vocab.txt")
+    if len(vocab) != len(tokens):
+        raise PipelineError(f"{directory / 'vocab.txt'}: a token contains a line break")
+    wordpiece_tokenizer(vocab, lowercase=lowercase, strip_accents=strip_accents).save(str(directory / "tokenizer.json"))
+    special = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+               "mask_token": "[MASK]"}
+    write_json(directory / "tokenizer_config.json", {
+        "tokenizer_class": "BertTokenizer", "do_lower_case": lowercase, "strip_accents": strip_accents,
+        "tokenize_chinese_chars": True, "model_max_length": model_max_length, **special})
+    write_json(directory / "special_tokens_map.json", special)
+    return vocab

@@ -1,18 +1,331 @@
-"""Stage `vocab` (placeholder: being written)."""
+"""Stage `vocab`: a WordPiece vocabulary trained on the filtered corpus, cased unless stages.yaml says otherwise.
+
+Two trainers (`method`):
+- `sentencepiece` (default; the Hungarian recipe of TurkuNLP's WikiBERT): sentencepiece BPE trained on the text as
+  BERT's basic tokenization splits it (WikiBERT runs BERT's BasicTokenizer first; we give sentencepiece equivalent
+  normalization rules, `bert_normalization_rules`), so that a piece starting with `▁` is a word start in BERT's
+  sense and no piece crosses punctuation; then converted to WordPiece with the rules of TurkuNLP's sent2wordpiece
+  (`sentencepiece_to_wordpiece`, `bert_vocabulary`). These rules replace sentencepiece's default NFKC: the BERT
+  tokenizer that uses the vocabulary does no NFKC, so pieces learned on NFKC text ("..." for "…") would not match.
+- `tokenizers`: the HF `tokenizers` WordPiece trainer (what BertWordPieceTokenizer.train runs), with the pipeline's
+  own normalizer and pre-tokenizer. Its upstream version is not deterministic (huggingface/tokenizers#1794: `##`
+  ids are assigned in hash-map order and break ties between merges); we fix its alphabet and the ids of the `##`
+  characters before training, which removes both sources of randomness (`_train_tokenizers`).
+
+Both stream the corpus (sentencepiece reads sentences from an iterator; it then keeps up to `input_sentence_size`
+sentences in memory itself). Outputs: vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json
+(pipeline.wordpiece.write_tokenizer_dir); lowercasing and accent stripping are explicit and off for Hungarian.
+"""
 from __future__ import annotations
 
+import collections
 import dataclasses
+import io
+import itertools
+import re
+import tempfile
+import unicodedata
+from pathlib import Path
+from typing import Iterable, Iterator, Literal
 
+import numpy as np
+import sentencepiece as spm
+from tokenizers import normalizers, trainers
+
+from pipeline.config import ConfigError
+from pipeline.errors import PipelineError
+from pipeline.fileio import list_parts
+from pipeline.log import progress
 from pipeline.stages import Stage, StageContext
+from pipeline.wordpiece import (SPECIAL_TOKENS, load_tokenizer, special_token_ids, wordpiece_tokenizer,
+                                write_tokenizer_dir)
+
+SENTENCEPIECE_CONTROL = ("<unk>", "<s>", "</s>")
+WORD_START = "▁"  # sentencepiece's word-start marker (U+2581)
+SENTENCEPIECE_MAX_SENTENCE_BYTES = 4192  # sentencepiece's max_sentence_length default: longer sentences are skipped
+CHUNK_BYTES = 1 << 20
+SAMPLE_SENTENCES = 1_000  # sentences tokenized with the result to report [UNK] rate and tokens per word
 
 
 @dataclasses.dataclass(frozen=True)
 class VocabConfig:
-    pass
+    method: Literal["sentencepiece", "tokenizers"] = "sentencepiece"
+    vocab_size: int = 32000  # sentencepiece: pieces before conversion (as WikiBERT); tokenizers: the final size
+    lowercase: bool = False
+    strip_accents: bool = False
+    unused_tokens: int = 100  # [unused0].. after [PAD]: room for tokens added when fine-tuning
+    character_coverage: float = 0.9999  # sentencepiece
+    input_sentence_size: int = 100_000_000  # sentencepiece: at most this many sentences (sampled), 0 = all
+    shuffle_input_sentence: bool = True  # sentencepiece
+    seed: int = 12345  # sentencepiece's sampling and shuffling
+    min_frequency: int = 2  # tokenizers
+    limit_alphabet: int = 1000  # tokenizers: the most frequent characters kept
+
+    def __post_init__(self):
+        if self.vocab_size < 1:
+            raise ConfigError(f"vocab.vocab_size: must be at least 1, got {self.vocab_size}")
+        if self.unused_tokens < 0:
+            raise ConfigError(f"vocab.unused_tokens: must not be negative, got {self.unused_tokens}")
+        if not 0.0 < self.character_coverage <= 1.0:
+            raise ConfigError(f"vocab.character_coverage: {self.character_coverage} is not in (0, 1]")
+        if self.input_sentence_size < 0:
+            raise ConfigError("vocab.input_sentence_size: must not be negative (0 = all sentences)")
+        if self.seed < 0:
+            raise ConfigError("vocab.seed: must not be negative")
+        if self.min_frequency < 0:
+            raise ConfigError("vocab.min_frequency: must not be negative")
+        if self.limit_alphabet < 1:
+            raise ConfigError("vocab.limit_alphabet: must be at least 1")
 
 
 def run(config: VocabConfig, ctx: StageContext) -> dict:
-    raise NotImplementedError("stage vocab is not written yet")
+    filter_dir = ctx.inputs["filter"]
+    parts = list_parts(filter_dir, ".txt")
+    corpus = _Corpus(parts, quiet=ctx.quiet)
+    train = _train_sentencepiece if config.method == "sentencepiece" else _train_tokenizers
+    trained = train(config, corpus, ctx)
+    tokens = bert_vocabulary(trained, config.unused_tokens)
+    added = len(tokens) - len(bert_vocabulary(trained, config.unused_tokens, add_characters=False))
+    vocab = write_tokenizer_dir(ctx.out_dir, tokens, lowercase=config.lowercase, strip_accents=config.strip_accents)
+    ctx.log.info("vocab: %d tokens (%d missing characters added), [UNK]=%d", len(vocab), added, vocab["[UNK]"])
+    unk_rate, tokens_per_word = _sample_quality(load_tokenizer(ctx.out_dir), vocab["[UNK]"], corpus.sample)
+    return {
+        "vocab_size": len(vocab),
+        "model_vocab_size": -(-len(vocab) // 8) * 8,
+        "sentences": corpus.sentences,
+        "characters_added": added,
+        "sample_unk_rate": unk_rate,
+        "sample_tokens_per_word": tokens_per_word,
+        "special_token_ids": special_token_ids(vocab),
+        **({"sentences_too_long": corpus.too_long} if config.method == "sentencepiece" else {}),
+    }
 
 
-STAGE = Stage("vocab", VocabConfig, run, inputs=("filter",))
+def bert_vocabulary(tokens: Iterable[str], unused_tokens: int = 100, add_characters: bool = True) -> list[str]:
+    """[PAD], [unused0].., [UNK], [CLS], [SEP], [MASK], then `tokens`, then every character of the tokens that is
+    missing as a word start or as a `##` continuation (without both, a word using it would become [UNK]);
+    duplicates dropped, first occurrence kept."""
+    head = [SPECIAL_TOKENS[0], *(f"[unused{i}]" for i in range(unused_tokens)), *SPECIAL_TOKENS[1:]]
+    vocab = list(dict.fromkeys([*head, *tokens]))
+    if not add_characters:
+        return vocab
+    present = set(vocab)
+    chars = sorted({c for token in vocab[len(head):] for c in token.removeprefix("##")})
+    vocab += [t for c in chars for t in (c, "##" + c) if t not in present]
+    return vocab
+
+
+def sentencepiece_to_wordpiece(pieces: Iterable[str]) -> list[str]:
+    """sent2wordpiece's rules: drop <unk>, <s>, </s>; a piece starting with ▁ loses it (a word start), every other
+    piece gets ## (a continuation); the bare ▁ piece, empty once converted, is dropped."""
+    tokens = []
+    for piece in pieces:
+        if piece in SENTENCEPIECE_CONTROL:
+            continue
+        token = piece[len(WORD_START):] if piece.startswith(WORD_START) else "##" + piece
+        if token:
+            tokens.append(token)
+    return tokens
+
+
+class _Corpus:
+    """The filter stage's sentences (non-blank lines), read ~1 MiB at a time, checked to be UTF-8, with a progress
+    bar; counts them and keeps the first SAMPLE_SENTENCES for the quality figures."""
+
+    def __init__(self, parts: list[Path], quiet: bool):
+        self.parts, self.quiet = parts, quiet
+        self.sentences = self.too_long = 0
+        self.sample: list[str] = []
+
+    def batches(self) -> Iterator[list[str]]:
+        with progress(sum(p.stat().st_size for p in self.parts), "vocab: read", "B", quiet=self.quiet) as bar:
+            for path in self.parts:
+                line_no = 0
+                with open(path, "rb") as f:
+                    while lines := f.readlines(CHUNK_BYTES):
+                        data = b"".join(lines)
+                        try:
+                            text = data.decode("utf-8")
+                        except UnicodeDecodeError as e:
+                            bad_line = line_no + data.count(b"\n", 0, e.start) + 1
+                            column = e.start - (data.rfind(b"\n", 0, e.start) + 1)
+                            raise PipelineError(f"{path}: line {bad_line}: not UTF-8 (byte {column} of the line)"
+                                                ) from None
+                        line_no += len(lines)
+                        bar.update(len(data))
+                        # BERT's normalizer drops NUL; sentencepiece cannot have a rule for it (a C string's end)
+                        sentences = [s for s in text.replace("\x00", "").split("\n") if s and not s.isspace()]
+                        self._count(sentences)
+                        yield sentences
+
+    def _count(self, lines: list[str]) -> None:
+        self.sentences += len(lines)
+        limit = SENTENCEPIECE_MAX_SENTENCE_BYTES
+        self.too_long += sum(1 for line in lines if len(line) > limit // 4 and len(line.encode()) > limit)
+        if len(self.sample) < SAMPLE_SENTENCES:
+            self.sample += lines[:SAMPLE_SENTENCES - len(self.sample)]
+
+    def check_not_empty(self) -> None:
+        if self.sentences == 0:
+            raise PipelineError(f"{self.parts[0].parent}: no text to train a vocabulary on (all parts are empty)")
+
+
+# --- sentencepiece -------------------------------------------------------------------------------------------------
+
+def _train_sentencepiece(config: VocabConfig, corpus: _Corpus, ctx: StageContext) -> list[str]:
+    failure: list[BaseException] = []
+
+    def sentences() -> Iterator[str]:
+        # sentencepiece turns an exception raised here into a RuntimeError; keep the original to re-raise
+        try:
+            for batch in corpus.batches():
+                yield from batch
+        except BaseException as e:
+            failure.append(e)
+            raise
+
+    model = io.BytesIO()
+    spm.set_random_generator_seed(config.seed)
+    ctx.log.info("vocab: training sentencepiece BPE, %d pieces", config.vocab_size)
+    with tempfile.TemporaryDirectory(prefix="wiki2bert-vocab-") as tmp:
+        rules = Path(tmp) / "bert_basic_tokenization.tsv"
+        rules.write_text(bert_normalization_rules(config.lowercase, config.strip_accents), encoding="utf-8")
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=sentences(), model_writer=model, model_type="bpe", vocab_size=config.vocab_size,
+                character_coverage=config.character_coverage, input_sentence_size=config.input_sentence_size,
+                shuffle_input_sentence=config.shuffle_input_sentence, normalization_rule_tsv=str(rules),
+                max_sentence_length=SENTENCEPIECE_MAX_SENTENCE_BYTES, num_threads=ctx.workers, minloglevel=2)
+        except RuntimeError as e:
+            if failure:
+                raise failure[0] from None
+            corpus.check_not_empty()
+            raise _sentencepiece_error(str(e), config, corpus.parts[0].parent) from None
+    if corpus.too_long:
+        ctx.log.warning("vocab: sentencepiece skipped %d sentences longer than %d bytes (is sentence splitting "
+                        "working for this language?)", corpus.too_long, SENTENCEPIECE_MAX_SENTENCE_BYTES)
+    processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    return sentencepiece_to_wordpiece(processor.id_to_piece(list(range(processor.get_piece_size()))))
+
+
+def _sentencepiece_error(message: str, config: VocabConfig, filter_dir: Path) -> PipelineError:
+    if m := re.search(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)", message):
+        return PipelineError(
+            f"{filter_dir}: the corpus supports at most {m[2]} sentencepiece pieces, vocab.vocab_size is {m[1]}: "
+            f"use a smaller vocabulary (e.g. --set vocab.vocab_size={_round_down(int(m[2]))}) or more text")
+    if m := re.search(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)", message):
+        return PipelineError(
+            f"{filter_dir}: vocab.vocab_size {m[1]} is too small: covering {config.character_coverage} of the "
+            f"characters takes {m[2]} pieces; raise vocab.vocab_size or lower vocab.character_coverage")
+    if "sentences_.empty()" in message:
+        return PipelineError(f"{filter_dir}: every sentence is longer than {SENTENCEPIECE_MAX_SENTENCE_BYTES} bytes, "
+                             "which sentencepiece skips (is sentence splitting working for this language?)")
+    return PipelineError(f"{filter_dir}: sentencepiece training failed: {message.splitlines()[0]}")
+
+
+def _round_down(n: int) -> int:
+    """A round vocabulary size at most n (for a suggestion): 23461 -> 23000, 431 -> 430."""
+    step = 10 ** max(0, len(str(n)) - 2)
+    return max(1, n // step * step)
+
+
+_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
+               (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+
+
+def bert_normalization_rules(lowercase: bool, strip_accents: bool) -> str:
+    """sentencepiece normalization rules (TSV: source code point, tab, target code points, in hex) that do to each
+    character what BertNormalizer and BertPreTokenizer do: control and format characters removed, whitespace to a
+    space, punctuation and CJK characters set apart by spaces (so that no piece crosses a BERT word boundary),
+    then the optional accent stripping (NFD, combining marks dropped) and lowercasing. sentencepiece applies them
+    in C++ while it reads the sentences, at no measurable cost (the same in Python cost ~25% of training time).
+    Outside the CJK blocks, only planes 0, 1 and 14 hold characters that these rules change."""
+    rules = [f"{code:X}\t20 {code:X} 20\n" for lo, hi in _CJK_RANGES for code in range(lo, hi + 1)]
+    cjk = {code for lo, hi in _CJK_RANGES if hi < 0x20000 for code in range(lo, hi + 1)}
+    for code in itertools.chain(range(1, 0x20000), range(0xE0000, 0xE1000)):
+        if code == 0x0A or code in cjk:  # "\n" never reaches sentencepiece
+            continue
+        char = chr(code)
+        category = unicodedata.category(char)
+        if category in ("Cn", "Cs") or (category[0] == "L" and not lowercase and not strip_accents):
+            continue
+        if char in "\t\r" or category in ("Zs", "Zl", "Zp"):
+            target = " "
+        elif code == 0xFFFD or category[0] == "C":
+            target = ""
+        elif category[0] == "P" or (code < 128 and not char.isalnum()):
+            target = f" {char} "
+        else:
+            target = char
+            if strip_accents:
+                target = "".join(c for c in unicodedata.normalize("NFD", target) if unicodedata.category(c) != "Mn")
+            if lowercase:
+                target = target.lower()
+        if target != char:
+            rules.append(f"{code:X}\t{' '.join(f'{ord(c):X}' for c in target)}\n")
+    return "".join(rules)
+
+
+# --- tokenizers ----------------------------------------------------------------------------------------------------
+
+def _train_tokenizers(config: VocabConfig, corpus: _Corpus, ctx: StageContext) -> list[str]:
+    normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                            strip_accents=config.strip_accents, lowercase=config.lowercase)
+    code_counts = np.zeros(0x110000, dtype=np.int64)
+    for batch in corpus.batches():  # also checks UTF-8, which the Rust reader reports without a file name
+        code_counts += np.bincount(np.frombuffer("".join(batch).encode("utf-32-le"), dtype=np.uint32),
+                                   minlength=0x110000)
+    corpus.check_not_empty()
+    raw_counts = {chr(code): int(code_counts[code]) for code in np.flatnonzero(code_counts)}
+    alphabet = _alphabet(raw_counts, normalizer, config.limit_alphabet)
+    head = bert_vocabulary([], config.unused_tokens, add_characters=False)
+    # Registering every "##c" up front gives it a fixed id; the trainer would otherwise create them in hash-map
+    # order, and ids break ties between equally frequent merges. The alphabet is fixed for the same reason
+    # (its own cut at limit_alphabet sorts ties unstably).
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=config.vocab_size, min_frequency=config.min_frequency, show_progress=False,
+        special_tokens=head + ["##" + c for c in alphabet], initial_alphabet=alphabet,
+        limit_alphabet=len(alphabet), continuing_subword_prefix="##")
+    if len(head) + 2 * len(alphabet) >= config.vocab_size:
+        raise PipelineError(
+            f"{corpus.parts[0].parent}: vocab.vocab_size {config.vocab_size} leaves no room for merges: the special "
+            f"tokens and the {len(alphabet)} characters (each also as ##) take {len(head) + 2 * len(alphabet)}; "
+            "raise vocab.vocab_size or lower vocab.limit_alphabet")
+    # the pipeline's own tokenizer (normalizer, pre-tokenizer) with a placeholder vocabulary, retrained
+    tokenizer = wordpiece_tokenizer({token: i for i, token in enumerate(head)}, lowercase=config.lowercase,
+                                    strip_accents=config.strip_accents)
+    ctx.log.info("vocab: training tokenizers WordPiece, %d tokens", config.vocab_size)
+    tokenizer.train([str(p) for p in corpus.parts], trainer)
+    trained = tokenizer.get_vocab()
+    if len(trained) < config.vocab_size:
+        raise PipelineError(
+            f"{corpus.parts[0].parent}: the corpus supports only {len(trained)} WordPiece tokens with "
+            f"min_frequency {config.min_frequency}, vocab.vocab_size is {config.vocab_size}: use a smaller "
+            f"vocabulary (e.g. --set vocab.vocab_size={_round_down(len(trained))}) or more text")
+    return sorted(trained, key=trained.get)[len(head):]
+
+
+def _alphabet(raw_counts: dict[str, int], normalizer, limit: int) -> list[str]:
+    """The `limit` most frequent characters after normalization (ties by code point), as the trainer counts them."""
+    counts: collections.Counter[str] = collections.Counter()
+    for raw, n in raw_counts.items():
+        for char in normalizer.normalize_str(raw):
+            if not char.isspace():
+                counts[char] += n
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return sorted(char for char, _ in ranked[:limit])
+
+
+# --- quality figures -----------------------------------------------------------------------------------------------
+
+def _sample_quality(tokenizer, unk_id: int, sample: list[str]) -> tuple[float, float]:
+    """[UNK] share of the tokens, and tokens per word (words as BERT splits them, punctuation included), on the
+    first sentences of the corpus."""
+    encodings = tokenizer.encode_batch(sample, add_special_tokens=False)
+    tokens = sum(len(e.ids) for e in encodings)
+    words = sum(e.word_ids[-1] + 1 for e in encodings if e.word_ids)
+    unks = sum(e.ids.count(unk_id) for e in encodings)
+    return round(unks / max(tokens, 1), 5), round(tokens / max(words, 1), 4)
+
+
+STAGE = Stage("vocab", VocabConfig, run, inputs=("filter",), tools=("sentencepiece", "tokenizers"))

@@ -1,0 +1,196 @@
+"""The `vocab` stage: sent2wordpiece conversion rules, special tokens, accents, transformers compatibility,
+determinism, and bad input answered with one clear line."""
+from __future__ import annotations
+
+import io
+import logging
+import random
+from pathlib import Path
+
+import pytest
+import sentencepiece as spm
+from tokenizers import normalizers, pre_tokenizers
+
+from pipeline.config import ConfigError
+from pipeline.errors import PipelineError
+from pipeline.stages import StageContext
+from pipeline.stages.vocab import (VocabConfig, bert_normalization_rules, bert_vocabulary, run,
+                                   sentencepiece_to_wordpiece)
+from pipeline.wordpiece import load_tokenizer, read_vocab, special_token_ids
+
+SYLLABLES = ["al", "ma", "kör", "te", "sző", "lő", "fű", "víz", "tű", "rő", "ár", "ka", "bá", "szél", "őr", "ül",
+             "ne", "űr", "mű", "hí", "dú", "gyö", "ke", "rés", "pi", "ros", "zöld", "ég", "ó", "ta", "nya", "és", "le"]
+SENTENCES = ["Az őszi árvíztűrő tükörfúrógép működik.", "Ő is látta a fűzfát, és az ürgét (nem a ŰRT).",
+             "Budapest, 2021. márc. 5-én: 3,5 fok.", "Egy szó — két szó… három?"]
+
+
+def _corpus(directory: Path, documents: int = 300, seed: int = 1, parts: int = 2) -> Path:
+    """Generated Hungarian-looking documents: one sentence per line, a blank line after each document."""
+    rng = random.Random(seed)
+    words = ["".join(rng.choices(SYLLABLES, k=rng.randint(1, 4))) for _ in range(1500)]
+    directory.mkdir(parents=True, exist_ok=True)
+    files = [open(directory / f"part-{i:05d}.txt", "w", encoding="utf-8") for i in range(parts)]
+    for d in range(documents):
+        sentences = []
+        for _ in range(rng.randint(3, 8)):
+            sentence = " ".join(rng.choice(words) for _ in range(rng.randint(4, 14)))
+            sentences.append(sentence[0].upper() + sentence[1:] + rng.choice([".", "!", "?", ", mondta."]))
+        files[d % parts].write("\n".join(sentences) + "\n\n")
+    for f in files:
+        f.close()
+    return directory
+
+
+def _run(tmp_path: Path, filter_dir: Path, name: str = "out", workers: int = 1, **config) -> tuple[Path, dict]:
+    out = tmp_path / name
+    out.mkdir()
+    ctx = StageContext(lang="hu", lang_dir=tmp_path, out_dir=out, inputs={"filter": filter_dir},
+                       cache_dir=tmp_path / "cache", workers=workers, quiet=True, log=logging.getLogger("test"))
+    return out, run(VocabConfig(**config), ctx)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    return _corpus(tmp_path_factory.mktemp("vocab") / "filter")
+
+
+SMALL = {"sentencepiece": {"vocab_size": 600}, "tokenizers": {"vocab_size": 800}}
+
+
+def test_sentencepiece_pieces_become_wordpiece_tokens():
+    pieces = ["<unk>", "<s>", "</s>", "▁a", "▁alma", "fa", "▁", "▁őszi", "ről", "▁[UNK]"]
+    assert sentencepiece_to_wordpiece(pieces) == ["a", "alma", "##fa", "őszi", "##ről", "[UNK]"]
+    vocab = bert_vocabulary(sentencepiece_to_wordpiece(pieces), unused_tokens=2)
+    assert vocab == ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+                     "a", "alma", "##fa", "őszi", "##ről",
+                     "##a", "f", "##f", "i", "##i", "l", "##l", "m", "##m", "r", "##r", "s", "##s", "z", "##z",
+                     "ő", "##ő"]
+
+
+@pytest.mark.parametrize("lowercase,strip_accents", [(False, False), (True, True), (False, True)])
+def test_sentencepiece_sees_the_words_the_bert_tokenizer_sees(tmp_path, lowercase, strip_accents):
+    rules = tmp_path / "rules.tsv"
+    rules.write_text(bert_normalization_rules(lowercase, strip_accents), encoding="utf-8")
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(SENTENCES * 5), model_writer=model, vocab_size=60,
+                                   hard_vocab_limit=False, normalization_rule_tsv=str(rules), minloglevel=2)
+    processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                            strip_accents=strip_accents, lowercase=lowercase)
+    for line in SENTENCES + ["tab\there\u00a0nbsp\u2028ls\r", "ctl\x07\u200bx\u00adz", "漢字かな混じり 𠀋",
+                             "a+b=c <x> $5 ^_^ `q` ~| 1.5", "Ünnepi ŐSZ Ǆ ǅ ﬁ ①", "e\u0301 \U0001F600 \U000E0041"]:
+        expected = [w for w, _ in pre_tokenizers.BertPreTokenizer().pre_tokenize_str(normalizer.normalize_str(line))]
+        assert processor.normalize(line).split("▁")[1:] == expected, line
+
+
+@pytest.mark.parametrize("method", ["sentencepiece", "tokenizers"])
+def test_special_tokens_first_and_ids_read_from_the_file(tmp_path, corpus, method):
+    out, counts = _run(tmp_path, corpus, unused_tokens=3, method=method, **SMALL[method])
+    lines = (out / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert lines[:8] == ["[PAD]", "[unused0]", "[unused1]", "[unused2]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert counts["special_token_ids"] == special_token_ids(read_vocab(out / "vocab.txt")) == {
+        "[PAD]": 0, "[UNK]": 4, "[CLS]": 5, "[SEP]": 6, "[MASK]": 7}
+    assert counts["vocab_size"] == len(lines) == len(set(lines))
+    assert counts["model_vocab_size"] % 8 == 0 and 0 <= counts["model_vocab_size"] - len(lines) < 8
+    tokenizer = load_tokenizer(out)
+    assert tokenizer.encode("alma").ids[0] == 5 and tokenizer.encode("alma").ids[-1] == 6
+
+
+@pytest.mark.parametrize("method", ["sentencepiece", "tokenizers"])
+def test_hungarian_accents_survive(tmp_path, corpus, method):
+    out, counts = _run(tmp_path, corpus, method=method, **SMALL[method])
+    vocab = read_vocab(out / "vocab.txt")
+    for char in "áőűÁŐŰ":
+        assert char in vocab and "##" + char.lower() in vocab
+    tokens = load_tokenizer(out).encode("Árvíztűrő fűzfa ősszel", add_special_tokens=False).tokens
+    assert "[UNK]" not in tokens
+    assert "".join(t.removeprefix("##") for t in tokens) == "Árvíztűrőfűzfaősszel"
+    assert counts["sample_unk_rate"] == 0.0 and counts["sample_tokens_per_word"] >= 1.0
+
+
+@pytest.mark.parametrize("method,lowercase", [("sentencepiece", False), ("tokenizers", False), ("tokenizers", True)])
+def test_transformers_loads_the_directory_and_tokenizes_like_the_pipeline(tmp_path, corpus, method, lowercase):
+    transformers = pytest.importorskip("transformers")
+    out, _ = _run(tmp_path, corpus, method=method, lowercase=lowercase, strip_accents=lowercase, **SMALL[method])
+    hf = transformers.BertTokenizerFast.from_pretrained(str(out))
+    ours = load_tokenizer(out)
+    for sentence in SENTENCES + (corpus / "part-00000.txt").read_text("utf-8").split("\n")[:20]:
+        encoding = ours.encode(sentence)
+        assert hf.tokenize(sentence) == encoding.tokens[1:-1]
+        assert hf(sentence)["input_ids"] == encoding.ids
+    assert hf.unk_token_id == read_vocab(out / "vocab.txt")["[UNK]"] == 101
+    assert hf.tokenize("ŐSZ")[0].startswith("o" if lowercase else "Ő")
+
+
+@pytest.mark.parametrize("method", ["sentencepiece", "tokenizers"])
+def test_same_input_same_vocabulary(tmp_path, corpus, method):
+    first, _ = _run(tmp_path, corpus, "first", workers=1, method=method, **SMALL[method])
+    second, _ = _run(tmp_path, corpus, "second", workers=2, method=method, **SMALL[method])
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        assert (first / name).read_bytes() == (second / name).read_bytes()
+
+
+def test_tokenizers_training_is_deterministic_despite_upstream_hash_order(tmp_path):
+    # many equal counts: upstream WordPieceTrainer picks different merges from run to run on such text
+    corpus = tmp_path / "filter"
+    corpus.mkdir()
+    words = [a + b + c for a in "abcdefgh" for b in "ijklmnop" for c in "qrstuvwx"]
+    (corpus / "part-00000.txt").write_text("\n".join(" ".join(words[i:i + 8]) for i in range(0, 512, 8)) + "\n\n")
+    vocabs = {_run(tmp_path, corpus, f"run{i}", method="tokenizers", vocab_size=300, min_frequency=1)[0]
+              .joinpath("vocab.txt").read_bytes() for i in range(4)}
+    assert len(vocabs) == 1
+
+
+@pytest.mark.parametrize("method,pattern", [
+    ("sentencepiece",
+     r"supports at most \d+ sentencepiece pieces, vocab.vocab_size is 200000: .*--set vocab.vocab_size=\d+"),
+    ("tokenizers", r"supports only \d+ WordPiece tokens .*vocab.vocab_size is 200000: .*--set vocab.vocab_size=\d+")])
+def test_vocabulary_larger_than_the_corpus_supports(tmp_path, corpus, method, pattern):
+    with pytest.raises(PipelineError, match=pattern) as e:
+        _run(tmp_path, corpus, method=method, vocab_size=200000)
+    assert str(e.value).startswith(str(corpus))
+    assert not (tmp_path / "out" / "vocab.txt").exists()
+
+
+@pytest.mark.parametrize("method,size,pattern", [
+    ("sentencepiece", 20, r"vocab.vocab_size 20 is too small: covering 0.9999 of the characters takes \d+ pieces"),
+    ("tokenizers", 150, r"vocab.vocab_size 150 leaves no room for merges")])
+def test_vocabulary_too_small_for_the_characters(tmp_path, corpus, method, size, pattern):
+    with pytest.raises(PipelineError, match=pattern):
+        _run(tmp_path, corpus, method=method, vocab_size=size)
+
+
+@pytest.mark.parametrize("method", ["sentencepiece", "tokenizers"])
+def test_empty_input(tmp_path, method):
+    empty = tmp_path / "filter"
+    empty.mkdir()
+    (empty / "part-00000.txt").write_text("\n\n  \n", encoding="utf-8")
+    with pytest.raises(PipelineError, match="no text to train a vocabulary on"):
+        _run(tmp_path, empty, method=method)
+    with pytest.raises(PipelineError, match=r"no part-\*\.txt files"):
+        _run(tmp_path, tmp_path / "cache", "out2", method=method)
+
+
+def test_only_overlong_sentences(tmp_path):
+    unsplit = tmp_path / "filter"
+    unsplit.mkdir()
+    (unsplit / "part-00000.txt").write_text(("szó " * 1100 + "\n\n") * 3, encoding="utf-8")
+    with pytest.raises(PipelineError, match="every sentence is longer than 4192 bytes"):
+        _run(tmp_path, unsplit)
+
+
+@pytest.mark.parametrize("method", ["sentencepiece", "tokenizers"])
+def test_non_utf8_part_is_named(tmp_path, method):
+    bad = _corpus(tmp_path / "filter", documents=40)
+    with open(bad / "part-00001.txt", "ab") as f:
+        f.write("Első mondat.\nMásodik \xff mondat.\n\n".encode("utf-8").replace("\xff".encode(), b"\xff"))
+    lines = (bad / "part-00001.txt").read_bytes().count(b"\n")
+    with pytest.raises(PipelineError, match=rf"part-00001\.txt: line {lines - 1}: not UTF-8 \(byte 9 of the line\)"):
+        _run(tmp_path, bad, method=method, **SMALL[method])
+
+
+def test_config_mistakes():
+    with pytest.raises(ConfigError, match="vocab.vocab_size"):
+        VocabConfig(vocab_size=0)
+    with pytest.raises(ConfigError, match="vocab.character_coverage"):
+        VocabConfig(character_coverage=1.5)
