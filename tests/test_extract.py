@@ -1,0 +1,271 @@
+"""Stage extract on generated dumps: every layout, skips and their counts, templates, broken dumps, workers."""
+from __future__ import annotations
+
+import bz2
+import collections
+import dataclasses
+import json
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from pipeline import sample
+from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
+from pipeline.errors import PipelineError
+from pipeline.runner import read_manifest, run_stages
+from pipeline.stages import StageContext
+from pipeline.stages import extract
+
+HU = dict(redirect_words=["ÁTIRÁNYÍTÁS", "REDIRECT"], disambiguation_templates=["egyért"])
+
+
+@pytest.fixture(scope="module")
+def pages() -> list[sample.Page]:
+    return sample.generate_pages(articles=90, seed=3)
+
+
+@pytest.fixture(scope="module")
+def multistream(tmp_path_factory, pages) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("multistream")
+    dump, index = d / "x-multistream.xml.bz2", d / "x-multistream-index.txt.bz2"
+    sample.write_multistream(pages, dump, index, pages_per_stream=10)
+    return dump, index
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, multistream) -> tuple[dict, list[dict], bytes]:
+    return run_extract(tmp_path_factory.mktemp("ref"), *multistream)
+
+
+def run_extract(tmp: Path, dump: Path, index: Path | None = None, workers: int = 1, **config):
+    """Run the stage on a download/ directory made by hand; returns (counts, articles, bytes of all parts)."""
+    download = tmp / "download"
+    download.mkdir()
+    (download / dump.name).symlink_to(dump)
+    if index:
+        (download / index.name).symlink_to(index)
+    (download / "dump.json").write_text(json.dumps({"dump": dump.name, "index": index.name if index else None}))
+    out = tmp / "extract"
+    out.mkdir()
+    ctx = StageContext(lang="hu", lang_dir=tmp, out_dir=out, inputs={"download": download}, cache_dir=tmp / "cache",
+                       workers=workers, quiet=True, log=logging.getLogger("test"))
+    counts = extract.run(extract.ExtractConfig(**{**HU, **config}), ctx)
+    parts = sorted(out.glob("part-*.jsonl"))
+    data = b"".join(p.read_bytes() for p in parts)
+    return counts, [json.loads(line) for line in data.decode("utf-8").splitlines()], data
+
+
+def kept(pages) -> list[str]:
+    return [p.title for p in pages if p.kind in sample.KEPT_KINDS]
+
+
+def test_multistream_keeps_articles_and_counts_each_skip(pages, reference):
+    counts, articles, _ = reference
+    by_kind = collections.Counter(p.kind for p in pages)
+    assert [a["title"] for a in articles] == kept(pages)  # dump order
+    assert counts["pages"] == len(pages)
+    assert counts["articles"] == len(articles)
+    assert counts["skipped"] == {
+        "namespace": sum(p.ns != 0 for p in pages),
+        "redirect": by_kind["redirect"],
+        "disambiguation": by_kind["disambiguation"],
+        "empty": by_kind["empty"],
+    }
+    assert counts["templates"] == len(sample.TEMPLATES)
+    # the generator makes redirects with only the text (no <redirect> element), in both spellings
+    assert any(p.kind == "redirect" and p.redirect is None for p in pages)
+    assert {re.match(r"#(\w+)", p.text).group(1) for p in pages if p.kind == "redirect"} >= {"ÁTIRÁNYÍTÁS", "REDIRECT"}
+    assert any(p.kind == "disambiguation" and "__DISAMBIG__" in p.text for p in pages)
+
+
+def test_articles_are_clean_text_with_ids_and_urls(pages, reference):
+    _, articles, data = reference
+    ids = {p.title: p.id for p in pages}
+    for a in articles:
+        assert set(a) == {"id", "title", "url", "text"}
+        assert a["id"] == str(ids[a["title"]])
+        assert a["url"] == f"https://hu.wikipedia.org/wiki?curid={a['id']}"
+        assert a["text"].strip() and "\n\n" not in a["text"]
+        for markup in ("[[", "]]", "{{", "}}", "<ref", "'''", "==", "Kategória:", "Fájl:", "&lt;", "&amp;"):
+            assert markup not in a["text"], (markup, a["title"])
+    assert "é".encode() in data and b"\\u00e9" not in data  # UTF-8, not ASCII-escaped
+    settlement = next(a for a in articles if a["text"].startswith(a["title"] + " község"))
+    assert any(f"\n{heading}.\n" in settlement["text"] for heading in sample.SECTION_TITLES["settlement"])  # headings
+
+
+def population_templates(pages) -> list[tuple[str, str, str]]:
+    """(title, template name, population) of the articles that call {{lakosság|N}} or its redirect {{népesség|N}}."""
+    return [(p.title, m.group(1), m.group(2)) for p in pages if p.kind == "article"
+            for m in [re.search(r"\{\{(lakosság|Lakosság|népesség)\|(\d+)\}\}", p.text)] if m]
+
+
+def test_templates_expand_from_the_template_namespace(pages, reference):
+    _, articles, _ = reference
+    text = {a["title"]: a["text"] for a in articles}
+    uses = population_templates(pages)
+    assert {name for _, name, _ in uses} == {"lakosság", "Lakosság", "népesség"}  # népesség: a template redirect
+    for title, _, population in uses:
+        assert f"lakossága {population} fő." in text[title]
+        assert "körülbelül" in text[title]  # {{kb}}
+        assert "Lakosság ||" not in text[title]  # the infobox is a table: dropped
+
+
+def test_templates_defined_after_the_articles_still_expand(tmp_path, pages):
+    last = [p for p in pages if p.kind != "template"] + [p for p in pages if p.kind == "template"]
+    dump, index = tmp_path / "late-multistream.xml.bz2", tmp_path / "late-multistream-index.txt.bz2"
+    sample.write_multistream(last, dump, index, pages_per_stream=10)
+    counts, articles, _ = run_extract(tmp_path, dump, index, workers=2)
+    assert counts["templates"] == len(sample.TEMPLATES)
+    text = {a["title"]: a["text"] for a in articles}
+    for title, _, population in population_templates(pages):
+        assert f"lakossága {population} fő." in text[title]
+
+
+def test_without_template_expansion_templates_are_dropped(tmp_path, multistream):
+    counts, articles, _ = run_extract(tmp_path, *multistream, expand_templates=False)
+    assert "templates" not in counts or counts["templates"] == 0
+    assert not any(" fő." in a["text"] or "körülbelül" in a["text"] for a in articles)
+    assert any("lakossága." in a["text"] for a in articles)
+
+
+@pytest.mark.parametrize("layout", ["bz2", "xml", "utf-16"])
+def test_every_layout_gives_the_same_articles(tmp_path, pages, reference, layout):
+    path = tmp_path / {"bz2": "dump.xml.bz2", "xml": "dump.xml", "utf-16": "dump16.xml"}[layout]
+    if layout == "bz2":
+        sample.write_bz2(pages, path)
+    else:
+        sample.write_xml(pages, path, "utf-16" if layout == "utf-16" else "utf-8")
+    if layout == "utf-16":
+        assert path.read_bytes()[:2] == b"\xff\xfe"
+    counts, _, data = run_extract(tmp_path, path)
+    assert data == reference[2]
+    assert counts == reference[0]
+
+
+def test_output_does_not_depend_on_workers(tmp_path, multistream, pages, monkeypatch):
+    runs = []
+    for workers in (1, 2):
+        (tmp_path / f"w{workers}").mkdir()
+        runs.append(run_extract(tmp_path / f"w{workers}", *multistream, workers=workers, articles_per_part=25))
+    assert runs[0][2] == runs[1][2]
+    assert runs[0][0]["parts"] == -(-len(kept(pages)) // 25) == len(list((tmp_path / "w2/extract").glob("part-*")))
+    # a sequential dump goes to the workers in batches, a few windows of them at a time
+    monkeypatch.setattr(extract, "PAGES_PER_BATCH", 7)
+    monkeypatch.setattr(extract, "BATCHES_PER_WINDOW", 2)
+    single = tmp_path / "single.xml.bz2"
+    sample.write_bz2(pages, single)
+    (tmp_path / "s").mkdir()
+    assert run_extract(tmp_path / "s", single, workers=2, articles_per_part=25)[2] == runs[0][2]
+
+
+def run_pipeline(tmp_path: Path, dump: Path, workers: int = 1):
+    pcfg = load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", values={"download": {"source": str(dump)}})
+    lang_dir = tmp_path / "work" / "hu"
+    run_stages(pcfg, lang_dir, ["download", "extract"], workers=workers, quiet=True)
+    return lang_dir
+
+
+def test_through_the_runner_with_the_sample_dump(tmp_path):
+    dump = sample.write_sample_dump(tmp_path / "dl", articles=60, seed=5)
+    lang_dir = run_pipeline(tmp_path, dump, workers=2)
+    manifest = read_manifest(lang_dir / "extract")
+    assert manifest["counts"]["articles"] == len(kept(sample.generate_pages(60, 5)))
+    assert manifest["tools"]["wikiextractor"] == "3.1.0"
+    assert list(manifest["outputs"]) == ["part-00000.jsonl"]
+
+
+def test_truncated_multistream_names_file_and_stream_offset(tmp_path, pages):
+    dump = tmp_path / "huwiki-cut-pages-articles-multistream.xml.bz2"
+    index = tmp_path / "huwiki-cut-pages-articles-multistream-index.txt.bz2"  # found by download beside the dump
+    offset = sample.write_truncated_multistream(pages, dump, index)
+    with pytest.raises(PipelineError, match=rf"{dump.name}: bz2 stream at byte {offset:,} is cut short"):
+        run_pipeline(tmp_path, dump)
+    lang_dir = tmp_path / "work" / "hu"
+    assert not (lang_dir / "extract").exists() and not (lang_dir / ".extract.tmp").exists()
+    assert (lang_dir / ".state" / "extract.failed").exists()
+
+
+def test_dump_shorter_than_its_index(tmp_path, multistream):
+    dump, index = multistream
+    cut = tmp_path / dump.name
+    cut.write_bytes(dump.read_bytes()[:len(dump.read_bytes()) // 2])
+    with pytest.raises(PipelineError, match=r"the index lists a stream at byte [\d,]+ but the file has [\d,]+ bytes"):
+        run_extract(tmp_path, cut, index)
+
+
+@pytest.mark.parametrize("layout", ["bz2", "xml"])
+def test_truncated_sequential_dump(tmp_path, pages, layout):
+    path = tmp_path / f"dump.{'xml.bz2' if layout == 'bz2' else 'xml'}"
+    (sample.write_bz2 if layout == "bz2" else sample.write_xml)(pages, path)
+    path.write_bytes(path.read_bytes()[:path.stat().st_size * 2 // 3])
+    expected = (r"near compressed byte [\d,]+: the compressed data ends before the end of its bz2 stream"
+                if layout == "bz2" else r"near byte [\d,]+: ends inside page '.+' \(id \d+\)")
+    with pytest.raises(PipelineError, match=rf"{path.name}: {expected}"):
+        run_extract(tmp_path, path)
+
+
+def test_missing_closing_tag_is_a_truncated_dump(tmp_path, pages):
+    path = tmp_path / "dump.xml"
+    sample.write_xml(pages, path)
+    path.write_text(path.read_text(encoding="utf-8").replace(sample.CLOSING, ""), encoding="utf-8")
+    with pytest.raises(PipelineError, match=r"ends before </mediawiki>"):
+        run_extract(tmp_path, path)
+
+
+def test_corrupt_stream_and_foreign_index(tmp_path, pages, multistream):
+    dump, index = multistream
+    data = bytearray(dump.read_bytes())
+    offsets = sorted({int(line.split(":")[0]) for line in bz2.decompress(index.read_bytes()).decode().splitlines()})
+    data[offsets[3] + 40:offsets[3] + 60] = b"x" * 20
+    broken = tmp_path / "broken" / dump.name
+    broken.parent.mkdir()
+    broken.write_bytes(bytes(data))
+    with pytest.raises(PipelineError, match=rf"{broken.name}: corrupt bz2 stream at byte {offsets[3]:,}"):
+        run_extract(broken.parent, broken, index)
+
+    other = tmp_path / "other"
+    other.mkdir()
+    sample.write_multistream(sample.generate_pages(90, seed=4), other / "o.xml.bz2", other / "o-index.txt.bz2",
+                             pages_per_stream=10)
+    with pytest.raises(PipelineError, match=r"does the index belong to this dump\?|bz2 stream|index lists"):
+        run_extract(other, dump, other / "o-index.txt.bz2")
+
+
+def test_not_a_dump(tmp_path):
+    path = tmp_path / "notes.xml"
+    path.write_text("<notes>\n  <page>\n    <title>x</title>\n  </page>\n</notes>\n", encoding="utf-8")
+    with pytest.raises(PipelineError, match=r"notes.xml: .*no <siteinfo>"):
+        run_extract(tmp_path, path)
+
+
+def test_no_articles_is_an_error(tmp_path, pages):
+    path = tmp_path / "talk.xml"
+    sample.write_xml([dataclasses.replace(p, ns=1) for p in pages[:20]], path)
+    with pytest.raises(PipelineError, match=r"no articles found \(20 pages"):
+        run_extract(tmp_path, path)
+
+
+def test_redirect_and_disambiguation_markers(tmp_path):
+    texts = {
+        "Egy": ("'''Egy''' jelentései: [[Egy (szám)]]. {{Egyért}}", "disambiguation"),
+        "Kettő": ("'''Kettő''' lehet több dolog is.\n{{ egyért | szám }}", "disambiguation"),
+        "Három": ("'''Három''' lehet több dolog is.\n__DISAMBIG__", "disambiguation"),
+        "Négy": ("#átirányítás [[Egy]]", "redirect"),
+        "Öt": ("  #REDIRECT[[Egy]]", "redirect"),
+        "Hat": ("'''Hat''' egy szám, nem egyértelműsítő lap. {{egyért2}}", "article"),
+        "Hét": ("'''Hét''' a hét napjainak száma, lásd #átirányítás.", "article"),
+    }
+    pages = [sample.Page(i, title, 0, text, kind) for i, (title, (text, kind)) in enumerate(texts.items(), 1)]
+    sample.write_xml(pages, tmp_path / "markers.xml")
+    counts, articles, _ = run_extract(tmp_path, tmp_path / "markers.xml")
+    assert [a["title"] for a in articles] == ["Hat", "Hét"]
+    assert counts["skipped"] == {"namespace": 0, "redirect": 2, "disambiguation": 3, "empty": 0}
+
+
+def test_articles_per_part_must_be_positive(tmp_path, multistream):
+    from pipeline.config import ConfigError
+
+    with pytest.raises(ConfigError, match="articles_per_part"):
+        run_extract(tmp_path, *multistream, articles_per_part=0)

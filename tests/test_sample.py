@@ -1,0 +1,127 @@
+"""The generated sample dump: deterministic, Wikimedia's multistream layout, every kind of page, usable Hungarian."""
+from __future__ import annotations
+
+import bz2
+import collections
+import json
+import logging
+import string
+
+import pytest
+from typer.testing import CliRunner
+
+from pipeline import sample
+from pipeline.cli import app
+from pipeline.sample import inflect, year_inessive
+from pipeline.stages import StageContext
+from pipeline.stages import extract
+
+
+@pytest.fixture(scope="module")
+def dump(tmp_path_factory):
+    return sample.write_sample_dump(tmp_path_factory.mktemp("sample"), articles=150, seed=1)
+
+
+def test_same_seed_same_bytes(tmp_path, dump):
+    again = sample.write_sample_dump(tmp_path / "again", articles=150, seed=1)
+    assert again.read_bytes() == dump.read_bytes()
+    assert (again.parent / sample.INDEX_NAME).read_bytes() == (dump.parent / sample.INDEX_NAME).read_bytes()
+    other = sample.write_sample_dump(tmp_path / "other", articles=150, seed=2)
+    assert other.read_bytes() != dump.read_bytes()
+
+
+def test_multistream_layout_and_index(dump):
+    data = dump.read_bytes()
+    index = bz2.decompress((dump.parent / sample.INDEX_NAME).read_bytes()).decode("utf-8").splitlines()
+    offsets = sorted({int(line.split(":", 1)[0]) for line in index})
+    first = bz2.BZ2Decompressor()
+    head = first.decompress(data[:offsets[0]]).decode("utf-8")
+    assert first.eof and not first.unused_data
+    assert head.startswith("<mediawiki ") and head.rstrip().endswith("</siteinfo>") and "<page>" not in head
+    assert '<namespace key="10" case="first-letter">Sablon</namespace>' in head
+    pages = sample.generate_pages(150, 1)
+    assert [line.split(":", 2)[1:] for line in index] == [[str(p.id), p.title] for p in pages]
+    ends = offsets[1:] + [len(data)]
+    for i, (start, end) in enumerate(zip(offsets, ends)):
+        d = bz2.BZ2Decompressor()
+        text = d.decompress(data[start:end]).decode("utf-8")
+        assert d.eof and text.startswith("  <page>\n") and text.count("<page>") == min(100, len(pages) - 100 * i)
+        if end == len(data):  # the closing stream follows the last page stream
+            assert bz2.decompress(d.unused_data) == b"</mediawiki>\n"
+        else:
+            assert not d.unused_data
+
+
+def test_every_kind_of_page_is_there():
+    pages = sample.generate_pages(400, 0)
+    kinds = collections.Counter(p.kind for p in pages)
+    assert kinds["article"] == 400
+    assert all(kinds[k] >= 2 for k in ("stub", "english", "redirect", "disambiguation", "empty", "template", "talk",
+                                         "category", "file"))
+    assert [p.id for p in pages] == list(range(1, len(pages) + 1))
+    assert len({p.title for p in pages}) == len(pages)
+    articles = "\n".join(p.text for p in pages if p.kind == "article")
+    for markup in ("'''", "[[", "|", "{{Település infobox", "{{Személy infobox", "<ref", "<references />", "== ",
+                   "[[Kategória:", "[[Fájl:", "{{kb}}"):
+        assert markup in articles
+    assert all(c in articles for c in "áéíóöőúüű")
+    assert any(p.text.startswith("#ÁTIRÁNYÍTÁS [[") for p in pages if p.kind == "redirect")
+    assert any("{{egyért}}" in p.text.lower() for p in pages if p.kind == "disambiguation")
+    assert {p.title for p in pages if p.ns == 10} == set(sample.TEMPLATES)
+    assert all(p.title.startswith("Vita:") for p in pages if p.kind == "talk")
+
+
+@pytest.mark.parametrize("noun, case, form", [
+    ("ház*", "acc", "házat"), ("ház*", "pl", "házak"), ("alma", "ine", "almában"), ("kert", "ins", "kerttel"),
+    ("gyümölcs", "acc", "gyümölcsöt"), ("kocsi", "pl", "kocsik"), ("papír", "ine", "papírban"),
+    ("polgármester", "pl", "polgármesterek"), ("erdő", "all", "erdőhöz"), ("busz", "ins", "busszal"),
+    ("király", "acc", "királyt"), ("templom", "acc", "templomot"), ("kastély", "ine", "kastélyban"),
+])
+def test_inflection(noun, case, form):
+    assert inflect(noun, case) == form
+
+
+@pytest.mark.parametrize("year, form", [(1867, "1867-ben"), (1848, "1848-ban"), (1900, "1900-ban"),
+                                        (2000, "2000-ben"), (1956, "1956-ban"), (1920, "1920-ban")])
+def test_year_suffix_follows_the_spoken_number(year, form):
+    assert year_inessive(year) == form
+
+
+def test_extracted_articles_pass_the_hungarian_filter_rules(tmp_path, dump):
+    """What the demo's filter stage needs: Hungarian by py3langid, enough words and sentences, low ratios."""
+    import py3langid
+
+    download = tmp_path / "download"
+    download.mkdir()
+    for name in (sample.DUMP_NAME, sample.INDEX_NAME):
+        (download / name).symlink_to(dump.parent / name)
+    (download / "dump.json").write_text(json.dumps({"dump": sample.DUMP_NAME, "index": sample.INDEX_NAME}))
+    (tmp_path / "extract").mkdir()
+    ctx = StageContext(lang="hu", lang_dir=tmp_path, out_dir=tmp_path / "extract", inputs={"download": download},
+                       cache_dir=tmp_path / "cache", quiet=True, log=logging.getLogger("test"))
+    extract.run(extract.ExtractConfig(redirect_words=["ÁTIRÁNYÍTÁS"], disambiguation_templates=["egyért"]), ctx)
+    kinds = {p.title: p.kind for p in sample.generate_pages(150, 1)}
+    articles = [json.loads(line) for line in (tmp_path / "extract/part-00000.jsonl").read_text("utf-8").splitlines()]
+    langs = collections.Counter()
+    for a in articles:
+        text, kind = a["text"], kinds[a["title"]]
+        langs[kind, py3langid.classify(text)[0]] += 1
+        if kind != "article":
+            continue
+        words = text.split()
+        sentences = text.count(". ") + text.count(".\n") + 1
+        assert len(words) >= 30 and sentences >= 3 and len(words) / sentences >= 4
+        assert sum(c.isupper() for c in text) / len(text) <= 0.1
+        assert sum(c.isdigit() for c in text) / len(text) <= 0.075
+        assert sum(c in string.punctuation for c in text) / len(text) <= 0.075
+        assert sum(c.isalpha() and c.lower() not in "abcdefghijklmnopqrstuvwxyzáéíóöúüőű" for c in text) == 0
+    assert langs["article", "hu"] == 150 and langs["english", "en"] == sum(k == "english" for k in kinds.values())
+
+
+def test_cli_writes_the_dump_and_prints_its_path(tmp_path):
+    result = CliRunner().invoke(app, ["sample-dump", str(tmp_path / "out"), "--pages", "30", "--seed", "4"])
+    assert result.exit_code == 0, result.output
+    path = tmp_path / "out" / sample.DUMP_NAME
+    assert result.output.strip() == str(path)
+    assert path.is_file() and (tmp_path / "out" / sample.INDEX_NAME).is_file()
+    assert path.read_bytes() == sample.write_sample_dump(tmp_path / "again", 30, 4).read_bytes()
