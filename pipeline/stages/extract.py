@@ -53,7 +53,7 @@ class ExtractConfig:
         default_factory=lambda: ["disambiguation", "disambig", "dab"])
     expand_templates: bool = True
     keep_sections: bool = True
-    articles_per_part: int = 10000
+    articles_per_part: int = 2000
 
 
 @dataclasses.dataclass(frozen=True)
