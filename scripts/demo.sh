@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The main job: the whole chain on a generated sample dump (no network), small settings so it runs in minutes
+# on 2 CPU cores: dump -> every pipeline stage -> verify -> pretrain phase 1 + 2 (tiny preset) -> export -> fill-mask.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export PATH="$PWD/.venv/bin:$PATH"
+work=data/sample
+run=runs/sample
+
+dump=$(pipeline sample-dump "$work/dump")
+pipeline run --lang hu --dump "$dump" --workdir "$work" --workers 2 \
+  --set vocab.vocab_size=4000 --set shard.num_shards=4
+pipeline status --lang hu --workdir "$work" --set vocab.vocab_size=4000 --set shard.num_shards=4
+pipeline verify "$work/hu/hdf5"
+
+variant() { ls -d "$work"/hu/hdf5/*_seq_len_"$1"_*; }
+pretrain phase1 --data "$(variant 128)" --out "$run" --preset tiny \
+  --set steps=150 --set global_batch=64 --set micro_batch=32 --set lr=5e-3 --set checkpoint_every=50 --set log_every=10
+pretrain phase2 --data "$(variant 512)" --out "$run" --preset tiny \
+  --set steps=30 --set global_batch=16 --set micro_batch=8 --set lr=2e-3 --set checkpoint_every=30 --set log_every=5
+pretrain export "$run/phase2" --out "$run/hf"
+python - "$run/hf" <<'PY'
+import sys
+from pretrain.export import fill_mask
+text = "A katona fiatal és [MASK]."
+print(f"fill-mask on {text!r}:")
+for token, score in fill_mask(sys.argv[1], text, top_k=5):
+    print(f"  {token:15s} {score:.3f}")
+PY
