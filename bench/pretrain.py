@@ -1,0 +1,170 @@
+"""Benchmark of pretraining on CPU: tokens/s of our BERT against `transformers.BertForPreTraining` of the same
+size, with the same micro-batch, the same DeepSpeed config and optimizer and the same batches, in one process
+(measured in alternating rounds, so that load on a shared machine hits both alike); then `pretrain phase1
+--preset mini` itself, end to end, for its tokens/s and the share of time spent waiting for data.
+
+Data: --data DIR (an HDF5 variant directory at seq 128, with --vocab if the vocabulary is not above it), else
+random ids in NVIDIA's layout with BERT's vocabulary size (30,522; throughput does not depend on the ids).
+
+    .venv/bin/python bench/pretrain.py [--data DIR] [--micro-batch 32] [--rounds 5] [--steps-per-round 4]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+SEQ_LEN, MAX_PREDICTIONS, VOCAB_SIZE = 128, 20, 30522
+
+
+def write_random_data(root: Path, files: int = 4, samples: int = 512) -> Path:
+    """data/hu/{vocab/vocab.txt, hdf5/seq128/training/*.hdf5}: random ids, 20 masked positions per sequence."""
+    from pipeline.wordpiece import SPECIAL_TOKENS
+
+    (root / "vocab").mkdir(parents=True)
+    tokens = list(SPECIAL_TOKENS) + [f"w{i}" for i in range(VOCAB_SIZE - len(SPECIAL_TOKENS))]
+    (root / "vocab" / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    variant = root / "hdf5" / "seq128"
+    (variant / "training").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for i in range(files):
+        positions = np.sort(np.stack([rng.choice(np.arange(1, SEQ_LEN - 1), MAX_PREDICTIONS, replace=False)
+                                      for _ in range(samples)]), axis=1)
+        with h5py.File(variant / "training" / f"training_{i:04d}.hdf5", "w") as f:
+            f["input_ids"] = rng.integers(5, VOCAB_SIZE, (samples, SEQ_LEN), dtype=np.int32)
+            f["input_mask"] = np.ones((samples, SEQ_LEN), np.int8)
+            f["segment_ids"] = (np.arange(SEQ_LEN) >= SEQ_LEN // 2).astype(np.int8)[None].repeat(samples, 0)
+            f["masked_lm_positions"] = positions.astype(np.int32)
+            f["masked_lm_ids"] = rng.integers(5, VOCAB_SIZE, (samples, MAX_PREDICTIONS), dtype=np.int32)
+            f["next_sentence_labels"] = rng.integers(0, 2, samples, dtype=np.int8)
+    return variant
+
+
+def run_cli(data: Path, vocab: Path | None, out: Path, micro_batch: int, steps: int) -> dict:
+    """`pretrain phase1 --preset mini`, global batch = one micro-batch; tokens/s and data wait over steps 3.."""
+    cmd = [sys.executable, "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(out), "--preset", "mini",
+           "--set", f"global_batch={micro_batch}", "--set", f"micro_batch={micro_batch}", "--set", f"steps={steps}",
+           "--set", "log_every=1", "--set", f"checkpoint_every={steps}", "--set", "warmup=0.5"]
+    if vocab:
+        cmd += ["--vocab", str(vocab)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"pretrain phase1 failed:\n{done.stderr[-3000:]}")
+    rows = [json.loads(line) for line in (out / "phase1" / "metrics.jsonl").read_text().splitlines()][2:]
+    seconds = sum(micro_batch / r["samples_per_s"] for r in rows)
+    return {"tokens_per_s": len(rows) * micro_batch * SEQ_LEN / seconds,
+            "data_wait_share": sum(r["data_wait_s"] for r in rows) / seconds, "steps": len(rows),
+            "losses": [round(r["loss"], 3) for r in rows], "peak_rss_gb": _children_rss_gb()}
+
+
+def compare_models(run_dir: Path, data: Path, vocab_size: int, micro_batch: int, rounds: int,
+                   steps_per_round: int) -> dict[str, tuple[float, float]]:
+    """Both models under deepspeed.initialize with the run's ds_config.json and LAMB, on the same batches."""
+    import deepspeed
+    import torch
+    import transformers
+
+    from pretrain.data import make_loader, open_data
+    from pretrain.export import hf_config
+    from pretrain.model import BertForPreTraining, ModelConfig
+    from pretrain.optimizers import build_optimizer
+    from pretrain.train import single_process_env
+
+    ds_config = json.loads((run_dir / "ds_config.json").read_text())
+    config = ModelConfig(**json.loads((run_dir / "model_config.json").read_text()))
+    pretraining = open_data(data, SEQ_LEN, vocab_size)
+    batches = []
+    for batch, _ in zip(make_loader(pretraining, micro_batch, vocab_size, workers=0), range(steps_per_round)):
+        batch.pop("data_state"), batch.pop("problem")
+        batches.append(batch)
+
+    def hf_batch(b: dict) -> dict:
+        labels = torch.full_like(b["input_ids"], -100)
+        valid = b["masked_lm_positions"] != 0
+        labels.scatter_(1, b["masked_lm_positions"], torch.where(valid, b["masked_lm_ids"], -100))
+        labels[:, 0] = -100  # the zero-padded slots scattered into [CLS]
+        return {"input_ids": b["input_ids"], "token_type_ids": b["token_type_ids"],
+                "attention_mask": b["attention_mask"], "labels": labels,
+                "next_sentence_label": b["next_sentence_labels"]}
+
+    single_process_env()
+    torch.manual_seed(0)
+    ours = BertForPreTraining(config)
+    theirs = transformers.BertForPreTraining(hf_config(config, pad_token_id=0))
+    theirs.load_state_dict(ours.state_dict())
+    engines = {}
+    for name, model, inputs in (("wiki2bert", ours, batches), ("transformers", theirs, [hf_batch(b) for b in batches])):
+        engine, *_ = deepspeed.initialize(model=model, optimizer=build_optimizer(model, "lamb", lr=1e-3),
+                                          config=ds_config)
+        engine.train()
+        engines[name] = (engine, inputs)
+    seconds: dict[str, list[float]] = {name: [] for name in engines}
+    for round_ in range(rounds + 1):  # round 0 warms up and is not counted
+        for name, (engine, inputs) in engines.items():
+            start = time.perf_counter()
+            for b in inputs:
+                engine.backward(engine(**b).loss)
+                engine.step()
+            if round_ > 0:
+                seconds[name].append(time.perf_counter() - start)
+    tokens = steps_per_round * micro_batch * SEQ_LEN
+    # best round (least disturbed by other load) and the mean over all rounds
+    return {name: (tokens / min(s), tokens * len(s) / sum(s)) for name, s in seconds.items()}
+
+
+def _children_rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2 ** 20
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, help="HDF5 variant directory (seq 128); default: random data")
+    parser.add_argument("--vocab", type=Path, help="vocab stage directory, if not found above --data")
+    parser.add_argument("--micro-batch", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps-per-round", type=int, default=4)
+    parser.add_argument("--cli-steps", type=int, default=20)
+    args = parser.parse_args()
+    os.chdir(ROOT)
+    sys.path.insert(0, str(ROOT))
+    from pipeline.wordpiece import read_vocab
+    from pretrain.data import find_vocab_dir
+
+    with tempfile.TemporaryDirectory(prefix="bench_pretrain_") as tmp:
+        data = args.data or write_random_data(Path(tmp) / "hu")
+        vocab_dir = args.vocab or find_vocab_dir(data)
+        vocab_size = len(read_vocab(vocab_dir / "vocab.txt"))
+        print(f"CPU, {os.cpu_count()} cores (shared machine), torch threads {_threads()}, preset mini, seq {SEQ_LEN}, "
+              f"micro-batch {args.micro_batch}, vocabulary {vocab_size:,}, data {'random' if not args.data else data}")
+        cli = run_cli(data, args.vocab, Path(tmp) / "run", args.micro_batch, args.cli_steps)
+        print(f"pretrain phase1 --preset mini (end to end, {cli['steps']} steps after 2 warm-up): "
+              f"{cli['tokens_per_s']:,.0f} tokens/s, waiting for data {100 * cli['data_wait_share']:.1f}% of the time, "
+              f"peak RSS {cli['peak_rss_gb']:.2f} GB")
+        print(f"  losses: {cli['losses']}")
+        speed = compare_models(Path(tmp) / "run" / "phase1", data, vocab_size, args.micro_batch, args.rounds,
+                               args.steps_per_round)
+        for name, (best, mean) in speed.items():
+            print(f"{name + ' BertForPreTraining':<34} {best:>8,.0f} tokens/s best round, {mean:>8,.0f} mean "
+                  f"(same DeepSpeed config, LAMB)")
+        print(f"speed-up: {speed['wiki2bert'][0] / speed['transformers'][0]:.2f}x best round, "
+              f"{speed['wiki2bert'][1] / speed['transformers'][1]:.2f}x mean")
+
+
+def _threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+if __name__ == "__main__":
+    main()

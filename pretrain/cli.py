@@ -1,0 +1,122 @@
+"""`pretrain` command line: phase1, phase2, export, estimate.
+
+Multi-process runs start the same entry point through a launcher, e.g.
+`deepspeed --num_gpus 8 --module pretrain.cli phase1 ...` or `torchrun --nproc_per_node 8 -m pretrain.cli phase1 ...`
+(see docs/pretrain.md).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from pipeline.config import ConfigError
+from pipeline.errors import PipelineError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
+
+OutOpt = typer.Option(..., "--out", help="Run directory; the phase writes into <out>/<phase>/ and resumes from it")
+PresetOpt = typer.Option(None, "--preset", help="Model size: tiny, mini, small, base, large, 1.5b, 5b")
+ConfigOpt = typer.Option(None, "--config", help="YAML file of settings over the phase's recipe (same keys)")
+SetOpt = typer.Option(None, "--set", help="Override a setting: KEY=VALUE, e.g. micro_batch=32 or "
+                                          "model.hidden_dropout_prob=0 (repeatable)")
+DsOpt = typer.Option(None, "--deepspeed-config", help="JSON merged over the generated DeepSpeed config")
+VocabOpt = typer.Option(None, "--vocab", help="vocab stage directory (default: found above --data)")
+
+
+@app.callback()
+def launcher_options(local_rank: Optional[int] = typer.Option(None, "--local_rank", "--local-rank", hidden=True)
+                     ) -> None:
+    """Pretrain BERT on the HDF5 output of `pipeline run` with DeepSpeed."""
+    # the deepspeed launcher passes --local_rank=N before the command; the rank is read from the environment
+
+
+@app.command()
+def phase1(data: Path = typer.Option(..., "--data", help="HDF5 variant directory (data/<lang>/hdf5/<variant>)"),
+           out: Path = OutOpt, preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
+           set_: Optional[list[str]] = SetOpt, deepspeed_config: Optional[Path] = DsOpt,
+           vocab: Optional[Path] = VocabOpt) -> None:
+    """Phase 1: sequence length 128 from random weights (recipe: pretrain/configs/phase1.yaml)."""
+    _train("phase1", data, out, preset, config, set_, deepspeed_config, vocab)
+
+
+@app.command()
+def phase2(data: Path = typer.Option(..., "--data", help="HDF5 variant directory of 512-token sequences"),
+           out: Path = OutOpt,
+           init: Optional[Path] = typer.Option(None, "--init", help="Phase-1 directory to start from "
+                                                                    "(default: <out>/phase1)"),
+           preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
+           set_: Optional[list[str]] = SetOpt, deepspeed_config: Optional[Path] = DsOpt,
+           vocab: Optional[Path] = VocabOpt) -> None:
+    """Phase 2: sequence length 512 from phase 1's weights, with a fresh schedule and optimizer
+    (recipe: pretrain/configs/phase2.yaml)."""
+    _train("phase2", data, out, preset, config, set_, deepspeed_config, vocab, init)
+
+
+@app.command()
+def export(phase_dir: Path = typer.Argument(..., help="A phase directory, e.g. runs/hu/phase2"),
+           out: Path = typer.Option(..., "--out", help="Hugging Face model directory to write")) -> None:
+    """Write the phase's latest weights as a Hugging Face BertForPreTraining directory with its tokenizer."""
+    from pretrain.export import export_hf
+
+    typer.echo(export_hf(phase_dir, out))
+
+
+@app.command()
+def estimate(preset: str = typer.Option("large", "--preset", help="Model size"),
+             zero: int = typer.Option(1, "--zero", help="ZeRO stage 0-3"),
+             gpus: int = typer.Option(8, "--gpus", min=1, help="Data-parallel GPUs"),
+             micro_batch: Optional[int] = typer.Option(None, "--micro-batch", min=1,
+                                                       help="Sequences per GPU (default: the recipe's)"),
+             seq: int = typer.Option(128, "--seq", min=1, help="Sequence length"),
+             precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp32"),
+             optimizer: str = typer.Option("lamb", "--optimizer", help="lamb, lans or adamw"),
+             activation_checkpointing: bool = typer.Option(False, "--activation-checkpointing"),
+             vocab_size: int = typer.Option(30522, "--vocab-size", min=1, help="Tokens in vocab.txt")) -> None:
+    """Memory per GPU: model states (parameters, gradients, optimizer) by precision and ZeRO stage, plus
+    activations."""
+    from pretrain.config import load_train_config
+    from pretrain.estimate import estimate_memory, format_estimate
+
+    if micro_batch is None:
+        micro_batch = load_train_config("phase2" if seq > 128 else "phase1").micro_batch
+    try:
+        result = estimate_memory(preset, vocab_size, zero, gpus, micro_batch, seq, precision=precision,
+                                 optimizer=optimizer, activation_checkpointing=activation_checkpointing)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    typer.echo(format_estimate(result))
+
+
+def _train(phase, data, out, preset, config, overrides, deepspeed_config, vocab, init=None) -> None:
+    from pretrain.config import load_train_config
+    from pretrain.train import prepare, train
+
+    train_config = load_train_config(phase, config, overrides or [], {"preset": preset} if preset else None)
+    run = prepare(phase, data, out, train_config, vocab, init, deepspeed_config, preset_flag=preset)
+    if run.complete:
+        typer.echo(f"{run.phase_dir}: {phase} is complete ({run.config.steps} steps); nothing to do", err=True)
+        return
+    code = train(run)
+    if code:
+        raise typer.Exit(code)
+
+
+def main() -> None:
+    try:
+        app()
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except PipelineError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print("interrupted; re-run the same command to resume from the last checkpoint", file=sys.stderr)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

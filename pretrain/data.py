@@ -1,0 +1,269 @@
+"""Pretraining batches from the HDF5 files of a variant directory, in NVIDIA's layout (files made by NVIDIA's
+own scripts work too). Each file holds N samples:
+input_ids, input_mask, segment_ids [N, seq_len]; masked_lm_positions, masked_lm_ids [N, max_predictions]
+(zero-padded); next_sentence_labels [N].
+
+Order: in epoch e, rank r of W reads the files permutation(seed, e)[r::W], each file's rows in the order
+permutation(seed, e, file); micro-batches run on across file and epoch boundaries. `BatchPlan`, the DataLoader's
+sampler, names the rows of each micro-batch together with the position after it (`DataState`); the training loop
+keeps the position of the last batch it consumed and a checkpoint stores that, so a resumed run reads exactly the
+batches it would have read, whatever was prefetched and whatever the number of workers.
+
+Files are opened lazily in the process that reads them: an h5py handle opened before the DataLoader forks its
+workers is shared by them and corrupts reads. A worker reads a whole file at once (as NVIDIA's loader does):
+NVIDIA's files are gzip-compressed, where reading scattered rows would decompress each chunk again and again.
+"""
+from __future__ import annotations
+
+import dataclasses
+import signal
+from collections import OrderedDict
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from pipeline.config import ConfigError
+
+SEQUENCE_KEYS = ("input_ids", "input_mask", "segment_ids")
+PREDICTION_KEYS = ("masked_lm_positions", "masked_lm_ids")
+LABEL_KEY = "next_sentence_labels"
+KEYS = SEQUENCE_KEYS + PREDICTION_KEYS + (LABEL_KEY,)
+# HDF5 key -> the model's argument name
+MODEL_ARGS = {"input_ids": "input_ids", "segment_ids": "token_type_ids", "input_mask": "attention_mask",
+              "masked_lm_positions": "masked_lm_positions", "masked_lm_ids": "masked_lm_ids",
+              "next_sentence_labels": "next_sentence_labels"}
+SUFFIXES = (".hdf5", ".h5")
+CHECK_ROWS = 256  # rows per file whose token ids are checked against the vocabulary before training
+CACHED_FILES = 2  # per reading process: a micro-batch can end one file and start the next
+
+
+@dataclasses.dataclass(frozen=True)
+class DataFile:
+    path: Path
+    samples: int
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingData:
+    data_dir: Path
+    files: list[DataFile]  # sorted by name; files without samples are left out
+    seq_len: int
+    max_predictions: int
+
+    @property
+    def samples(self) -> int:
+        return sum(f.samples for f in self.files)
+
+
+@dataclasses.dataclass(frozen=True)
+class DataState:
+    """Where one rank is in its stream: `files` is its file order (names) in `epoch`, of which `files_done` are
+    finished, and `row` rows of the current file's permutation are read."""
+    epoch: int = 0
+    files: tuple[str, ...] | None = None  # None: not started (computed from seed and epoch)
+    files_done: int = 0
+    row: int = 0
+
+    def to_dict(self) -> dict:
+        return {"epoch": self.epoch, "files": list(self.files or ()), "files_done": self.files_done,
+                "row": self.row}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> DataState:
+        return cls(epoch=int(d["epoch"]), files=tuple(d["files"]) or None, files_done=int(d["files_done"]),
+                   row=int(d["row"]))
+
+
+def find_vocab_dir(data_dir: Path) -> Path:
+    """The `vocab` stage directory of the pipeline work directory a data directory lies in
+    (data/hu/hdf5/<variant> -> data/hu/vocab)."""
+    data_dir = Path(data_dir).resolve()
+    for parent in (data_dir, *data_dir.parents):
+        if (parent / "vocab" / "vocab.txt").is_file():
+            return parent / "vocab"
+    raise ConfigError(f"{data_dir}: no vocab/vocab.txt in it or above it; pass --vocab DIR (a vocab stage directory)")
+
+
+def find_data_files(data_dir: Path) -> list[Path]:
+    """The HDF5 files of a variant directory (its training/ split, as the hdf5 stage writes it) or of a flat
+    directory of them (as NVIDIA's scripts write them)."""
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise ConfigError(f"{data_dir}: not a directory")
+    split = data_dir / "training" if (data_dir / "training").is_dir() else data_dir
+    files = sorted(p for p in split.iterdir() if p.suffix in SUFFIXES and p.is_file())
+    if not files:
+        raise ConfigError(f"{split}: no HDF5 files (*.hdf5); expected the output of the hdf5 stage "
+                          f"(data/<lang>/hdf5/<variant>/)")
+    return files
+
+
+def open_data(data_dir: Path, seq_len: int, vocab_size: int, world_size: int = 1) -> PretrainingData:
+    """Check every file's layout, its sequence length against `seq_len` and a sample of its token ids against
+    `vocab_size`; ConfigError (one line naming the file) on the first problem."""
+    files, max_predictions = [], None
+    for path in find_data_files(data_dir):
+        samples, predictions = _inspect(path, seq_len, vocab_size)
+        if max_predictions not in (None, predictions):
+            raise ConfigError(f"{path}: {predictions} masked positions per sample, other files have "
+                              f"{max_predictions}; mixed HDF5 variants in one directory?")
+        max_predictions = predictions
+        if samples:
+            files.append(DataFile(path, samples))
+    if not files:
+        raise ConfigError(f"{data_dir}: the HDF5 files hold no samples")
+    if len(files) < world_size:
+        raise ConfigError(f"{data_dir}: {len(files)} HDF5 file(s) for {world_size} data-parallel ranks; every rank "
+                          f"needs at least one file (make more, smaller shards)")
+    return PretrainingData(Path(data_dir), files, seq_len, max_predictions)
+
+
+def _inspect(path: Path, seq_len: int, vocab_size: int) -> tuple[int, int]:
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise ConfigError(f"{path}: not a readable HDF5 file ({e})") from None
+    with f:
+        missing = [k for k in KEYS if k not in f]
+        if missing:
+            raise ConfigError(f"{path}: missing dataset(s) {', '.join(missing)}; expected NVIDIA's BERT layout "
+                              f"({', '.join(KEYS)})")
+        if f["input_ids"].ndim != 2:
+            raise ConfigError(f"{path}: input_ids has shape {f['input_ids'].shape}, expected [samples, seq_len]")
+        n, length = f["input_ids"].shape
+        if length != seq_len:
+            raise ConfigError(f"{path}: sequences of length {length}, but this phase trains on seq_len {seq_len} "
+                              f"(use the HDF5 variant made for {seq_len}, or --set seq_len={length})")
+        if f["masked_lm_positions"].ndim != 2:
+            raise ConfigError(f"{path}: masked_lm_positions has shape {f['masked_lm_positions'].shape}, "
+                              f"expected [samples, max_predictions]")
+        predictions = f["masked_lm_positions"].shape[1]
+        expected = {**{k: (n, length) for k in SEQUENCE_KEYS}, **{k: (n, predictions) for k in PREDICTION_KEYS}}
+        for key, shape in expected.items():
+            if f[key].shape != shape:
+                raise ConfigError(f"{path}: {key} has shape {f[key].shape}, expected {shape}")
+        if f[LABEL_KEY].shape not in ((n,), (n, 1)):
+            raise ConfigError(f"{path}: {LABEL_KEY} has shape {f[LABEL_KEY].shape}, expected ({n},)")
+        for key in ("input_ids", "masked_lm_ids"):
+            head = f[key][:CHECK_ROWS]
+            if head.size and (head.max() >= vocab_size or head.min() < 0):
+                bad = int(head.max() if head.max() >= vocab_size else head.min())
+                raise ConfigError(f"{path}: {key} holds token id {bad}, outside the vocabulary of {vocab_size} "
+                                  f"tokens; were these files made with another vocab.txt?")
+    return n, predictions
+
+
+class BatchPlan(Sampler):
+    """An endless sampler of micro-batches for one data-parallel rank. Yields (pieces, state): pieces are
+    (file index, rows) to read in that order, state the DataState after the micro-batch (as a dict)."""
+
+    def __init__(self, data: PretrainingData, micro_batch: int, rank: int = 0, world_size: int = 1,
+                 seed: int = 0, state: DataState | None = None):
+        self.sizes = [f.samples for f in data.files]
+        self.names = [f.path.name for f in data.files]
+        self.micro_batch, self.rank, self.world_size, self.seed = micro_batch, rank, world_size, seed
+        self.start = state or DataState()
+        if self.start.files is not None:
+            index = {name: i for i, name in enumerate(self.names)}
+            missing = [name for name in self.start.files if name not in index]
+            if missing:
+                raise ConfigError(f"{data.data_dir}: {missing[0]} is gone, but the checkpoint's data position is "
+                                  f"in a file order that uses it; resume with the same data")
+
+    def epoch_files(self, epoch: int) -> list[int]:
+        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.sizes))
+        return [int(i) for i in order[self.rank::self.world_size]]
+
+    def file_rows(self, epoch: int, file_index: int) -> np.ndarray:
+        return np.random.default_rng([self.seed, epoch, file_index]).permutation(self.sizes[file_index])
+
+    def __iter__(self):
+        epoch, done, row = self.start.epoch, self.start.files_done, self.start.row
+        index = {name: i for i, name in enumerate(self.names)}
+        order = ([index[name] for name in self.start.files] if self.start.files is not None
+                 else self.epoch_files(epoch))
+        rows = None
+        while True:
+            pieces, need = [], self.micro_batch
+            while need:
+                if done == len(order):
+                    epoch, done, row, rows = epoch + 1, 0, 0, None
+                    order = self.epoch_files(epoch)
+                    continue
+                if rows is None:
+                    rows = self.file_rows(epoch, order[done])
+                take = min(need, len(rows) - row)
+                pieces.append((order[done], rows[row:row + take]))
+                row, need = row + take, need - take
+                if row == len(rows):
+                    done, row, rows = done + 1, 0, None
+            state = DataState(epoch, tuple(self.names[i] for i in order), done, row)
+            yield pieces, state.to_dict()
+
+
+class PretrainingDataset(Dataset):
+    """Reads the micro-batches a BatchPlan names: a dict of int64 tensors under the model's argument names, plus
+    `data_state` (the position after it) and `problem` ("" or one line naming a file and a bad row)."""
+
+    def __init__(self, data: PretrainingData, vocab_size: int):
+        self.paths = [f.path for f in data.files]
+        self.vocab_size = vocab_size
+        self._cache: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
+
+    def __getitem__(self, item) -> dict:
+        pieces, state = item
+        columns = {key: [] for key in KEYS}
+        problem = ""
+        for file_index, rows in pieces:
+            arrays = self._arrays(file_index)
+            for key in KEYS:
+                columns[key].append(arrays[key][rows])
+            problem = problem or self._check(file_index, rows, arrays)
+        batch = {MODEL_ARGS[key]: torch.from_numpy(np.concatenate(parts).astype(np.int64, copy=False))
+                 for key, parts in columns.items()}
+        batch["data_state"] = state
+        batch["problem"] = problem
+        return batch
+
+    def _arrays(self, file_index: int) -> dict[str, np.ndarray]:
+        if file_index in self._cache:
+            self._cache.move_to_end(file_index)
+        else:
+            with h5py.File(self.paths[file_index], "r") as f:
+                arrays = {key: f[key][()] for key in KEYS}
+            arrays[LABEL_KEY] = arrays[LABEL_KEY].reshape(-1)  # some writers store [N, 1]
+            self._cache[file_index] = arrays
+            while len(self._cache) > CACHED_FILES:
+                self._cache.popitem(last=False)
+        return self._cache[file_index]
+
+    def _check(self, file_index: int, rows: np.ndarray, arrays: dict[str, np.ndarray]) -> str:
+        for key in ("input_ids", "masked_lm_ids"):
+            values = arrays[key][rows]
+            bad = (values >= self.vocab_size) | (values < 0)
+            if bad.any():
+                row = int(rows[np.nonzero(bad)[0][0]])
+                return (f"{self.paths[file_index]}: row {row}: {key} holds a token id outside the vocabulary of "
+                        f"{self.vocab_size} tokens")
+        return ""
+
+
+def make_loader(data: PretrainingData, micro_batch: int, vocab_size: int, rank: int = 0, world_size: int = 1,
+                seed: int = 0, workers: int = 2, state: DataState | None = None,
+                pin_memory: bool = False) -> DataLoader:
+    return DataLoader(PretrainingDataset(data, vocab_size), sampler=BatchPlan(data, micro_batch, rank, world_size,
+                                                                              seed, state),
+                      batch_size=None, num_workers=workers, pin_memory=pin_memory,
+                      prefetch_factor=4 if workers else None, worker_init_fn=_ignore_stop_signals,
+                      # its own generator: creating the loader must not draw from the global torch RNG (dropout)
+                      generator=torch.Generator().manual_seed(seed))
+
+
+def _ignore_stop_signals(worker_id: int) -> None:
+    """SIGINT/SIGTERM reach the whole process group; the main process finishes its step and checkpoints, which
+    may need more batches, so workers must outlive the signal (they exit with the main process)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -1,0 +1,175 @@
+"""pretrain/data.py: NVIDIA-layout HDF5 files, checks before training, file split across ranks, order by seed and
+epoch, exact mid-epoch resume, workers that open files lazily. Also the fixture writers test_pretrain_loop uses."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from pipeline.config import ConfigError
+from pipeline.wordpiece import SPECIAL_TOKENS, read_vocab, wordpiece_tokenizer
+from pretrain.data import BatchPlan, DataState, find_data_files, find_vocab_dir, make_loader, open_data
+
+VOCAB_SIZE = 60
+PAD, UNK, CLS, SEP, MASK = range(5)  # the order write_vocab gives SPECIAL_TOKENS
+
+
+def write_vocab(vocab_dir: Path, size: int = VOCAB_SIZE) -> Path:
+    """A vocab stage directory: vocab.txt (specials first, then made-up words) and tokenizer.json."""
+    vocab_dir.mkdir(parents=True, exist_ok=True)
+    tokens = list(SPECIAL_TOKENS) + [f"w{i}" for i in range(size - len(SPECIAL_TOKENS))]
+    (vocab_dir / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    wordpiece_tokenizer(read_vocab(vocab_dir / "vocab.txt")).save(str(vocab_dir / "tokenizer.json"))
+    return vocab_dir
+
+
+def write_hdf5(path: Path, samples: int, seq_len: int = 32, max_predictions: int = 5, vocab_size: int = VOCAB_SIZE,
+               seed: int = 0, dtype=np.int32, labels_2d: bool = False) -> dict[str, np.ndarray]:
+    """A file in NVIDIA's layout: [CLS] A [SEP] B [SEP] + padding, random word ids, masked positions (sorted,
+    zero-padded) replaced by [MASK] in input_ids, random next-sentence labels."""
+    rng = np.random.default_rng(seed)
+    arrays = {k: np.zeros((samples, seq_len), dtype) for k in ("input_ids", "input_mask", "segment_ids")}
+    arrays["masked_lm_positions"] = np.zeros((samples, max_predictions), dtype)
+    arrays["masked_lm_ids"] = np.zeros((samples, max_predictions), dtype)
+    arrays["next_sentence_labels"] = rng.integers(0, 2, (samples, 1) if labels_2d else samples).astype(dtype)
+    for i in range(samples):
+        length = int(rng.integers(8, seq_len + 1))
+        sep = int(rng.integers(2, length - 2))  # A = 1..sep-1, B = sep+1..length-2
+        ids = rng.integers(len(SPECIAL_TOKENS), vocab_size, length)
+        ids[0], ids[sep], ids[length - 1] = CLS, SEP, SEP
+        words = [p for p in range(1, length - 1) if p != sep]
+        chosen = np.sort(rng.choice(words, size=min(max_predictions, max(1, round(0.15 * length))), replace=False))
+        arrays["masked_lm_positions"][i, :len(chosen)] = chosen
+        arrays["masked_lm_ids"][i, :len(chosen)] = ids[chosen]
+        ids[chosen] = MASK
+        arrays["input_ids"][i, :length] = ids
+        arrays["input_mask"][i, :length] = 1
+        arrays["segment_ids"][i, sep + 1:length] = 1
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with h5py.File(path, "w") as f:
+        for key, value in arrays.items():
+            f.create_dataset(key, data=value, compression="gzip")
+    return arrays
+
+
+def write_dataset(root: Path, sizes: list[int], seq_len: int = 32, max_predictions: int = 5) -> Path:
+    """A pipeline work directory <root>/hu/{vocab,hdf5/<variant>/training}; returns the variant directory."""
+    write_vocab(root / "hu" / "vocab")
+    variant = root / "hu" / "hdf5" / f"seq_len_{seq_len}"
+    for i, n in enumerate(sizes):
+        write_hdf5(variant / "training" / f"training_{i:04d}.hdf5", n, seq_len, max_predictions, seed=i)
+    return variant
+
+
+def rows_of(plan: BatchPlan, batches: int) -> list[list[tuple[int, int]]]:
+    out = []
+    for (pieces, _), _ in zip(plan, range(batches)):
+        out.append([(f, int(r)) for f, rows in pieces for r in rows])
+    return out
+
+
+def test_vocab_is_found_above_the_data_dir(tmp_path):
+    variant = write_dataset(tmp_path / "data", [4])
+    assert find_vocab_dir(variant) == (tmp_path / "data" / "hu" / "vocab").resolve()
+    with pytest.raises(ConfigError, match="--vocab"):
+        find_vocab_dir(tmp_path)
+
+
+def test_bad_data_is_refused_with_one_line_naming_the_file(tmp_path):
+    empty = tmp_path / "empty"
+    (empty / "training").mkdir(parents=True)
+    with pytest.raises(ConfigError, match=r"empty/training: no HDF5 files"):
+        find_data_files(empty)
+
+    variant = write_dataset(tmp_path / "a", [4, 4], seq_len=32)
+    with pytest.raises(ConfigError, match=r"training_0000\.hdf5: sequences of length 32, but this phase trains on "
+                                          r"seq_len 128"):
+        open_data(variant, 128, VOCAB_SIZE)
+    with pytest.raises(ConfigError, match=r"training_0000\.hdf5: input_ids holds token id \d+, outside the "
+                                          r"vocabulary of 20 tokens"):
+        open_data(variant, 32, 20)
+    with pytest.raises(ConfigError, match=r"2 HDF5 file\(s\) for 3 data-parallel ranks"):
+        open_data(variant, 32, VOCAB_SIZE, world_size=3)
+
+    with h5py.File(variant / "training" / "training_0001.hdf5", "a") as f:
+        del f["masked_lm_ids"]
+    with pytest.raises(ConfigError, match=r"training_0001\.hdf5: missing dataset\(s\) masked_lm_ids"):
+        open_data(variant, 32, VOCAB_SIZE)
+    (variant / "training" / "training_0001.hdf5").write_bytes(b"not hdf5")
+    with pytest.raises(ConfigError, match=r"training_0001\.hdf5: not a readable HDF5 file"):
+        open_data(variant, 32, VOCAB_SIZE)
+
+
+def test_ranks_read_disjoint_files_in_an_order_set_by_seed_and_epoch(tmp_path):
+    data = open_data(write_dataset(tmp_path, [3] * 7), 32, VOCAB_SIZE, world_size=2)
+    plans = [BatchPlan(data, 2, rank=r, world_size=2, seed=5) for r in (0, 1)]
+    for epoch in (0, 1):
+        files = [set(p.epoch_files(epoch)) for p in plans]
+        assert not files[0] & files[1] and files[0] | files[1] == set(range(7))
+    assert [p.epoch_files(0) for p in plans] != [p.epoch_files(1) for p in plans]  # reshuffled each epoch
+    assert plans[0].epoch_files(3) == BatchPlan(data, 2, rank=0, world_size=2, seed=5).epoch_files(3)
+    assert plans[0].epoch_files(0) != BatchPlan(data, 2, rank=0, world_size=2, seed=6).epoch_files(0)
+
+
+def test_an_epoch_reads_every_row_once_across_file_boundaries(tmp_path):
+    data = open_data(write_dataset(tmp_path, [7, 5, 9]), 32, VOCAB_SIZE)
+    plan = BatchPlan(data, 4, seed=1)
+    batches = rows_of(plan, 8)  # 32 rows: one epoch of 21, then 11 of the next
+    flat = [r for b in batches for r in b]
+    assert sorted(flat[:21]) == sorted((f, r) for f, n in enumerate([7, 5, 9]) for r in range(n))
+    assert any(len({f for f, _ in b}) == 2 for b in batches)  # some batch spans two files
+    assert flat[21:] != flat[:11]  # the next epoch has another order
+
+
+def test_resuming_from_a_saved_state_continues_with_the_same_batches(tmp_path):
+    data = open_data(write_dataset(tmp_path, [7, 5, 9]), 32, VOCAB_SIZE)
+    plan = BatchPlan(data, 4, seed=3)
+    states, batches = [], []
+    for (pieces, state), _ in zip(plan, range(12)):
+        states.append(state)
+        batches.append([(f, int(r)) for f, rows in pieces for r in rows])
+    for k in (2, 5, 6):  # mid-file, at the epoch end, in the next epoch
+        resumed = BatchPlan(data, 4, seed=3, state=DataState.from_dict(states[k - 1]))
+        assert rows_of(resumed, 12 - k) == batches[k:]
+    with pytest.raises(ConfigError, match="is gone"):
+        BatchPlan(data, 4, seed=3, state=DataState(0, ("missing.hdf5",), 0, 0))
+
+
+def test_loader_batches_match_the_files_and_do_not_depend_on_workers(tmp_path):
+    variant = write_dataset(tmp_path, [6, 5])
+    write_hdf5(variant / "training" / "training_0001.hdf5", 5, dtype=np.int16, labels_2d=True, seed=1)
+    data = open_data(variant, 32, VOCAB_SIZE)
+    files = [h5py.File(f.path, "r") for f in data.files]  # handles open in the parent while workers fork
+    try:
+        expected = {k: [f[k][()] for f in files] for k in ("input_ids", "segment_ids", "next_sentence_labels")}
+        runs = []
+        for workers in (0, 2):
+            loader = make_loader(data, 3, VOCAB_SIZE, seed=7, workers=workers)
+            runs.append([batch for batch, _ in zip(loader, range(6))])
+        plan = BatchPlan(data, 3, seed=7)
+        for (pieces, state), batch in zip(plan, runs[1]):
+            assert batch["data_state"] == state and batch["problem"] == ""
+            want = np.concatenate([expected["input_ids"][f][rows] for f, rows in pieces])
+            assert batch["input_ids"].dtype == torch.int64 and np.array_equal(batch["input_ids"].numpy(), want)
+            assert batch["next_sentence_labels"].shape == (3,)
+        for a, b in zip(*runs):
+            assert all(torch.equal(a[k], b[k]) for k in ("input_ids", "token_type_ids", "attention_mask",
+                                                          "masked_lm_positions", "masked_lm_ids"))
+    finally:
+        for f in files:
+            f.close()
+
+
+def test_ids_beyond_the_vocabulary_past_the_checked_rows_name_file_and_row(tmp_path):
+    variant = write_dataset(tmp_path, [300])
+    path = variant / "training" / "training_0000.hdf5"
+    with h5py.File(path, "a") as f:
+        ids = f["input_ids"][()]
+        ids[290, 1] = VOCAB_SIZE + 3
+        f["input_ids"][...] = ids
+    data = open_data(variant, 32, VOCAB_SIZE)  # only the first rows are checked up front
+    problems = {batch["problem"] for batch, _ in zip(make_loader(data, 50, VOCAB_SIZE, workers=0), range(6))}
+    assert problems - {""} == {f"{path}: row 290: input_ids holds a token id outside the vocabulary of 60 tokens"}

@@ -1,0 +1,253 @@
+"""The pretraining runner end to end on CPU (tiny model, generated NVIDIA-layout HDF5): exact resume of a stopped
+run, phase 2 from phase 1's weights, two processes (data split, SIGTERM, resume), bad input refused before
+training, crash-safe checkpoints, the schedule and the generated DeepSpeed config."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from pipeline.config import ConfigError
+from pretrain import checkpoint
+from pretrain.cli import main
+from pretrain.config import load_train_config
+from pretrain.export import MODEL_STATES, load_checkpoint_weights
+from pretrain.train import WarmupPolyDecay, deepspeed_config, prepare
+from test_pretrain_data import write_dataset, write_hdf5
+
+TINY = ["--preset", "tiny", "--set", "seq_len=32", "--set", "global_batch=8", "--set", "micro_batch=4",
+        "--set", "log_every=1"]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+for _var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+    ENV.pop(_var, None)
+
+
+def pretrain(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pretrain.cli", *args], env=ENV, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def metrics(phase_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (phase_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def tags(phase_dir: Path) -> list[str]:
+    return sorted(d.name for d in checkpoint.checkpoint_dir(phase_dir).iterdir() if d.is_dir())
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("data")
+    variant = write_dataset(root, [40, 40, 40], seq_len=32)
+    for i in range(2):
+        write_hdf5(root / "hu" / "hdf5" / "seq_len_64" / "training" / f"training_{i:04d}.hdf5", 20, 64, 10, seed=9 + i)
+    return variant
+
+
+@pytest.fixture(scope="module")
+def full_run(data, tmp_path_factory) -> Path:
+    """An uninterrupted 8-step phase 1."""
+    out = tmp_path_factory.mktemp("runs") / "full"
+    done = pretrain("phase1", "--data", str(data), "--out", str(out), *TINY, "--set", "steps=8",
+                    "--set", "checkpoint_every=4", "--set", "keep_checkpoints=2")
+    assert done.returncode == 0, done.stderr
+    return out / "phase1"
+
+
+@pytest.mark.slow
+def test_a_stopped_run_resumes_with_exactly_the_losses_of_an_uninterrupted_one(data, full_run, tmp_path):
+    out = tmp_path / "stopped"
+    args = ("phase1", "--data", str(data), "--out", str(out), *TINY, "--set", "steps=8",
+            "--set", "checkpoint_every=4", "--set", "keep_checkpoints=2")
+    first = pretrain(*args, "--set", "steps_this_run=3")
+    assert first.returncode == 0, first.stderr
+    assert (checkpoint.checkpoint_dir(out / "phase1") / "latest").read_text() == "step00000003"
+    with open(out / "phase1" / "metrics.jsonl", "a") as f:  # as if killed after logging step 4, before its save
+        f.write(json.dumps({"step": 4, "loss": 0.0}) + "\n")
+    second = pretrain(*args)  # same command: resumes from step 3 (dropout RNG, data position, optimizer)
+    assert second.returncode == 0, second.stderr
+    assert "resumed from" in second.stderr
+
+    expected, resumed = metrics(full_run), metrics(out / "phase1")
+    assert [m["step"] for m in resumed] == list(range(1, 9))
+    for a, b in zip(expected, resumed):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-6, abs=1e-7), a["step"]
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-5), a["step"]
+        assert b["lr"] == pytest.approx(a["lr"], rel=1e-9)
+    assert expected[0]["loss"] != expected[1]["loss"]  # the losses do move: the comparison is not vacuous
+    assert tags(out / "phase1") == ["step00000004", "step00000008"]  # keep_checkpoints=2, step 3 pruned
+
+    for name in ("hparams.json", "ds_config.json", "model_config.json", "githash.log", "gitdiff.log",
+                 "tokenizer/vocab.txt", "tokenizer/tokenizer.json", "train.log"):
+        assert (full_run / name).is_file(), name
+    hparams = json.loads((full_run / "hparams.json").read_text())
+    assert hparams["config"]["steps"] == 8 and hparams["seed"] == 12345 and hparams["gradient_accumulation"] == 2
+    assert "torch==" in (full_run / "pip_freeze.txt").read_text()
+    assert list((full_run / "tb").glob("events.out.tfevents.*"))
+    assert {"mlm_accuracy", "nsp_loss", "tokens_per_s", "tflops", "data_wait_share"} <= set(expected[0])
+
+    again = pretrain(*args)
+    assert again.returncode == 0 and "complete" in again.stderr
+
+
+@pytest.mark.slow
+def test_phase2_starts_from_phase1_weights_with_a_fresh_schedule(data, full_run, tmp_path):
+    seq512 = data.parent / "seq_len_64"
+    done = pretrain("phase2", "--data", str(seq512), "--out", str(tmp_path), "--init", str(full_run),
+                    "--set", "seq_len=64", "--set", "global_batch=4", "--set", "micro_batch=4", "--set", "steps=5",
+                    "--set", "warmup=0.4", "--set", "lr=1e-12", "--set", "steps_this_run=1")
+    assert done.returncode == 0, done.stderr
+    phase2 = tmp_path / "phase2"
+    hparams = json.loads((phase2 / "hparams.json").read_text())
+    assert hparams["init"] == {"phase_dir": str(full_run.resolve()), "tag": "step00000008", "step": 8}
+    assert hparams["config"]["preset"] == "tiny"  # phase 1's model, not phase2.yaml's preset
+    assert metrics(phase2)[0]["step"] == 1 and metrics(phase2)[0]["lr"] == pytest.approx(1e-12 / 2)  # warmup 1/2
+    before, after = (load_checkpoint_weights(checkpoint.checkpoint_dir(d), checkpoint.latest(d)[0])
+                     for d in (full_run, phase2))
+    assert before.keys() == after.keys()
+    assert all(torch.allclose(before[k], after[k], atol=1e-6) for k in before)  # lr ~0: phase 1's weights
+
+
+@pytest.mark.slow
+def test_two_processes_split_the_files_stop_on_sigterm_and_resume(data, tmp_path):
+    out = tmp_path / "two"
+    args = ["phase1", "--data", str(data), "--out", str(out), *TINY, "--set", "steps=200",
+            "--set", "checkpoint_every=100"]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                "-m", "pretrain.cli"]
+    proc = subprocess.Popen(torchrun + args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not ((out / "phase1" / "metrics.jsonl").is_file() and len(metrics(out / "phase1")) >= 2):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else ""
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)  # torchrun passes it on to both ranks
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    tag, meta = checkpoint.latest(out / "phase1")
+    stopped_at = metrics(out / "phase1")[-1]["step"]
+    assert meta["step"] == stopped_at and meta["world_size"] == 2 and stopped_at < 200, stderr
+    assert stderr.count("finishing this step") == 2
+    client = torch.load(checkpoint.checkpoint_dir(out / "phase1") / tag / MODEL_STATES,
+                        weights_only=False)
+    files = [set(rank["data"]["files"]) for rank in client["ranks"]]
+    assert not files[0] & files[1] and files[0] | files[1] == {p.name for p in (data / "training").iterdir()}
+
+    alone = pretrain(*args)
+    assert alone.returncode == 2 and "written by 2 rank(s)" in alone.stderr
+
+    resumed = subprocess.run(torchrun + args + ["--set", "steps_this_run=2"], env=ENV, capture_output=True,
+                             text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert [m["step"] for m in metrics(out / "phase1")][-3:] == [stopped_at, stopped_at + 1, stopped_at + 2]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--set", "seq_len=128"], "training_0000.hdf5: sequences of length 32, but this phase trains on seq_len 128"),
+    (["--preset", "huge"], "unknown preset 'huge'"),
+    (["--set", "learning_rate=1e-4"], "--set learning_rate=1e-4: phase1.learning_rate: unknown key"),
+    (["--set", "model.hidden=64"], "phase1.model.hidden: not a model setting"),
+    (["--set", "global_batch=10"], "global_batch 10 is not a multiple of micro_batch 4"),
+    (["--set", "precision=fp16"], "precision fp16: needs a GPU"),
+    (["--deepspeed-config", "missing.json"], "missing.json: DeepSpeed config file not found"),
+])
+def test_bad_settings_exit_2_with_one_line_before_training(data, tmp_path, monkeypatch, capsys, extra, message):
+    assert _exit_code(monkeypatch, ["phase1", "--data", str(data), "--out", str(tmp_path / "r"), *TINY, *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "r").exists()  # nothing written
+
+
+def test_bad_data_vocab_and_init_exit_2_before_training(data, tmp_path, monkeypatch, capsys):
+    (tmp_path / "empty" / "training").mkdir(parents=True)
+    big = tmp_path / "big" / "training" / "big.hdf5"
+    write_hdf5(big, 10, 32, 5, vocab_size=500)
+    bad_config = tmp_path / "bad.yaml"
+    bad_config.write_text("micro_batch: 4\nwarmup_steps: 100\n")
+    vocab = data.parents[1] / "vocab"
+    cases = [
+        (["phase1", "--data", str(tmp_path / "empty")], "empty/training: no HDF5 files"),
+        (["phase1", "--data", str(big.parents[1]), "--vocab", str(vocab)],
+         "big.hdf5: input_ids holds token id"),
+        (["phase2", "--data", str(data), "--init", str(tmp_path / "empty")], "no checkpoint to start phase 2 from"),
+        (["phase2", "--data", str(data)], "phase1: no checkpoint to start phase 2 from"),
+        (["phase1", "--data", str(data), "--config", str(bad_config)], "bad.yaml: phase1.warmup_steps: unknown key"),
+        (["phase1", "--data", str(big.parents[1])], "no vocab/vocab.txt in it or above it; pass --vocab DIR"),
+    ]
+    for args, message in cases:
+        code = _exit_code(monkeypatch, [*args, "--out", str(tmp_path / "r"), *TINY])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and message in err, (args, err)
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_crash_while_saving_leaves_latest_on_the_previous_checkpoint(tmp_path):
+    class Engine:
+        global_rank = 0
+        fail = False
+
+        def save_checkpoint(self, save_dir, tag, client_state, save_latest):
+            assert save_latest is False  # `latest` is ours to write
+            (Path(save_dir) / tag).mkdir(parents=True)
+            (Path(save_dir) / tag / MODEL_STATES).write_bytes(b"half a checkpoint")
+            if self.fail:
+                raise OSError("disk full")
+
+    engine = Engine()
+    for step in (1, 2):
+        checkpoint.save(engine, tmp_path, step, {"world_size": 1}, {}, keep=2)
+    engine.fail = True
+    with pytest.raises(OSError):
+        checkpoint.save(engine, tmp_path, 3, {"world_size": 1}, {}, keep=2)
+    assert checkpoint.latest(tmp_path)[0] == "step00000002"
+    engine.fail = False
+    checkpoint.save(engine, tmp_path, 4, {"world_size": 1}, {}, keep=2)
+    assert checkpoint.latest(tmp_path) == ("step00000004", {"world_size": 1, "tag": "step00000004", "step": 4})
+    assert tags(tmp_path) == ["step00000002", "step00000004"]  # the broken step 3 and the oldest are gone
+
+
+def test_schedule_warms_up_linearly_then_decays_as_the_square_root():
+    f = WarmupPolyDecay(total_steps=110, warmup_steps=10, power=0.5)
+    assert [f(s) for s in (0, 4, 9)] == [0.1, 0.5, 1.0]
+    assert f(10) == 1.0 and f(60) == pytest.approx(0.5 ** 0.5) and 0 < f(109) < 0.11
+    phase1, phase2 = load_train_config("phase1"), load_train_config("phase2")
+    assert (phase1.seq_len, phase1.global_batch, phase1.lr, phase1.steps, int(phase1.warmup * phase1.steps)) == \
+        (128, 65536, 6e-3, 7038, 2000)
+    assert (phase2.seq_len, phase2.global_batch, phase2.lr, phase2.steps, int(phase2.warmup * phase2.steps)) == \
+        (512, 32768, 4e-3, 1563, 200)
+
+
+def test_accumulation_comes_from_global_batch_micro_batch_and_ranks(data, tmp_path, monkeypatch):
+    user = tmp_path / "ds.json"
+    user.write_text(json.dumps({"zero_optimization": {"reduce_bucket_size": 1000}, "wall_clock_breakdown": True}))
+    config = load_train_config("phase1", overrides=["preset=tiny", "seq_len=32", "global_batch=64",
+                                                    "micro_batch=4", "precision=bf16"])
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    run = prepare("phase1", data, tmp_path / "r", config, deepspeed_config=user)
+    assert run.grad_accumulation == 8 and run.world_size == 2
+    ds = deepspeed_config(run, zero_stage=1)
+    assert ds["zero_optimization"] == {"stage": 1, "reduce_bucket_size": 1000} and ds["wall_clock_breakdown"]
+    assert ds["bf16"] == {"enabled": True} and "torch_autocast" not in ds
+    ds = deepspeed_config(run, zero_stage=0)
+    assert ds["torch_autocast"] == {"enabled": True, "dtype": "bfloat16"} and "bf16" not in ds  # fp32 to LAMB
+    assert (ds["train_batch_size"], ds["gradient_accumulation_steps"]) == (64, 8)
+    user.write_text(json.dumps({"train_batch_size": 8}))
+    with pytest.raises(ConfigError, match="ds.json: train_batch_size is set by wiki2bert"):
+        prepare("phase1", data, tmp_path / "r", config, deepspeed_config=user)
+    overridden = load_train_config("phase1", overrides=["lr=1e-4", "model.hidden_dropout_prob=0"])
+    assert overridden.lr == 1e-4 and overridden.model == {"hidden_dropout_prob": 0.0}
+
+
+def _exit_code(monkeypatch, args: list[str]) -> int:
+    monkeypatch.setattr(sys, "argv", ["pretrain", *args])
+    with pytest.raises(SystemExit) as e:
+        main()
+    return e.value.code
