@@ -1,14 +1,13 @@
 """`pipeline` command line: run, stage, status (and the commands other modules register here)."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from pipeline.config import ConfigError, default_config_path, load_pipeline_config
-from pipeline.errors import PipelineError
+from pipeline.errors import run_cli
 from pipeline.log import setup_logging
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -143,17 +142,7 @@ def _index(order: list[str], name: str, flag: str) -> int:
 
 
 def main() -> None:
-    try:
-        app()
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    except PipelineError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        print("interrupted; re-run the same command to continue", file=sys.stderr)
-        sys.exit(130)
+    run_cli(app, "interrupted; re-run the same command to continue")
 
 
 if __name__ == "__main__":

@@ -14,12 +14,10 @@ from typing import Any
 
 import yaml
 
+from pipeline.errors import ConfigError
+
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "stages.yaml"
 LANG_CODE = re.compile(r"^[a-z][a-z0-9]{1,11}(-[a-z0-9]{1,11})*$")
-
-
-class ConfigError(Exception):
-    """A user mistake in stages.yaml or on the command line; the message is one line."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +40,7 @@ def load_pipeline_config(path: Path, lang: str, overrides: list[str] = (),
 
     if not LANG_CODE.match(lang):
         raise ConfigError(f"--lang {lang!r}: not a Wikipedia language code (e.g. hu, en, zh-min-nan)")
-    raw = _read_yaml(path)
+    raw = read_yaml(path)
     _check_keys(raw, {"stages", "defaults", "languages"}, path, "")
     order = raw.get("stages")
     if not isinstance(order, list) or not order or not all(isinstance(s, str) for s in order):
@@ -167,7 +165,7 @@ def _describe(value: Any) -> str:
     return "null" if value is None else f"{type(value).__name__} {value!r}"
 
 
-def _read_yaml(path: Path) -> dict:
+def read_yaml(path: Path) -> dict:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -204,8 +202,18 @@ def parse_override(item: str, stages: dict) -> tuple[str, str, Any]:
         raise ConfigError(f"--set {item}: expected STAGE.KEY=VALUE")
     if stage_name not in stages:
         raise ConfigError(f"--set {item}: unknown stage {stage_name!r} (known: {', '.join(stages)})")
+    return stage_name, key, parse_value(raw_value)
+
+
+def parse_value(raw: str) -> Any:
+    """A --set value as YAML (numbers, booleans, lists), else the plain string."""
     try:
-        value = yaml.safe_load(raw_value) if raw_value.strip() else ""
+        value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
-        value = raw_value
-    return stage_name, key, value
+        return raw
+    if isinstance(value, str):  # YAML 1.1 reads 1e-4 (no dot) as a string
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    return value

@@ -1,2 +1,28 @@
+"""The two kinds of user-facing error, and how the command lines report them."""
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+
 class PipelineError(Exception):
     """Bad input or a failed step the user must act on; str(e) is one line naming the file and the problem."""
+
+
+class ConfigError(Exception):
+    """A user mistake in a config file or on the command line; the message is one line naming file and key."""
+
+
+def run_cli(app: Callable[[], object], interrupted: str) -> None:
+    """Run a typer app: one `error:` line and exit 2 for config mistakes, 1 for bad input, 130 on Ctrl-C."""
+    try:
+        app()
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except PipelineError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print(interrupted, file=sys.stderr)
+        sys.exit(130)

@@ -6,14 +6,12 @@ Multi-process runs start the same entry point through a launcher, e.g.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from pipeline.config import ConfigError
-from pipeline.errors import PipelineError
+from pipeline.errors import ConfigError, run_cli
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
 
@@ -105,17 +103,7 @@ def _train(phase, data, out, preset, config, overrides, deepspeed_config, vocab,
 
 
 def main() -> None:
-    try:
-        app()
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    except PipelineError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        print("interrupted; re-run the same command to resume from the last checkpoint", file=sys.stderr)
-        sys.exit(130)
+    run_cli(app, "interrupted; re-run the same command to resume from the last checkpoint")
 
 
 if __name__ == "__main__":

@@ -11,9 +11,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
-from pipeline.config import ConfigError, _read_yaml, build_dataclass, coerce
+from pipeline.config import ConfigError, build_dataclass, coerce, parse_value, read_yaml
 
 RECIPE_DIR = Path(__file__).resolve().parent / "configs"
 PHASES = ("phase1", "phase2")
@@ -62,14 +60,14 @@ def load_train_config(phase: str, config_file: Path | None = None, overrides: li
     `values` are set by other flags (e.g. {"preset": "mini"})."""
     if phase not in PHASES:
         raise ConfigError(f"unknown phase {phase!r} (known: {', '.join(PHASES)})")
-    layers: list[tuple[dict, str]] = [(_read_yaml(recipe_path(phase)), f"{recipe_path(phase)}: {phase}")]
+    layers: list[tuple[dict, str]] = [(read_yaml(recipe_path(phase)), f"{recipe_path(phase)}: {phase}")]
     if config_file is not None:
-        layers.append((_read_yaml(config_file), f"{config_file}: {phase}"))
+        layers.append((read_yaml(config_file), f"{config_file}: {phase}"))
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set {item}: expected KEY=VALUE")
-        layers.append((_nest(key.strip().split("."), _parse_value(raw)), f"--set {item}: {phase}"))
+        layers.append((_nest(key.strip().split("."), parse_value(raw)), f"--set {item}: {phase}"))
     if values:
         layers.append((values, f"command line: {phase}"))
 
@@ -123,18 +121,6 @@ def _check(c: TrainConfig, where: dict[str, str]) -> None:
             fail(f"model.{key}", "not a model setting" + hint)
         c.model[key] = coerce(value, hints[key], f"{where.get('model', 'model')}.model.{key}")
 
-
-def _parse_value(raw: str) -> Any:
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        return raw
-    if isinstance(value, str):  # YAML 1.1 reads 1e-4 (no dot) as a string
-        try:
-            return float(value)
-        except ValueError:
-            pass
-    return value
 
 
 def _nest(keys: list[str], value: Any) -> dict:
