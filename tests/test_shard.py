@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import logging
 import random
 import sys
 import tracemalloc
@@ -17,9 +16,10 @@ from pipeline.config import ConfigError, load_pipeline_config
 from pipeline.errors import PipelineError
 from pipeline.fileio import iter_documents
 from pipeline.runner import read_manifest, run_stages
-from pipeline.stages import Stage, StageContext
+from pipeline.stages import Stage
 from pipeline.stages import shard
 from pipeline.stages.shard import ShardConfig, run
+from stage_helpers import run_stage_function, write_document_parts
 
 WORDS = "alma körte szilva barack fűzfa tükör árvíz ősz ürge szél hegy völgy folyó erdő mező".split()
 
@@ -27,23 +27,13 @@ WORDS = "alma körte szilva barack fűzfa tükör árvíz ősz ürge szél hegy 
 def _corpus(directory: Path, documents: int, seed: int = 1, parts: int = 3) -> Path:
     """Documents of 2-30 sentences (sizes vary ~20x), spread over `parts` part files."""
     rng = random.Random(seed)
-    directory.mkdir(parents=True, exist_ok=True)
-    files = [open(directory / f"part-{i:05d}.txt", "w", encoding="utf-8") for i in range(parts)]
-    for d in range(documents):
-        sentences = [f"{d}. dokumentum {s}. mondata: " + " ".join(rng.choices(WORDS, k=rng.randint(3, 12))) + "."
-                     for s in range(rng.randint(2, 30))]
-        files[d % parts].write("\n".join(sentences) + "\n\n")
-    for f in files:
-        f.close()
-    return directory
+    docs = ([f"{d}. dokumentum {s}. mondata: " + " ".join(rng.choices(WORDS, k=rng.randint(3, 12))) + "."
+             for s in range(rng.randint(2, 30))] for d in range(documents))
+    return write_document_parts(directory, docs, parts)
 
 
 def _run(tmp_path: Path, filter_dir: Path, name: str = "out", workers: int = 1, **config) -> tuple[Path, dict]:
-    out = tmp_path / name
-    out.mkdir()
-    ctx = StageContext(lang="hu", lang_dir=tmp_path, out_dir=out, inputs={"filter": filter_dir},
-                       cache_dir=tmp_path / "cache", workers=workers, quiet=True, log=logging.getLogger("test"))
-    return out, run(ShardConfig(**config), ctx)
+    return run_stage_function(run, ShardConfig(**config), tmp_path, {"filter": filter_dir}, name, workers)
 
 
 def _documents(paths) -> collections.Counter:

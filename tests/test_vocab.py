@@ -3,7 +3,6 @@ determinism, and bad input answered with one clear line."""
 from __future__ import annotations
 
 import io
-import logging
 import random
 from pathlib import Path
 
@@ -13,10 +12,10 @@ from tokenizers import normalizers, pre_tokenizers
 
 from pipeline.config import ConfigError
 from pipeline.errors import PipelineError
-from pipeline.stages import StageContext
 from pipeline.stages.vocab import (VocabConfig, bert_normalization_rules, bert_vocabulary, run,
                                    sentencepiece_to_wordpiece)
 from pipeline.wordpiece import load_tokenizer, read_vocab, special_token_ids
+from stage_helpers import run_stage_function, write_document_parts
 
 SYLLABLES = ["al", "ma", "kör", "te", "sző", "lő", "fű", "víz", "tű", "rő", "ár", "ka", "bá", "szél", "őr", "ül",
              "ne", "űr", "mű", "hí", "dú", "gyö", "ke", "rés", "pi", "ros", "zöld", "ég", "ó", "ta", "nya", "és", "le"]
@@ -28,25 +27,17 @@ def _corpus(directory: Path, documents: int = 300, seed: int = 1, parts: int = 2
     """Generated Hungarian-looking documents: one sentence per line, a blank line after each document."""
     rng = random.Random(seed)
     words = ["".join(rng.choices(SYLLABLES, k=rng.randint(1, 4))) for _ in range(1500)]
-    directory.mkdir(parents=True, exist_ok=True)
-    files = [open(directory / f"part-{i:05d}.txt", "w", encoding="utf-8") for i in range(parts)]
-    for d in range(documents):
-        sentences = []
-        for _ in range(rng.randint(3, 8)):
-            sentence = " ".join(rng.choice(words) for _ in range(rng.randint(4, 14)))
-            sentences.append(sentence[0].upper() + sentence[1:] + rng.choice([".", "!", "?", ", mondta."]))
-        files[d % parts].write("\n".join(sentences) + "\n\n")
-    for f in files:
-        f.close()
-    return directory
+
+    def sentence() -> str:
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(4, 14)))
+        return text[0].upper() + text[1:] + rng.choice([".", "!", "?", ", mondta."])
+
+    docs = ([sentence() for _ in range(rng.randint(3, 8))] for _ in range(documents))
+    return write_document_parts(directory, docs, parts)
 
 
 def _run(tmp_path: Path, filter_dir: Path, name: str = "out", workers: int = 1, **config) -> tuple[Path, dict]:
-    out = tmp_path / name
-    out.mkdir()
-    ctx = StageContext(lang="hu", lang_dir=tmp_path, out_dir=out, inputs={"filter": filter_dir},
-                       cache_dir=tmp_path / "cache", workers=workers, quiet=True, log=logging.getLogger("test"))
-    return out, run(VocabConfig(**config), ctx)
+    return run_stage_function(run, VocabConfig(**config), tmp_path, {"filter": filter_dir}, name, workers)
 
 
 @pytest.fixture(scope="module")
