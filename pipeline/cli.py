@@ -1,6 +1,7 @@
 """`pipeline` command line: run, stage, status (and the commands other modules register here)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Optional
 
@@ -8,6 +9,7 @@ import typer
 
 from pipeline.config import ConfigError, default_config_path, load_pipeline_config
 from pipeline.errors import run_cli
+from pipeline.fileio import write_json
 from pipeline.log import setup_logging
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -54,13 +56,17 @@ def stage(name: str = typer.Argument(..., help="Stage to run"), lang: str = Lang
 
 
 @app.command()
-def status(lang: str = LangOpt, workdir: Path = WorkdirOpt, set_: Optional[list[str]] = SetOpt,
+def status(lang: str = LangOpt, workdir: Path = WorkdirOpt,
+           set_: Optional[list[str]] = typer.Option(None, "--set", help="Judge against these overrides "
+                                                    "(default: the --set of the last run or stage command)"),
            config: Optional[Path] = ConfigOpt) -> None:
     """Print each stage's state (done / stale / missing / failed), outputs, key counts and duration."""
     from pipeline.runner import status_rows
 
-    pcfg = load_pipeline_config(config or default_config_path(), lang, set_ or [], _dump_values(None, workdir / lang))
-    rows = status_rows(pcfg, workdir / lang)
+    lang_dir = workdir / lang
+    overrides = set_ if set_ is not None else _last_overrides(lang_dir)
+    pcfg = load_pipeline_config(config or default_config_path(), lang, overrides, _dump_values(None, lang_dir))
+    rows = status_rows(pcfg, lang_dir)
     columns = ["stage", "state", "outputs", "counts", "duration"]
     widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
     typer.echo("  ".join(c.ljust(widths[c]) for c in columns).rstrip())
@@ -122,7 +128,20 @@ def _prepare(lang, dump, workdir, overrides, quiet, config):
     lang_dir = workdir / lang
     pcfg = load_pipeline_config(config or default_config_path(), lang, overrides or [], _dump_values(dump, lang_dir))
     log = setup_logging(lang_dir / "pipeline.log", quiet=quiet)
+    _last_overrides_path(lang_dir).parent.mkdir(parents=True, exist_ok=True)
+    write_json(_last_overrides_path(lang_dir), overrides or [])
     return pcfg, lang_dir, log
+
+
+def _last_overrides_path(lang_dir: Path) -> Path:
+    return lang_dir / ".state" / "last_overrides.json"
+
+
+def _last_overrides(lang_dir: Path) -> list[str]:
+    try:
+        return json.loads(_last_overrides_path(lang_dir).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
 
 
 def _dump_values(dump: str | None, lang_dir: Path) -> dict | None:

@@ -248,3 +248,21 @@ def test_bundled_stages_yaml_loads_for_every_profile():
     for lang in ("hu", "en", "fi"):
         pcfg = load_pipeline_config(DEFAULT_CONFIG_PATH, lang)
         assert pcfg.stage_order == ["download", "extract", "sentences", "filter", "vocab", "shard", "hdf5"]
+
+
+def test_status_judges_against_the_last_runs_overrides_and_dump(tmp_path):
+    from pipeline.sample import write_sample_dump
+
+    dump = write_sample_dump(tmp_path / "dump", 60, 0)
+    cli = [sys.executable, "-m", "pipeline.cli"]
+    work = ["--lang", "hu", "--workdir", str(tmp_path / "data")]
+    subprocess.run(cli + ["run", *work, "--dump", str(dump), "--to", "extract", "--quiet",
+                          "--set", "extract.articles_per_part=10"], check=True, cwd=tmp_path)
+
+    def states(*extra):
+        out = subprocess.run(cli + ["status", *work, *extra], check=True, capture_output=True, text=True,
+                             cwd=tmp_path).stdout
+        return {line.split()[0]: line.split()[1] for line in out.splitlines()[1:]}
+
+    assert states()["extract"] == "done" and states()["download"] == "done"
+    assert states("--set", "extract.articles_per_part=20")["extract"] == "stale"
