@@ -11,7 +11,7 @@ run=runs/sample
 dump=$(pipeline sample-dump "$work/dump")
 pipeline run --lang hu --dump "$dump" --workdir "$work" --workers 2 \
   --set vocab.vocab_size=4000 --set shard.num_shards=4
-pipeline status --lang hu --workdir "$work" --set vocab.vocab_size=4000 --set shard.num_shards=4
+pipeline status --lang hu --workdir "$work"
 pipeline verify "$work/hu/hdf5"
 
 variant() { ls -d "$work"/hu/hdf5/*_seq_len_"$1"_*; }
