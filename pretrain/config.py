@@ -82,10 +82,6 @@ def load_train_config(phase: str, config_file: Path | None = None, overrides: li
     return config
 
 
-def config_to_dict(config: TrainConfig) -> dict:
-    return dataclasses.asdict(config)
-
-
 def _check(c: TrainConfig, where: dict[str, str]) -> None:
     from pretrain.model import PRESETS, ModelConfig
 
@@ -120,7 +116,6 @@ def _check(c: TrainConfig, where: dict[str, str]) -> None:
             hint = " (it comes from the vocabulary)" if key == "vocab_size" else f" (known: {', '.join(settable)})"
             fail(f"model.{key}", "not a model setting" + hint)
         c.model[key] = coerce(value, hints[key], f"{where.get('model', 'model')}.model.{key}")
-
 
 
 def _nest(keys: list[str], value: Any) -> dict:

@@ -166,9 +166,9 @@ class BatchPlan(Sampler):
         self.names = [f.path.name for f in data.files]
         self.micro_batch, self.rank, self.world_size, self.seed = micro_batch, rank, world_size, seed
         self.start = state or DataState()
+        self.index = {name: i for i, name in enumerate(self.names)}
         if self.start.files is not None:
-            index = {name: i for i, name in enumerate(self.names)}
-            missing = [name for name in self.start.files if name not in index]
+            missing = [name for name in self.start.files if name not in self.index]
             if missing:
                 raise ConfigError(f"{data.data_dir}: {missing[0]} is gone, but the checkpoint's data position is "
                                   f"in a file order that uses it; resume with the same data")
@@ -182,8 +182,7 @@ class BatchPlan(Sampler):
 
     def __iter__(self):
         epoch, done, row = self.start.epoch, self.start.files_done, self.start.row
-        index = {name: i for i, name in enumerate(self.names)}
-        order = ([index[name] for name in self.start.files] if self.start.files is not None
+        order = ([self.index[name] for name in self.start.files] if self.start.files is not None
                  else self.epoch_files(epoch))
         rows = None
         while True:

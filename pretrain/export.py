@@ -24,8 +24,9 @@ from pathlib import Path
 import torch
 
 from pipeline.errors import PipelineError
-from pipeline.fileio import remove_tree
+from pipeline.fileio import remove_tree, write_json
 from pipeline.wordpiece import read_vocab, special_token_ids
+from pretrain.checkpoint import LATEST, checkpoint_dir
 from pretrain.model import ModelConfig
 
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -45,8 +46,8 @@ def load_model_config(phase_dir: Path) -> ModelConfig:
 
 def latest_checkpoint(phase_dir: Path) -> tuple[Path, str]:
     """(the checkpoints directory, the tag `latest` names); PipelineError if there is no complete checkpoint."""
-    checkpoints = Path(phase_dir) / "checkpoints"
-    latest = checkpoints / "latest"
+    checkpoints = checkpoint_dir(phase_dir)
+    latest = checkpoints / LATEST
     if not latest.is_file():
         raise PipelineError(f"{phase_dir}: no checkpoint to export ({latest} not found)")
     tag = latest.read_text(encoding="utf-8").strip()
@@ -119,9 +120,7 @@ def export_hf(phase_dir: Path, out_dir: Path) -> Path:
         for name in TOKENIZER_FILES:
             if (tokenizer_dir / name).is_file():
                 shutil.copy2(tokenizer_dir / name, tmp / name)
-        (tmp / "pretraining_config.json").write_text(
-            json.dumps({"model_config": dataclasses.asdict(config), "checkpoint": tag}, indent=2) + "\n",
-            encoding="utf-8")
+        write_json(tmp / "pretraining_config.json", {"model_config": dataclasses.asdict(config), "checkpoint": tag})
         old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
         if out_dir.exists():
             os.replace(out_dir, old)

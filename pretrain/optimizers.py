@@ -65,6 +65,14 @@ def _check_hyperparameters(lr: float, betas: tuple[float, float], eps: float, we
         raise ValueError(f"invalid weight_decay {weight_decay}")
 
 
+def _evaluate(closure) -> Tensor | None:
+    """The loss from `closure` (re-evaluated with gradients on, as torch.optim's step does), None without one."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
+
+
 class _AdamMomentsOptimizer(torch.optim.Optimizer):
     """Shared bookkeeping: Adam moment buffers per parameter and one step counter per group (as apex keeps it;
     DeepSpeed's ZeRO checkpoints save and restore a group-level "step")."""
@@ -120,10 +128,7 @@ class Lamb(_AdamMomentsOptimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _evaluate(closure)
         divisor = self._clip_divisor()
         for group, params, step in self._groups_with_grads():
             beta1, beta2 = group["betas"]
@@ -154,10 +159,7 @@ class Lans(_AdamMomentsOptimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _evaluate(closure)
         for group, params, step in self._groups_with_grads():
             beta1, beta2 = group["betas"]
             eps, wd = group["eps"], group["weight_decay"]

@@ -27,13 +27,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pipeline.config import ConfigError
+from pipeline.config import ConfigError, config_to_dict
 from pipeline.errors import PipelineError
 from pipeline.fileio import atomic_write, write_json
 from pipeline.log import progress, setup_logging
 from pipeline.wordpiece import read_vocab
 from pretrain import checkpoint
-from pretrain.config import CHANGEABLE_ON_RESUME, TrainConfig, config_to_dict, deep_merge
+from pretrain.config import CHANGEABLE_ON_RESUME, TrainConfig, deep_merge
 from pretrain.data import DataState, PretrainingData, find_data_files, find_vocab_dir, make_loader, open_data
 from pretrain.export import TOKENIZER_FILES, load_checkpoint_weights
 from pretrain.model import BertForPreTraining, ModelConfig, model_config
@@ -180,7 +180,8 @@ def train(run: Run) -> int:
                                    c.loader_workers, data_state, pin_memory=torch.cuda.is_available()))
         # the workers ignore SIGTERM (see data.py), so they are stopped here, whatever happens: at interpreter exit
         # multiprocessing would SIGTERM them and wait forever (e.g. after an exception that keeps the iterator)
-        cleanup.callback(batches._shutdown_workers)
+        if c.loader_workers:  # a loader without workers has none to stop
+            cleanup.callback(batches._shutdown_workers)
         if rng is not None:
             checkpoint.set_rng_state(rng)  # after the loader's workers are started: dropout continues exactly
         metrics = MetricsLog(run, model.flops_per_sequence(c.seq_len, run.data.max_predictions), rank == 0, step)
@@ -298,7 +299,7 @@ class MetricsLog:
 
     def __init__(self, run: Run, flops_per_sequence: float, writer: bool, start_step: int):
         self.run, self.flops_per_sequence = run, flops_per_sequence
-        self.file = None
+        self.file = self.tb = None
         if writer:
             path = run.phase_dir / "metrics.jsonl"
             if path.is_file():  # resuming: drop the rows of steps after the checkpoint, they are done again
@@ -306,11 +307,9 @@ class MetricsLog:
                         if line.strip() and json.loads(line)["step"] <= start_step]
                 with atomic_write(path) as f:
                     f.writelines(rows)
-            self.file = open(path, "a", encoding="utf-8")
-        self.tb = None
-        if writer:
             from torch.utils.tensorboard import SummaryWriter
 
+            self.file = open(path, "a", encoding="utf-8")
             self.tb = SummaryWriter(str(run.phase_dir / "tb"))
         self.peak = _peak_tflops() if run.precision != "fp32" else None
         self.restart_clock()
@@ -490,6 +489,8 @@ def _continued_model(source_dir: Path, config: TrainConfig, preset_flag: str | N
     """Phase 2's model: that of the phase-1 run it starts from (or of its own run, when resuming), where only
     training-time settings may change."""
     saved = _read_json(source_dir / "model_config.json")
+    if saved is None:
+        raise ConfigError(f"{source_dir / 'model_config.json'}: missing; is {source_dir} a pretrain phase directory?")
     preset = (_read_json(source_dir / "hparams.json") or {}).get("config", {}).get("preset", config.preset)
     if preset_flag is not None and preset_flag != preset:
         raise ConfigError(f"--preset {preset_flag}: phase 2 continues the {preset} model of {source_dir}")
