@@ -79,11 +79,6 @@ def iter_jsonl(path: Path) -> Iterator[dict]:
                 raise PipelineError(f"{path}: line {line_no}: invalid JSON ({e.msg})") from None
 
 
-def write_jsonl_line(f: IO[str], record: dict) -> None:
-    f.write(json.dumps(record, ensure_ascii=False))
-    f.write("\n")
-
-
 def iter_documents(path: Path) -> Iterator[list[str]]:
     """Documents of a sentence-per-line file: runs of non-empty lines separated by blank lines."""
     doc: list[str] = []

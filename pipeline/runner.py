@@ -86,7 +86,7 @@ def run_stages(pcfg: PipelineConfig, lang_dir: Path, names: list[str], workers: 
         state = stage_state(pcfg, lang_dir, name, known)
         stage = stage_by_name(name)
         for upstream in stage.inputs:
-            up = known[upstream] if upstream in known else stage_state(pcfg, lang_dir, upstream, known)
+            up = stage_state(pcfg, lang_dir, upstream, known)
             if up.state != DONE:
                 raise PipelineError(f"stage {name} needs {upstream}, which is {up.state} ({up.reason}): "
                                     f"run `pipeline run --lang {pcfg.lang} --to {upstream}` first")

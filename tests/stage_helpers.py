@@ -1,10 +1,12 @@
 """Running one stage function on directories a test made, without the runner."""
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 from typing import Callable, Iterable
 
+from pipeline.fileio import part_name, write_document
 from pipeline.stages import StageContext
 
 
@@ -21,9 +23,9 @@ def run_stage_function(run: Callable, config, tmp_path: Path, inputs: dict[str, 
 def write_document_parts(directory: Path, documents: Iterable[list[str]], parts: int) -> Path:
     """Documents (lists of sentences) dealt round-robin into part-NNNNN.txt files of the filter format."""
     directory.mkdir(parents=True, exist_ok=True)
-    files = [open(directory / f"part-{i:05d}.txt", "w", encoding="utf-8") for i in range(parts)]
-    for d, sentences in enumerate(documents):
-        files[d % parts].write("\n".join(sentences) + "\n\n")
-    for f in files:
-        f.close()
+    with contextlib.ExitStack() as stack:
+        files = [stack.enter_context(open(directory / part_name(i, ".txt"), "w", encoding="utf-8"))
+                 for i in range(parts)]
+        for d, sentences in enumerate(documents):
+            write_document(files[d % parts], sentences)
     return directory

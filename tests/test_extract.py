@@ -233,6 +233,15 @@ def test_corrupt_stream_and_foreign_index(tmp_path, pages, multistream):
         run_extract(other, dump, other / "o-index.txt.bz2")
 
 
+def test_bad_namespace_names_the_file(tmp_path, pages):
+    path = tmp_path / "dump.xml"
+    sample.write_xml(pages[:5], path)
+    text = path.read_text(encoding="utf-8")
+    path.write_text(re.sub(r"<ns>\d+</ns>", "<ns>main</ns>", text, count=1), encoding="utf-8")
+    with pytest.raises(PipelineError, match=r"dump.xml: near byte .*: bad namespace '<ns>main</ns>'"):
+        run_extract(tmp_path, path)
+
+
 def test_not_a_dump(tmp_path):
     path = tmp_path / "notes.xml"
     path.write_text("<notes>\n  <page>\n    <title>x</title>\n  </page>\n</notes>\n", encoding="utf-8")

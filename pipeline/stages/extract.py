@@ -55,6 +55,10 @@ class ExtractConfig:
     keep_sections: bool = True
     articles_per_part: int = 2000
 
+    def __post_init__(self):
+        if self.articles_per_part < 1:
+            raise ConfigError(f"extract.articles_per_part: must be at least 1, got {self.articles_per_part}")
+
 
 @dataclasses.dataclass(frozen=True)
 class SiteInfo:
@@ -96,8 +100,6 @@ class _Result:
 
 
 def run(config: ExtractConfig, ctx: StageContext) -> dict:
-    if config.articles_per_part < 1:
-        raise ConfigError(f"extract.articles_per_part: must be at least 1, got {config.articles_per_part}")
     dump, index = read_download_manifest(ctx.inputs["download"])
     dump_file = DumpFile(dump, index)
     site = dump_file.siteinfo()
@@ -109,7 +111,7 @@ def run(config: ExtractConfig, ctx: StageContext) -> dict:
     with contextlib.ExitStack() as stack:
         template_names = redirect_names = None
         if config.expand_templates:
-            templates, redirects, counts["templates"] = dump_file.collect_templates(site, redirect_re, ctx.workers,
+            templates, redirects, counts["templates"] = dump_file.collect_templates(redirect_re, ctx.workers,
                                                                                     ctx.quiet)
             _, template_names = stack.enter_context(template_blob.compact_blobs(*templates.finish()))
             _, redirect_names = stack.enter_context(template_blob.compact_blobs(*redirects.finish()))
@@ -180,7 +182,7 @@ class DumpFile:
         self._read_index(site.template_prefix)
         return site
 
-    def collect_templates(self, site: SiteInfo, redirect_re: str, workers: int, quiet: bool):
+    def collect_templates(self, redirect_re: str, workers: int, quiet: bool):
         """Templates and template redirects of the dump (wikiextractor's streaming blob builders), and how many."""
         templates = template_blob.StreamingTemplateBlobBuilder()
         redirects = template_blob.StreamingTemplateBlobBuilder()
@@ -453,7 +455,11 @@ class _PageParser:
             elif s.startswith("<title>"):
                 title = s[7:s.find("</title>")]
             elif s.startswith("<ns>"):
-                ns = int(s[4:s.find("</ns>")])
+                try:
+                    ns = int(s[4:s.find("</ns>")])
+                except ValueError:
+                    raise PipelineError(f"{self.where()}: bad namespace {s[:40]!r} after page {self.last_title!r}"
+                                        ) from None
             elif s.startswith("<id>") and page_id is None:
                 page_id = s[4:s.find("</id>")]
             elif s.startswith("<redirect"):

@@ -32,6 +32,7 @@ and dropped by reason, with example titles (from the `part-*.titles` files of `s
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -275,23 +276,18 @@ def _write_part(task) -> dict[int, list[str]]:
     """Write the kept documents of a part; return up to `examples` titles per dropped code."""
     path, codes, out_dir, examples = task
     titles_path = path.with_suffix(".titles")
-    titles = _iter_titles(titles_path) if titles_path.is_file() else None
     found: dict[int, list[str]] = {}
-    with atomic_write(Path(out_dir) / path.name) as out:
+    with atomic_write(Path(out_dir) / path.name) as out, contextlib.ExitStack() as stack:
+        titles = (stack.enter_context(open(titles_path, encoding="utf-8", errors="replace"))
+                  if titles_path.is_file() else iter(()))
         for index, sentences in enumerate(iter_documents(path)):
-            title = next(titles, None) if titles is not None else None
+            title = next(titles, None)
             code = int(codes[index])
             if code == KEPT:
                 write_document(out, sentences)
             elif len(found.setdefault(code, [])) < examples:
-                found[code].append(title if title is not None else f"{path.name} document {index + 1}")
+                found[code].append(f"{path.name} document {index + 1}" if title is None else title.rstrip("\n"))
     return found
-
-
-def _iter_titles(path: Path):
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            yield line.rstrip("\n")
 
 
 STAGE = Stage("filter", FilterConfig, run, inputs=("sentences",), tools=("py3langid", "langdetect", "numpy"))

@@ -42,7 +42,7 @@ from pipeline.instances import DATASETS, MaskingVocab, TokenizedDocuments, make_
 from pipeline.log import LOGGER_NAME, progress
 from pipeline.parallel import imap_ordered
 from pipeline.stages import Stage, StageContext
-from pipeline.wordpiece import load_tokenizer, read_vocab, special_token_ids, wordpiece_tokenizer
+from pipeline.wordpiece import load_tokenizer, read_vocab, special_token_ids
 
 SPLITS = ("training", "test")
 CHUNK_BYTES = 1 << 20  # HDF5 chunk of input_ids: fits h5py's default 1 MiB chunk cache
@@ -236,8 +236,8 @@ def _standalone_vocab(vocab: Path, vocab_dir: Path, lowercase: bool | None, stri
         return vocab
     vocab_file = vocab / "vocab.txt" if vocab.is_dir() else vocab
     lowercase = bool(lowercase)
-    tokenizer = wordpiece_tokenizer(read_vocab(vocab_file), lowercase=lowercase,
-                                    strip_accents=lowercase if strip_accents is None else strip_accents)
+    tokenizer = load_tokenizer(vocab_file, lowercase=lowercase,
+                               strip_accents=lowercase if strip_accents is None else strip_accents)
     vocab_dir.mkdir(parents=True)
     shutil.copyfile(vocab_file, vocab_dir / "vocab.txt")
     tokenizer.save(str(vocab_dir / "tokenizer.json"))
