@@ -98,6 +98,15 @@ def test_a_stopped_run_resumes_with_exactly_the_losses_of_an_uninterrupted_one(d
 
 
 @pytest.mark.slow
+def test_loading_in_the_training_process_sees_the_same_batches(data, full_run, tmp_path):
+    done = pretrain("phase1", "--data", str(data), "--out", str(tmp_path / "inline"), *TINY, "--set", "steps=8",
+                    "--set", "checkpoint_every=4", "--set", "loader_workers=0")
+    assert done.returncode == 0, done.stderr
+    inline = [row["loss"] for row in metrics(tmp_path / "inline" / "phase1")]
+    assert inline == pytest.approx([row["loss"] for row in metrics(full_run)], rel=1e-6)
+
+
+@pytest.mark.slow
 def test_phase2_starts_from_phase1_weights_with_a_fresh_schedule(data, full_run, tmp_path):
     seq512 = data.parent / "seq_len_64"
     done = pretrain("phase2", "--data", str(seq512), "--out", str(tmp_path), "--init", str(full_run),
