@@ -126,33 +126,40 @@ def _inspect(path: Path, seq_len: int, vocab_size: int) -> tuple[int, int]:
         f = h5py.File(path, "r")
     except OSError as e:
         raise ConfigError(f"{path}: not a readable HDF5 file ({e})") from None
-    with f:
-        missing = [k for k in KEYS if k not in f]
-        if missing:
-            raise ConfigError(f"{path}: missing dataset(s) {', '.join(missing)}; expected NVIDIA's BERT layout "
-                              f"({', '.join(KEYS)})")
-        if f["input_ids"].ndim != 2:
-            raise ConfigError(f"{path}: input_ids has shape {f['input_ids'].shape}, expected [samples, seq_len]")
-        n, length = f["input_ids"].shape
-        if length != seq_len:
-            raise ConfigError(f"{path}: sequences of length {length}, but this phase trains on seq_len {seq_len} "
-                              f"(use the HDF5 variant made for {seq_len}, or --set seq_len={length})")
-        if f["masked_lm_positions"].ndim != 2:
-            raise ConfigError(f"{path}: masked_lm_positions has shape {f['masked_lm_positions'].shape}, "
-                              f"expected [samples, max_predictions]")
-        predictions = f["masked_lm_positions"].shape[1]
-        expected = {**{k: (n, length) for k in SEQUENCE_KEYS}, **{k: (n, predictions) for k in PREDICTION_KEYS}}
-        for key, shape in expected.items():
-            if f[key].shape != shape:
-                raise ConfigError(f"{path}: {key} has shape {f[key].shape}, expected {shape}")
-        if f[LABEL_KEY].shape not in ((n,), (n, 1)):
-            raise ConfigError(f"{path}: {LABEL_KEY} has shape {f[LABEL_KEY].shape}, expected ({n},)")
-        for key in ("input_ids", "masked_lm_ids"):
-            head = f[key][:CHECK_ROWS]
-            if head.size and (head.max() >= vocab_size or head.min() < 0):
-                bad = int(head.max() if head.max() >= vocab_size else head.min())
-                raise ConfigError(f"{path}: {key} holds token id {bad}, outside the vocabulary of {vocab_size} "
-                                  f"tokens; were these files made with another vocab.txt?")
+    try:
+        with f:
+            return _check_layout(f, path, seq_len, vocab_size)
+    except OSError as e:  # the file opens but a dataset's chunks do not decompress
+        raise ConfigError(f"{path}: cannot read its datasets ({e}); the file is damaged") from None
+
+
+def _check_layout(f: h5py.File, path: Path, seq_len: int, vocab_size: int) -> tuple[int, int]:
+    missing = [k for k in KEYS if k not in f]
+    if missing:
+        raise ConfigError(f"{path}: missing dataset(s) {', '.join(missing)}; expected NVIDIA's BERT layout "
+                          f"({', '.join(KEYS)})")
+    if f["input_ids"].ndim != 2:
+        raise ConfigError(f"{path}: input_ids has shape {f['input_ids'].shape}, expected [samples, seq_len]")
+    n, length = f["input_ids"].shape
+    if length != seq_len:
+        raise ConfigError(f"{path}: sequences of length {length}, but this phase trains on seq_len {seq_len} "
+                          f"(use the HDF5 variant made for {seq_len}, or --set seq_len={length})")
+    if f["masked_lm_positions"].ndim != 2:
+        raise ConfigError(f"{path}: masked_lm_positions has shape {f['masked_lm_positions'].shape}, "
+                          f"expected [samples, max_predictions]")
+    predictions = f["masked_lm_positions"].shape[1]
+    expected = {**{k: (n, length) for k in SEQUENCE_KEYS}, **{k: (n, predictions) for k in PREDICTION_KEYS}}
+    for key, shape in expected.items():
+        if f[key].shape != shape:
+            raise ConfigError(f"{path}: {key} has shape {f[key].shape}, expected {shape}")
+    if f[LABEL_KEY].shape not in ((n,), (n, 1)):
+        raise ConfigError(f"{path}: {LABEL_KEY} has shape {f[LABEL_KEY].shape}, expected ({n},)")
+    for key in ("input_ids", "masked_lm_ids"):
+        head = f[key][:CHECK_ROWS]
+        if head.size and (head.max() >= vocab_size or head.min() < 0):
+            bad = int(head.max() if head.max() >= vocab_size else head.min())
+            raise ConfigError(f"{path}: {key} holds token id {bad}, outside the vocabulary of {vocab_size} "
+                              f"tokens; were these files made with another vocab.txt?")
     return n, predictions
 
 

@@ -294,6 +294,14 @@ def deepspeed_config(run: Run, zero_stage: int) -> dict:
     return deep_merge(ds, run.user_ds_config)
 
 
+def _metrics_step(line: str) -> float:
+    """The step of a metrics.jsonl row; inf for a blank or cut-off row (a crash mid-write), so it is dropped."""
+    try:
+        return json.loads(line)["step"]
+    except (ValueError, KeyError, TypeError):
+        return float("inf")
+
+
 class MetricsLog:
     """Rows of metrics.jsonl and TensorBoard scalars (rank 0), from step sums all-reduced over the ranks."""
 
@@ -304,7 +312,7 @@ class MetricsLog:
             path = run.phase_dir / "metrics.jsonl"
             if path.is_file():  # resuming: drop the rows of steps after the checkpoint, they are done again
                 rows = [line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
-                        if line.strip() and json.loads(line)["step"] <= start_step]
+                        if _metrics_step(line) <= start_step]
                 with atomic_write(path) as f:
                     f.writelines(rows)
             from torch.utils.tensorboard import SummaryWriter

@@ -173,3 +173,16 @@ def test_ids_beyond_the_vocabulary_past_the_checked_rows_name_file_and_row(tmp_p
     data = open_data(variant, 32, VOCAB_SIZE)  # only the first rows are checked up front
     problems = {batch["problem"] for batch, _ in zip(make_loader(data, 50, VOCAB_SIZE, workers=0), range(6))}
     assert problems - {""} == {f"{path}: row 290: input_ids holds a token id outside the vocabulary of 60 tokens"}
+
+
+def test_a_file_whose_data_does_not_decompress_is_refused_with_one_line(tmp_path):
+    variant = write_dataset(tmp_path, [40, 40], seq_len=32)
+    path = variant / "training" / "training_0000.hdf5"
+    with h5py.File(path, "r") as f:
+        chunk = f["input_ids"].id.get_chunk_info(0)
+    data = bytearray(path.read_bytes())
+    data[chunk.byte_offset:chunk.byte_offset + chunk.size] = b"\xff" * chunk.size
+    path.write_bytes(bytes(data))
+    with pytest.raises(ConfigError, match=r"training_0000\.hdf5: cannot read its datasets .*damaged") as e:
+        open_data(variant, 32, VOCAB_SIZE)
+    assert "\n" not in str(e.value)

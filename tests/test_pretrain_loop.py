@@ -260,3 +260,11 @@ def _exit_code(monkeypatch, args: list[str]) -> int:
     with pytest.raises(SystemExit) as e:
         main()
     return e.value.code
+
+
+def test_metrics_rows_cut_off_by_a_crash_are_dropped_on_resume():
+    from pretrain.train import _metrics_step
+
+    rows = ['{"step": 1, "loss": 2.0}\n', '{"step": 2, "loss": 1.9}\n', '{"step": 3, "lo']
+    assert [row for row in rows if _metrics_step(row) <= 2] == rows[:2]
+    assert _metrics_step("\n") == float("inf")
