@@ -53,11 +53,17 @@ def trust_ratio(w, u):
     return wn / un if wn > 0 and un > 0 else 1.0
 
 
+def adam_moments(m, v, g, step):
+    """Adam's moment updates and their bias-corrected values, as every optimizer here computes them."""
+    b1, b2 = BETAS
+    m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+    return m, v, m / (1 - b1 ** step), v / (1 - b2 ** step)
+
+
 def lamb_by_hand(grad_scales, max_grad_norm=1.0):
     params, decays = make_params()
     m = [torch.zeros_like(p) for p in params]
     v = [torch.zeros_like(p) for p in params]
-    b1, b2 = BETAS
     history = []
     for step, scale in enumerate(grad_scales, start=1):
         grads = make_grads(step, scale)
@@ -66,9 +72,7 @@ def lamb_by_hand(grad_scales, max_grad_norm=1.0):
         new = []
         for i, (p, g, wd) in enumerate(zip(params, grads, decays)):
             g = g / divisor
-            m[i] = b1 * m[i] + (1 - b1) * g
-            v[i] = b2 * v[i] + (1 - b2) * g * g
-            m_hat, v_hat = m[i] / (1 - b1 ** step), v[i] / (1 - b2 ** step)
+            m[i], v[i], m_hat, v_hat = adam_moments(m[i], v[i], g, step)
             update = m_hat / (v_hat.sqrt() + EPS)
             if wd:
                 update = update + wd * p
@@ -83,15 +87,13 @@ def lans_by_hand(grad_scales):
     params, decays = make_params()
     m = [torch.zeros_like(p) for p in params]
     v = [torch.zeros_like(p) for p in params]
-    b1, b2 = BETAS
+    b1 = BETAS[0]
     history = []
     for step, scale in enumerate(grad_scales, start=1):
         new = []
         for i, (p, g, wd) in enumerate(zip(params, make_grads(step, scale), decays)):
             g = g / (g.norm() + EPS)
-            m[i] = b1 * m[i] + (1 - b1) * g
-            v[i] = b2 * v[i] + (1 - b2) * g * g
-            m_hat, v_hat = m[i] / (1 - b1 ** step), v[i] / (1 - b2 ** step)
+            m[i], v[i], m_hat, v_hat = adam_moments(m[i], v[i], g, step)
             denom = v_hat.sqrt() + EPS
             r_m = m_hat / denom + wd * p
             r_g = g / denom + wd * p
@@ -105,15 +107,12 @@ def adamw_by_hand(grad_scales):
     params, decays = make_params()
     m = [torch.zeros_like(p) for p in params]
     v = [torch.zeros_like(p) for p in params]
-    b1, b2 = BETAS
     history = []
     for step, scale in enumerate(grad_scales, start=1):
         new = []
         for i, (p, g, wd) in enumerate(zip(params, make_grads(step, scale), decays)):
             p = p * (1 - LR * wd)
-            m[i] = b1 * m[i] + (1 - b1) * g
-            v[i] = b2 * v[i] + (1 - b2) * g * g
-            m_hat, v_hat = m[i] / (1 - b1 ** step), v[i] / (1 - b2 ** step)
+            m[i], v[i], m_hat, v_hat = adam_moments(m[i], v[i], g, step)
             new.append(p - LR * m_hat / (v_hat.sqrt() + EPS))
         params = new
         history.append(params)
