@@ -59,7 +59,8 @@ def run_ours(dump: Path, index: Path | None, out: Path, workers: int) -> None:
 
     import yaml
 
-    from pipeline.config import DEFAULT_CONFIG_PATH, build_dataclass
+    from core.config import build_dataclass
+    from pipeline.config import DEFAULT_CONFIG_PATH
     from pipeline.stages import StageContext
     from pipeline.stages.extract import STAGE, run
 

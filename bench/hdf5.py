@@ -74,7 +74,7 @@ def _cpu_seconds() -> float:
 def tokenizer_alone(shard_dir: str, queue) -> None:
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     from pipeline.fileio import iter_documents
-    from pipeline.wordpiece import load_tokenizer
+    from core.wordpiece import load_tokenizer
 
     tokenizer = load_tokenizer(VOCAB)
     sentences = [s for path in sorted(Path(shard_dir).glob("*.txt")) for doc in iter_documents(path) for s in doc]

@@ -29,7 +29,7 @@ SEQ_LEN, MAX_PREDICTIONS, VOCAB_SIZE = 128, 20, 30522
 
 def write_random_data(root: Path, files: int = 4, samples: int = 512) -> Path:
     """data/hu/{vocab/vocab.txt, hdf5/seq128/training/*.hdf5}: random ids, 20 masked positions per sequence."""
-    from pipeline.wordpiece import SPECIAL_TOKENS
+    from core.wordpiece import SPECIAL_TOKENS
 
     (root / "vocab").mkdir(parents=True)
     tokens = list(SPECIAL_TOKENS) + [f"w{i}" for i in range(VOCAB_SIZE - len(SPECIAL_TOKENS))]
@@ -137,7 +137,7 @@ def main() -> None:
     args = parser.parse_args()
     os.chdir(ROOT)
     sys.path.insert(0, str(ROOT))
-    from pipeline.wordpiece import read_vocab
+    from core.wordpiece import read_vocab
     from pretrain.data import find_vocab_dir
 
     with tempfile.TemporaryDirectory(prefix="bench_pretrain_") as tmp:

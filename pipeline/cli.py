@@ -7,10 +7,11 @@ from typing import Optional
 
 import typer
 
-from pipeline.config import ConfigError, default_config_path, load_pipeline_config
-from pipeline.errors import run_cli
-from pipeline.fileio import write_json
-from pipeline.log import setup_logging
+from core.errors import ConfigError
+from pipeline.config import default_config_path, load_pipeline_config
+from core.errors import run_cli
+from core.fileio import write_json
+from core.log import setup_logging
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Turn a Wikipedia dump into BERT pretraining data.")
@@ -89,7 +90,8 @@ def hdf5(input_: Path = typer.Option(..., "--input", help="Sentence-per-line tex
          workers: int = WorkersOpt, force: bool = typer.Option(False, "--force", help="Replace --out if it exists"),
          quiet: bool = QuietOpt) -> None:
     """Run the hdf5 stage on your own text and vocabulary (as NVIDIA's create_pretraining_data.py users do)."""
-    from pipeline.config import parse_override, build_dataclass
+    from core.config import build_dataclass
+    from pipeline.config import parse_override
     from pipeline.stages.hdf5 import STAGE, run_standalone
 
     values = {}

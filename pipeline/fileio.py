@@ -1,4 +1,4 @@
-"""File helpers shared by the stages: atomic writes, hashing, and the two text formats.
+"""The two text formats passed between pipeline stages.
 
 Formats between stages:
 - JSONL parts (`part-00000.jsonl`): one article per line, {"id", "title", "url", "text"}.
@@ -6,54 +6,11 @@ Formats between stages:
 """
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
-from pipeline.errors import PipelineError
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-@contextlib.contextmanager
-def atomic_write(path: Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
-    """Write to `<path>.tmp` and rename over `path` only if the block finishes."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    f = open(tmp, mode, encoding=None if "b" in mode else encoding, newline="" if "b" not in mode else None)
-    try:
-        yield f
-        f.flush()
-        os.fsync(f.fileno())
-        f.close()
-        os.replace(tmp, path)
-    except BaseException:
-        f.close()
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def write_json(path: Path, data) -> None:
-    with atomic_write(path) as f:
-        json.dump(data, f, ensure_ascii=False, indent=2, sort_keys=False)
-        f.write("\n")
-
-
-def remove_tree(path: Path) -> None:
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.exists():
-        shutil.rmtree(path)
+from core.errors import PipelineError
 
 
 def part_name(index: int, suffix: str) -> str:

@@ -14,9 +14,10 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from pipeline.config import PipelineConfig, config_to_dict
-from pipeline.errors import PipelineError
-from pipeline.fileio import remove_tree, sha256_file, write_json
+from core.config import config_to_dict
+from pipeline.config import PipelineConfig
+from core.errors import PipelineError
+from core.fileio import remove_tree, sha256_file, write_json
 from pipeline.stages import StageContext, stage_by_name
 
 MANIFEST = "_manifest.json"

@@ -43,7 +43,7 @@ import itertools
 import platform
 import re
 
-from pipeline.errors import PipelineError
+from core.errors import PipelineError
 
 # Control characters become spaces, invisible format characters (soft hyphen, zero-width space, word
 # joiner, byte order mark) go, lone surrogates (only possible through JSON escapes) become U+FFFD so the

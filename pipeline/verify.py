@@ -13,9 +13,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from pipeline.errors import PipelineError
+from core.errors import PipelineError
 from pipeline.instances import DATASETS
-from pipeline.wordpiece import read_vocab, special_token_ids
+from core.wordpiece import read_vocab, special_token_ids
 
 DTYPES = {"input_ids": np.int32, "input_mask": np.int8, "segment_ids": np.int8, "masked_lm_positions": np.int32,
           "masked_lm_ids": np.int32, "next_sentence_labels": np.int8}

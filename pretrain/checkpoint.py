@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pipeline.config import ConfigError
-from pipeline.fileio import atomic_write, write_json
+from core.errors import ConfigError
+from core.fileio import atomic_write, write_json
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"

@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from pipeline.errors import ConfigError, run_cli
+from core.errors import ConfigError, run_cli
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
 

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from pipeline.config import ConfigError
+from core.errors import ConfigError
 
 SEQUENCE_KEYS = ("input_ids", "input_mask", "segment_ids")
 PREDICTION_KEYS = ("masked_lm_positions", "masked_lm_ids")

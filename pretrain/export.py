@@ -23,9 +23,9 @@ from pathlib import Path
 
 import torch
 
-from pipeline.errors import PipelineError
-from pipeline.fileio import remove_tree, write_json
-from pipeline.wordpiece import read_vocab, special_token_ids
+from core.errors import PipelineError
+from core.fileio import remove_tree, write_json
+from core.wordpiece import read_vocab, special_token_ids
 from pretrain.checkpoint import LATEST, checkpoint_dir
 from pretrain.model import ModelConfig
 

@@ -27,11 +27,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pipeline.config import ConfigError, config_to_dict
-from pipeline.errors import PipelineError
-from pipeline.fileio import atomic_write, write_json
-from pipeline.log import progress, setup_logging
-from pipeline.wordpiece import read_vocab
+from core.errors import ConfigError
+from core.config import config_to_dict
+from core.errors import PipelineError
+from core.fileio import atomic_write, write_json
+from core.log import progress, setup_logging
+from core.wordpiece import read_vocab
 from pretrain import checkpoint
 from pretrain.config import CHANGEABLE_ON_RESUME, TrainConfig, deep_merge
 from pretrain.data import DataState, PretrainingData, find_data_files, find_vocab_dir, make_loader, open_data

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
-from pipeline.errors import PipelineError
+from core.errors import PipelineError
 from pipeline.runner import MANIFEST, run_stages
 
 WIKI, DATE = "huwiki", "20240920"

@@ -10,8 +10,8 @@ import pytest
 import torch
 import transformers
 
-from pipeline.errors import PipelineError
-from pipeline.wordpiece import write_tokenizer_dir
+from core.errors import PipelineError
+from core.wordpiece import write_tokenizer_dir
 from pretrain.export import export_hf, fill_mask
 from pretrain.model import BertForPreTraining, model_config
 

@@ -13,7 +13,7 @@ import pytest
 
 from pipeline import sample
 from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
-from pipeline.errors import PipelineError
+from core.errors import PipelineError
 from pipeline.runner import read_manifest, run_stages
 from pipeline.stages import StageContext
 from pipeline.stages import extract
@@ -274,7 +274,7 @@ def test_redirect_and_disambiguation_markers(tmp_path):
 
 
 def test_articles_per_part_must_be_positive(tmp_path, multistream):
-    from pipeline.config import ConfigError
+    from core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="articles_per_part"):
         run_extract(tmp_path, *multistream, articles_per_part=0)

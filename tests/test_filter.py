@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import load_pipeline_config
-from pipeline.errors import PipelineError
+from core.errors import PipelineError
 from pipeline.fileio import iter_documents, write_document
 from pipeline.runner import run_stage
 from pipeline.stages import StageContext

@@ -14,13 +14,14 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeline.cli import app
-from pipeline.config import ConfigError, build_dataclass
-from pipeline.errors import PipelineError
+from core.errors import ConfigError
+from core.config import build_dataclass
+from core.errors import PipelineError
 from pipeline.instances import InstancePlan, MaskingVocab, TokenizedDocuments, _truncate, make_instances, plan_instances
 from pipeline.stages import StageContext
 from pipeline.stages.hdf5 import STAGE, Hdf5Config, Variant, tokenize_documents, variant_dir_name
 from pipeline.verify import verify_path
-from pipeline.wordpiece import read_vocab, special_token_ids, wordpiece_tokenizer
+from core.wordpiece import read_vocab, special_token_ids, wordpiece_tokenizer
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 SUFFIXES = ["s", "ed", "ing"]

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.config import ConfigError
-from pipeline.wordpiece import SPECIAL_TOKENS, read_vocab, wordpiece_tokenizer
+from core.errors import ConfigError
+from core.wordpiece import SPECIAL_TOKENS, read_vocab, wordpiece_tokenizer
 from pretrain.data import BatchPlan, DataState, find_data_files, find_vocab_dir, make_loader, open_data
 
 VOCAB_SIZE = 60

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pipeline.config import ConfigError
+from core.errors import ConfigError
 from pretrain import checkpoint
 from pretrain.cli import main
 from pretrain.config import load_train_config

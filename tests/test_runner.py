@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import ConfigError, load_pipeline_config
-from pipeline.errors import PipelineError
+from core.errors import ConfigError
+from pipeline.config import load_pipeline_config
+from core.errors import PipelineError
 from pipeline.runner import MANIFEST, run_stages, status_rows
 from pipeline.stages import Stage
 

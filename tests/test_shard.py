@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import ConfigError, load_pipeline_config
-from pipeline.errors import PipelineError
+from core.errors import ConfigError
+from pipeline.config import load_pipeline_config
+from core.errors import PipelineError
 from pipeline.fileio import iter_documents
 from pipeline.runner import read_manifest, run_stages
 from pipeline.stages import Stage

@@ -10,11 +10,11 @@ import pytest
 import sentencepiece as spm
 from tokenizers import normalizers, pre_tokenizers
 
-from pipeline.config import ConfigError
-from pipeline.errors import PipelineError
+from core.errors import ConfigError
+from core.errors import PipelineError
 from pipeline.stages.vocab import (VocabConfig, bert_normalization_rules, bert_vocabulary, run,
                                    sentencepiece_to_wordpiece)
-from pipeline.wordpiece import load_tokenizer, read_vocab, special_token_ids
+from core.wordpiece import load_tokenizer, read_vocab, special_token_ids
 from stage_helpers import run_stage_function, write_document_parts
 
 SYLLABLES = ["al", "ma", "kör", "te", "sző", "lő", "fű", "víz", "tű", "rő", "ár", "ka", "bá", "szél", "őr", "ül",

@@ -34,10 +34,10 @@ import urllib.request
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from pipeline.config import ConfigError
-from pipeline.errors import PipelineError
-from pipeline.fileio import remove_tree, write_json
-from pipeline.log import progress
+from core.errors import ConfigError
+from core.errors import PipelineError
+from core.fileio import remove_tree, write_json
+from core.log import progress
 from pipeline.stages import Stage, StageContext
 
 T = TypeVar("T")

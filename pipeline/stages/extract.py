@@ -33,10 +33,10 @@ from wikiextractor import template_blob
 from wikiextractor.extract import (_DEFAULT_IGNORED_TAG_PATTERNS, Extractor, MagicWords, ignoreTag,
                                    resolve_template_page)
 
-from pipeline.config import ConfigError
-from pipeline.errors import PipelineError
+from core.errors import ConfigError
+from core.errors import PipelineError
 from pipeline.fileio import part_name
-from pipeline.log import progress
+from core.log import progress
 from pipeline.parallel import imap_ordered
 from pipeline.stages import Stage, StageContext
 

@@ -43,9 +43,10 @@ from typing import Literal
 
 import numpy as np
 
-from pipeline.errors import PipelineError
-from pipeline.fileio import atomic_write, iter_documents, list_parts, write_document, write_json
-from pipeline.log import progress
+from core.errors import PipelineError
+from core.fileio import atomic_write, write_json
+from pipeline.fileio import iter_documents, list_parts, write_document
+from core.log import progress
 from pipeline.parallel import imap_ordered
 from pipeline.stages import Stage, StageContext
 

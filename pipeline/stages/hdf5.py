@@ -35,14 +35,15 @@ import h5py
 import numpy as np
 from tokenizers import Tokenizer
 
-from pipeline.config import ConfigError
-from pipeline.errors import PipelineError
-from pipeline.fileio import iter_documents, remove_tree, write_json
+from core.errors import ConfigError
+from core.errors import PipelineError
+from core.fileio import remove_tree, write_json
+from pipeline.fileio import iter_documents
 from pipeline.instances import DATASETS, MaskingVocab, TokenizedDocuments, make_instances, plan_instances
-from pipeline.log import LOGGER_NAME, progress
+from core.log import LOGGER_NAME, progress
 from pipeline.parallel import imap_ordered
 from pipeline.stages import Stage, StageContext
-from pipeline.wordpiece import load_tokenizer, read_vocab, special_token_ids
+from core.wordpiece import load_tokenizer, read_vocab, special_token_ids
 
 SPLITS = ("training", "test")
 CHUNK_BYTES = 1 << 20  # HDF5 chunk of input_ids: fits h5py's default 1 MiB chunk cache

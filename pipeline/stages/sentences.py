@@ -14,9 +14,10 @@ import functools
 from pathlib import Path
 from typing import Literal
 
-from pipeline.errors import PipelineError
-from pipeline.fileio import atomic_write, iter_jsonl, list_parts, write_document
-from pipeline.log import progress
+from core.errors import PipelineError
+from core.fileio import atomic_write
+from pipeline.fileio import iter_jsonl, list_parts, write_document
+from core.log import progress
 from pipeline.parallel import imap_ordered
 from pipeline.stages import Stage, StageContext
 from pipeline.text import check_quntoken, make_splitter, normalize_paragraph, split_paragraphs

@@ -19,10 +19,10 @@ import hashlib
 import heapq
 from pathlib import Path
 
-from pipeline.config import ConfigError
-from pipeline.errors import PipelineError
+from core.errors import ConfigError
+from core.errors import PipelineError
 from pipeline.fileio import iter_documents, list_parts
-from pipeline.log import progress
+from core.log import progress
 from pipeline.stages import Stage, StageContext
 
 BUFFER_BUDGET = 4 << 20  # bytes of shard text held in memory at most, over all shards

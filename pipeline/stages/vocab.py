@@ -32,12 +32,12 @@ import numpy as np
 import sentencepiece as spm
 from tokenizers import normalizers, trainers
 
-from pipeline.config import ConfigError
-from pipeline.errors import PipelineError
+from core.errors import ConfigError
+from core.errors import PipelineError
 from pipeline.fileio import list_parts
-from pipeline.log import progress
+from core.log import progress
 from pipeline.stages import Stage, StageContext
-from pipeline.wordpiece import (SPECIAL_TOKENS, load_tokenizer, special_token_ids, wordpiece_tokenizer,
+from core.wordpiece import (SPECIAL_TOKENS, load_tokenizer, special_token_ids, wordpiece_tokenizer,
                                 write_tokenizer_dir)
 
 SENTENCEPIECE_CONTROL = ("<unk>", "<s>", "</s>")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-from pipeline.errors import PipelineError
-from pipeline.fileio import atomic_write, write_json
+from core.errors import PipelineError
+from core.fileio import atomic_write, write_json
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
