@@ -18,6 +18,7 @@ from core.config import config_to_dict
 from pipeline.config import PipelineConfig
 from core.errors import PipelineError
 from core.fileio import remove_tree, sha256_file, write_json
+from pipeline.parallel import Executor, LocalExecutor
 from pipeline.stages import StageContext, stage_by_name
 
 MANIFEST = "_manifest.json"
@@ -80,8 +81,10 @@ def stage_state(pcfg: PipelineConfig, lang_dir: Path, name: str, known: dict[str
 
 
 def run_stages(pcfg: PipelineConfig, lang_dir: Path, names: list[str], workers: int = 1, force: bool = False,
-               quiet: bool = False, log: logging.Logger | None = None) -> None:
+               quiet: bool = False, log: logging.Logger | None = None, executor: Executor | None = None) -> None:
+    """Run `names` in order, skipping those done; parallel work goes to `executor` (default: LocalExecutor(workers))."""
     log = log or logging.getLogger("wiki2bert")
+    executor = executor or LocalExecutor(max(1, workers))
     for name in names:
         known: dict[str, StageState] = {}
         state = stage_state(pcfg, lang_dir, name, known)
@@ -95,11 +98,12 @@ def run_stages(pcfg: PipelineConfig, lang_dir: Path, names: list[str], workers: 
             log.info("%s: done, skipping (outputs match config and inputs)", name)
             continue
         log.info("%s: running%s", name, f" ({state.reason})" if state.state != MISSING else "")
-        run_stage(pcfg, lang_dir, name, {up: known[up].manifest for up in stage.inputs}, workers, quiet, log)
+        run_stage(pcfg, lang_dir, name, {up: known[up].manifest for up in stage.inputs}, workers, quiet, log,
+                  executor)
 
 
 def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifests: dict[str, dict], workers: int,
-              quiet: bool, log: logging.Logger) -> dict:
+              quiet: bool, log: logging.Logger, executor: Executor | None = None) -> dict:
     stage = stage_by_name(name)
     config = pcfg.stage_configs[name]
     final, tmp, old = lang_dir / name, lang_dir / f".{name}.tmp", lang_dir / f".{name}.old"
@@ -109,7 +113,8 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
     tmp.mkdir(parents=True)
     ctx = StageContext(lang=pcfg.lang, lang_dir=lang_dir, out_dir=tmp,
                        inputs={up: lang_dir / up for up in stage.inputs},
-                       cache_dir=lang_dir / ".cache" / name, workers=max(1, workers), quiet=quiet, log=log)
+                       cache_dir=lang_dir / ".cache" / name, workers=max(1, workers), quiet=quiet, log=log,
+                       executor=executor)
     started = time.time()
     try:
         counts = stage.run(config, ctx) or {}
@@ -132,6 +137,7 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
         "duration_s": round(duration, 3),
         "workers": ctx.workers,
+        "executor": ctx.executor.name,
         "tools": {"python": platform.python_version(), **{dist: _version(dist) for dist in stage.tools}},
     }
     write_json(tmp / MANIFEST, manifest)

@@ -37,7 +37,7 @@ from core.errors import ConfigError
 from core.errors import PipelineError
 from pipeline.fileio import part_name
 from core.log import progress
-from pipeline.parallel import imap_ordered
+from pipeline.parallel import Executor
 from pipeline.stages import Stage, StageContext
 
 TEMPLATE_NS = 10
@@ -111,7 +111,7 @@ def run(config: ExtractConfig, ctx: StageContext) -> dict:
     with contextlib.ExitStack() as stack:
         template_names = redirect_names = None
         if config.expand_templates:
-            templates, redirects, counts["templates"] = dump_file.collect_templates(redirect_re, ctx.workers,
+            templates, redirects, counts["templates"] = dump_file.collect_templates(redirect_re, ctx.executor,
                                                                                     ctx.quiet)
             _, template_names = stack.enter_context(template_blob.compact_blobs(*templates.finish()))
             _, redirect_names = stack.enter_context(template_blob.compact_blobs(*redirects.finish()))
@@ -122,7 +122,7 @@ def run(config: ExtractConfig, ctx: StageContext) -> dict:
                        disambiguation_re=_disambiguation_pattern(config.disambiguation_templates),
                        keep_sections=config.keep_sections, dump_date=_dump_date(dump.name))
         with _PartWriter(ctx.out_dir, config.articles_per_part) as writer:
-            for result in dump_file.extract(setup, ctx.workers, ctx.quiet):
+            for result in dump_file.extract(setup, ctx.executor, ctx.quiet):
                 for line in result.lines:
                     writer.write(line)
                 counts.update(result.counts)
@@ -182,7 +182,7 @@ class DumpFile:
         self._read_index(site.template_prefix)
         return site
 
-    def collect_templates(self, redirect_re: str, workers: int, quiet: bool):
+    def collect_templates(self, redirect_re: str, executor: Executor, quiet: bool):
         """Templates and template redirects of the dump (wikiextractor's streaming blob builders), and how many."""
         templates = template_blob.StreamingTemplateBlobBuilder()
         redirects = template_blob.StreamingTemplateBlobBuilder()
@@ -190,7 +190,7 @@ class DumpFile:
         if self.streams:
             tasks = [(str(self.path), self.encoding, redirect_re, self.streams[i]) for i in self.template_streams]
             with progress(len(tasks), "extract: templates", "streams", quiet=quiet) as bar:
-                for found in imap_ordered(_templates_in_stream, tasks, min(workers, len(tasks))):
+                for found in executor.map(_templates_in_stream, tasks):
                     count += _add_templates(found, templates, redirects)
                     bar.update(1)
         else:
@@ -210,13 +210,13 @@ class DumpFile:
 
     # --- articles ---
 
-    def extract(self, setup: _Setup, workers: int, quiet: bool) -> Iterator[_Result]:
+    def extract(self, setup: _Setup, executor: Executor, quiet: bool) -> Iterator[_Result]:
         if self.streams:
             last = len(self.streams) - 1
             tasks = [(setup, start, end, self.stream_pages[i], i == last)
                      for i, (start, end) in enumerate(self.streams)]
             with progress(sum(self.stream_pages), "extract", "pages", quiet=quiet) as bar:
-                for result in imap_ordered(_extract_stream, tasks, workers):
+                for result in executor.map(_extract_stream, tasks):
                     bar.update(result.counts["pages"])
                     yield result
             return
@@ -224,8 +224,8 @@ class DumpFile:
             parser = _PageParser(where)
             _read_siteinfo(lines, where)
             rules = _Rules(setup)
-            for window in _windows(self._batches(parser.pages(lines), rules), BATCHES_PER_WINDOW * workers):
-                for result, skipped in imap_ordered(_extract_batch, window, workers):
+            for window in _windows(self._batches(parser.pages(lines), rules), BATCHES_PER_WINDOW * executor.workers):
+                for result, skipped in executor.map(_extract_batch, window):
                     result.counts.update(skipped)
                     bar.update(result.counts["pages"])
                     yield result
