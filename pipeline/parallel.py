@@ -9,12 +9,15 @@ machine) that inherited nothing from the one that runs the stage.
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import multiprocessing
+import signal
 from typing import Callable, ClassVar, Iterable, Iterator, Protocol, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+PR_SET_PDEATHSIG = 1
 
 
 class Executor(Protocol):
@@ -35,5 +38,17 @@ class LocalExecutor:
             for task in tasks:
                 yield fn(task)
             return
-        with multiprocessing.get_context("fork").Pool(self.workers, maxtasksperchild=None) as pool:
+        with multiprocessing.get_context("fork").Pool(self.workers, initializer=_worker_signals,
+                                                      maxtasksperchild=None) as pool:
             yield from pool.imap(fn, tasks, chunksize=1)
+
+
+def _worker_signals() -> None:
+    """Ctrl-C is the main process's to handle (it stops the pool: SIGTERM, which ends a worker at once), and a
+    worker dies with the main process even when that one is killed with SIGKILL."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux
+        pass

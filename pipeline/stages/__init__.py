@@ -22,10 +22,19 @@ class StageContext:
     quiet: bool = False
     log: logging.Logger = logging.getLogger("wiki2bert")
     executor: Executor | None = None  # runs the stage's parallel tasks; None: LocalExecutor(workers)
+    # temporary files of one attempt (template blobs, trainer files); the runner empties it before and after the
+    # stage, so a killed attempt's files go with the next run. None: <cache_dir>/scratch
+    scratch_dir: Path | None = None
 
     def __post_init__(self):
         if self.executor is None:
             object.__setattr__(self, "executor", LocalExecutor(self.workers))
+
+    def scratch(self) -> Path:
+        """The scratch directory, created."""
+        directory = self.scratch_dir or self.cache_dir / "scratch"
+        directory.mkdir(parents=True, exist_ok=True)
+        return directory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +45,9 @@ class Stage:
     inputs: tuple[str, ...] = ()  # stages whose output directories this one reads
     tools: tuple[str, ...] = ()  # distributions whose versions go into the manifest
     runtime_fields: tuple[str, ...] = ()  # config fields that never change the output (left out of the config hash)
+    # files read from outside the work directory (a local dump): config -> {label: fingerprint}; a change makes the
+    # stage stale
+    sources: Callable[[Any], dict] | None = None
 
 
 def stage_by_name(name: str) -> Stage:
