@@ -19,7 +19,8 @@ from core.config import build_dataclass
 from core.errors import PipelineError
 from pipeline.instances import InstancePlan, MaskingVocab, TokenizedDocuments, _truncate, make_instances, plan_instances
 from pipeline.stages import StageContext
-from pipeline.stages.hdf5 import STAGE, Hdf5Config, Variant, tokenize_documents, variant_dir_name
+from pipeline.stages.hdf5 import STAGE, Hdf5Config, Variant, variant_dir_name
+from pipeline.tokenize import tokenize_documents
 from pipeline.verify import verify_path
 from core.wordpiece import read_vocab, special_token_ids, wordpiece_tokenizer
 
