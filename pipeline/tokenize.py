@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import unicodedata
 from pathlib import Path
 
@@ -84,6 +85,7 @@ class WordCache:
         self.added = [t.content for t in tokenizer.get_added_tokens_decoder().values()]
         self.table: dict[int, str] = {ord("\n"): " \n "}  # character -> its normalized, pre-tokenized form
         self.interacting: set[str] = set()  # characters whose chunks take the full tokenizer
+        self.needs_full = _any_of(self.added, self.interacting)
         self.chunks, self.words = _Pieces(), _Pieces()
 
     def encode(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -91,32 +93,29 @@ class WordCache:
             return self._encode_full(sentences)
         if len(self.chunks.code) > self.max_chunks:
             self.chunks, self.words = _Pieces(), _Pieces()
-        codes = self.chunks.codes(" \n ".join(sentences).split(" "))
-        if self.chunks.code.new:
-            self._tokenize_new_chunks()
+        codes, new = self.chunks.codes(" \n ".join(sentences).split(" "))
+        if new:
+            self._tokenize_new_chunks(new)
         return self.chunks.gather(codes, len(sentences))
 
-    def _tokenize_new_chunks(self) -> None:
-        new, codes = self.chunks.code.new, self.chunks.new_codes()
-        self._learn_characters(set("".join(new)))
-        full = np.array([self._needs_full(c) for c in new], dtype=bool) if self.interacting or self.added \
-            else np.zeros(len(new), dtype=bool)
-        by_word = [c for c, f in zip(new, full) if not f]
-        if by_word:
-            word_codes = self.words.codes("\n".join(by_word).translate(self.table).split(" "))
-            if self.words.code.new:
-                self._tokenize_new_words()
-            self.chunks.add(codes[~full], *self.words.gather(word_codes, len(by_word)))
-        if full.any():
-            self.chunks.add(codes[full], *self._encode_full([c for c, f in zip(new, full) if f]))
-        new.clear()
-
-    def _tokenize_new_words(self) -> None:
-        new = self.words.code.new
-        encoding = self.model_only.encode(new, is_pretokenized=True, add_special_tokens=False)
-        counts = np.bincount(np.array(encoding.word_ids, dtype=np.int64), minlength=len(new))
-        self.words.add(self.words.new_codes(), self._unk_specials(np.array(encoding.ids, dtype=np.int32)), counts)
-        new.clear()
+    def _tokenize_new_chunks(self, new: list[str]) -> None:
+        codes = np.arange(len(self.chunks.code) - len(new), len(self.chunks.code))
+        joined = "\n".join(new)
+        self._learn_characters(set(joined))
+        full = np.zeros(len(new), dtype=bool)
+        if self.needs_full is not None and (hits := [m.start() for m in self.needs_full.finditer(joined)]):
+            ends = np.cumsum([len(c) + 1 for c in new])
+            full[np.searchsorted(ends, hits, side="right")] = True
+            self.chunks.add(codes[full], *self._encode_full([new[i] for i in np.flatnonzero(full)]))
+            joined = "\n".join(new[i] for i in np.flatnonzero(~full))
+        if not full.all():
+            word_codes, new_words = self.words.codes(joined.translate(self.table).split(" "))
+            if new_words:
+                encoding = self.model_only.encode(new_words, is_pretokenized=True, add_special_tokens=False)
+                counts = np.bincount(np.array(encoding.word_ids, dtype=np.int64), minlength=len(new_words))
+                self.words.add(np.arange(len(self.words.code) - len(new_words), len(self.words.code)),
+                               self._unk_specials(np.array(encoding.ids, dtype=np.int32)), counts)
+            self.chunks.add(codes[~full], *self.words.gather(word_codes, int((~full).sum())))
 
     def _encode_full(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         ids = [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
@@ -138,6 +137,7 @@ class WordCache:
             if any(unicodedata.category(n)[0] == "M" or unicodedata.category(n) == "Cn"
                    or unicodedata.combining(n) for n in normalized):
                 self.interacting.add(c)  # combining marks reorder with their neighbours under NFD
+                self.needs_full = _any_of(self.added, self.interacting)
             else:
                 self.table[ord(c)] = "".join(map(self._pre_tokenized, normalized))
 
@@ -151,27 +151,22 @@ class WordCache:
             return c
         raise AssertionError(f"pre-tokenizer splits {c!r} in an unexpected way: {words}")
 
-    def _needs_full(self, chunk: str) -> bool:
-        return any(t in chunk for t in self.added) or not self.interacting.isdisjoint(chunk)
-
 
 class _Pieces:
     """key -> code -> pieces (a slice of one flat id array). Codes 0 and 1 are "" and the sentence break "\n",
-    both without pieces; unseen keys get the next codes and wait in `code.new` until their pieces are added."""
+    both without pieces; the caller adds the pieces of the unseen keys that `codes` reports."""
 
     def __init__(self):
-        self.code = _CodeOf()
-        self.code[""], self.code["\n"] = _EMPTY, _BREAK
-        self.code.new.clear()
+        self.code = _CodeOf({"": _EMPTY, "\n": _BREAK})
         self.ids = np.zeros(0, np.int32)
         self.starts = np.zeros(2, np.int64)
         self.counts = np.zeros(2, np.int64)
 
-    def codes(self, keys: list[str]) -> np.ndarray:
-        return np.fromiter(map(self.code.__getitem__, keys), dtype=np.int64, count=len(keys))
-
-    def new_codes(self) -> np.ndarray:
-        return np.arange(len(self.code) - len(self.code.new), len(self.code))
+    def codes(self, keys: list[str]) -> tuple[np.ndarray, list[str]]:
+        """The keys' codes, unseen keys getting the next ones; and the unseen keys in code order."""
+        codes = np.fromiter(map(self.code.__getitem__, keys), dtype=np.int64, count=len(keys))
+        new, self.code.new = self.code.new, []
+        return codes, new
 
     def add(self, codes: np.ndarray, ids: np.ndarray, counts: np.ndarray) -> None:
         """The pieces of the keys `codes`: concatenated in `ids`, `counts` of them for each key."""
@@ -194,16 +189,23 @@ class _Pieces:
 
 
 class _CodeOf(dict):
-    """key -> code, giving each unseen key the next code and remembering it in `new`."""
+    """key -> code, giving each unseen key the next code and listing it in `new` (a __missing__ hook costs
+    less than dict.setdefault with a counter: hits stay in C)."""
 
-    def __init__(self):
-        super().__init__()
+    def __init__(self, known: dict[str, int]):
+        super().__init__(known)
         self.new: list[str] = []
 
     def __missing__(self, key: str) -> int:
         code = self[key] = len(self)
         self.new.append(key)
         return code
+
+
+def _any_of(strings: list[str], characters: set[str]) -> re.Pattern | None:
+    """A pattern matching any of the strings or characters; None for none."""
+    alternatives = [re.escape(t) for t in strings] + [re.escape(c) for c in sorted(characters)]
+    return re.compile("|".join(alternatives)) if alternatives else None
 
 
 def _acts_per_character(tokenizer: Tokenizer) -> bool:
