@@ -119,11 +119,13 @@ def verify(path: Path = typer.Argument(..., help="An HDF5 file, or a directory s
 @app.command("sample-dump")
 def sample_dump(out_dir: Path = typer.Argument(..., help="Directory for the dump and its index"),
                 pages: int = typer.Option(400, "--pages", min=1, help="Articles (plus redirects, stubs, talk pages, ...)"),
-                seed: int = typer.Option(0, "--seed", help="Same seed, same bytes")) -> None:
-    """Write the generated Hungarian-like sample dump (multistream + index, no network) and print its path."""
+                seed: int = typer.Option(0, "--seed", help="Same seed, same bytes"),
+                quiet: bool = QuietOpt) -> None:
+    """Write the generated Hungarian-like sample dump (multistream + index, no network) and print its path.
+    Any size: pages are generated and written a block at a time (memory does not grow with --pages)."""
     from pipeline.sample import write_sample_dump
 
-    typer.echo(write_sample_dump(out_dir, pages, seed))
+    typer.echo(write_sample_dump(out_dir, pages, seed, quiet=quiet))
 
 
 def _prepare(lang, dump, workdir, overrides, quiet, config):

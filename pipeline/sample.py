@@ -8,9 +8,14 @@
 - stubs of one or two sentences and a few English-language articles (extract keeps them, filter drops them);
 - redirects (`#ÁTIRÁNYÍTÁS`, a few `#REDIRECT` and a few without the <redirect> element), disambiguation pages
   (`{{egyért}}`, `__DISAMBIG__`), empty pages, templates, talk, category and file pages (extract skips them).
+Dumps of any size: `iter_pages` generates `BLOCK_ARTICLES` articles (and their other pages) at a time, so memory
+holds one block; the first block is `generate_pages(articles, seed)` itself (a dump of up to BLOCK_ARTICLES
+articles has the same bytes as before blocks existed), later blocks are seeded by (seed, block) and mark their
+titles with the block's number, which keeps titles unique however many blocks there are.
 `write_multistream` writes the dump in Wikimedia's multistream layout (a siteinfo stream, streams of 100 pages,
-a closing stream) with its `offset:page_id:title` index; `write_bz2` and `write_xml` write the other layouts
-(single bz2 stream; plain XML in UTF-8 or UTF-16 with a BOM); `write_sample_dump` is `pipeline sample-dump`.
+a closing stream) with its `offset:page_id:title` index, streaming both to disk; `write_bz2` and `write_xml` write
+the other layouts (single bz2 stream; plain XML in UTF-8 or UTF-16 with a BOM); `write_sample_dump` is
+`pipeline sample-dump`.
 """
 from __future__ import annotations
 
@@ -18,13 +23,21 @@ import bz2
 import dataclasses
 import hashlib
 import random
+import itertools
 import re
 from pathlib import Path
+from typing import Iterable, Iterator
 from xml.sax.saxutils import escape
+
+from core.fileio import atomic_write
+from core.log import progress
 
 DUMP_NAME = "huwiki-sample-pages-articles-multistream.xml.bz2"
 INDEX_NAME = "huwiki-sample-pages-articles-multistream-index.txt.bz2"
 PAGES_PER_STREAM = 100
+# Articles per generated block: the name lists give unique titles for ~15,000 articles (English titles run out
+# first), so a block stays below that.
+BLOCK_ARTICLES = 10_000
 KEPT_KINDS = ("article", "stub", "english")  # the kinds the extract stage writes out
 
 NAMESPACES = {-2: "Média", -1: "Speciális", 0: "", 1: "Vita", 2: "Szerkesztő", 3: "Szerkesztővita",
@@ -543,20 +556,33 @@ def _talk(w: _Writer) -> str:
             f"2024. március {w.rng.randint(1, 28)}., 10:{w.rng.randint(10, 59)} (CET)")
 
 
-def generate_pages(articles: int = 400, seed: int = 0) -> list[Page]:
-    """The pages of the sample dump in dump order (ids 1, 2, ...), the same for the same arguments."""
-    rng = random.Random(seed)
+def iter_pages(articles: int = 400, seed: int = 0) -> Iterator[Page]:
+    """The pages of a sample dump of any size in dump order, one block of BLOCK_ARTICLES articles in memory at a
+    time; up to BLOCK_ARTICLES articles, the pages of generate_pages(articles, seed)."""
+    first_id = 1
+    for block, start in enumerate(range(0, articles, BLOCK_ARTICLES)):
+        pages = generate_pages(min(BLOCK_ARTICLES, articles - start), seed, block, first_id)
+        yield from pages
+        first_id += len(pages)
+
+
+def generate_pages(articles: int = 400, seed: int = 0, block: int = 0, first_id: int = 1) -> list[Page]:
+    """The pages of the sample dump in dump order (ids first_id, first_id + 1, ...), the same for the same
+    arguments. Block 0 holds the templates; a later block is seeded by (seed, block) and its titles end in
+    " (block + 1)"."""
+    rng = random.Random(seed if block == 0 else f"{seed}:{block}")
     w = _Writer(rng)
     used: set[str] = set(TEMPLATES)
+    suffix = f" ({block + 1})" if block else ""
     entries: list[tuple[str, int, str, str, str | None]] = []  # (title, ns, text, kind, redirect)
 
     def unique(make):
         """make() -> (title, extra) until the title is new."""
         for _ in range(1000):
-            title, extra = made = make()
+            title, extra = make()
             if title not in used:
                 used.add(title)
-                return made
+                return title + suffix, extra
         raise RuntimeError("ran out of titles: ask for fewer articles")
 
     article_titles = []
@@ -607,7 +633,7 @@ def generate_pages(articles: int = 400, seed: int = 0) -> list[Page]:
     for title in rng.sample(article_titles, k=max(3, articles // 25)):
         entries.append((f"Vita:{title}", 1, _talk(w), "talk", None))
     for county in rng.sample(COUNTIES, k=min(len(COUNTIES), max(2, articles // 80))):
-        entries.append((f"Kategória:{county} vármegye települései", 14,
+        entries.append((f"Kategória:{county} vármegye települései{suffix}", 14,
                         f"{county} vármegye községei és városai.\n\n[[Kategória:Magyarország települései]]",
                         "category", None))
     for title in rng.sample(article_titles, k=max(2, articles // 100)):
@@ -616,11 +642,12 @@ def generate_pages(articles: int = 400, seed: int = 0) -> list[Page]:
 
     rng.shuffle(entries)
     # Templates sit among the articles, some far into the dump: the extract stage must collect them all first.
-    for title, text in TEMPLATES.items():
+    for title, text in TEMPLATES.items() if block == 0 else ():
         redirect = re.match(r"#ÁTIRÁNYÍTÁS \[\[(.*)\]\]", text)
         entries.insert(rng.randint(0, len(entries)), (title, 10, text, "template",
                                                       redirect.group(1) if redirect else None))
-    return [Page(i, title, ns, text, kind, redirect) for i, (title, ns, text, kind, redirect) in enumerate(entries, 1)]
+    return [Page(i, title, ns, text, kind, redirect)
+            for i, (title, ns, text, kind, redirect) in enumerate(entries, first_id)]
 
 
 # --- XML and the dump layouts -------------------------------------------------------------------------------------
@@ -662,19 +689,21 @@ def dump_xml(pages: list[Page]) -> str:
     return siteinfo_xml() + "".join(page_xml(p) for p in pages) + CLOSING
 
 
-def write_multistream(pages: list[Page], dump: Path, index: Path, pages_per_stream: int = PAGES_PER_STREAM) -> None:
+def write_multistream(pages: Iterable[Page], dump: Path, index: Path, pages_per_stream: int = PAGES_PER_STREAM) -> None:
     """Wikimedia's layout: one bz2 stream for <mediawiki><siteinfo>, one per `pages_per_stream` pages, one for
-    </mediawiki>; the index lists `offset:page_id:title` with the byte offset of the page's stream."""
-    index_lines = []
-    with open(dump, "wb") as f:
+    </mediawiki>; the index lists `offset:page_id:title` with the byte offset of the page's stream. Both files are
+    written as the pages come (one stream's pages in memory) and renamed into place when complete."""
+    index_compressor = bz2.BZ2Compressor(9)
+    with atomic_write(dump, "wb") as f, atomic_write(index, "wb") as index_file:
         f.write(bz2.compress(siteinfo_xml().encode("utf-8"), 9))
-        for start in range(0, len(pages), pages_per_stream):
-            chunk = pages[start:start + pages_per_stream]
+        pages = iter(pages)
+        while chunk := list(itertools.islice(pages, pages_per_stream)):
             offset = f.tell()
             f.write(bz2.compress("".join(page_xml(p) for p in chunk).encode("utf-8"), 9))
-            index_lines.extend(f"{offset}:{p.id}:{p.title}\n" for p in chunk)
+            index_file.write(index_compressor.compress("".join(f"{offset}:{p.id}:{p.title}\n" for p in chunk)
+                                                       .encode("utf-8")))
         f.write(bz2.compress(CLOSING.encode("utf-8"), 9))
-    index.write_bytes(bz2.compress("".join(index_lines).encode("utf-8"), 9))
+        index_file.write(index_compressor.flush())
 
 
 def write_bz2(pages: list[Page], path: Path) -> None:
@@ -700,9 +729,16 @@ def write_truncated_multistream(pages: list[Page], dump: Path, index: Path) -> i
     return offsets[-1]
 
 
-def write_sample_dump(out_dir: Path, articles: int = 400, seed: int = 0) -> Path:
+def write_sample_dump(out_dir: Path, articles: int = 400, seed: int = 0, quiet: bool = True) -> Path:
     """`pipeline sample-dump`: the multistream dump and its index under out_dir; returns the dump's path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     dump, index = out_dir / DUMP_NAME, out_dir / INDEX_NAME
-    write_multistream(generate_pages(articles, seed), dump, index)
+    with progress(articles, "sample-dump", "articles", quiet=quiet) as bar:
+        def counted(pages: Iterator[Page]) -> Iterator[Page]:
+            for page in pages:
+                if page.kind == "article":
+                    bar.update(1)
+                yield page
+
+        write_multistream(counted(iter_pages(articles, seed)), dump, index)
     return dump

@@ -30,13 +30,14 @@ from core.errors import ConfigError
 SEQUENCE_KEYS = ("input_ids", "input_mask", "segment_ids")
 PREDICTION_KEYS = ("masked_lm_positions", "masked_lm_ids")
 LABEL_KEY = "next_sentence_labels"
+TOKEN_KEYS = ("input_ids", "masked_lm_ids")  # vocabulary ids
 KEYS = SEQUENCE_KEYS + PREDICTION_KEYS + (LABEL_KEY,)
 # HDF5 key -> the model's argument name
 MODEL_ARGS = {"input_ids": "input_ids", "segment_ids": "token_type_ids", "input_mask": "attention_mask",
               "masked_lm_positions": "masked_lm_positions", "masked_lm_ids": "masked_lm_ids",
               "next_sentence_labels": "next_sentence_labels"}
 SUFFIXES = (".hdf5", ".h5")
-CHECK_ROWS = 256  # rows per file whose token ids are checked against the vocabulary before training
+CHECK_ROWS = 256  # rows per file whose values are checked before training (all rows are, as they are read)
 CACHED_FILES = 2  # per reading process: a micro-batch can end one file and start the next
 
 
@@ -154,13 +155,37 @@ def _check_layout(f: h5py.File, path: Path, seq_len: int, vocab_size: int) -> tu
             raise ConfigError(f"{path}: {key} has shape {f[key].shape}, expected {shape}")
     if f[LABEL_KEY].shape not in ((n,), (n, 1)):
         raise ConfigError(f"{path}: {LABEL_KEY} has shape {f[LABEL_KEY].shape}, expected ({n},)")
-    for key in ("input_ids", "masked_lm_ids"):
-        head = f[key][:CHECK_ROWS]
-        if head.size and (head.max() >= vocab_size or head.min() < 0):
-            bad = int(head.max() if head.max() >= vocab_size else head.min())
-            raise ConfigError(f"{path}: {key} holds token id {bad}, outside the vocabulary of {vocab_size} "
-                              f"tokens; were these files made with another vocab.txt?")
+    head = {key: f[key][:CHECK_ROWS] for key in KEYS}
+    bad = _out_of_range(head, vocab_size, seq_len)
+    if bad and bad[0] in TOKEN_KEYS:
+        raise ConfigError(f"{path}: {bad[0]} holds token id {bad[2]}, outside the vocabulary of {vocab_size} "
+                          f"tokens; were these files made with another vocab.txt?")
+    if bad:
+        raise ConfigError(f"{path}: row {bad[1]}: {bad[0]} holds {_range_text(bad[0], vocab_size, seq_len)} "
+                          f"({bad[2]})")
     return n, predictions
+
+
+def _out_of_range(columns: dict[str, np.ndarray], vocab_size: int, seq_len: int) -> tuple[str, int, int] | None:
+    """The first value (key, row, value) of these rows that the model cannot take: a token id outside the
+    vocabulary, a masked position outside the sequence, a segment id, mask or label other than 0 or 1."""
+    limits = {**{key: vocab_size for key in TOKEN_KEYS}, "masked_lm_positions": seq_len, "segment_ids": 2,
+              "input_mask": 2, LABEL_KEY: 2}
+    for key, limit in limits.items():
+        values = columns[key].reshape(len(columns[key]), -1)
+        bad = (values >= limit) | (values < 0)
+        if bad.any():
+            row, column = (int(i[0]) for i in np.nonzero(bad))
+            return key, row, int(values[row, column])
+    return None
+
+
+def _range_text(key: str, vocab_size: int, seq_len: int) -> str:
+    if key in TOKEN_KEYS:
+        return f"a token id outside the vocabulary of {vocab_size} tokens"
+    if key == "masked_lm_positions":
+        return f"a position outside the sequence of {seq_len} tokens"
+    return "a value other than 0 or 1"
 
 
 class BatchPlan(Sampler):
@@ -212,26 +237,35 @@ class BatchPlan(Sampler):
 
 class PretrainingDataset(Dataset):
     """Reads the micro-batches a BatchPlan names: a dict of int64 tensors under the model's argument names, plus
-    `data_state` (the position after it) and `problem` ("" or one line naming a file and a bad row)."""
+    `data_state` (the position after it) and `problem` ("" or one line naming a file and what is wrong with it:
+    a value the model cannot take, or data that does not read); a batch with a problem holds nothing else."""
 
     def __init__(self, data: PretrainingData, vocab_size: int):
         self.paths = [f.path for f in data.files]
-        self.vocab_size = vocab_size
+        self.vocab_size, self.seq_len = vocab_size, data.seq_len
         self._cache: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
 
     def __getitem__(self, item) -> dict:
         pieces, state = item
         columns = {key: [] for key in KEYS}
-        problem = ""
         for file_index, rows in pieces:
-            arrays = self._arrays(file_index)
+            try:
+                arrays = self._arrays(file_index)
+            except OSError as e:  # a chunk the check before training did not read does not decompress
+                return {"data_state": state, "problem": f"{self.paths[file_index]}: cannot read its datasets ({e}); "
+                                                        f"the file is damaged"}
+            piece = {key: arrays[key][rows] for key in KEYS}
+            bad = _out_of_range(piece, self.vocab_size, self.seq_len)
+            if bad:
+                key, row, value = bad
+                return {"data_state": state, "problem": f"{self.paths[file_index]}: row {int(rows[row])}: {key} holds "
+                                                        f"{_range_text(key, self.vocab_size, self.seq_len)}"}
             for key in KEYS:
-                columns[key].append(arrays[key][rows])
-            problem = problem or self._check(file_index, rows, arrays)
+                columns[key].append(piece[key])
         batch = {MODEL_ARGS[key]: torch.from_numpy(np.concatenate(parts).astype(np.int64, copy=False))
                  for key, parts in columns.items()}
         batch["data_state"] = state
-        batch["problem"] = problem
+        batch["problem"] = ""
         return batch
 
     def _arrays(self, file_index: int) -> dict[str, np.ndarray]:
@@ -245,16 +279,6 @@ class PretrainingDataset(Dataset):
             while len(self._cache) > CACHED_FILES:
                 self._cache.popitem(last=False)
         return self._cache[file_index]
-
-    def _check(self, file_index: int, rows: np.ndarray, arrays: dict[str, np.ndarray]) -> str:
-        for key in ("input_ids", "masked_lm_ids"):
-            values = arrays[key][rows]
-            bad = (values >= self.vocab_size) | (values < 0)
-            if bad.any():
-                row = int(rows[np.nonzero(bad)[0][0]])
-                return (f"{self.paths[file_index]}: row {row}: {key} holds a token id outside the vocabulary of "
-                        f"{self.vocab_size} tokens")
-        return ""
 
 
 def make_loader(data: PretrainingData, micro_batch: int, vocab_size: int, rank: int = 0, world_size: int = 1,

@@ -186,3 +186,48 @@ def test_a_file_whose_data_does_not_decompress_is_refused_with_one_line(tmp_path
     with pytest.raises(ConfigError, match=r"training_0000\.hdf5: cannot read its datasets .*damaged") as e:
         open_data(variant, 32, VOCAB_SIZE)
     assert "\n" not in str(e.value)
+
+
+def rechunk(path: Path, rows: int) -> None:
+    """Rewrite a file with chunks of `rows` rows, so that its last rows lie in chunks of their own."""
+    with h5py.File(path, "r") as f:
+        arrays = {key: f[key][()] for key in f}
+    with h5py.File(path, "w") as f:
+        for key, value in arrays.items():
+            f.create_dataset(key, data=value, compression="gzip", chunks=(rows,) + value.shape[1:])
+
+
+def test_a_damaged_chunk_past_the_checked_rows_is_one_problem_line_not_a_crash(tmp_path):
+    variant = write_dataset(tmp_path, [400])
+    path = variant / "training" / "training_0000.hdf5"
+    rechunk(path, 50)
+    with h5py.File(path, "r") as f:
+        chunk = f["segment_ids"].id.get_chunk_info(7)  # rows 350..399, past the rows checked before training
+    data = bytearray(path.read_bytes())
+    data[chunk.byte_offset:chunk.byte_offset + chunk.size] = b"\xff" * chunk.size
+    path.write_bytes(bytes(data))
+    opened = open_data(variant, 32, VOCAB_SIZE)
+    for workers in (0, 1):
+        batch = next(iter(make_loader(opened, 50, VOCAB_SIZE, workers=workers)))
+        assert batch["problem"].startswith(f"{path}: cannot read its datasets (") and "damaged" in batch["problem"]
+        assert "\n" not in batch["problem"] and set(batch) == {"problem", "data_state"}
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("masked_lm_positions", 32, "masked_lm_positions holds a position outside the sequence of 32 tokens"),
+    ("masked_lm_positions", -1, "masked_lm_positions holds a position outside the sequence of 32 tokens"),
+    ("segment_ids", 2, "segment_ids holds a value other than 0 or 1"),
+    ("next_sentence_labels", 7, "next_sentence_labels holds a value other than 0 or 1"),
+])
+def test_values_the_model_cannot_take_past_the_checked_rows_name_file_and_row(tmp_path, key, value, message):
+    variant = write_dataset(tmp_path, [300])
+    path = variant / "training" / "training_0000.hdf5"
+    with h5py.File(path, "a") as f:
+        f[key][290] = value
+    data = open_data(variant, 32, VOCAB_SIZE)  # only the first rows are checked up front
+    problems = {batch["problem"] for batch, _ in zip(make_loader(data, 50, VOCAB_SIZE, workers=0), range(6))}
+    assert problems - {""} == {f"{path}: row 290: {message}"}
+    with h5py.File(path, "a") as f:
+        f[key][3] = value
+    with pytest.raises(ConfigError, match=rf"training_0000\.hdf5: row 3: {message} \({value}\)$"):
+        open_data(variant, 32, VOCAB_SIZE)

@@ -122,6 +122,23 @@ def test_cli_writes_the_dump_and_prints_its_path(tmp_path):
     result = CliRunner().invoke(app, ["sample-dump", str(tmp_path / "out"), "--pages", "30", "--seed", "4"])
     assert result.exit_code == 0, result.output
     path = tmp_path / "out" / sample.DUMP_NAME
-    assert result.output.strip() == str(path)
+    assert result.stdout.strip() == str(path)  # the progress bar goes to stderr
     assert path.is_file() and (tmp_path / "out" / sample.INDEX_NAME).is_file()
     assert path.read_bytes() == sample.write_sample_dump(tmp_path / "again", 30, 4).read_bytes()
+
+
+def test_dumps_of_many_blocks_keep_titles_unique_and_the_first_block_as_before(tmp_path, monkeypatch):
+    """Past BLOCK_ARTICLES the dump goes on block by block (the old generator ran out of titles at ~15,000)."""
+    monkeypatch.setattr(sample, "BLOCK_ARTICLES", 40)
+    pages = list(sample.iter_pages(100, 3))
+    assert sum(p.kind == "article" for p in pages) == 100
+    assert [p.id for p in pages] == list(range(1, len(pages) + 1))
+    assert len({p.title for p in pages}) == len(pages)
+    assert pages[:len(first := sample.generate_pages(40, 3))] == first
+    assert sum(p.ns == 10 for p in pages) == len(sample.TEMPLATES)
+    assert all(" (2)" in p.title or " (3)" in p.title for p in pages[len(first):])
+
+    dump = sample.write_sample_dump(tmp_path, 100, 3)
+    index = bz2.decompress((tmp_path / sample.INDEX_NAME).read_bytes()).decode("utf-8").splitlines()
+    assert [line.split(":", 2)[1:] for line in index] == [[str(p.id), p.title] for p in pages]
+    assert bz2.decompress(dump.read_bytes()).decode("utf-8").count("<page>") == len(pages)
