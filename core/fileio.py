@@ -18,6 +18,18 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+def file_fingerprint(path: Path, sample: int = 1 << 20) -> dict:
+    """Size, mtime and the sha256 of the first and last `sample` bytes: notices a file replaced at the same path
+    without reading all of it (a different dump of the same name differs in size or in its first or last MiB)."""
+    with open(path, "rb") as f:
+        stat = os.fstat(f.fileno())
+        digest = hashlib.sha256(f.read(sample))
+        if stat.st_size > sample:
+            f.seek(max(sample, stat.st_size - sample))
+            digest.update(f.read(sample))
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sample_sha256": digest.hexdigest()}
+
+
 @contextlib.contextmanager
 def atomic_write(path: Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
     """Write to `<path>.tmp` and rename over `path` only if the block finishes."""

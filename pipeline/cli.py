@@ -7,11 +7,12 @@ from typing import Optional
 
 import typer
 
-from core.errors import ConfigError
+from core.errors import ConfigError, PipelineError
 from pipeline.config import default_config_path, load_pipeline_config
 from core.errors import run_cli
 from core.fileio import write_json
 from core.log import setup_logging
+from pipeline.workdir import exit_nonzero_after_signal, lock_work_dir
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Turn a Wikipedia dump into BERT pretraining data.")
@@ -24,6 +25,8 @@ SetOpt = typer.Option(None, "--set", help="Override a parameter: STAGE.KEY=VALUE
 WorkersOpt = typer.Option(1, "--workers", min=1, help="Worker processes for parallel stages")
 ForceOpt = typer.Option(False, "--force", help="Re-run stages even when their outputs are up to date")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bars; only warnings and errors on stderr")
+VerifyOpt = typer.Option(False, "--verify", help="Check every finished stage's files against the sha256 in its "
+                         "manifest (reads them all); a stage whose bytes changed counts as stale")
 
 
 @app.command()
@@ -31,7 +34,7 @@ def run(lang: str = LangOpt, dump: Optional[str] = DumpOpt, workdir: Path = Work
         from_stage: Optional[str] = typer.Option(None, "--from", help="First stage to run"),
         to_stage: Optional[str] = typer.Option(None, "--to", help="Last stage to run"),
         set_: Optional[list[str]] = SetOpt, workers: int = WorkersOpt, force: bool = ForceOpt,
-        quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt) -> None:
+        quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt, verify: bool = VerifyOpt) -> None:
     """Run the stages of stages.yaml in order, skipping those already done."""
     from pipeline.runner import run_stages
 
@@ -41,39 +44,45 @@ def run(lang: str = LangOpt, dump: Optional[str] = DumpOpt, workdir: Path = Work
     end = _index(order, to_stage, "--to") if to_stage else len(order) - 1
     if start > end:
         raise ConfigError(f"--from {from_stage} comes after --to {to_stage} in {pcfg.path}")
-    run_stages(pcfg, lang_dir, order[start:end + 1], workers=workers, force=force, quiet=quiet, log=log)
+    run_stages(pcfg, lang_dir, order[start:end + 1], workers=workers, force=force, quiet=quiet, log=log, verify=verify)
 
 
 @app.command()
 def stage(name: str = typer.Argument(..., help="Stage to run"), lang: str = LangOpt, dump: Optional[str] = DumpOpt,
           workdir: Path = WorkdirOpt, set_: Optional[list[str]] = SetOpt, workers: int = WorkersOpt,
-          force: bool = ForceOpt, quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt) -> None:
+          force: bool = ForceOpt, quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt,
+          verify: bool = VerifyOpt) -> None:
     """Run one stage (its inputs must be done)."""
     from pipeline.runner import run_stages
 
     pcfg, lang_dir, log = _prepare(lang, dump, workdir, set_, quiet, config)
     _index(pcfg.stage_order, name, "stage")
-    run_stages(pcfg, lang_dir, [name], workers=workers, force=force, quiet=quiet, log=log)
+    run_stages(pcfg, lang_dir, [name], workers=workers, force=force, quiet=quiet, log=log, verify=verify)
 
 
 @app.command()
 def status(lang: str = LangOpt, workdir: Path = WorkdirOpt,
            set_: Optional[list[str]] = typer.Option(None, "--set", help="Judge against these overrides "
                                                     "(default: the --set of the last run or stage command)"),
-           config: Optional[Path] = ConfigOpt) -> None:
-    """Print each stage's state (done / stale / missing / failed), outputs, key counts and duration."""
-    from pipeline.runner import status_rows
+           config: Optional[Path] = ConfigOpt, verify: bool = VerifyOpt) -> None:
+    """Print each stage's state (done / stale / missing / failed), outputs, key counts and duration;
+    with --verify, exit 1 when a finished stage's files no longer match their sha256."""
+    from pipeline.runner import corrupt_stages, status_rows
 
     lang_dir = workdir / lang
     overrides = set_ if set_ is not None else _last_overrides(lang_dir)
     pcfg = load_pipeline_config(config or default_config_path(), lang, overrides, _dump_values(None, lang_dir))
-    rows = status_rows(pcfg, lang_dir)
+    corrupt = corrupt_stages(lang_dir, pcfg.stage_order) if verify else {}
+    rows = status_rows(pcfg, lang_dir, corrupt)
     columns = ["stage", "state", "outputs", "counts", "duration"]
     widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
     typer.echo("  ".join(c.ljust(widths[c]) for c in columns).rstrip())
     for r in rows:
         line = "  ".join(r[c].ljust(widths[c]) for c in columns).rstrip()
         typer.echo(line + (f"  ({r['reason']})" if r["state"] in ("stale", "failed") else ""))
+    if corrupt:
+        raise PipelineError(f"{len(corrupt)} stage(s) changed since they finished: {'; '.join(corrupt.values())}; "
+                            "`pipeline run --verify` runs them again")
 
 
 @app.command()
@@ -92,6 +101,7 @@ def hdf5(input_: Path = typer.Option(..., "--input", help="Sentence-per-line tex
     """Run the hdf5 stage on your own text and vocabulary (as NVIDIA's create_pretraining_data.py users do)."""
     from core.config import build_dataclass
     from pipeline.config import parse_override
+    from pipeline.fileio import warn_about_text_shape
     from pipeline.stages.hdf5 import STAGE, run_standalone
 
     values = {}
@@ -99,8 +109,11 @@ def hdf5(input_: Path = typer.Option(..., "--input", help="Sentence-per-line tex
         _, key, value = parse_override(item, {"hdf5": STAGE})
         values[key] = (value, f"--set {item}: hdf5")
     config = build_dataclass(STAGE.config_cls, values)
+    log = setup_logging(None, quiet=quiet)
+    texts = sorted(input_.glob("*.txt")) if input_.is_dir() else [input_] if input_.is_file() else []
+    warn_about_text_shape(texts, max(v.max_seq_length for v in config.variants), log)
     run_standalone(config, input_, vocab, out, lowercase=lowercase, strip_accents=strip_accents, workers=workers,
-                   force=force, quiet=quiet, log=setup_logging(None, quiet=quiet))
+                   force=force, quiet=quiet, log=log)
 
 
 @app.command()
@@ -131,6 +144,7 @@ def sample_dump(out_dir: Path = typer.Argument(..., help="Directory for the dump
 def _prepare(lang, dump, workdir, overrides, quiet, config):
     lang_dir = workdir / lang
     pcfg = load_pipeline_config(config or default_config_path(), lang, overrides or [], _dump_values(dump, lang_dir))
+    lock_work_dir(lang_dir)
     log = setup_logging(lang_dir / "pipeline.log", quiet=quiet)
     _last_overrides_path(lang_dir).parent.mkdir(parents=True, exist_ok=True)
     write_json(_last_overrides_path(lang_dir), overrides or [])
@@ -155,6 +169,8 @@ def _dump_values(dump: str | None, lang_dir: Path) -> dict | None:
     if dump is None:
         manifest = read_manifest(lang_dir / "download") or {}
         dump = manifest.get("config", {}).get("source")
+    elif "://" not in dump:  # a local path: the same file whatever directory later commands run in
+        dump = str(Path(dump).resolve())
     return {"download": {"source": dump}} if dump else None
 
 
@@ -165,7 +181,8 @@ def _index(order: list[str], name: str, flag: str) -> int:
 
 
 def main() -> None:
-    run_cli(app, "interrupted; re-run the same command to continue")
+    with exit_nonzero_after_signal():
+        run_cli(app, "interrupted; re-run the same command to continue")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,15 @@ class StageContext:
     workers: int = 1
     quiet: bool = False
     log: logging.Logger = logging.getLogger("wiki2bert")
+    # temporary files of one attempt (template blobs, trainer files); the runner empties it before and after the
+    # stage, so a killed attempt's files go with the next run. None: <cache_dir>/scratch
+    scratch_dir: Path | None = None
+
+    def scratch(self) -> Path:
+        """The scratch directory, created."""
+        directory = self.scratch_dir or self.cache_dir / "scratch"
+        directory.mkdir(parents=True, exist_ok=True)
+        return directory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +38,9 @@ class Stage:
     inputs: tuple[str, ...] = ()  # stages whose output directories this one reads
     tools: tuple[str, ...] = ()  # distributions whose versions go into the manifest
     runtime_fields: tuple[str, ...] = ()  # config fields that never change the output (left out of the config hash)
+    # files read from outside the work directory (a local dump): config -> {label: fingerprint}; a change makes the
+    # stage stale
+    sources: Callable[[Any], dict] | None = None
 
 
 def stage_by_name(name: str) -> Stage:

@@ -1,8 +1,9 @@
 """Stage `download`: put the Wikipedia dump (multistream XML + its index) into download/ with a dump.json.
 
 Where the dump comes from (`source`, the CLI's --dump):
-- a local path or file:// URL: used as is, hard-linked into the output (copied when that fails), with the
-  sibling `...-multistream-index.txt.bz2` when there is one;
+- a local path or file:// URL: used where it is, never written: dump.json names it (and the sibling
+  `...-multistream-index.txt.bz2` when there is one) with its size, mtime and a sample checksum, and the stage
+  turns stale when the file at that path changes (`sources`), so a dump replaced under the same name is re-read;
 - an http(s):// URL: downloaded, with the sibling index URL when the server has it;
 - nothing: resolved on `base_url` (Wikimedia or a mirror) from `<wiki>/<date>/dumpstatus.json`, which lists
   the pages-articles-multistream dump and its index with sizes and sha1/md5 checksums. Wikimedia's
@@ -12,7 +13,8 @@ Where the dump comes from (`source`, the CLI's --dump):
 Downloads use the standard library's urllib (no extra dependency for a few GETs). Each file goes to
 `<cache>/<name>.part`, resumes with a Range request after a dropped connection or a killed run, retries
 with exponential backoff on connection errors, timeouts, 408/429 and 5xx, and is checked against the
-expected size and checksum before it moves into place; the .part files stay in the cache until the stage
+expected size and checksum before it moves into place (without a dumpstatus.json: the Content-Length the
+server announced, and the compression format's magic bytes, so an HTML error page sent with HTTP 200 is refused); the .part files stay in the cache until the stage
 succeeds, so a re-run continues where the last one stopped. Beside each .part, `<name>.part.json` keeps the
 URL and the server's ETag (or Last-Modified): a .part from another URL starts over, and the resume sends
 If-Range, so a file that changed on the server (the rolling `latest` names) comes whole, not spliced.
@@ -36,7 +38,7 @@ from typing import Callable, TypeVar
 
 from core.errors import ConfigError
 from core.errors import PipelineError
-from core.fileio import remove_tree, write_json
+from core.fileio import file_fingerprint, remove_tree, write_json
 from core.log import progress
 from pipeline.stages import Stage, StageContext
 
@@ -83,13 +85,33 @@ def run(config: DownloadConfig, ctx: StageContext) -> dict:
 # ---- local dumps -------------------------------------------------------------------------------------
 
 def use_local_dump(path: Path, config: DownloadConfig, ctx: StageContext) -> dict:
-    if not path.is_file():
+    files = _local_files(path)
+    if not files:
         raise PipelineError(f"{path}: dump file not found")
+    _check_magic(files[0], files[0].name, str(files[0]))
+    info = {"dump": str(files[0]), "index": str(files[1]) if len(files) > 1 else None, "source": str(files[0])}
+    write_json(ctx.out_dir / "dump.json", info)
+    return {"files": len(files), "bytes": sum(f.stat().st_size for f in files)}
+
+
+def local_sources(config: DownloadConfig) -> dict:
+    """Fingerprints of a local dump and its index (the runner compares them with the done stage's)."""
+    if config.source is None or urllib.parse.urlparse(config.source).scheme in ("http", "https"):
+        return {}
+    path = _local_path(config.source).resolve()
+    files = _local_files(path)
+    if not files:
+        return {"dump": f"{path}: missing"}
+    return {kind: {"path": str(f), **file_fingerprint(f)} for kind, f in zip(("dump", "index"), files)}
+
+
+def _local_files(path: Path) -> list[Path]:
+    """[dump, index] of a local dump (the index when there is one), resolved; [] when the dump is missing."""
+    path = path.resolve()
+    if not path.is_file():
+        return []
     index = path.with_name(index_name) if (index_name := _index_name(path.name)) else None
-    files = [path] + ([index] if index and index.is_file() else [])
-    copied = sum(_link_or_copy(f, ctx.out_dir / f.name, config.chunk_bytes, ctx.quiet) for f in files)
-    _write_dump_json(ctx.out_dir, files, str(path.resolve()), sha1=None)
-    return {"files": len(files), "bytes": sum(f.stat().st_size for f in files), "bytes_copied": copied}
+    return [path] + ([index] if index and index.is_file() else [])
 
 
 def _local_path(source: str) -> Path:
@@ -99,21 +121,6 @@ def _local_path(source: str) -> Path:
     if "://" in source:
         raise ConfigError(f"download.source: {source!r}: unsupported URL scheme (use a path, file://, http:// or https://)")
     return Path(source)
-
-
-def _link_or_copy(src: Path, dest: Path, chunk_bytes: int, quiet: bool) -> int:
-    """Hard-link `src` to `dest` (same filesystem, no copy), else copy it; returns the bytes copied."""
-    try:
-        os.link(src, dest)
-        return 0
-    except OSError:
-        pass
-    with open(src, "rb") as fin, open(dest, "wb") as fout, \
-            progress(src.stat().st_size, f"copy {src.name}", "B", quiet) as bar:
-        while block := fin.read(chunk_bytes):
-            fout.write(block)
-            bar.update(len(block))
-    return dest.stat().st_size
 
 
 # ---- remote dumps ------------------------------------------------------------------------------------
@@ -268,7 +275,16 @@ class _Transfer:
     def remember_origin(self, response: http.client.HTTPResponse) -> None:
         etag = response.headers.get("ETag")
         validator = etag if etag and not etag.startswith("W/") else response.headers.get("Last-Modified")
-        write_json(self.origin_path, {"url": self.remote.url, "if_range": validator})
+        length = response.headers.get("Content-Length")
+        write_json(self.origin_path, {"url": self.remote.url, "if_range": validator,
+                                      "size": int(length) if length and length.isdigit() else None})
+
+    def announced_size(self) -> int | None:
+        """The Content-Length of the whole file, as the server announced it when the .part was started."""
+        try:
+            return json.loads(self.origin_path.read_text(encoding="utf-8")).get("size")
+        except (OSError, ValueError, AttributeError):
+            return None
 
 
 class HttpClient:
@@ -300,6 +316,8 @@ class HttpClient:
             self.log.info("%s: not on the server, going on without it", remote.url)
             return False
         self.bytes_resumed += transfer.size() - transfer.written
+        if remote.size is None:
+            remote = dataclasses.replace(remote, size=transfer.announced_size())
         _verify(part, remote, self.config.chunk_bytes, self.quiet)
         return True
 
@@ -423,6 +441,11 @@ def _verify(part: Path, remote: RemoteFile, chunk_bytes: int, quiet: bool) -> No
                             "deleted it, re-run to download it again")
     algorithm = "sha1" if remote.sha1 else "md5" if remote.md5 else None
     if algorithm is None:
+        try:
+            _check_magic(part, remote.name, remote.url)
+        except PipelineError:
+            part.unlink()
+            raise
         return
     expected = getattr(remote, algorithm).lower()
     actual = _file_digest(part, algorithm, chunk_bytes, quiet)
@@ -430,6 +453,20 @@ def _verify(part: Path, remote: RemoteFile, chunk_bytes: int, quiet: bool) -> No
         part.unlink()
         raise PipelineError(f"{remote.name}: {algorithm} mismatch: expected {expected}, got {actual} "
                             f"({remote.url}); deleted it, re-run to download it again")
+
+
+MAGIC = {".bz2": (b"BZh", "bzip2"), ".xz": (b"\xfd7zXZ\x00", "xz"), ".gz": (b"\x1f\x8b", "gzip")}
+
+
+def _check_magic(path: Path, name: str, where: str) -> None:
+    """A file named .bz2/.xz/.gz must start with its format's magic bytes; nothing may be an HTML page."""
+    with open(path, "rb") as f:
+        head = f.read(512)
+    expected = MAGIC.get(Path(name).suffix)
+    if head.lstrip()[:15].lower().startswith((b"<!doctype html", b"<html")):
+        raise PipelineError(f"{where}: is an HTML page, not a dump ({head[:60]!r}...): an error page from the server?")
+    if expected and not head.startswith(expected[0]):
+        raise PipelineError(f"{where}: not {expected[1]} data (starts with {head[:16]!r})")
 
 
 def _file_digest(path: Path, algorithm: str, chunk_bytes: int, quiet: bool) -> str:
@@ -442,4 +479,4 @@ def _file_digest(path: Path, algorithm: str, chunk_bytes: int, quiet: bool) -> s
 
 
 STAGE = Stage("download", DownloadConfig, run, inputs=(),
-              runtime_fields=("retries", "backoff_s", "timeout_s", "chunk_bytes"))
+              runtime_fields=("retries", "backoff_s", "timeout_s", "chunk_bytes"), sources=local_sources)
