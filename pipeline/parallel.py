@@ -14,14 +14,26 @@ R = TypeVar("R")
 PR_SET_PDEATHSIG = 1
 
 
-def imap_ordered(fn: Callable[[T], R], tasks: Iterable[T], workers: int) -> Iterator[R]:
-    """Yield fn(task) for each task, in order; with workers > 1 in a process pool (fn must be picklable)."""
+def imap_ordered(fn: Callable[[T], R], tasks: Iterable[T], workers: int,
+                 initializer: Callable[..., None] | None = None, initargs: tuple = ()) -> Iterator[R]:
+    """Yield fn(task) for each task, in order; with workers > 1 in a process pool (fn must be picklable).
+    initializer(*initargs) runs once in every process that runs fn (this one when workers <= 1), to load what fn
+    needs there instead of relying on what a forked worker inherits."""
     if workers <= 1:
+        if initializer is not None:
+            initializer(*initargs)
         for task in tasks:
             yield fn(task)
         return
-    with multiprocessing.get_context("fork").Pool(workers, initializer=_worker_signals, maxtasksperchild=None) as pool:
+    with multiprocessing.get_context("fork").Pool(workers, initializer=_start_worker, initargs=(initializer, initargs),
+                                                  maxtasksperchild=None) as pool:
         yield from pool.imap(fn, tasks, chunksize=1)
+
+
+def _start_worker(initializer: Callable[..., None] | None, initargs: tuple) -> None:
+    _worker_signals()
+    if initializer is not None:
+        initializer(*initargs)
 
 
 def _worker_signals() -> None:

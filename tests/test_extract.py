@@ -35,26 +35,26 @@ def multistream(tmp_path_factory, pages) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory, multistream) -> tuple[dict, list[dict], bytes]:
+def reference(tmp_path_factory, multistream, run_extract) -> tuple[dict, list[dict], bytes]:
     return run_extract(tmp_path_factory.mktemp("ref"), *multistream)
 
 
-def run_extract(tmp: Path, dump: Path, index: Path | None = None, workers: int = 1, **config):
-    """Run the stage on a download/ directory made by hand; returns (counts, articles, bytes of all parts)."""
-    download = tmp / "download"
-    download.mkdir()
-    (download / dump.name).symlink_to(dump)
-    if index:
-        (download / index.name).symlink_to(index)
-    (download / "dump.json").write_text(json.dumps({"dump": dump.name, "index": index.name if index else None}))
-    out = tmp / "extract"
-    out.mkdir()
-    ctx = StageContext(lang="hu", lang_dir=tmp, out_dir=out, inputs={"download": download}, cache_dir=tmp / "cache",
-                       workers=workers, quiet=True, log=logging.getLogger("test"))
-    counts = extract.run(extract.ExtractConfig(**{**HU, **config}), ctx)
-    parts = sorted(out.glob("part-*.jsonl"))
-    data = b"".join(p.read_bytes() for p in parts)
-    return counts, [json.loads(line) for line in data.decode("utf-8").splitlines()], data
+@pytest.fixture(scope="session")
+def run_extract(run_stage_function):
+    def run_extract(tmp: Path, dump: Path, index: Path | None = None, workers: int = 1, **config):
+        """Run the stage on a download/ directory made by hand; returns (counts, articles, bytes of all parts)."""
+        download = tmp / "download"
+        download.mkdir()
+        (download / dump.name).symlink_to(dump)
+        if index:
+            (download / index.name).symlink_to(index)
+        (download / "dump.json").write_text(json.dumps({"dump": dump.name, "index": index.name if index else None}))
+        out, counts = run_stage_function(extract.run, extract.ExtractConfig(**{**HU, **config}), tmp,
+                                         {"download": download}, "extract", workers)
+        parts = sorted(out.glob("part-*.jsonl"))
+        data = b"".join(p.read_bytes() for p in parts)
+        return counts, [json.loads(line) for line in data.decode("utf-8").splitlines()], data
+    return run_extract
 
 
 def kept(pages) -> list[str]:
@@ -112,7 +112,7 @@ def test_templates_expand_from_the_template_namespace(pages, reference):
         assert "Lakosság ||" not in text[title]  # the infobox is a table: dropped
 
 
-def test_templates_defined_after_the_articles_still_expand(tmp_path, pages):
+def test_templates_defined_after_the_articles_still_expand(tmp_path, pages, run_extract):
     last = [p for p in pages if p.kind != "template"] + [p for p in pages if p.kind == "template"]
     dump, index = tmp_path / "late-multistream.xml.bz2", tmp_path / "late-multistream-index.txt.bz2"
     sample.write_multistream(last, dump, index, pages_per_stream=10)
@@ -123,7 +123,7 @@ def test_templates_defined_after_the_articles_still_expand(tmp_path, pages):
         assert f"lakossága {population} fő." in text[title]
 
 
-def test_without_template_expansion_templates_are_dropped(tmp_path, multistream):
+def test_without_template_expansion_templates_are_dropped(tmp_path, multistream, run_extract):
     counts, articles, _ = run_extract(tmp_path, *multistream, expand_templates=False)
     assert "templates" not in counts or counts["templates"] == 0
     assert not any(" fő." in a["text"] or "körülbelül" in a["text"] for a in articles)
@@ -131,7 +131,7 @@ def test_without_template_expansion_templates_are_dropped(tmp_path, multistream)
 
 
 @pytest.mark.parametrize("layout", ["bz2", "xml", "utf-16"])
-def test_every_layout_gives_the_same_articles(tmp_path, pages, reference, layout):
+def test_every_layout_gives_the_same_articles(tmp_path, pages, reference, layout, run_extract):
     path = tmp_path / {"bz2": "dump.xml.bz2", "xml": "dump.xml", "utf-16": "dump16.xml"}[layout]
     if layout == "bz2":
         sample.write_bz2(pages, path)
@@ -144,7 +144,7 @@ def test_every_layout_gives_the_same_articles(tmp_path, pages, reference, layout
     assert counts == reference[0]
 
 
-def test_output_does_not_depend_on_workers(tmp_path, multistream, pages, monkeypatch):
+def test_output_does_not_depend_on_workers(tmp_path, multistream, pages, monkeypatch, run_extract):
     runs = []
     for workers in (1, 2):
         (tmp_path / f"w{workers}").mkdir()
@@ -187,7 +187,7 @@ def test_truncated_multistream_names_file_and_stream_offset(tmp_path, pages):
     assert (lang_dir / ".state" / "extract.failed").exists()
 
 
-def test_dump_shorter_than_its_index(tmp_path, multistream):
+def test_dump_shorter_than_its_index(tmp_path, multistream, run_extract):
     dump, index = multistream
     cut = tmp_path / dump.name
     cut.write_bytes(dump.read_bytes()[:len(dump.read_bytes()) // 2])
@@ -196,7 +196,7 @@ def test_dump_shorter_than_its_index(tmp_path, multistream):
 
 
 @pytest.mark.parametrize("layout", ["bz2", "xml"])
-def test_truncated_sequential_dump(tmp_path, pages, layout):
+def test_truncated_sequential_dump(tmp_path, pages, layout, run_extract):
     path = tmp_path / f"dump.{'xml.bz2' if layout == 'bz2' else 'xml'}"
     (sample.write_bz2 if layout == "bz2" else sample.write_xml)(pages, path)
     path.write_bytes(path.read_bytes()[:path.stat().st_size * 2 // 3])
@@ -206,7 +206,7 @@ def test_truncated_sequential_dump(tmp_path, pages, layout):
         run_extract(tmp_path, path)
 
 
-def test_missing_closing_tag_is_a_truncated_dump(tmp_path, pages):
+def test_missing_closing_tag_is_a_truncated_dump(tmp_path, pages, run_extract):
     path = tmp_path / "dump.xml"
     sample.write_xml(pages, path)
     path.write_text(path.read_text(encoding="utf-8").replace(sample.CLOSING, ""), encoding="utf-8")
@@ -214,7 +214,7 @@ def test_missing_closing_tag_is_a_truncated_dump(tmp_path, pages):
         run_extract(tmp_path, path)
 
 
-def test_corrupt_stream_and_foreign_index(tmp_path, pages, multistream):
+def test_corrupt_stream_and_foreign_index(tmp_path, pages, multistream, run_extract):
     dump, index = multistream
     data = bytearray(dump.read_bytes())
     offsets = sorted({int(line.split(":")[0]) for line in bz2.decompress(index.read_bytes()).decode().splitlines()})
@@ -233,7 +233,7 @@ def test_corrupt_stream_and_foreign_index(tmp_path, pages, multistream):
         run_extract(other, dump, other / "o-index.txt.bz2")
 
 
-def test_bad_namespace_names_the_file(tmp_path, pages):
+def test_bad_namespace_names_the_file(tmp_path, pages, run_extract):
     path = tmp_path / "dump.xml"
     sample.write_xml(pages[:5], path)
     text = path.read_text(encoding="utf-8")
@@ -242,21 +242,21 @@ def test_bad_namespace_names_the_file(tmp_path, pages):
         run_extract(tmp_path, path)
 
 
-def test_not_a_dump(tmp_path):
+def test_not_a_dump(tmp_path, run_extract):
     path = tmp_path / "notes.xml"
     path.write_text("<notes>\n  <page>\n    <title>x</title>\n  </page>\n</notes>\n", encoding="utf-8")
     with pytest.raises(PipelineError, match=r"notes.xml: .*no <siteinfo>"):
         run_extract(tmp_path, path)
 
 
-def test_no_articles_is_an_error(tmp_path, pages):
+def test_no_articles_is_an_error(tmp_path, pages, run_extract):
     path = tmp_path / "talk.xml"
     sample.write_xml([dataclasses.replace(p, ns=1) for p in pages[:20]], path)
     with pytest.raises(PipelineError, match=r"no articles found \(20 pages"):
         run_extract(tmp_path, path)
 
 
-def test_redirect_and_disambiguation_markers(tmp_path):
+def test_redirect_and_disambiguation_markers(tmp_path, run_extract):
     texts = {
         "Egy": ("'''Egy''' jelentései: [[Egy (szám)]]. {{Egyért}}", "disambiguation"),
         "Kettő": ("'''Kettő''' lehet több dolog is.\n{{ egyért | szám }}", "disambiguation"),
@@ -273,7 +273,7 @@ def test_redirect_and_disambiguation_markers(tmp_path):
     assert counts["skipped"] == {"namespace": 0, "redirect": 2, "disambiguation": 3, "empty": 0}
 
 
-def test_articles_per_part_must_be_positive(tmp_path, multistream):
+def test_articles_per_part_must_be_positive(tmp_path, multistream, run_extract):
     from core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="articles_per_part"):

@@ -114,7 +114,7 @@ def test_read_only_work_dir_even_a_finished_one(tmp_path, dump):
             p.chmod(0o555)
     try:
         result = pipeline(*args, cwd=tmp_path)
-        status = pipeline("status", "--lang", "hu", "--workdir", work, cwd=tmp_path)
+        status = pipeline("status", "--lang", "hu", "--workdir", work, "--dump", dump, cwd=tmp_path)
     finally:
         if os.geteuid() == 0:
             subprocess.run(["umount", "-l", str(work)], check=False)
@@ -142,7 +142,7 @@ def test_full_disk_as_a_file_size_limit(tmp_path, dump):
     assert "File too large" in line and "stage extract stopped" in line and str(work / "hu") in line
     lang_dir = work / "hu"
     assert not (lang_dir / "extract").exists() and leftovers(lang_dir) == []
-    assert pipeline("run", "--lang", "hu", "--workdir", work, "--to", "extract", "--quiet",
+    assert pipeline("run", "--lang", "hu", "--workdir", work, "--dump", dump, "--to", "extract", "--quiet",
                     cwd=tmp_path).returncode == 0
 
 

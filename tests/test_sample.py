@@ -87,7 +87,7 @@ def test_year_suffix_follows_the_spoken_number(year, form):
     assert year_inessive(year) == form
 
 
-def test_extracted_articles_pass_the_hungarian_filter_rules(tmp_path, dump):
+def test_extracted_articles_pass_the_hungarian_filter_rules(tmp_path, dump, run_stage_function):
     """What the demo's filter stage needs: Hungarian by py3langid, enough words and sentences, low ratios."""
     import py3langid
 
@@ -96,10 +96,9 @@ def test_extracted_articles_pass_the_hungarian_filter_rules(tmp_path, dump):
     for name in (sample.DUMP_NAME, sample.INDEX_NAME):
         (download / name).symlink_to(dump.parent / name)
     (download / "dump.json").write_text(json.dumps({"dump": sample.DUMP_NAME, "index": sample.INDEX_NAME}))
-    (tmp_path / "extract").mkdir()
-    ctx = StageContext(lang="hu", lang_dir=tmp_path, out_dir=tmp_path / "extract", inputs={"download": download},
-                       cache_dir=tmp_path / "cache", quiet=True, log=logging.getLogger("test"))
-    extract.run(extract.ExtractConfig(redirect_words=["ÁTIRÁNYÍTÁS"], disambiguation_templates=["egyért"]), ctx)
+    run_stage_function(extract.run, extract.ExtractConfig(redirect_words=["ÁTIRÁNYÍTÁS"],
+                                                          disambiguation_templates=["egyért"]),
+                       tmp_path, {"download": download}, "extract")
     kinds = {p.title: p.kind for p in sample.generate_pages(150, 1)}
     articles = [json.loads(line) for line in (tmp_path / "extract/part-00000.jsonl").read_text("utf-8").splitlines()]
     langs = collections.Counter()

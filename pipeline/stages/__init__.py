@@ -12,7 +12,6 @@ from typing import Any, Callable
 @dataclasses.dataclass(frozen=True)
 class StageContext:
     lang: str
-    lang_dir: Path  # <workdir>/<lang>
     out_dir: Path  # temporary directory; renamed into place by the runner when run() returns
     inputs: dict[str, Path]  # upstream stage name -> its completed directory
     cache_dir: Path  # survives failed attempts (e.g. partial downloads); <workdir>/<lang>/.cache/<stage>

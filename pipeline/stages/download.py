@@ -36,9 +36,8 @@ import urllib.request
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from core.errors import ConfigError
-from core.errors import PipelineError
-from core.fileio import file_fingerprint, remove_tree, write_json
+from core.errors import ConfigError, PipelineError
+from core.fileio import file_fingerprint, read_json, remove_tree, write_json
 from core.log import progress
 from pipeline.stages import Stage, StageContext
 
@@ -244,7 +243,7 @@ class _RangeNotSatisfiable(Exception):
 
 
 @dataclasses.dataclass
-class _Transfer:
+class _PartDownload:
     """One file being downloaded into `part`; `written` counts the bytes in `part` received by this run."""
     remote: RemoteFile
     part: Path
@@ -262,15 +261,14 @@ class _Transfer:
         self.origin_path.unlink(missing_ok=True)
         self.written = 0
 
-    def if_range(self) -> str | None:
-        """The validator the .part was started with; a .part from another URL (or of unknown origin) restarts."""
-        try:
-            origin = json.loads(self.origin_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            origin = {}
-        if self.size() and origin.get("url") != self.remote.url:
+    def discard_part_of_another_url(self) -> None:
+        """Restart when the .part was started from another URL (or its origin is unknown)."""
+        if self.size() and self._origin().get("url") != self.remote.url:
             self.restart()
-        return origin.get("if_range") if self.size() else None
+
+    def resume_validator(self) -> str | None:
+        """The ETag or Last-Modified the .part was started with (the If-Range of a resumed request)."""
+        return self._origin().get("if_range") if self.size() else None
 
     def remember_origin(self, response: http.client.HTTPResponse) -> None:
         etag = response.headers.get("ETag")
@@ -281,10 +279,11 @@ class _Transfer:
 
     def announced_size(self) -> int | None:
         """The Content-Length of the whole file, as the server announced it when the .part was started."""
-        try:
-            return json.loads(self.origin_path.read_text(encoding="utf-8")).get("size")
-        except (OSError, ValueError, AttributeError):
-            return None
+        return self._origin().get("size")
+
+    def _origin(self) -> dict:
+        origin = read_json(self.origin_path, default={})
+        return origin if isinstance(origin, dict) else {}
 
 
 class HttpClient:
@@ -301,7 +300,7 @@ class HttpClient:
     def fetch(self, remote: RemoteFile, part: Path) -> bool:
         """Download `remote` into `part`, continuing what an earlier attempt left there, and verify it.
         False when the file is optional and the server does not have it."""
-        transfer = _Transfer(remote, part)
+        transfer = _PartDownload(remote, part)
         part.parent.mkdir(parents=True, exist_ok=True)
         if remote.size is not None and transfer.size() > remote.size:
             transfer.restart()
@@ -359,8 +358,9 @@ class HttpClient:
             except NETWORK_ERRORS as e:
                 raise _Transient(_error_text(e)) from None
 
-    def _download_attempt(self, transfer: _Transfer) -> None:
-        if_range = transfer.if_range()
+    def _download_attempt(self, transfer: _PartDownload) -> None:
+        transfer.discard_part_of_another_url()
+        if_range = transfer.resume_validator()
         offset = transfer.size()
         try:
             response = self._open(transfer.remote.url, offset, if_range)
@@ -381,7 +381,7 @@ class HttpClient:
                 transfer.remember_origin(response)
             self._receive(response, transfer, _expected_total(response, offset, transfer.remote))
 
-    def _receive(self, response: http.client.HTTPResponse, transfer: _Transfer, total: int | None) -> None:
+    def _receive(self, response: http.client.HTTPResponse, transfer: _PartDownload, total: int | None) -> None:
         offset, received = transfer.size(), 0
         with open(transfer.part, "ab") as f, \
                 progress(total, transfer.remote.name, "B", self.quiet, initial=offset) as bar:

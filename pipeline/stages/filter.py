@@ -80,15 +80,16 @@ class FilterConfig:
 def run(config: FilterConfig, ctx: StageContext) -> dict:
     parts = list_parts(ctx.inputs["sentences"], ".txt")
     language = config.language or ctx.lang
-    check_language, language_note = _language_check(config, language, ctx)  # loads the model: workers inherit it
-    _char_flags()
+    check_language, language_note = _language_check(config, language, ctx)
 
     tasks = [(path, config, language, check_language) for path in parts]
     part_codes, seen = [], np.empty(0, dtype=np.uint64)
     documents = np.zeros(len(REASONS) + 1, dtype=np.int64)
     sentences = np.zeros(len(REASONS) + 1, dtype=np.int64)
     with progress(sum(p.stat().st_size for p in parts), "filter: checking", unit="B", quiet=ctx.quiet) as bar:
-        for path, (codes, sentence_counts, hashes) in zip(parts, imap_ordered(_check_part, tasks, ctx.workers)):
+        for path, (codes, sentence_counts, hashes) in zip(parts, imap_ordered(_check_part, tasks, ctx.workers,
+                                                          initializer=_load_models,
+                                                          initargs=(config.langid if check_language else None,))):
             if config.dedup:
                 seen = _mark_duplicates(codes, hashes, seen)
             documents += np.bincount(codes, minlength=len(REASONS) + 1)
@@ -236,6 +237,13 @@ def _identifier(name: str):
             return None
 
     return identify, frozenset(factory.get_lang_list())
+
+
+def _load_models(langid: str | None) -> None:
+    """Pool initializer: the character table and the language identifier, loaded once per worker process."""
+    _char_flags()
+    if langid is not None:
+        _identifier(langid)
 
 
 @functools.cache

@@ -204,7 +204,7 @@ def run_standalone(config: Hdf5Config, inputs: Path, vocab: Path, out: Path, low
         tmp = out.with_name(out.name + ".tmp")
         remove_tree(tmp)
         tmp.mkdir(parents=True)
-        ctx = StageContext(lang="", lang_dir=scratch, out_dir=tmp, inputs={"shard": shard_dir, "vocab": vocab_dir},
+        ctx = StageContext(lang="", out_dir=tmp, inputs={"shard": shard_dir, "vocab": vocab_dir},
                            cache_dir=scratch / "cache", workers=workers, quiet=quiet,
                            log=log or logging.getLogger(LOGGER_NAME))
         try:
