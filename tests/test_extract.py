@@ -5,7 +5,6 @@ import bz2
 import collections
 import dataclasses
 import json
-import logging
 import re
 from pathlib import Path
 
@@ -15,7 +14,6 @@ from pipeline import sample
 from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
 from core.errors import PipelineError
 from pipeline.runner import read_manifest, run_stages
-from pipeline.stages import StageContext
 from pipeline.stages import extract
 
 HU = dict(redirect_words=["ÁTIRÁNYÍTÁS", "REDIRECT"], disambiguation_templates=["egyért"])
@@ -125,7 +123,7 @@ def test_templates_defined_after_the_articles_still_expand(tmp_path, pages, run_
 
 def test_without_template_expansion_templates_are_dropped(tmp_path, multistream, run_extract):
     counts, articles, _ = run_extract(tmp_path, *multistream, expand_templates=False)
-    assert "templates" not in counts or counts["templates"] == 0
+    assert counts["templates"] == 0
     assert not any(" fő." in a["text"] or "körülbelül" in a["text"] for a in articles)
     assert any("lakossága." in a["text"] for a in articles)
 
@@ -229,8 +227,17 @@ def test_corrupt_stream_and_foreign_index(tmp_path, pages, multistream, run_extr
     other.mkdir()
     sample.write_multistream(sample.generate_pages(90, seed=4), other / "o.xml.bz2", other / "o-index.txt.bz2",
                              pages_per_stream=10)
-    with pytest.raises(PipelineError, match=r"does the index belong to this dump\?|bz2 stream|index lists"):
+    with pytest.raises(PipelineError, match=rf"{dump.name}: bz2 stream at byte [\d,]+ is cut short \(ends at byte"):
         run_extract(other, dump, other / "o-index.txt.bz2")
+
+    lines = bz2.decompress(index.read_bytes()).decode().splitlines(keepends=True)
+    short = tmp_path / "short" / index.name  # the right offsets, but a page of the fourth stream left out
+    short.parent.mkdir()
+    fourth = [i for i, line in enumerate(lines) if int(line.split(":")[0]) == offsets[3]]
+    short.write_bytes(bz2.compress("".join(lines[:fourth[0]] + lines[fourth[0] + 1:]).encode()))
+    with pytest.raises(PipelineError, match=rf"{dump.name}: stream at byte {offsets[3]:,}: holds {len(fourth)} pages "
+                                            rf"but the index lists {len(fourth) - 1}: does the index belong"):
+        run_extract(short.parent, dump, short)
 
 
 def test_bad_namespace_names_the_file(tmp_path, pages, run_extract):

@@ -12,7 +12,6 @@ from pipeline.config import load_pipeline_config
 from core.errors import PipelineError
 from pipeline.fileio import iter_documents, write_document
 from pipeline.runner import run_stage
-from pipeline.stages import StageContext
 from pipeline.stages.filter import REASONS, DocumentChecker, FilterConfig, run
 
 HU = "abcdefghijklmnopqrstuvwxyzáéíóöúüőű"

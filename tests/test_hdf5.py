@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import logging
 import random
 from pathlib import Path
 
@@ -18,10 +17,9 @@ from core.errors import ConfigError
 from core.config import build_dataclass
 from core.errors import PipelineError
 from pipeline.instances import InstancePlan, MaskingVocab, TokenizedDocuments, _truncate, make_instances, plan_instances
-from pipeline.stages import StageContext
 from pipeline.stages.hdf5 import STAGE, Hdf5Config, Variant, tokenize_documents, variant_dir_name
 from pipeline.verify import verify_path
-from core.wordpiece import read_vocab, special_token_ids, wordpiece_tokenizer
+from core.wordpiece import special_token_ids, wordpiece_tokenizer
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -227,7 +225,8 @@ def test_nvidia_layout_and_determinism_across_workers(tmp_path, run_hdf5_stage, 
     config = Hdf5Config(variants=[Variant(64, 10), Variant(128, 20)], dupe_factor=2)
     one = run_hdf5_stage(tmp_path, shard, vocab_file, config, workers=1, out_name="one")
     two = run_hdf5_stage(tmp_path, shard, vocab_file, config, workers=2, out_name="two")
-    other_seed = run_hdf5_stage(tmp_path, shard, vocab_file, dataclasses.replace(config, random_seed=1), out_name="seed")
+    other_seed = run_hdf5_stage(tmp_path, shard, vocab_file, dataclasses.replace(config, random_seed=1),
+                                out_name="seed")
 
     def digests(root: Path) -> dict[str, str]:
         return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()

@@ -105,7 +105,8 @@ def test_hungarian_accents_survive(tmp_path, corpus, method, run_vocab):
 
 
 @pytest.mark.parametrize("method,lowercase", [("sentencepiece", False), ("tokenizers", False), ("tokenizers", True)])
-def test_transformers_loads_the_directory_and_tokenizes_like_the_pipeline(tmp_path, corpus, method, lowercase, run_vocab):
+def test_transformers_loads_the_directory_and_tokenizes_like_the_pipeline(tmp_path, corpus, method, lowercase,
+                                                                          run_vocab):
     transformers = pytest.importorskip("transformers")
     out, _ = run_vocab(tmp_path, corpus, method=method, lowercase=lowercase, strip_accents=lowercase, **SMALL[method])
     hf = transformers.BertTokenizerFast.from_pretrained(str(out))
