@@ -120,6 +120,10 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
     user_ds = _read_json(deepspeed_config) if deepspeed_config else {}
     if not isinstance(user_ds, dict):
         raise ConfigError(f"{deepspeed_config}: expected a JSON object")
+    stage = user_ds.get("zero_optimization", {}).get("stage", config.zero_stage)
+    if stage == 3 and config.optimizer in ("lamb", "lans"):
+        raise ConfigError(f"zero_stage 3: {config.optimizer} needs whole tensors for its trust ratios and ZeRO-3 "
+                          f"does not give them; use zero_stage 1 or 2 (same per-tensor ratios) or adamw")
     forbidden = [k for k in USER_DS_FORBIDDEN if k in user_ds]
     if forbidden:
         raise ConfigError(f"{deepspeed_config}: {forbidden[0]} is set by wiki2bert (global_batch, micro_batch, "
@@ -151,6 +155,7 @@ def train(run: Run) -> int:
                                                       run.init["tag"]))
         log.info("phase 2 starts from %s, step %d", run.init["phase_dir"], run.init["step"])
     from pretrain.optimizers import build_optimizer
+    from pretrain.zero_partitions import use_tensor_trust_ratios
 
     optimizer = build_optimizer(model, c.optimizer, lr=c.lr, weight_decay=c.weight_decay, betas=tuple(c.betas),
                                 eps=c.eps)
@@ -160,10 +165,8 @@ def train(run: Run) -> int:
     ds_config = deepspeed_config(run, zero_stage)
     if rank == 0:
         _write_run_files(run, ds_config, model, zero_stage)
-    if zero_stage and c.optimizer in ("lamb", "lans"):
-        log.warning("ZeRO stage %d flattens the parameters: %s's trust ratios are per partition, not per tensor",
-                    zero_stage, c.optimizer)
     engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
+    use_tensor_trust_ratios(engine)  # under ZeRO 1/2: LAMB/LANS learn where each tensor lies in their partitions
 
     step, data_state, rng = 0, None, None
     if run.resume is not None:

@@ -11,9 +11,10 @@ a multistream dump by its index, and keeps disambiguation pages and text-only re
 - single-stream `.bz2` or plain `.xml` (UTF-8 or UTF-16): read sequentially; batches of pages go to the workers.
 Cheap checks run before the expensive cleaning: namespace 0 only, no redirects (the `<redirect>` element or a
 localized `#REDIRECT` text), no disambiguation pages (per-language templates, `__DISAMBIG__`); pages that clean to
-nothing are counted as empty. Templates live in shared memory (wikiextractor's `template_blob`), so a worker's memory
-does not grow with the template namespace. Output is in dump order, parts of `articles_per_part` articles, so the
-bytes do not depend on the number of workers.
+nothing are counted as empty. Templates live in files mapped into memory (wikiextractor's `template_blob` layout, in
+the stage's scratch directory: pipeline/template_files.py), so a worker's memory does not grow with the template
+namespace and a killed run leaves no shared-memory segment behind. Output is in dump order, parts of
+`articles_per_part` articles, so the bytes do not depend on the number of workers.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from core.log import progress
 from pipeline.dump import TEMPLATE_NS, DumpFile, RawPage, SiteInfo, Stream, read_stream
 from pipeline.fileio import part_name
 from pipeline.parallel import imap_ordered
+from pipeline.template_files import MappedTemplates, write_templates
 from pipeline.stages import Stage, StageContext
 
 PAGES_PER_BATCH = 200  # sequential dumps: pages per worker task
@@ -61,7 +63,7 @@ class _WorkerSettings:
     path: str
     encoding: str
     site: SiteInfo
-    templates: tuple | None  # shared-memory names of the compacted templates; None: do not expand
+    templates: tuple | None  # the mapped template files (template_files.write_templates); None: do not expand
     template_redirects: tuple | None
     redirect_re: str
     disambiguation_re: str
@@ -89,8 +91,8 @@ def run(config: ExtractConfig, ctx: StageContext) -> dict:
         if config.expand_templates:
             templates, redirects, counts["templates"] = _collect_templates(dump_file, redirect_re, ctx.workers,
                                                                            ctx.quiet)
-            _, template_names = stack.enter_context(template_blob.compact_blobs(*templates.finish()))
-            _, redirect_names = stack.enter_context(template_blob.compact_blobs(*redirects.finish()))
+            template_names = write_templates(templates, ctx.scratch(), "templates")
+            redirect_names = write_templates(redirects, ctx.scratch(), "template_redirects")
         stack.callback(_release_templates)
         settings = _WorkerSettings(path=str(dump), encoding=dump_file.encoding, site=site, templates=template_names,
                                    template_redirects=redirect_names,
@@ -278,16 +280,16 @@ class _FrozenClock(MagicWords):
             self.values[name] = value
 
 
-_ATTACHED: dict[tuple, template_blob.CompactedTemplates] = {}
+_ATTACHED: dict[tuple, MappedTemplates] = {}
 
 
 def _attached(names: tuple | None):
-    """This process's view of the shared templates, attached once per process."""
+    """This process's view of the mapped templates, mapped once per process."""
     if names is None:
         return None
     if names not in _ATTACHED:
-        _ATTACHED[names] = template_blob.attach(names)
-    return _ATTACHED[names]
+        _ATTACHED[names] = MappedTemplates(names)
+    return _ATTACHED[names].templates
 
 
 def _release_templates() -> None:

@@ -23,7 +23,6 @@ import dataclasses
 import io
 import itertools
 import re
-import tempfile
 import unicodedata
 from pathlib import Path
 from typing import Iterable, Iterator, Literal
@@ -187,20 +186,19 @@ def _train_sentencepiece(config: VocabConfig, corpus: _Corpus, ctx: StageContext
     model = io.BytesIO()
     spm.set_random_generator_seed(config.seed)
     ctx.log.info("vocab: training sentencepiece BPE, %d pieces", config.vocab_size)
-    with tempfile.TemporaryDirectory(prefix="wiki2bert-vocab-") as tmp:
-        rules = Path(tmp) / "bert_basic_tokenization.tsv"
-        rules.write_text(bert_normalization_rules(config.lowercase, config.strip_accents), encoding="utf-8")
-        try:
-            spm.SentencePieceTrainer.train(
-                sentence_iterator=sentences(), model_writer=model, model_type="bpe", vocab_size=config.vocab_size,
-                character_coverage=config.character_coverage, input_sentence_size=config.input_sentence_size,
-                shuffle_input_sentence=config.shuffle_input_sentence, normalization_rule_tsv=str(rules),
-                max_sentence_length=SENTENCEPIECE_MAX_SENTENCE_BYTES, num_threads=ctx.workers, minloglevel=2)
-        except RuntimeError as e:
-            if failure:
-                raise failure[0] from None
-            corpus.check_not_empty()
-            raise _sentencepiece_error(str(e), config, corpus.parts[0].parent) from None
+    rules = ctx.scratch() / "bert_basic_tokenization.tsv"  # the runner removes it, also after a kill
+    rules.write_text(bert_normalization_rules(config.lowercase, config.strip_accents), encoding="utf-8")
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=sentences(), model_writer=model, model_type="bpe", vocab_size=config.vocab_size,
+            character_coverage=config.character_coverage, input_sentence_size=config.input_sentence_size,
+            shuffle_input_sentence=config.shuffle_input_sentence, normalization_rule_tsv=str(rules),
+            max_sentence_length=SENTENCEPIECE_MAX_SENTENCE_BYTES, num_threads=ctx.workers, minloglevel=2)
+    except RuntimeError as e:
+        if failure:
+            raise failure[0] from None
+        corpus.check_not_empty()
+        raise _sentencepiece_error(str(e), config, corpus.parts[0].parent) from None
     if corpus.too_long:
         ctx.log.warning("vocab: sentencepiece skipped %d sentences longer than %d bytes (is sentence splitting "
                         "working for this language?)", corpus.too_long, SENTENCEPIECE_MAX_SENTENCE_BYTES)
