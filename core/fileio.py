@@ -1,5 +1,6 @@
-"""Files shared by both halves: crash-safe writes (a temporary path renamed into place), JSON reading with a one-line
-error, hashing."""
+"""File helpers both halves use: crash-safe writes, JSON reads with a one-line error, hashing.
+
+Writes go to a temporary path renamed into place."""
 from __future__ import annotations
 
 import contextlib

@@ -1,6 +1,7 @@
 """`pipeline` command line: run, stage, status (and the commands other modules register here)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Optional
 
@@ -78,6 +79,21 @@ def status(lang: str = LangOpt, dump: Optional[str] = DumpOpt, workdir: Path = W
     if corrupt:
         raise PipelineError(f"{len(corrupt)} stage(s) changed since they finished: {'; '.join(corrupt.values())}; "
                             "`pipeline run --verify` runs them again")
+
+
+@app.command("config")
+def show_config(lang: str = LangOpt, dump: Optional[str] = DumpOpt, set_: Optional[list[str]] = SetOpt,
+                config: Optional[Path] = ConfigOpt) -> None:
+    """Print every parameter's effective value for these flags (as `run` would use it) and what it means."""
+    from core.config import config_to_dict
+    from pipeline.config import field_descriptions
+
+    pcfg = load_pipeline_config(config or default_config_path(), lang, set_ or [], _dump_values(dump))
+    for name in pcfg.stage_order:
+        stage_config = pcfg.stage_configs[name]
+        descriptions = field_descriptions(type(stage_config))
+        for key, value in config_to_dict(stage_config).items():
+            typer.echo(f"{name}.{key}: {json.dumps(value, ensure_ascii=False)}  # {descriptions[key]}")
 
 
 @app.command()

@@ -1,5 +1,7 @@
-"""The stage interface. Each stage module defines `STAGE = Stage(...)`: a config dataclass and a
-function run(config, ctx) -> counts that fills ctx.out_dir from the directories in ctx.inputs."""
+"""The stage interface: what a stage module defines and what the runner gives it.
+
+Each stage module defines `STAGE = Stage(...)`: a config dataclass and a function run(config, ctx) -> counts that
+fills ctx.out_dir from the directories in ctx.inputs."""
 from __future__ import annotations
 
 import dataclasses

@@ -59,13 +59,14 @@ class Variant:
 
 @dataclasses.dataclass(frozen=True)
 class Hdf5Config:
+    # one output directory per variant; NVIDIA's phase 1 and phase 2 settings
     variants: list[Variant] = dataclasses.field(default_factory=lambda: [Variant(128, 20), Variant(512, 80)])
-    masked_lm_prob: float = 0.15
-    dupe_factor: int = 5
-    short_seq_prob: float = 0.1
-    random_seed: int = 12345
-    whole_word_masking: bool = False
-    gzip_level: int = 1
+    masked_lm_prob: float = 0.15  # share of tokens to predict (up to max_predictions_per_seq)
+    dupe_factor: int = 5  # rounds over the data, each with other masks and sentence pairs
+    short_seq_prob: float = 0.1  # share of (document, round) pairs that aim at a random shorter length
+    random_seed: int = 12345  # with the shard's name and the variant, seeds each file's random stream
+    whole_word_masking: bool = False  # mask all ## pieces of a word together
+    gzip_level: int = 1  # HDF5 gzip level (with the shuffle filter): higher levels write smaller files, more slowly
 
     def __post_init__(self):
         if not self.variants:
