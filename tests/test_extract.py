@@ -13,6 +13,7 @@ import pytest
 from pipeline import sample
 from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
 from core.errors import PipelineError
+from pipeline.dump import DumpFile
 from pipeline.runner import read_manifest, run_stages
 from pipeline.stages import extract
 
@@ -212,6 +213,27 @@ def test_missing_closing_tag_is_a_truncated_dump(tmp_path, pages, run_extract):
         run_extract(tmp_path, path)
 
 
+@pytest.mark.parametrize("layout", ["multistream", "bz2", "xml"])
+@pytest.mark.parametrize("fault, message", [
+    ("</text>", r"page '.+' \(id {id}\): raw markup inside <text> \('<sha1>.*malformed XML"),
+    ("  </page>\n", r"page '.+' \(id {id}\) has no </page> before the next <page>: malformed XML"),
+])
+def test_malformed_xml_names_the_page_and_where(tmp_path, pages, monkeypatch, layout, fault, message, run_extract):
+    """A page missing </text> used to swallow the next page into its text, one missing </page> dropped a page."""
+    broken = next(p for p in pages[12:] if p.text and p.ns == 0)
+    page_xml = sample.page_xml
+    monkeypatch.setattr(sample, "page_xml", lambda p: page_xml(p).replace(fault, "", 1) if p is broken else page_xml(p))
+    path = tmp_path / {"multistream": "d-multistream.xml.bz2", "bz2": "d.xml.bz2", "xml": "d.xml"}[layout]
+    index = tmp_path / "d-multistream-index.txt.bz2" if layout == "multistream" else None
+    if index:
+        sample.write_multistream(pages, path, index, pages_per_stream=10)
+    else:
+        (sample.write_bz2 if layout == "bz2" else sample.write_xml)(pages, path)
+    where = r"stream at byte [\d,]+" if index else r"near (compressed )?byte [\d,]+"
+    with pytest.raises(PipelineError, match=rf"{path.name}: {where}: {message.format(id=broken.id)}"):
+        run_extract(tmp_path, path, index)
+
+
 def test_corrupt_stream_and_foreign_index(tmp_path, pages, multistream, run_extract):
     dump, index = multistream
     data = bytearray(dump.read_bytes())
@@ -238,6 +260,22 @@ def test_corrupt_stream_and_foreign_index(tmp_path, pages, multistream, run_extr
     with pytest.raises(PipelineError, match=rf"{dump.name}: stream at byte {offsets[3]:,}: holds {len(fourth)} pages "
                                             rf"but the index lists {len(fourth) - 1}: does the index belong"):
         run_extract(short.parent, dump, short)
+
+
+def test_damaged_bz2_is_reported_as_damage_not_as_bad_text(tmp_path, pages):
+    """bzip2 checks a block's CRC after handing out its bytes, so damage often first shows as undecodable text."""
+    path = tmp_path / "d.xml.bz2"
+    sample.write_bz2(pages, path)
+    good = path.read_bytes()
+    messages = []
+    for position in range(300, len(good) - 100, len(good) // 25):
+        damaged = bytearray(good)
+        damaged[position] ^= 0x40
+        path.write_bytes(bytes(damaged))
+        with pytest.raises(PipelineError) as e:
+            list(DumpFile(path, None).pages())
+        messages.append(str(e.value))
+    assert all("corrupt" in m and "utf-8" not in m and str(path) in m for m in messages), messages
 
 
 def test_bad_namespace_names_the_file(tmp_path, pages, run_extract):
