@@ -23,7 +23,6 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
-import itertools
 import json
 import logging
 import os
@@ -38,16 +37,15 @@ from tokenizers import Tokenizer
 from core.errors import ConfigError
 from core.errors import PipelineError
 from core.fileio import remove_tree, write_json
-from pipeline.fileio import iter_documents
 from pipeline.instances import DATASETS, MaskingVocab, TokenizedDocuments, make_instances, plan_instances
 from core.log import LOGGER_NAME, progress
+from pipeline.tokenize import tokenize_documents
 from pipeline.stages import Stage, StageContext
 from core.wordpiece import load_tokenizer, read_vocab, special_token_ids
 
 SPLITS = ("training", "test")
 CHUNK_BYTES = 1 << 20  # HDF5 chunk of input_ids: fits h5py's default 1 MiB chunk cache
 CHUNKS_PER_BLOCK = 4  # instances are built and written this many chunks at a time
-TOKENIZE_BATCH_SENTENCES = 8192
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,13 +56,14 @@ class Variant:
 
 @dataclasses.dataclass(frozen=True)
 class Hdf5Config:
+    # one output directory per variant; NVIDIA's phase 1 and phase 2 settings
     variants: list[Variant] = dataclasses.field(default_factory=lambda: [Variant(128, 20), Variant(512, 80)])
-    masked_lm_prob: float = 0.15
-    dupe_factor: int = 5
-    short_seq_prob: float = 0.1
-    random_seed: int = 12345
-    whole_word_masking: bool = False
-    gzip_level: int = 1
+    masked_lm_prob: float = 0.15  # share of tokens to predict (up to max_predictions_per_seq)
+    dupe_factor: int = 5  # rounds over the data, each with other masks and sentence pairs
+    short_seq_prob: float = 0.1  # share of (document, round) pairs that aim at a random shorter length
+    random_seed: int = 12345  # with the shard's name and the variant, seeds each file's random stream
+    whole_word_masking: bool = False  # mask all ## pieces of a word together
+    gzip_level: int = 1  # HDF5 gzip level (with the shuffle filter): higher levels write smaller files, more slowly
 
     def __post_init__(self):
         if not self.variants:
@@ -203,7 +202,7 @@ def run_standalone(config: Hdf5Config, inputs: Path, vocab: Path, out: Path, low
         tmp = out.with_name(out.name + ".tmp")
         remove_tree(tmp)
         tmp.mkdir(parents=True)
-        ctx = StageContext(lang="", lang_dir=scratch, out_dir=tmp, inputs={"shard": shard_dir, "vocab": vocab_dir},
+        ctx = StageContext(lang="", out_dir=tmp, inputs={"shard": shard_dir, "vocab": vocab_dir},
                            cache_dir=scratch / "cache", workers=workers, quiet=quiet,
                            log=log or logging.getLogger(LOGGER_NAME))
         try:
@@ -299,45 +298,6 @@ def _one_tokenizer_thread():
             del os.environ["TOKENIZERS_PARALLELISM"]
         else:
             os.environ["TOKENIZERS_PARALLELISM"] = previous
-
-
-def tokenize_documents(path: Path, tokenizer: Tokenizer, special_ids: dict[str, int]) -> TokenizedDocuments:
-    """A document-text file as flat ids; sentences without tokens and documents without sentences are
-    dropped, and special tokens spelled out in the text ("[SEP]") become [UNK]. Ids are kept as uint16 when
-    the vocabulary allows (BERT vocabularies are ~30k): half the memory and cache disk of int32."""
-    special = np.array([i for t, i in special_ids.items() if t != "[UNK]"], dtype=np.int32)
-    id_dtype = np.uint16 if tokenizer.get_vocab_size(with_added_tokens=True) <= 1 << 16 else np.int32
-    id_parts, sentence_lengths, doc_sizes = [], [], []
-    batch: list[str] = []
-    batch_doc_sizes: list[int] = []
-
-    def encode_batch():
-        encodings = tokenizer.encode_batch(batch, add_special_tokens=False)
-        ids = [e.ids for e in encodings]
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lengths.sum()))
-        flat[np.isin(flat, special)] = special_ids["[UNK]"]
-        kept = np.add.reduceat((lengths > 0).astype(np.int64), np.cumsum([0] + batch_doc_sizes[:-1]))
-        id_parts.append(flat.astype(id_dtype))
-        sentence_lengths.append(lengths[lengths > 0])
-        doc_sizes.append(kept[kept > 0])
-        batch.clear()
-        batch_doc_sizes.clear()
-
-    for doc in iter_documents(path):
-        batch.extend(doc)
-        batch_doc_sizes.append(len(doc))
-        if len(batch) >= TOKENIZE_BATCH_SENTENCES:
-            encode_batch()
-    if batch:
-        encode_batch()
-    ids = np.concatenate(id_parts) if id_parts else np.zeros(0, id_dtype)
-    return TokenizedDocuments(ids, _offsets(sentence_lengths), _offsets(doc_sizes))
-
-
-def _offsets(length_parts: list[np.ndarray]) -> np.ndarray:
-    lengths = np.concatenate(length_parts) if length_parts else np.zeros(0, np.int64)
-    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
 
 def _write_instances(task: _InstancesTask) -> dict:
