@@ -58,8 +58,8 @@ class VocabConfig:
     unused_tokens: int = 100  # [unused0].. after [PAD], room for tokens added when fine-tuning
     character_coverage: float = 0.9999  # sentencepiece: share of characters the vocabulary must cover
     # sentencepiece: sentences it samples (seeded) and holds in memory, 0 = all: the stage's memory is ~85 MiB plus
-    # ~3.4x the sampled text (150 B per 44-byte sentence, bench/vocab_memory.py), so 10M Wikipedia sentences
-    # (~130 B each) would take about 4.5 GB (extrapolated), whatever the corpus size
+    # ~4x the sampled text (~170 B per 44-byte sentence, bench/vocab_memory.py), so 10M Wikipedia sentences
+    # (~130 B each) would take about 5 GB (extrapolated), whatever the corpus size
     input_sentence_size: int = 10_000_000
     shuffle_input_sentence: bool = True  # sentencepiece: sample at random (seeded), not the first ones
     seed: int = 12345  # sentencepiece's random seed (sampling, shuffling)
