@@ -17,7 +17,8 @@ from core.errors import ConfigError
 from core.config import build_dataclass
 from core.errors import PipelineError
 from pipeline.instances import InstancePlan, MaskingVocab, TokenizedDocuments, _truncate, make_instances, plan_instances
-from pipeline.stages.hdf5 import STAGE, Hdf5Config, Variant, tokenize_documents, variant_dir_name
+from pipeline.stages.hdf5 import STAGE, Hdf5Config, Variant, variant_dir_name
+from pipeline.tokenize import tokenize_documents
 from pipeline.verify import verify_path
 from core.wordpiece import special_token_ids, wordpiece_tokenizer
 

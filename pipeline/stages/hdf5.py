@@ -24,7 +24,6 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
-import itertools
 import json
 import logging
 import os
@@ -39,17 +38,16 @@ from tokenizers import Tokenizer
 from core.errors import ConfigError
 from core.errors import PipelineError
 from core.fileio import remove_tree, write_json
-from pipeline.fileio import iter_documents
 from core.hdf5_format import MASKED_LM_POSITIONS, create_datasets, used_positions
 from pipeline.instances import MaskingVocab, TokenizedDocuments, make_instances, plan_instances
 from core.log import LOGGER_NAME, progress
+from pipeline.tokenize import tokenize_documents
 from pipeline.stages import Stage, StageContext
 from core.wordpiece import copy_tokenizer_files, load_tokenizer, read_vocab, special_token_ids, write_tokenizer_files
 
 SPLITS = ("training", "test")
 CHUNK_BYTES = 1 << 20  # HDF5 chunk of input_ids: fits h5py's default 1 MiB chunk cache
 CHUNKS_PER_BLOCK = 4  # instances are built and written this many chunks at a time
-TOKENIZE_BATCH_SENTENCES = 8192
 
 
 @dataclasses.dataclass(frozen=True)
@@ -302,45 +300,6 @@ def _one_tokenizer_thread():
             del os.environ["TOKENIZERS_PARALLELISM"]
         else:
             os.environ["TOKENIZERS_PARALLELISM"] = previous
-
-
-def tokenize_documents(path: Path, tokenizer: Tokenizer, special_ids: dict[str, int]) -> TokenizedDocuments:
-    """A document-text file as flat ids; sentences without tokens and documents without sentences are
-    dropped, and special tokens spelled out in the text ("[SEP]") become [UNK]. Ids are kept as uint16 when
-    the vocabulary allows (BERT vocabularies are ~30k): half the memory and cache disk of int32."""
-    special = np.array([i for t, i in special_ids.items() if t != "[UNK]"], dtype=np.int32)
-    id_dtype = np.uint16 if tokenizer.get_vocab_size(with_added_tokens=True) <= 1 << 16 else np.int32
-    id_parts, sentence_lengths, doc_sizes = [], [], []
-    batch: list[str] = []
-    batch_doc_sizes: list[int] = []
-
-    def encode_batch():
-        encodings = tokenizer.encode_batch(batch, add_special_tokens=False)
-        ids = [e.ids for e in encodings]
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lengths.sum()))
-        flat[np.isin(flat, special)] = special_ids["[UNK]"]
-        kept = np.add.reduceat((lengths > 0).astype(np.int64), np.cumsum([0] + batch_doc_sizes[:-1]))
-        id_parts.append(flat.astype(id_dtype))
-        sentence_lengths.append(lengths[lengths > 0])
-        doc_sizes.append(kept[kept > 0])
-        batch.clear()
-        batch_doc_sizes.clear()
-
-    for doc in iter_documents(path):
-        batch.extend(doc)
-        batch_doc_sizes.append(len(doc))
-        if len(batch) >= TOKENIZE_BATCH_SENTENCES:
-            encode_batch()
-    if batch:
-        encode_batch()
-    ids = np.concatenate(id_parts) if id_parts else np.zeros(0, id_dtype)
-    return TokenizedDocuments(ids, _offsets(sentence_lengths), _offsets(doc_sizes))
-
-
-def _offsets(length_parts: list[np.ndarray]) -> np.ndarray:
-    lengths = np.concatenate(length_parts) if length_parts else np.zeros(0, np.int64)
-    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
 
 def _write_instances(task: _InstancesTask) -> dict:
