@@ -41,19 +41,24 @@ def iter_jsonl(path: Path) -> Iterator[dict]:
 def iter_documents(path: Path) -> Iterator[list[str]]:
     """Documents of a sentence-per-line file: runs of non-empty lines separated by blank lines."""
     doc: list[str] = []
+    for _, _, line in _stripped_lines(path):
+        if line:
+            doc.append(line)
+        elif doc:
+            yield doc
+            doc = []
+    if doc:
+        yield doc
+
+
+def _stripped_lines(path: Path) -> Iterator[tuple[int, bytes, str]]:
+    """(line number, raw bytes, stripped text) of each line; PipelineError naming the line if not UTF-8."""
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f, 1):
             try:
-                line = raw.decode("utf-8").strip()
+                yield line_no, raw, raw.decode("utf-8").strip()
             except UnicodeDecodeError as e:
                 raise PipelineError(f"{path}: line {line_no}: not UTF-8 (byte {e.start} of the line)") from None
-            if line:
-                doc.append(line)
-            elif doc:
-                yield doc
-                doc = []
-    if doc:
-        yield doc
 
 
 def write_document(f: IO[str], sentences: Iterable[str]) -> None:
@@ -74,22 +79,17 @@ class TextShape:
 def text_shape(path: Path, long_line_bytes: int) -> TextShape:
     """One streaming pass: sentences, documents and over-long lines; PipelineError naming the line if not UTF-8."""
     shape, in_document = TextShape(), False
-    with open(path, "rb") as f:
-        for line_no, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8").strip()
-            except UnicodeDecodeError as e:
-                raise PipelineError(f"{path}: line {line_no}: not UTF-8 (byte {e.start} of the line)") from None
-            if not line:
-                in_document = False
-                continue
-            shape.lines += 1
-            shape.documents += not in_document
-            in_document = True
-            if len(raw) > long_line_bytes:
-                shape.long_lines += 1
-            if len(raw) > shape.longest:
-                shape.longest, shape.longest_at = len(raw), line_no
+    for line_no, raw, line in _stripped_lines(path):
+        if not line:
+            in_document = False
+            continue
+        shape.lines += 1
+        shape.documents += not in_document
+        in_document = True
+        if len(raw) > long_line_bytes:
+            shape.long_lines += 1
+        if len(raw) > shape.longest:
+            shape.longest, shape.longest_at = len(raw), line_no
     return shape
 
 
