@@ -1,6 +1,7 @@
 """`pipeline` command line: run, stage, status (and the commands other modules register here)."""
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Optional
@@ -12,6 +13,7 @@ from pipeline.config import default_config_path, load_pipeline_config
 from core.errors import run_cli
 from core.fileio import write_json
 from core.log import setup_logging
+from pipeline.parallel import LocalExecutor
 from pipeline.workdir import exit_nonzero_after_signal, lock_work_dir
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -25,6 +27,10 @@ SetOpt = typer.Option(None, "--set", help="Override a parameter: STAGE.KEY=VALUE
 WorkersOpt = typer.Option(1, "--workers", min=1, help="Worker processes for parallel stages")
 ForceOpt = typer.Option(False, "--force", help="Re-run stages even when their outputs are up to date")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bars; only warnings and errors on stderr")
+ExecutorOpt = typer.Option("local", "--executor", help="Where parallel stages run: local (a process pool of "
+                           "--workers) or dask (Dask distributed, docs/cluster.md)")
+SchedulerOpt = typer.Option(None, "--scheduler", help="--executor dask: a running scheduler (tcp://HOST:PORT); "
+                            "default: a LocalCluster of --workers processes")
 VerifyOpt = typer.Option(False, "--verify", help="Check every finished stage's files against the sha256 in its "
                          "manifest (reads them all); a stage whose bytes changed counts as stale")
 
@@ -34,30 +40,37 @@ def run(lang: str = LangOpt, dump: Optional[str] = DumpOpt, workdir: Path = Work
         from_stage: Optional[str] = typer.Option(None, "--from", help="First stage to run"),
         to_stage: Optional[str] = typer.Option(None, "--to", help="Last stage to run"),
         set_: Optional[list[str]] = SetOpt, workers: int = WorkersOpt, force: bool = ForceOpt,
-        quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt, verify: bool = VerifyOpt) -> None:
+        quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt, verify: bool = VerifyOpt,
+        executor: str = ExecutorOpt, scheduler: Optional[str] = SchedulerOpt) -> None:
     """Run the stages of stages.yaml in order, skipping those already done."""
     from pipeline.runner import run_stages
 
+    workdir = _executor_workdir(executor, scheduler, workdir)
     pcfg, lang_dir, log = _prepare(lang, dump, workdir, set_, quiet, config)
     order = pcfg.stage_order
     start = _index(order, from_stage, "--from") if from_stage else 0
     end = _index(order, to_stage, "--to") if to_stage else len(order) - 1
     if start > end:
         raise ConfigError(f"--from {from_stage} comes after --to {to_stage} in {pcfg.path}")
-    run_stages(pcfg, lang_dir, order[start:end + 1], workers=workers, force=force, quiet=quiet, log=log, verify=verify)
+    with _open_executor(executor, scheduler, workers, lang_dir) as ex:
+        run_stages(pcfg, lang_dir, order[start:end + 1], workers=workers, force=force, quiet=quiet, log=log,
+                   verify=verify, executor=ex)
 
 
 @app.command()
 def stage(name: str = typer.Argument(..., help="Stage to run"), lang: str = LangOpt, dump: Optional[str] = DumpOpt,
           workdir: Path = WorkdirOpt, set_: Optional[list[str]] = SetOpt, workers: int = WorkersOpt,
           force: bool = ForceOpt, quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt,
-          verify: bool = VerifyOpt) -> None:
+          verify: bool = VerifyOpt, executor: str = ExecutorOpt, scheduler: Optional[str] = SchedulerOpt) -> None:
     """Run one stage (its inputs must be done)."""
     from pipeline.runner import run_stages
 
+    workdir = _executor_workdir(executor, scheduler, workdir)
     pcfg, lang_dir, log = _prepare(lang, dump, workdir, set_, quiet, config)
     _index(pcfg.stage_order, name, "stage")
-    run_stages(pcfg, lang_dir, [name], workers=workers, force=force, quiet=quiet, log=log, verify=verify)
+    with _open_executor(executor, scheduler, workers, lang_dir) as ex:
+        run_stages(pcfg, lang_dir, [name], workers=workers, force=force, quiet=quiet, log=log, verify=verify,
+                   executor=ex)
 
 
 @app.command()
@@ -149,6 +162,26 @@ def _prepare(lang, dump, workdir, overrides, quiet, config):
     _last_overrides_path(lang_dir).parent.mkdir(parents=True, exist_ok=True)
     write_json(_last_overrides_path(lang_dir), overrides or [])
     return pcfg, lang_dir, log
+
+
+def _executor_workdir(executor: str, scheduler: str | None, workdir: Path) -> Path:
+    """Check --executor/--scheduler; Dask workers get absolute paths (their working directory is not ours)."""
+    if executor not in ("local", "dask"):
+        raise ConfigError(f"--executor {executor}: unknown executor (local or dask)")
+    if scheduler is not None and executor != "dask":
+        raise ConfigError("--scheduler: only with --executor dask")
+    return workdir.resolve() if executor == "dask" else workdir
+
+
+@contextlib.contextmanager
+def _open_executor(executor: str, scheduler: str | None, workers: int, lang_dir: Path):
+    if executor == "local":
+        yield LocalExecutor(workers)
+        return
+    from pipeline.dask_executor import dask_executor
+
+    with dask_executor(scheduler, workers, lang_dir) as ex:
+        yield ex
 
 
 def _last_overrides_path(lang_dir: Path) -> Path:

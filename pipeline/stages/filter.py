@@ -47,7 +47,6 @@ from core.errors import PipelineError
 from core.fileio import atomic_write, write_json
 from pipeline.fileio import iter_documents, list_parts, write_document
 from core.log import progress
-from pipeline.parallel import imap_ordered
 from pipeline.stages import Stage, StageContext
 
 REASONS = ("avg_words", "min_sentences", "max_sentences", "min_tokens", "max_tokens", "no_word_ratio", "punct_ratio",
@@ -88,7 +87,7 @@ def run(config: FilterConfig, ctx: StageContext) -> dict:
     documents = np.zeros(len(REASONS) + 1, dtype=np.int64)
     sentences = np.zeros(len(REASONS) + 1, dtype=np.int64)
     with progress(sum(p.stat().st_size for p in parts), "filter: checking", unit="B", quiet=ctx.quiet) as bar:
-        for path, (codes, sentence_counts, hashes) in zip(parts, imap_ordered(_check_part, tasks, ctx.workers)):
+        for path, (codes, sentence_counts, hashes) in zip(parts, ctx.executor.map(_check_part, tasks)):
             if config.dedup:
                 seen = _mark_duplicates(codes, hashes, seen)
             documents += np.bincount(codes, minlength=len(REASONS) + 1)
@@ -106,7 +105,7 @@ def run(config: FilterConfig, ctx: StageContext) -> dict:
     examples: dict[int, list[str]] = {}
     tasks = [(path, codes, ctx.out_dir, config.examples) for path, codes in zip(parts, part_codes)]
     with progress(len(parts), "filter: writing", unit="part", quiet=ctx.quiet) as bar:
-        for part_examples in imap_ordered(_write_part, tasks, ctx.workers):
+        for part_examples in ctx.executor.map(_write_part, tasks):
             for code, titles in part_examples.items():
                 examples.setdefault(code, []).extend(titles[:config.examples - len(examples.get(code, []))])
             bar.update(1)

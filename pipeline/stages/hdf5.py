@@ -41,7 +41,6 @@ from core.fileio import remove_tree, write_json
 from pipeline.fileio import iter_documents
 from pipeline.instances import DATASETS, MaskingVocab, TokenizedDocuments, make_instances, plan_instances
 from core.log import LOGGER_NAME, progress
-from pipeline.parallel import imap_ordered
 from pipeline.stages import Stage, StageContext
 from core.wordpiece import load_tokenizer, read_vocab, special_token_ids
 
@@ -163,7 +162,7 @@ def _tokenize_shards(shards: list[tuple[str, Path]], tokenizer: Tokenizer, speci
     totals = {"shards": len(shards), "documents": 0, "sentences": 0, "input_tokens": 0}
     sizes = [path.stat().st_size for _, path in shards]
     with progress(sum(sizes), "hdf5: tokenize", "B", quiet=ctx.quiet) as bar:
-        for size, counts in zip(sizes, imap_ordered(_tokenize_shard, tasks, ctx.workers)):
+        for size, counts in zip(sizes, ctx.executor.map(_tokenize_shard, tasks)):
             for key, value in counts.items():
                 totals[key] += value
             bar.update(size)
@@ -183,7 +182,7 @@ def _write_instance_files(config: Hdf5Config, shards: list[tuple[str, Path]], to
             sizes.append(path.stat().st_size)
     per_file = {}
     with progress(sum(sizes), "hdf5: instances", "B", quiet=ctx.quiet) as bar:
-        for task, size, counts in zip(tasks, sizes, imap_ordered(_write_instances, tasks, ctx.workers)):
+        for task, size, counts in zip(tasks, sizes, ctx.executor.map(_write_instances, tasks)):
             per_file[task.out_file] = counts
             bar.update(size)
     return per_file

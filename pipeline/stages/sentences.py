@@ -18,7 +18,6 @@ from core.errors import PipelineError
 from core.fileio import atomic_write
 from pipeline.fileio import iter_jsonl, list_parts, write_document
 from core.log import progress
-from pipeline.parallel import imap_ordered
 from pipeline.stages import Stage, StageContext
 from pipeline.text import check_quntoken, make_splitter, normalize_paragraph, split_paragraphs
 
@@ -44,7 +43,7 @@ def run(config: SentencesConfig, ctx: StageContext) -> dict:
     tasks = [(path, ctx.out_dir, config.splitter, language, tuple(config.extra_abbreviations)) for path in parts]
     totals = {"articles": 0, "documents": 0, "sentences": 0, "empty_articles": 0}
     with progress(sum(p.stat().st_size for p in parts), "sentences", unit="B", quiet=ctx.quiet) as bar:
-        for counts in imap_ordered(_split_part, tasks, ctx.workers):
+        for counts in ctx.executor.map(_split_part, tasks):
             for key in totals:
                 totals[key] += counts[key]
             bar.update(counts["bytes"])
