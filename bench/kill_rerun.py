@@ -5,7 +5,8 @@
 First one clean run (its duration sets the range of kill times), then --trials trials, each in a fresh work dir:
 `pipeline run` is sent SIGKILL, SIGTERM or SIGINT (chosen at random) after a random share of the clean run's
 duration, to the main process alone or to its whole process group (as a terminal's Ctrl-C or a cgroup kill do);
-in a third of the trials the first re-run is killed too; then the same command runs to the end. Printed: the trials
+in a third of the trials the first re-run is killed too; then the same command runs to the end (a run that finishes
+before its signal is not a trial: another is drawn). Printed: the trials
 by signal and by the stage that was running, re-runs that did not exit 0, stages whose output files differ from
 the clean run's (sha256 of every file, manifests aside), and what a killed run left behind after the re-run: `.tmp`,
 `.scratch` and `.old` directories, files in the stage caches, files in the trial's private TMPDIR, /dev/shm segments
@@ -131,15 +132,20 @@ def main() -> None:
 
     by_signal, by_stage = collections.Counter(), collections.Counter()
     failed_reruns, differing, left, exit0_after_signal = [], [], [], []
-    for trial in range(args.trials):
+    trial = finished_first = 0
+    while trial < args.trials:
         work = scratch / f"trial-{trial:02d}"
         lang_dir = work / "hu"
         env, cmd = environment(work), command(args.dump, work, args.workers)
         shm_before = _shared_memory()
         signum, group = rng.choice(SIGNALS), rng.random() < 0.5
-        stage, code = kill_after(cmd, env, rng.uniform(0.02, 0.95) * clean_s, signum, group, lang_dir)
+        stage, code = kill_after(cmd, env, rng.uniform(0.02, 0.9) * clean_s, signum, group, lang_dir)
+        if stage == "done":  # the run was faster than the clean one (the machine is shared): not a kill, draw again
+            finished_first += 1
+            shutil.rmtree(work)
+            continue
         note = f"{signal.Signals(signum).name}{' (group)' if group else ''} in {stage}"
-        if stage != "done" and code == 0:
+        if code == 0:
             exit0_after_signal.append(f"trial {trial}: {note}")
         if rng.random() < 1 / 3:  # kill the first re-run too
             signum2 = rng.choice(SIGNALS)
@@ -160,9 +166,10 @@ def main() -> None:
         print(f"trial {trial:2d}: {note}: re-run exit {rerun.returncode}, {len(diff)} stages differ, "
               f"{len(found)} leftovers", flush=True)
         shutil.rmtree(work)
+        trial += 1
 
     print(f"\ntrials: {args.trials} (dump {args.dump.name}, --workers {args.workers}, seed {args.seed}; "
-          f"clean run {clean_s:.1f} s)")
+          f"clean run {clean_s:.1f} s; {finished_first} more runs finished before their signal and were drawn again)")
     print("signals: " + ", ".join(f"{k} {v}" for k, v in sorted(by_signal.items())))
     print("killed in stage: " + ", ".join(f"{k} {v}" for k, v in sorted(by_stage.items())))
     for title, items in (("re-runs not exiting 0", failed_reruns), ("exit 0 after a stop signal", exit0_after_signal),
