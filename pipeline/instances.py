@@ -11,10 +11,7 @@ The algorithm is the one of Google's `create_pretraining_data.py`, in two steps:
    `min(max_predictions_per_seq, max(1, round(len * masked_lm_prob)))` tokens, each replaced by
    `[MASK]` 80%, kept 10%, a random vocabulary token 10%.
 
-NVIDIA's arrays (N instances, L = max_seq_length, P = max_predictions_per_seq): input_ids int32 [N, L] padded
-with 0, input_mask int8 [N, L], segment_ids int8 [N, L], masked_lm_positions int32 [N, P] (sorted) and
-masked_lm_ids int32 [N, P], zero-padded (readers stop at the first 0 position, 0 being [CLS]), and
-next_sentence_labels int8 [N] (1 = B is the random sentence).
+The arrays are NVIDIA's six datasets, as core/hdf5_format.py defines them.
 
 Planning first costs ~40 bytes per instance, so a whole shard's instances can be shuffled (as Google does)
 and then built and written in small blocks: memory does not grow with shard size times `dupe_factor`.
@@ -34,8 +31,8 @@ from typing import Iterator
 
 import numpy as np
 
-DATASETS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-            "next_sentence_labels")
+from core.hdf5_format import (DTYPES, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS, NEXT_SENTENCE_LABELS,
+                              SEGMENT_IDS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,7 +147,7 @@ def make_instances(ids: np.ndarray, plan: InstancePlan, max_seq_length: int, max
     candidates[rows, length - 1] = False
     source = np.where(in_b, (b_start - sep[:, 0] - 1)[:, None], (a_start - 1)[:, None])
     source += pos
-    tokens = ids.take(source, mode="clip").astype(np.int32)
+    tokens = ids.take(source, mode="clip").astype(DTYPES[INPUT_IDS])
     tokens *= candidates
     tokens[:, 0] = vocab.cls_id
     tokens[rows, sep[:, 0]] = vocab.sep_id
@@ -172,17 +169,17 @@ def make_instances(ids: np.ndarray, plan: InstancePlan, max_seq_length: int, max
     flat_tokens[flat] = np.where(draw < 0.8, vocab.mask_id, np.where(draw < 0.9, labels, random_tokens))
     counts = np.bincount(sel_rows, minlength=n)
     slot = np.arange(len(flat)) - np.repeat(np.cumsum(counts) - counts, counts)
-    masked_positions = np.zeros((n, max_predictions_per_seq), dtype=np.int32)
-    masked_ids = np.zeros((n, max_predictions_per_seq), dtype=np.int32)
+    masked_positions = np.zeros((n, max_predictions_per_seq), dtype=DTYPES[MASKED_LM_POSITIONS])
+    masked_ids = np.zeros((n, max_predictions_per_seq), dtype=DTYPES[MASKED_LM_IDS])
     masked_positions[sel_rows, slot] = sel_pos
     masked_ids[sel_rows, slot] = labels
     return {
-        "input_ids": tokens,
-        "input_mask": in_sequence.view(np.int8),
-        "segment_ids": in_b.view(np.int8),
-        "masked_lm_positions": masked_positions,
-        "masked_lm_ids": masked_ids,
-        "next_sentence_labels": plan.random_next.astype(np.int8),
+        INPUT_IDS: tokens,
+        INPUT_MASK: in_sequence.view(DTYPES[INPUT_MASK]),
+        SEGMENT_IDS: in_b.view(DTYPES[SEGMENT_IDS]),
+        MASKED_LM_POSITIONS: masked_positions,
+        MASKED_LM_IDS: masked_ids,
+        NEXT_SENTENCE_LABELS: plan.random_next.astype(DTYPES[NEXT_SENTENCE_LABELS]),
     }
 
 

@@ -3,10 +3,11 @@
 Output: `hdf5/<variant>/training/<shard>.hdf5` and `hdf5/<variant>/test/<shard>.hdf5`, where <variant> spells
 out the parameters as NVIDIA's directories do (`hdf5_lower_case_0_seq_len_128_max_pred_20_masked_lm_prob_0.15_
 random_seed_12345_dupe_factor_5`; lower_case is read from the tokenizer's normalizer). Each file holds NVIDIA's
-six datasets (see pipeline/instances.py), chunked (~1 MiB of input_ids per chunk) and gzip-compressed with
-HDF5's shuffle filter, which any HDF5 reader decodes. Each variant directory also gets `vocab.txt` (a copy of
-the vocabulary the ids index; `pipeline verify` and the pretraining runner read it) and `variant.json` (the
-parameters, the vocabulary size, the special-token ids and the instances per file).
+six datasets (see core/hdf5_format.py), chunked (~1 MiB of input_ids per chunk) and gzip-compressed with
+HDF5's shuffle filter, which any HDF5 reader decodes. Each variant directory is self-contained: it also gets
+`vocab.txt` and the tokenizer files (copies of the vocabulary the ids index and of its tokenizer;
+`pipeline verify` and the pretraining runner read them from there) and `variant.json` (the parameters, the
+vocabulary size, the special-token ids and the instances per file).
 
 Two parallel passes over the shards, so that each shard is tokenized once for all variants:
 1. tokenize: each shard into a flat id array + sentence and document offsets, as `.npy` files in the stage's
@@ -43,12 +44,13 @@ from tokenizers import Tokenizer
 from core.errors import ConfigError
 from core.errors import PipelineError
 from core.fileio import remove_tree, sha256_file, write_json
+from core.hdf5_format import MASKED_LM_POSITIONS, create_datasets, used_positions
 from pipeline.finished_files import FinishedFiles, file_key
-from pipeline.instances import DATASETS, MaskingVocab, TokenizedDocuments, make_instances, plan_instances
+from pipeline.instances import MaskingVocab, TokenizedDocuments, make_instances, plan_instances
 from core.log import LOGGER_NAME, progress
 from pipeline.tokenize import tokenize_documents
 from pipeline.stages import Stage, StageContext
-from core.wordpiece import load_tokenizer, read_vocab, special_token_ids
+from core.wordpiece import copy_tokenizer_files, load_tokenizer, read_vocab, special_token_ids, write_tokenizer_files
 
 SPLITS = ("training", "test")
 CHUNK_BYTES = 1 << 20  # HDF5 chunk of input_ids: fits h5py's default 1 MiB chunk cache
@@ -158,7 +160,7 @@ def run(config: Hdf5Config, ctx: StageContext) -> dict:
 
     variants = {}
     for variant, variant_dir in variant_dirs.items():
-        shutil.copyfile(vocab_dir / "vocab.txt", variant_dir / "vocab.txt")
+        copy_tokenizer_files(vocab_dir, variant_dir)
         files = {relative.split("/", 1)[1]: c for relative, c in per_file.items()
                  if relative.startswith(variant_dir.name + "/")}
         summary = _variant_summary(files)
@@ -271,11 +273,11 @@ def _standalone_vocab(vocab: Path, vocab_dir: Path, lowercase: bool | None, stri
         return vocab
     vocab_file = vocab / "vocab.txt" if vocab.is_dir() else vocab
     lowercase = bool(lowercase)
-    tokenizer = load_tokenizer(vocab_file, lowercase=lowercase,
-                               strip_accents=lowercase if strip_accents is None else strip_accents)
+    vocab = read_vocab(vocab_file)
     vocab_dir.mkdir(parents=True)
     shutil.copyfile(vocab_file, vocab_dir / "vocab.txt")
-    tokenizer.save(str(vocab_dir / "tokenizer.json"))
+    write_tokenizer_files(vocab_dir, vocab, lowercase=lowercase,
+                          strip_accents=lowercase if strip_accents is None else strip_accents)
     return vocab_dir
 
 
@@ -352,21 +354,14 @@ def _write_instances(task: _InstancesTask) -> dict:
     out_file.parent.mkdir(parents=True, exist_ok=True)
     partial = out_file.with_name(out_file.name + ".tmp")
     with h5py.File(partial, "w") as f:
-        datasets = {}
-        for name in DATASETS:
-            width = {"next_sentence_labels": (), "masked_lm_positions": (preds,), "masked_lm_ids": (preds,)}.get(
-                name, (seq,))
-            dtype = np.int32 if name in ("input_ids", "masked_lm_positions", "masked_lm_ids") else np.int8
-            datasets[name] = f.create_dataset(name, shape=(len(plan), *width), maxshape=(None, *width),
-                                              chunks=(chunk_rows, *width), dtype=dtype, compression="gzip",
-                                              compression_opts=config.gzip_level, shuffle=True,
-                                              track_times=False)
+        datasets = create_datasets(f, len(plan), seq, preds, chunk_rows, compression="gzip",
+                                   compression_opts=config.gzip_level, shuffle=True, track_times=False)
         for start in range(0, len(plan), block_rows):
             block = make_instances(docs.ids, plan.take(order[start:start + block_rows]), seq, preds,
                                    config.masked_lm_prob, task.vocab, config.whole_word_masking, rng)
             for name, values in block.items():
                 datasets[name][start:start + len(values)] = values
-            masked += int(np.count_nonzero(block["masked_lm_positions"]))
+            masked += int(np.count_nonzero(used_positions(block[MASKED_LM_POSITIONS])))
     partial.rename(out_file)
     counts = {"instances": len(plan), "random_next": int(plan.random_next.sum()), "masked_tokens": masked,
               "short_targets": plan.short_targets, "document_rounds": plan.document_rounds, "shard": task.shard_counts}
