@@ -8,10 +8,8 @@ from typing import Optional
 
 import typer
 
-from core.errors import ConfigError, PipelineError
+from core.errors import ConfigError, PipelineError, run_cli
 from pipeline.config import default_config_path, load_pipeline_config
-from core.errors import run_cli
-from core.fileio import write_json
 from core.log import setup_logging
 from pipeline.parallel import LocalExecutor
 from pipeline.workdir import exit_nonzero_after_signal, lock_work_dir
@@ -74,17 +72,15 @@ def stage(name: str = typer.Argument(..., help="Stage to run"), lang: str = Lang
 
 
 @app.command()
-def status(lang: str = LangOpt, workdir: Path = WorkdirOpt,
-           set_: Optional[list[str]] = typer.Option(None, "--set", help="Judge against these overrides "
-                                                    "(default: the --set of the last run or stage command)"),
-           config: Optional[Path] = ConfigOpt, verify: bool = VerifyOpt) -> None:
-    """Print each stage's state (done / stale / missing / failed), outputs, key counts and duration;
-    with --verify, exit 1 when a finished stage's files no longer match their sha256."""
+def status(lang: str = LangOpt, dump: Optional[str] = DumpOpt, workdir: Path = WorkdirOpt,
+           set_: Optional[list[str]] = SetOpt, config: Optional[Path] = ConfigOpt, verify: bool = VerifyOpt) -> None:
+    """Print each stage's state (done / stale / missing / failed) against the config that the same --dump, --set
+    and --config would run, with outputs, key counts and duration; with --verify, exit 1 when a finished stage's
+    files no longer match their sha256."""
     from pipeline.runner import corrupt_stages, status_rows
 
     lang_dir = workdir / lang
-    overrides = set_ if set_ is not None else _last_overrides(lang_dir)
-    pcfg = load_pipeline_config(config or default_config_path(), lang, overrides, _dump_values(None, lang_dir))
+    pcfg = load_pipeline_config(config or default_config_path(), lang, set_ or [], _dump_values(dump))
     corrupt = corrupt_stages(lang_dir, pcfg.stage_order) if verify else {}
     rows = status_rows(pcfg, lang_dir, corrupt)
     columns = ["stage", "state", "outputs", "counts", "duration"]
@@ -96,6 +92,21 @@ def status(lang: str = LangOpt, workdir: Path = WorkdirOpt,
     if corrupt:
         raise PipelineError(f"{len(corrupt)} stage(s) changed since they finished: {'; '.join(corrupt.values())}; "
                             "`pipeline run --verify` runs them again")
+
+
+@app.command("config")
+def show_config(lang: str = LangOpt, dump: Optional[str] = DumpOpt, set_: Optional[list[str]] = SetOpt,
+                config: Optional[Path] = ConfigOpt) -> None:
+    """Print every parameter's effective value for these flags (as `run` would use it) and what it means."""
+    from core.config import config_to_dict
+    from pipeline.config import field_descriptions
+
+    pcfg = load_pipeline_config(config or default_config_path(), lang, set_ or [], _dump_values(dump))
+    for name in pcfg.stage_order:
+        stage_config = pcfg.stage_configs[name]
+        descriptions = field_descriptions(type(stage_config))
+        for key, value in config_to_dict(stage_config).items():
+            typer.echo(f"{name}.{key}: {json.dumps(value, ensure_ascii=False)}  # {descriptions[key]}")
 
 
 @app.command()
@@ -156,11 +167,9 @@ def sample_dump(out_dir: Path = typer.Argument(..., help="Directory for the dump
 
 def _prepare(lang, dump, workdir, overrides, quiet, config):
     lang_dir = workdir / lang
-    pcfg = load_pipeline_config(config or default_config_path(), lang, overrides or [], _dump_values(dump, lang_dir))
+    pcfg = load_pipeline_config(config or default_config_path(), lang, overrides or [], _dump_values(dump))
     lock_work_dir(lang_dir)
     log = setup_logging(lang_dir / "pipeline.log", quiet=quiet)
-    _last_overrides_path(lang_dir).parent.mkdir(parents=True, exist_ok=True)
-    write_json(_last_overrides_path(lang_dir), overrides or [])
     return pcfg, lang_dir, log
 
 
@@ -184,25 +193,10 @@ def _open_executor(executor: str, scheduler: str | None, workers: int, lang_dir:
         yield ex
 
 
-def _last_overrides_path(lang_dir: Path) -> Path:
-    return lang_dir / ".state" / "last_overrides.json"
-
-
-def _last_overrides(lang_dir: Path) -> list[str]:
-    try:
-        return json.loads(_last_overrides_path(lang_dir).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-
-
-def _dump_values(dump: str | None, lang_dir: Path) -> dict | None:
-    """--dump, or else the dump the last completed download used, so later commands need not repeat it."""
-    from pipeline.runner import read_manifest
-
-    if dump is None:
-        manifest = read_manifest(lang_dir / "download") or {}
-        dump = manifest.get("config", {}).get("source")
-    elif "://" not in dump:  # a local path: the same file whatever directory later commands run in
+def _dump_values(dump: str | None) -> dict | None:
+    """download.source from --dump (a local path made absolute: the same file whatever directory later commands
+    run in); without --dump the download stage resolves the dump from Wikimedia."""
+    if dump is not None and "://" not in dump:
         dump = str(Path(dump).resolve())
     return {"download": {"source": dump}} if dump else None
 

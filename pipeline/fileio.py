@@ -52,7 +52,7 @@ def iter_documents(path: Path) -> Iterator[list[str]]:
 
 
 def _stripped_lines(path: Path) -> Iterator[tuple[int, bytes, str]]:
-    """(line number, raw bytes, stripped text) of each line; PipelineError naming the line if not UTF-8."""
+    """(line number, raw bytes, decoded and stripped text) of each line; PipelineError naming the line if not UTF-8."""
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f, 1):
             try:

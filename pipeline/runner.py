@@ -18,7 +18,7 @@ from pathlib import Path
 from core.config import config_to_dict
 from pipeline.config import PipelineConfig
 from core.errors import PipelineError
-from core.fileio import atomic_write, remove_tree, sha256_file, write_json
+from core.fileio import atomic_write, read_json, remove_tree, sha256_file, write_json
 from core.log import progress
 from pipeline.parallel import Executor, LocalExecutor
 from pipeline.stages import StageContext, stage_by_name
@@ -63,10 +63,7 @@ def _changed_source(recorded: dict, current: dict) -> str | None:
 
 
 def read_manifest(stage_dir: Path) -> dict | None:
-    try:
-        return json.loads((stage_dir / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    return read_json(stage_dir / MANIFEST, default=None)
 
 
 def stage_state(pcfg: PipelineConfig, lang_dir: Path, name: str, known: dict[str, StageState] | None = None,
@@ -146,7 +143,7 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
     for leftover in (tmp, old, scratch):  # a killed attempt's
         remove_tree(leftover)
     tmp.mkdir(parents=True)
-    ctx = StageContext(lang=pcfg.lang, lang_dir=lang_dir, out_dir=tmp,
+    ctx = StageContext(lang=pcfg.lang, out_dir=tmp,
                        inputs={up: lang_dir / up for up in stage.inputs},
                        cache_dir=lang_dir / ".cache" / name, workers=max(1, workers), quiet=quiet, log=log,
                        scratch_dir=scratch, executor=executor)

@@ -21,7 +21,8 @@ ConfigOpt = typer.Option(None, "--config", help="YAML file of settings over the 
 SetOpt = typer.Option(None, "--set", help="Override a setting: KEY=VALUE, e.g. micro_batch=32 or "
                                           "model.hidden_dropout_prob=0 (repeatable)")
 DsOpt = typer.Option(None, "--deepspeed-config", help="JSON merged over the generated DeepSpeed config")
-VocabOpt = typer.Option(None, "--vocab", help="vocab stage directory (default: found above --data)")
+VocabOpt = typer.Option(None, "--vocab", help="Directory with vocab.txt (default: the one in --data; needed for "
+                                           "HDF5 directories without one, e.g. NVIDIA's)")
 
 
 @app.callback()
@@ -90,7 +91,8 @@ def estimate(preset: str = typer.Option("large", "--preset", help="Model size"),
 
 def _train(phase, data, out, preset, config, overrides, deepspeed_config, vocab, init=None) -> None:
     from pretrain.config import load_train_config
-    from pretrain.train import prepare, train
+    from pretrain.run import prepare
+    from pretrain.train import train
 
     train_config = load_train_config(phase, config, overrides or [], {"preset": preset} if preset else None)
     run = prepare(phase, data, out, train_config, vocab, init, deepspeed_config, preset_flag=preset)

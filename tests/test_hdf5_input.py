@@ -7,21 +7,24 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_hdf5 import write_corpus, write_vocab
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def hdf5_cli(tmp_path: Path, text: Path) -> subprocess.CompletedProcess:
-    vocab = tmp_path / "vocab.txt"
-    write_vocab(vocab)
-    args = ["hdf5", "--input", text, "--vocab", vocab, "--out", tmp_path / "out", "--quiet", "--set",
-            "hdf5.variants=[{max_seq_length: 64, max_predictions_per_seq: 10}]", "--set", "hdf5.dupe_factor=1"]
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+@pytest.fixture(scope="session")
+def hdf5_cli(write_vocab):
+    def hdf5_cli(tmp_path: Path, text: Path) -> subprocess.CompletedProcess:
+        vocab = tmp_path / "vocab.txt"
+        write_vocab(vocab)
+        args = ["hdf5", "--input", text, "--vocab", vocab, "--out", tmp_path / "out", "--quiet", "--set",
+                "hdf5.variants=[{max_seq_length: 64, max_predictions_per_seq: 10}]", "--set", "hdf5.dupe_factor=1"]
+        return subprocess.run([sys.executable, "-m", "pipeline.cli", *map(str, args)], capture_output=True, text=True,
+                              cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return hdf5_cli
 
 
-def test_a_huge_line_and_a_file_without_blank_lines_are_reported_with_counts(tmp_path):
+def test_a_huge_line_and_a_file_without_blank_lines_are_reported_with_counts(tmp_path, hdf5_cli, write_corpus):
     text = tmp_path / "corpus.txt"
     write_corpus(text, 20)
     lines = text.read_text().splitlines()
@@ -39,7 +42,7 @@ def test_a_huge_line_and_a_file_without_blank_lines_are_reported_with_counts(tmp
     assert f"{flat}: no blank line between its {count} sentences, so the whole file is one document" in result.stderr
 
 
-def test_bad_text_is_named_as_the_user_gave_it(tmp_path):
+def test_bad_text_is_named_as_the_user_gave_it(tmp_path, hdf5_cli, write_corpus):
     text = tmp_path / "mine.txt"
     write_corpus(text, 5)
     text.write_bytes(text.read_bytes() + b"w1 \xff w2 .\n\n")

@@ -114,7 +114,7 @@ def test_read_only_work_dir_even_a_finished_one(tmp_path, dump):
             p.chmod(0o555)
     try:
         result = pipeline(*args, cwd=tmp_path)
-        status = pipeline("status", "--lang", "hu", "--workdir", work, cwd=tmp_path)
+        status = pipeline("status", "--lang", "hu", "--workdir", work, "--dump", dump, cwd=tmp_path)
     finally:
         if os.geteuid() == 0:
             subprocess.run(["umount", "-l", str(work)], check=False)
@@ -142,7 +142,7 @@ def test_full_disk_as_a_file_size_limit(tmp_path, dump):
     assert "File too large" in line and "stage extract stopped" in line and str(work / "hu") in line
     lang_dir = work / "hu"
     assert not (lang_dir / "extract").exists() and leftovers(lang_dir) == []
-    assert pipeline("run", "--lang", "hu", "--workdir", work, "--to", "extract", "--quiet",
+    assert pipeline("run", "--lang", "hu", "--workdir", work, "--dump", dump, "--to", "extract", "--quiet",
                     cwd=tmp_path).returncode == 0
 
 
@@ -258,9 +258,9 @@ def test_killed_vocab_leaves_nothing_after_one_rerun(tmp_path, dump):
     private_tmp = tmp_path / "tmp"  # TMPDIR: where tempfile would put a temporary directory
     private_tmp.mkdir()
     env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(private_tmp)}
-    common = ["--lang", "hu", "--workdir", work, "--quiet", "--set", "vocab.vocab_size=300",
+    common = ["--lang", "hu", "--workdir", work, "--dump", dump, "--quiet", "--set", "vocab.vocab_size=300",
               "--set", "sentences.splitter=rules"]
-    assert pipeline("run", "--dump", dump, "--to", "filter", *common, cwd=tmp_path).returncode == 0
+    assert pipeline("run", "--to", "filter", *common, cwd=tmp_path).returncode == 0
     script = tmp_path / "vocab_forever.py"
     script.write_text(VOCAB_KILLED_WHILE_TRAINING.format(repo=str(REPO)))
     proc = subprocess.Popen([sys.executable, str(script), "stage", "vocab", *map(str, common)], cwd=tmp_path, env=env,

@@ -18,9 +18,13 @@ from core.errors import ConfigError
 from pretrain import checkpoint
 from pretrain.cli import main
 from pretrain.config import load_train_config
-from pretrain.export import MODEL_STATES, load_checkpoint_weights
-from pretrain.train import WarmupPolyDecay, deepspeed_config, prepare
+from pretrain.checkpoint import MODEL_STATES
+from pretrain.engine import deepspeed_config
+from pretrain.metrics import metrics_step
+from pretrain.run import prepare
+from pretrain.schedule import WarmupPolyDecay
 from test_pretrain_data import write_dataset, write_hdf5
+from test_pretrain_data import write_vocab as write_vocab_dir
 
 TINY = ["--preset", "tiny", "--set", "seq_len=32", "--set", "global_batch=8", "--set", "micro_batch=4",
         "--set", "log_every=1"]
@@ -48,6 +52,7 @@ def data(tmp_path_factory) -> Path:
     variant = write_dataset(root, [40, 40, 40], seq_len=32)
     for i in range(2):
         write_hdf5(root / "hu" / "hdf5" / "seq_len_64" / "training" / f"training_{i:04d}.hdf5", 20, 64, 10, seed=9 + i)
+    write_vocab_dir(root / "hu" / "hdf5" / "seq_len_64")
     return variant
 
 
@@ -118,8 +123,7 @@ def test_phase2_starts_from_phase1_weights_with_a_fresh_schedule(data, full_run,
     assert hparams["init"] == {"phase_dir": str(full_run.resolve()), "tag": "step00000008", "step": 8}
     assert hparams["config"]["preset"] == "tiny"  # phase 1's model, not phase2.yaml's preset
     assert metrics(phase2)[0]["step"] == 1 and metrics(phase2)[0]["lr"] == pytest.approx(1e-12 / 2)  # warmup 1/2
-    before, after = (load_checkpoint_weights(checkpoint.checkpoint_dir(d), checkpoint.latest(d)[0])
-                     for d in (full_run, phase2))
+    before, after = (checkpoint.load_weights(checkpoint.latest(d)) for d in (full_run, phase2))
     assert before.keys() == after.keys()
     assert all(torch.allclose(before[k], after[k], atol=1e-6) for k in before)  # lr ~0: phase 1's weights
 
@@ -141,7 +145,8 @@ def test_two_processes_split_the_files_stop_on_sigterm_and_resume(data, tmp_path
         _, stderr = proc.communicate(timeout=120)
     finally:
         proc.kill()
-    tag, meta = checkpoint.latest(out / "phase1")
+    latest = checkpoint.latest(out / "phase1")
+    tag, meta = latest.tag, latest.meta
     stopped_at = metrics(out / "phase1")[-1]["step"]
     assert meta["step"] == stopped_at and meta["world_size"] == 2 and stopped_at < 200, stderr
     assert stderr.count("finishing this step") == 2
@@ -176,26 +181,27 @@ def test_bad_settings_exit_2_with_one_line_before_training(data, tmp_path, monke
     assert not (tmp_path / "r").exists()  # nothing written
 
 
-def test_bad_data_vocab_and_init_exit_2_before_training(data, tmp_path, monkeypatch, capsys):
+def test_bad_data_exits_1_bad_vocab_and_init_exit_2_before_training(data, tmp_path, monkeypatch, capsys):
     (tmp_path / "empty" / "training").mkdir(parents=True)
     big = tmp_path / "big" / "training" / "big.hdf5"
     write_hdf5(big, 10, 32, 5, vocab_size=500)
     bad_config = tmp_path / "bad.yaml"
     bad_config.write_text("micro_batch: 4\nwarmup_steps: 100\n")
-    vocab = data.parents[1] / "vocab"
+    vocab = data  # a variant directory holds its vocabulary
     cases = [
-        (["phase1", "--data", str(tmp_path / "empty")], "empty/training: no HDF5 files"),
+        (["phase1", "--data", str(tmp_path / "empty")], "empty/training: no HDF5 files", 2),
         (["phase1", "--data", str(big.parents[1]), "--vocab", str(vocab)],
-         "big.hdf5: input_ids holds token id"),
-        (["phase2", "--data", str(data), "--init", str(tmp_path / "empty")], "no checkpoint to start phase 2 from"),
-        (["phase2", "--data", str(data)], "phase1: no checkpoint to start phase 2 from"),
-        (["phase1", "--data", str(data), "--config", str(bad_config)], "bad.yaml: phase1.warmup_steps: unknown key"),
-        (["phase1", "--data", str(big.parents[1])], "no vocab/vocab.txt in it or above it; pass --vocab DIR"),
+         "big.hdf5: input_ids holds token id", 1),
+        (["phase2", "--data", str(data), "--init", str(tmp_path / "empty")], "no checkpoint to start phase 2 from", 2),
+        (["phase2", "--data", str(data)], "phase1: no checkpoint to start phase 2 from", 2),
+        (["phase1", "--data", str(data), "--config", str(bad_config)], "bad.yaml: phase1.warmup_steps: unknown key",
+         2),
+        (["phase1", "--data", str(big.parents[1])], "no vocab.txt in this data directory; pass --vocab DIR", 2),
     ]
-    for args, message in cases:
+    for args, message, expected_code in cases:
         code = _exit_code(monkeypatch, [*args, "--out", str(tmp_path / "r"), *TINY])
         err = capsys.readouterr().err
-        assert code == 2 and err.count("\n") == 1 and message in err, (args, err)
+        assert code == expected_code and err.count("\n") == 1 and message in err, (args, err)
     assert not (tmp_path / "r").exists()
 
 
@@ -217,10 +223,11 @@ def test_a_crash_while_saving_leaves_latest_on_the_previous_checkpoint(tmp_path)
     engine.fail = True
     with pytest.raises(OSError):
         checkpoint.save(engine, tmp_path, 3, {"world_size": 1}, {}, keep=2)
-    assert checkpoint.latest(tmp_path)[0] == "step00000002"
+    assert checkpoint.latest(tmp_path).tag == "step00000002"
     engine.fail = False
     checkpoint.save(engine, tmp_path, 4, {"world_size": 1}, {}, keep=2)
-    assert checkpoint.latest(tmp_path) == ("step00000004", {"world_size": 1, "tag": "step00000004", "step": 4})
+    latest = checkpoint.latest(tmp_path)
+    assert (latest.tag, latest.meta) == ("step00000004", {"world_size": 1, "tag": "step00000004", "step": 4})
     assert tags(tmp_path) == ["step00000002", "step00000004"]  # the broken step 3 and the oldest are gone
 
 
@@ -264,8 +271,39 @@ def _exit_code(monkeypatch, args: list[str]) -> int:
 
 
 def test_metrics_rows_cut_off_by_a_crash_are_dropped_on_resume():
-    from pretrain.train import _metrics_step
-
     rows = ['{"step": 1, "loss": 2.0}\n', '{"step": 2, "loss": 1.9}\n', '{"step": 3, "lo']
-    assert [row for row in rows if _metrics_step(row) <= 2] == rows[:2]
-    assert _metrics_step("\n") == float("inf")
+    assert [row for row in rows if metrics_step(row) <= 2] == rows[:2]
+    assert metrics_step("\n") == float("inf")
+
+
+@pytest.mark.slow
+def test_a_variant_directory_copied_alone_trains_and_exports(tmp_path, run_hdf5_stage, write_corpus, write_vocab):
+    """The hdf5 stage's variant directory holds its vocabulary and tokenizer: moved elsewhere on its own (as to a
+    cluster), it trains and the export loads in transformers with its tokenizer."""
+    import shutil
+
+    import transformers
+
+    from pipeline.stages.hdf5 import Hdf5Config, Variant
+
+    build = tmp_path / "build"
+    (build / "shard").mkdir(parents=True)
+    write_corpus(build / "shard" / "training_0000.txt", 120, seed=1)
+    write_vocab(build / "vocab.txt")
+    out = run_hdf5_stage(build, build / "shard", build / "vocab.txt",
+                         Hdf5Config(variants=[Variant(32, 5)], dupe_factor=2))
+    variant = tmp_path / "cluster" / "variant"
+    [made] = [d for d in out.iterdir() if d.is_dir()]
+    shutil.copytree(made, variant)
+    shutil.rmtree(build)  # nothing of the pipeline's work directory is left
+
+    done = pretrain("phase1", "--data", str(variant), "--out", str(tmp_path / "run"), *TINY, "--set", "steps=2")
+    assert done.returncode == 0, done.stderr
+    exported = pretrain("export", str(tmp_path / "run" / "phase1"), "--out", str(tmp_path / "hf"))
+    assert exported.returncode == 0, exported.stderr
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
+    model, info = transformers.BertForPreTraining.from_pretrained(str(tmp_path / "hf"), output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    assert tokenizer.convert_ids_to_tokens(tokenizer("w1 w2s .")["input_ids"]) == \
+        ["[CLS]", "w1", "w2", "##s", ".", "[SEP]"]
+    assert model.config.vocab_size >= len(tokenizer)

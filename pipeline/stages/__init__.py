@@ -1,5 +1,7 @@
-"""The stage interface. Each stage module defines `STAGE = Stage(...)`: a config dataclass and a
-function run(config, ctx) -> counts that fills ctx.out_dir from the directories in ctx.inputs."""
+"""The stage interface: what a stage module defines and what the runner gives it.
+
+Each stage module defines `STAGE = Stage(...)`: a config dataclass and a function run(config, ctx) -> counts that
+fills ctx.out_dir from the directories in ctx.inputs."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,7 +16,6 @@ from pipeline.parallel import Executor, LocalExecutor
 @dataclasses.dataclass(frozen=True)
 class StageContext:
     lang: str
-    lang_dir: Path  # <workdir>/<lang>
     out_dir: Path  # temporary directory; renamed into place by the runner when run() returns
     inputs: dict[str, Path]  # upstream stage name -> its completed directory
     cache_dir: Path  # survives failed attempts (e.g. partial downloads); <workdir>/<lang>/.cache/<stage>

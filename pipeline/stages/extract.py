@@ -46,12 +46,15 @@ BATCHES_PER_WINDOW = 8  # sequential dumps: tasks in flight per worker, bounds m
 
 @dataclasses.dataclass(frozen=True)
 class ExtractConfig:
+    # localized #REDIRECT magic words (any case); pages with a <redirect> element are skipped too
     redirect_words: list[str] = dataclasses.field(default_factory=lambda: ["REDIRECT"])
+    # {{name}} or {{name|...}} marks a disambiguation page (as does __DISAMBIG__)
     disambiguation_templates: list[str] = dataclasses.field(
         default_factory=lambda: ["disambiguation", "disambig", "dab"])
+    # expand templates from the dump's template namespace (wikiextractor); false drops them
     expand_templates: bool = True
-    keep_sections: bool = True
-    articles_per_part: int = 2000
+    keep_sections: bool = True  # keep section headings as lines ("Története.")
+    articles_per_part: int = 2000  # articles per part-NNNNN.jsonl (the parts downstream stages parallelize over)
 
     def __post_init__(self):
         if self.articles_per_part < 1:

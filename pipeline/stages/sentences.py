@@ -21,16 +21,18 @@ from core.log import progress
 from pipeline.stages import Stage, StageContext
 from pipeline.text import check_quntoken, make_splitter, normalize_paragraph, split_paragraphs
 
-# Paragraph characters per splitter call: quntoken starts a pipe of binaries per call (~5 ms), so a
-# call gets ~8,000 sentences (start-up ~2% of its time), and memory stays bounded by the batch.
+# Paragraph characters per splitter call: quntoken starts a pipe of binaries per call, so a call gets thousands
+# of sentences (its start-up is a small share of the call), and memory stays bounded by the batch.
 BATCH_CHARS = 1 << 20
 
 
 @dataclasses.dataclass(frozen=True)
 class SentencesConfig:
+    # rules: our rule splitter (pipeline/text.py), any language; quntoken: Hungarian, Linux x86-64
     splitter: Literal["rules", "quntoken"] = "rules"
-    language: str | None = None  # abbreviation list of the rule splitter; None: --lang
-    extra_abbreviations: list[str] = dataclasses.field(default_factory=list)  # words that never end a sentence
+    language: str | None = None  # abbreviation list of the rule splitter; null: --lang
+    # rule splitter: more words that never end a sentence (e.g. [Hauptstr, approx])
+    extra_abbreviations: list[str] = dataclasses.field(default_factory=list)
 
 
 def run(config: SentencesConfig, ctx: StageContext) -> dict:
