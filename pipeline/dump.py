@@ -21,6 +21,7 @@ from core.errors import PipelineError
 
 TEMPLATE_NS = 10
 READ_CHUNK = 1 << 20
+BZ2_CHECK_AHEAD = 4 << 20  # a bz2 block is at most 900 kB of text: its CRC check comes within this many bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,13 +138,16 @@ class DumpFile:
             def where() -> str:
                 return f"{self.path}: near {'compressed ' if self.compressed else ''}byte {raw.tell():,}"
 
+            def damage() -> str | None:  # for a decoding error: garbage from damaged bz2 data, or really not text?
+                return _bz2_damage(self.path, raw.tell() + BZ2_CHECK_AHEAD) if self.compressed else None
+
             binary = bz2.BZ2File(raw) if self.compressed else io.BufferedReader(raw)
-            with _read_errors(where):
+            with _read_errors(where, damage):
                 self.encoding, bom = _sniff_encoding(binary.peek(4)[:4])
             text = io.TextIOWrapper(binary, encoding=self.encoding, newline="\n")
             if bom:
                 text.read(1)
-            yield _split_lines(_read_chunks(text, where)), where
+            yield _split_lines(_read_chunks(text, where, damage)), where
 
 
 def read_stream(path: str, encoding: str, stream: Stream, check_pages: bool = True) -> Iterator[RawPage]:
@@ -167,7 +171,9 @@ def read_stream(path: str, encoding: str, stream: Stream, check_pages: bool = Tr
 
 class _PageParser:
     """Pages of a MediaWiki XML export, read line by line (the dumps put each element on its own line and escape
-    `<` inside <text>), several times faster than an XML parser; a stream that ends inside a page is an error."""
+    `<` inside <text>), several times faster than an XML parser. Malformed XML is an error naming the page: a stream
+    that ends inside a page, a raw `<` inside <text> (a <text> never closed would swallow the next page), a <page>
+    inside a page (a missing </page> would drop one)."""
 
     def __init__(self, where: Callable[[], str]):
         self.where = where
@@ -178,20 +184,28 @@ class _PageParser:
         title = page_id = None
         ns = -1
         redirect = in_page = in_text = False
+        unfinished = None  # a <text ...> tag that does not end on its line: malformed, unless the input ends there
         text: list[str] = []
         for line in lines:
             if in_text:
                 end = line.find("</text>")
+                if line.find("<") != end:
+                    self._unclosed_text(title, page_id, line)
                 if end < 0:
                     text.append(line)
                 else:
                     text.append(line[:end])
                     in_text = False
                 continue
+            if unfinished is not None:
+                self._unclosed_text(title, page_id, unfinished)
             s = line.lstrip()
             if not s.startswith("<"):
                 continue
             if s.startswith("<page>"):
+                if in_page:
+                    raise PipelineError(f"{self.where()}: page {title!r} (id {page_id}) has no </page> before the "
+                                        "next <page>: malformed XML")
                 title = page_id = None
                 ns, redirect, in_page, text = -1, False, True, []
             elif s.startswith("<title>"):
@@ -208,9 +222,13 @@ class _PageParser:
                 redirect = True
             elif s.startswith("<text"):
                 close = s.find(">")
-                if s[close - 1] != "/":
+                if close < 0:
+                    unfinished = s
+                elif s[close - 1] != "/":
                     rest = s[close + 1:]
                     end = rest.find("</text>")
+                    if rest.find("<") != end:
+                        self._unclosed_text(title, page_id, rest)
                     text.append(rest if end < 0 else rest[:end])
                     in_text = end < 0
             elif s.startswith("</page>"):
@@ -223,6 +241,10 @@ class _PageParser:
                 self.closed = True
         if in_page:
             raise PipelineError(f"{self.where()}: ends inside page {title!r} (id {page_id}): truncated or corrupt dump")
+
+    def _unclosed_text(self, title: str | None, page_id: str | None, line: str) -> None:
+        raise PipelineError(f"{self.where()}: page {title!r} (id {page_id}): raw markup inside <text> "
+                            f"({line.strip()[:40]!r}): a </text> is missing or '<' is not escaped: malformed XML")
 
     def check_closed(self) -> None:
         if not self.closed:
@@ -303,9 +325,9 @@ def _sniff_encoding(head: bytes) -> tuple[str, int]:
     return "utf-8", 0
 
 
-def _read_chunks(text: io.TextIOBase, where: Callable[[], str]) -> Iterator[str]:
+def _read_chunks(text: io.TextIOBase, where: Callable[[], str], damage: Callable[[], str | None]) -> Iterator[str]:
     while True:
-        with _read_errors(where):
+        with _read_errors(where, damage):
             chunk = text.read(READ_CHUNK)
         if not chunk:
             return
@@ -313,8 +335,10 @@ def _read_chunks(text: io.TextIOBase, where: Callable[[], str]) -> Iterator[str]
 
 
 @contextlib.contextmanager
-def _read_errors(where: Callable[[], str]):
-    """Decompression and decoding errors of a sequential read as one PipelineError line."""
+def _read_errors(where: Callable[[], str], damage: Callable[[], str | None] = lambda: None):
+    """Decompression and decoding errors of a sequential read as one PipelineError line. bzip2 checks a block's CRC
+    only at its end, after handing out its bytes, so damaged data often first shows as undecodable text: `damage()`
+    then tells which it is."""
     try:
         yield
     except EOFError:
@@ -323,7 +347,29 @@ def _read_errors(where: Callable[[], str]):
     except OSError as e:
         raise PipelineError(f"{where()}: corrupt compressed data ({e})") from None
     except UnicodeDecodeError as e:
-        raise PipelineError(f"{where()}: not {e.encoding} text") from None
+        found = damage()
+        raise PipelineError(found or f"{where()}: not {e.encoding} text") from None
+
+
+def _bz2_damage(path: Path, until: int) -> str | None:
+    """Where the bz2 data of `path` is damaged, read up to byte `until`; None if it decompresses cleanly."""
+    decompressor = bz2.BZ2Decompressor()
+    position = 0
+    with open(path, "rb") as f:
+        while position < until and (data := f.read(READ_CHUNK)):
+            while data:
+                try:
+                    decompressor.decompress(data, max_length=0)
+                    while not decompressor.eof and not decompressor.needs_input:
+                        decompressor.decompress(b"", max_length=READ_CHUNK)
+                except OSError as e:
+                    return (f"{path}: corrupt bz2 data in compressed bytes {position:,}..{position + len(data):,} "
+                            f"({e}): damaged file, download it again")
+                data = decompressor.unused_data if decompressor.eof else b""
+                if decompressor.eof:
+                    decompressor = bz2.BZ2Decompressor()
+            position = f.tell()
+    return None
 
 
 def _split_lines(chunks: Iterable[str]) -> Iterator[str]:

@@ -18,8 +18,9 @@ from pathlib import Path
 from core.config import config_to_dict
 from pipeline.config import PipelineConfig
 from core.errors import PipelineError
-from core.fileio import atomic_write, remove_tree, sha256_file, write_json
+from core.fileio import atomic_write, read_json, remove_tree, sha256_file, write_json
 from core.log import progress
+from pipeline.parallel import Executor, LocalExecutor
 from pipeline.stages import StageContext, stage_by_name
 from pipeline.workdir import raise_if_interrupted
 
@@ -62,10 +63,7 @@ def _changed_source(recorded: dict, current: dict) -> str | None:
 
 
 def read_manifest(stage_dir: Path) -> dict | None:
-    try:
-        return json.loads((stage_dir / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    return read_json(stage_dir / MANIFEST, default=None)
 
 
 def stage_state(pcfg: PipelineConfig, lang_dir: Path, name: str, known: dict[str, StageState] | None = None,
@@ -107,10 +105,13 @@ def stage_state(pcfg: PipelineConfig, lang_dir: Path, name: str, known: dict[str
 
 
 def run_stages(pcfg: PipelineConfig, lang_dir: Path, names: list[str], workers: int = 1, force: bool = False,
-               quiet: bool = False, log: logging.Logger | None = None, verify: bool = False) -> None:
+               quiet: bool = False, log: logging.Logger | None = None, verify: bool = False,
+               executor: Executor | None = None) -> None:
     """Run `names` in order, skipping the done ones; verify: first check every finished stage's sha256 (reads all
-    outputs), so that one whose bytes changed in place re-runs."""
+    outputs), so that one whose bytes changed in place re-runs. Parallel work goes to `executor` (default:
+    LocalExecutor(workers))."""
     log = log or logging.getLogger("wiki2bert")
+    executor = executor or LocalExecutor(max(1, workers))
     corrupt = corrupt_stages(lang_dir, pcfg.stage_order, quiet) if verify else {}
     for name, reason in corrupt.items():
         log.warning("%s: %s; it will run again", name, reason)
@@ -127,12 +128,13 @@ def run_stages(pcfg: PipelineConfig, lang_dir: Path, names: list[str], workers: 
             log.info("%s: done, skipping (outputs match config and inputs)", name)
             continue
         log.info("%s: running%s", name, f" ({state.reason})" if state.state != MISSING else "")
-        run_stage(pcfg, lang_dir, name, {up: known[up].manifest for up in stage.inputs}, workers, quiet, log)
+        run_stage(pcfg, lang_dir, name, {up: known[up].manifest for up in stage.inputs}, workers, quiet, log,
+                  executor)
         corrupt.pop(name, None)
 
 
 def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifests: dict[str, dict], workers: int,
-              quiet: bool, log: logging.Logger) -> dict:
+              quiet: bool, log: logging.Logger, executor: Executor | None = None) -> dict:
     stage = stage_by_name(name)
     config = pcfg.stage_configs[name]
     final, tmp, old = lang_dir / name, lang_dir / f".{name}.tmp", lang_dir / f".{name}.old"
@@ -141,10 +143,10 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
     for leftover in (tmp, old, scratch):  # a killed attempt's
         remove_tree(leftover)
     tmp.mkdir(parents=True)
-    ctx = StageContext(lang=pcfg.lang, lang_dir=lang_dir, out_dir=tmp,
+    ctx = StageContext(lang=pcfg.lang, out_dir=tmp,
                        inputs={up: lang_dir / up for up in stage.inputs},
                        cache_dir=lang_dir / ".cache" / name, workers=max(1, workers), quiet=quiet, log=log,
-                       scratch_dir=scratch)
+                       scratch_dir=scratch, executor=executor)
     started = time.time()
     try:
         sources = stage.sources(config) if stage.sources else {}
@@ -164,6 +166,7 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
             "duration_s": round(duration, 3),
             "workers": ctx.workers,
+            "executor": ctx.executor.name,
             "tools": {"python": platform.python_version(), **{dist: _version(dist) for dist in stage.tools}},
         }
         write_json(tmp / MANIFEST, manifest)

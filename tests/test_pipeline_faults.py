@@ -114,7 +114,7 @@ def test_read_only_work_dir_even_a_finished_one(tmp_path, dump):
             p.chmod(0o555)
     try:
         result = pipeline(*args, cwd=tmp_path)
-        status = pipeline("status", "--lang", "hu", "--workdir", work, cwd=tmp_path)
+        status = pipeline("status", "--lang", "hu", "--workdir", work, "--dump", dump, cwd=tmp_path)
     finally:
         if os.geteuid() == 0:
             subprocess.run(["umount", "-l", str(work)], check=False)
@@ -142,7 +142,7 @@ def test_full_disk_as_a_file_size_limit(tmp_path, dump):
     assert "File too large" in line and "stage extract stopped" in line and str(work / "hu") in line
     lang_dir = work / "hu"
     assert not (lang_dir / "extract").exists() and leftovers(lang_dir) == []
-    assert pipeline("run", "--lang", "hu", "--workdir", work, "--to", "extract", "--quiet",
+    assert pipeline("run", "--lang", "hu", "--workdir", work, "--dump", dump, "--to", "extract", "--quiet",
                     cwd=tmp_path).returncode == 0
 
 
@@ -198,3 +198,77 @@ def test_a_swallowed_stop_signal_never_ends_in_exit_0_or_a_done_stage(tmp_path, 
     assert result.stderr.strip().endswith("interrupted; re-run the same command to continue")
     lang_dir = tmp_path / "data" / "hu"
     assert not (lang_dir / "swallow").exists() and leftovers(lang_dir) == []
+
+
+def _shared_memory_of(pids: list[int]) -> set[str]:
+    """The /dev/shm segments these processes have mapped."""
+    segments = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            segments |= {line.split()[-1] for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
+                         if "/dev/shm/" in line}
+    return segments
+
+
+def _children(pid: int) -> list[int]:
+    with contextlib.suppress(OSError):
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return []
+
+
+def test_killed_extract_leaves_nothing_after_one_rerun(tmp_path, dump):
+    work = tmp_path / "data"
+    lang_dir = work / "hu"
+    args = ["run", "--lang", "hu", "--workdir", work, "--dump", dump, "--to", "extract", "--workers", "2", "--quiet",
+            "--set", "extract.articles_per_part=20"]
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", *map(str, args)], cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (lang_dir / ".extract.tmp" / "part-00001.jsonl").exists():  # workers are extracting
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.01)
+    mapped = _shared_memory_of([proc.pid, *_children(proc.pid)])
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole group, as a scheduler or the OOM killer of a cgroup does
+    proc.wait()
+    assert pipeline(*args, cwd=tmp_path).returncode == 0
+    assert [s for s in mapped if Path(s).exists()] == []
+    assert leftovers(lang_dir) == [] and not (lang_dir / ".cache" / "extract").exists()
+
+
+VOCAB_KILLED_WHILE_TRAINING = """
+import sys, time
+sys.path.insert(0, {repo!r})
+import sentencepiece
+import pipeline.cli as cli
+
+def train_forever(**kwargs):
+    print("training", flush=True)
+    time.sleep(600)
+
+sentencepiece.SentencePieceTrainer.train = train_forever
+sys.argv = ["pipeline", *sys.argv[1:]]
+cli.main()
+"""
+
+
+def test_killed_vocab_leaves_nothing_after_one_rerun(tmp_path, dump):
+    work = tmp_path / "data"
+    lang_dir = work / "hu"
+    private_tmp = tmp_path / "tmp"  # TMPDIR: where tempfile would put a temporary directory
+    private_tmp.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(private_tmp)}
+    common = ["--lang", "hu", "--workdir", work, "--dump", dump, "--quiet", "--set", "vocab.vocab_size=300",
+              "--set", "sentences.splitter=rules"]
+    assert pipeline("run", "--to", "filter", *common, cwd=tmp_path).returncode == 0
+    script = tmp_path / "vocab_forever.py"
+    script.write_text(VOCAB_KILLED_WHILE_TRAINING.format(repo=str(REPO)))
+    proc = subprocess.Popen([sys.executable, str(script), "stage", "vocab", *map(str, common)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "training"
+    proc.kill()
+    proc.wait()
+    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "stage", "vocab", *map(str, common)], cwd=tmp_path,
+                            env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert list(private_tmp.iterdir()) == [] and leftovers(lang_dir) == []

@@ -251,7 +251,8 @@ def test_bundled_stages_yaml_loads_for_every_profile():
         assert pcfg.stage_order == ["download", "extract", "sentences", "filter", "vocab", "shard", "hdf5"]
 
 
-def test_status_judges_against_the_last_runs_overrides_and_dump(tmp_path):
+def test_status_judges_against_the_config_its_own_flags_give(tmp_path):
+    """status has no memory of earlier commands: the same --dump/--set as the run give "done", others "stale"."""
     from pipeline.sample import write_sample_dump
 
     dump = write_sample_dump(tmp_path / "dump", 60, 0)
@@ -265,8 +266,11 @@ def test_status_judges_against_the_last_runs_overrides_and_dump(tmp_path):
                              cwd=tmp_path).stdout
         return {line.split()[0]: line.split()[1] for line in out.splitlines()[1:]}
 
-    assert states()["extract"] == "done" and states()["download"] == "done"
-    assert states("--set", "extract.articles_per_part=20")["extract"] == "stale"
+    same = states("--dump", str(dump), "--set", "extract.articles_per_part=10")
+    assert same["extract"] == "done" and same["download"] == "done"
+    assert states("--dump", str(dump), "--set", "extract.articles_per_part=20")["extract"] == "stale"
+    assert states("--dump", str(dump))["extract"] == "stale"  # not the last run's --set
+    assert states("--set", "extract.articles_per_part=10")["download"] == "stale"  # not the last run's --dump
 
 
 def test_output_rewritten_in_place_at_the_same_size_is_noticed(tmp_path):

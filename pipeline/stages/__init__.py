@@ -1,5 +1,7 @@
-"""The stage interface. Each stage module defines `STAGE = Stage(...)`: a config dataclass and a
-function run(config, ctx) -> counts that fills ctx.out_dir from the directories in ctx.inputs."""
+"""The stage interface: what a stage module defines and what the runner gives it.
+
+Each stage module defines `STAGE = Stage(...)`: a config dataclass and a function run(config, ctx) -> counts that
+fills ctx.out_dir from the directories in ctx.inputs."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,20 +10,26 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
+from pipeline.parallel import Executor, LocalExecutor
+
 
 @dataclasses.dataclass(frozen=True)
 class StageContext:
     lang: str
-    lang_dir: Path  # <workdir>/<lang>
     out_dir: Path  # temporary directory; renamed into place by the runner when run() returns
     inputs: dict[str, Path]  # upstream stage name -> its completed directory
     cache_dir: Path  # survives failed attempts (e.g. partial downloads); <workdir>/<lang>/.cache/<stage>
-    workers: int = 1
+    workers: int = 1  # --workers: processes of the local executor, threads of in-process libraries
     quiet: bool = False
     log: logging.Logger = logging.getLogger("wiki2bert")
+    executor: Executor | None = None  # runs the stage's parallel tasks; None: LocalExecutor(workers)
     # temporary files of one attempt (template blobs, trainer files); the runner empties it before and after the
     # stage, so a killed attempt's files go with the next run. None: <cache_dir>/scratch
     scratch_dir: Path | None = None
+
+    def __post_init__(self):
+        if self.executor is None:
+            object.__setattr__(self, "executor", LocalExecutor(self.workers))
 
     def scratch(self) -> Path:
         """The scratch directory, created."""

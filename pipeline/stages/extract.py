@@ -11,9 +11,10 @@ a multistream dump by its index, and keeps disambiguation pages and text-only re
 - single-stream `.bz2` or plain `.xml` (UTF-8 or UTF-16): read sequentially; batches of pages go to the workers.
 Cheap checks run before the expensive cleaning: namespace 0 only, no redirects (the `<redirect>` element or a
 localized `#REDIRECT` text), no disambiguation pages (per-language templates, `__DISAMBIG__`); pages that clean to
-nothing are counted as empty. Templates live in shared memory (wikiextractor's `template_blob`), so a worker's memory
-does not grow with the template namespace. Output is in dump order, parts of `articles_per_part` articles, so the
-bytes do not depend on the number of workers.
+nothing are counted as empty. Templates live in files mapped into memory (wikiextractor's `template_blob` layout, in
+the stage's scratch directory: pipeline/template_files.py), so a worker's memory does not grow with the template
+namespace and a killed run leaves no shared-memory segment behind. Output is in dump order, parts of
+`articles_per_part` articles, so the bytes do not depend on the number of workers.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import dataclasses
 import html
 import json
 import re
+import secrets
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -34,7 +36,8 @@ from core.errors import ConfigError, PipelineError
 from core.log import progress
 from pipeline.dump import TEMPLATE_NS, DumpFile, RawPage, SiteInfo, Stream, read_stream
 from pipeline.fileio import part_name
-from pipeline.parallel import imap_ordered
+from pipeline.parallel import Executor
+from pipeline.template_files import BLOBS, MappedTemplates, write_templates
 from pipeline.stages import Stage, StageContext
 
 PAGES_PER_BATCH = 200  # sequential dumps: pages per worker task
@@ -43,12 +46,15 @@ BATCHES_PER_WINDOW = 8  # sequential dumps: tasks in flight per worker, bounds m
 
 @dataclasses.dataclass(frozen=True)
 class ExtractConfig:
+    # localized #REDIRECT magic words (any case); pages with a <redirect> element are skipped too
     redirect_words: list[str] = dataclasses.field(default_factory=lambda: ["REDIRECT"])
+    # {{name}} or {{name|...}} marks a disambiguation page (as does __DISAMBIG__)
     disambiguation_templates: list[str] = dataclasses.field(
         default_factory=lambda: ["disambiguation", "disambig", "dab"])
+    # expand templates from the dump's template namespace (wikiextractor); false drops them
     expand_templates: bool = True
-    keep_sections: bool = True
-    articles_per_part: int = 2000
+    keep_sections: bool = True  # keep section headings as lines ("Története.")
+    articles_per_part: int = 2000  # articles per part-NNNNN.jsonl (the parts downstream stages parallelize over)
 
     def __post_init__(self):
         if self.articles_per_part < 1:
@@ -61,7 +67,7 @@ class _WorkerSettings:
     path: str
     encoding: str
     site: SiteInfo
-    templates: tuple | None  # shared-memory names of the compacted templates; None: do not expand
+    templates: tuple | None  # the mapped template files (template_files.write_templates); None: do not expand
     template_redirects: tuple | None
     redirect_re: str
     disambiguation_re: str
@@ -87,10 +93,11 @@ def run(config: ExtractConfig, ctx: StageContext) -> dict:
     with contextlib.ExitStack() as stack:
         template_names = redirect_names = None
         if config.expand_templates:
-            templates, redirects, counts["templates"] = _collect_templates(dump_file, redirect_re, ctx.workers,
+            templates, redirects, counts["templates"] = _collect_templates(dump_file, redirect_re, ctx.executor,
                                                                            ctx.quiet)
-            _, template_names = stack.enter_context(template_blob.compact_blobs(*templates.finish()))
-            _, redirect_names = stack.enter_context(template_blob.compact_blobs(*redirects.finish()))
+            run_id = secrets.token_hex(8)  # a long-lived (Dask) worker must not reuse an earlier run's mapping
+            template_names = write_templates(templates, ctx.scratch(), f"templates-{run_id}")
+            redirect_names = write_templates(redirects, ctx.scratch(), f"template_redirects-{run_id}")
         stack.callback(_release_templates)
         settings = _WorkerSettings(path=str(dump), encoding=dump_file.encoding, site=site, templates=template_names,
                                    template_redirects=redirect_names,
@@ -98,7 +105,7 @@ def run(config: ExtractConfig, ctx: StageContext) -> dict:
                                    disambiguation_re=_disambiguation_pattern(config.disambiguation_templates),
                                    keep_sections=config.keep_sections, dump_date=_dump_date(dump.name))
         with _PartWriter(ctx.out_dir, config.articles_per_part) as writer:
-            for extracted in _extract(dump_file, settings, ctx.workers, ctx.quiet):
+            for extracted in _extract(dump_file, settings, ctx.executor, ctx.quiet):
                 for line in extracted.lines:
                     writer.write(line)
                 counts.update(extracted.counts)
@@ -129,7 +136,7 @@ def read_download_manifest(download_dir: Path) -> tuple[Path, Path | None]:
     return dump, index
 
 
-def _collect_templates(dump_file: DumpFile, redirect_re: str, workers: int, quiet: bool):
+def _collect_templates(dump_file: DumpFile, redirect_re: str, executor: Executor, quiet: bool):
     """Templates and template redirects of the dump (wikiextractor's streaming blob builders), and how many."""
     templates = template_blob.StreamingTemplateBlobBuilder()
     redirects = template_blob.StreamingTemplateBlobBuilder()
@@ -138,7 +145,7 @@ def _collect_templates(dump_file: DumpFile, redirect_re: str, workers: int, quie
         tasks = [(str(dump_file.path), dump_file.encoding, redirect_re, stream)
                  for stream in dump_file.streams if stream.has_templates]
         with progress(len(tasks), "extract: templates", "streams", quiet=quiet) as bar:
-            for found in imap_ordered(_templates_in_stream, tasks, min(workers, len(tasks))):
+            for found in executor.map(_templates_in_stream, tasks):
                 count += _add_templates(found, templates, redirects)
                 bar.update(1)
     else:
@@ -153,20 +160,20 @@ def _collect_templates(dump_file: DumpFile, redirect_re: str, workers: int, quie
     return templates, redirects, count
 
 
-def _extract(dump_file: DumpFile, settings: _WorkerSettings, workers: int,
+def _extract(dump_file: DumpFile, settings: _WorkerSettings, executor: Executor,
              quiet: bool) -> Iterator[_ExtractedArticles]:
-    """The articles of the dump, in dump order, cleaned by `workers` processes."""
+    """The articles of the dump, in dump order, cleaned by the executor's workers."""
     if dump_file.multistream:
         tasks = [(settings, stream) for stream in dump_file.streams]
         with progress(sum(s.pages for s in dump_file.streams), "extract", "pages", quiet=quiet) as bar:
-            for extracted in imap_ordered(_extract_stream, tasks, workers):
+            for extracted in executor.map(_extract_stream, tasks):
                 bar.update(extracted.counts["pages"])
                 yield extracted
         return
     with progress(None, "extract", "pages", quiet=quiet) as bar:
         cleaner = _PageCleaner(settings)
-        for window in _windows(_batches(dump_file.pages(), cleaner), BATCHES_PER_WINDOW * workers):
-            for extracted, skipped in imap_ordered(_extract_batch, window, workers):
+        for window in _windows(_batches(dump_file.pages(), cleaner), BATCHES_PER_WINDOW * executor.workers):
+            for extracted, skipped in executor.map(_extract_batch, window):
                 extracted.counts.update(skipped)
                 bar.update(extracted.counts["pages"])
                 yield extracted
@@ -278,16 +285,19 @@ class _FrozenClock(MagicWords):
             self.values[name] = value
 
 
-_ATTACHED: dict[tuple, template_blob.CompactedTemplates] = {}
+_ATTACHED: dict[tuple, MappedTemplates] = {}
 
 
 def _attached(names: tuple | None):
-    """This process's view of the shared templates, attached once per process."""
+    """This process's view of the mapped templates, mapped once per process; a long-lived (Dask) worker drops the
+    views of earlier runs, whose files the runner has removed."""
     if names is None:
         return None
     if names not in _ATTACHED:
-        _ATTACHED[names] = template_blob.attach(names)
-    return _ATTACHED[names]
+        for stale in [old for old in _ATTACHED if not Path(f"{old[0]}.{BLOBS[0]}").exists()]:
+            _ATTACHED.pop(stale).close()
+        _ATTACHED[names] = MappedTemplates(names)
+    return _ATTACHED[names].templates
 
 
 def _release_templates() -> None:
