@@ -1,9 +1,10 @@
 """Benchmark: `pretrain estimate` against measured memory. Each configuration trains a few steps in a fresh
 process (one rank, LAMB, seq 128, DeepSpeed configured as pretrain configures it) and reports its peak memory
-above the process's footprint before the model is made: on CPU the peak RSS (ru_maxrss), on GPU
-`torch.cuda.max_memory_allocated`. The estimate is compared without its CUDA-context allowance on CPU (there is
-none, and of ZeRO's reduce bucket, allocated with torch.empty, only the pages written are resident) and, on GPU,
-without the context and the fragmentation margin (max_memory_allocated counts neither).
+above the footprint before the model is made (after a throwaway DeepSpeed engine has loaded DeepSpeed's libraries):
+on GPU `torch.cuda.max_memory_allocated`, on CPU the peak RSS with glibc told to return freed memory at once
+(MALLOC_MMAP_THRESHOLD_, so RSS follows the live tensors as max_memory_allocated does). It is compared with the
+estimate's model states + peak phase, i.e. without the working margin (CUDA context, fragmentation), which neither
+measure sees; on CPU, of ZeRO's reduce bucket (torch.empty) only the pages written are resident.
 
     .venv/bin/python bench/estimate_memory.py [--configs tiny:0 tiny:1 mini:0 mini:1 base:0 base:1] [--micro-batch 8]
     # GPU: .venv/bin/python bench/estimate_memory.py --precision bf16 --micro-batch 32 \\
@@ -44,6 +45,10 @@ def worker(preset: str, zero_stage: int, micro_batch: int, precision: str, steps
     from pretrain.zero_partitions import use_tensor_trust_ratios
 
     deepspeed.init_distributed(verbose=False)
+    warm_up = torch.nn.Linear(2, 2)  # DeepSpeed loads its libraries at the first engine: not the model's memory
+    deepspeed.initialize(model=warm_up, optimizer=torch.optim.SGD(warm_up.parameters(), lr=0.1),
+                         config={"train_batch_size": 1, "zero_optimization": {"stage": zero_stage},
+                                 "zero_allow_untested_optimizer": True, "steps_per_print": 2 ** 62})
     batch = dict(input_ids=torch.randint(5, VOCAB, (micro_batch, SEQ_LEN)),
                  token_type_ids=torch.zeros(micro_batch, SEQ_LEN, dtype=torch.long),
                  attention_mask=torch.ones(micro_batch, SEQ_LEN, dtype=torch.long),
@@ -85,7 +90,7 @@ def main() -> None:
         print(json.dumps(worker(preset, int(stage), args.micro_batch, args.precision)))
         return
 
-    from pretrain.estimate import CONTEXT_BYTES, FRAGMENTATION, estimate_memory
+    from pretrain.estimate import estimate_memory
 
     cuda = torch.cuda.is_available()
     device = torch.cuda.get_device_name() if cuda else "CPU RSS"
@@ -97,7 +102,8 @@ def main() -> None:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-               "MASTER_PORT": str(port), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
+               "MASTER_PORT": str(port), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
+               "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
         done = subprocess.run([sys.executable, __file__, "--worker", item, "--micro-batch", str(args.micro_batch),
                                "--precision", args.precision], env=env, capture_output=True, text=True)
         if done.returncode != 0:
@@ -105,14 +111,13 @@ def main() -> None:
         measured = json.loads(done.stdout.strip().splitlines()[-1])["measured"]
         d = estimate_memory(preset, VOCAB, int(stage), 1, args.micro_batch, SEQ_LEN, args.precision, "lamb",
                             max_predictions=PREDICTIONS)
-        if cuda:  # max_memory_allocated counts neither the context nor fragmentation
-            estimate = d["total_bytes"] - d["memory"]["working margin"]
-        else:  # no CUDA context; of ZeRO's reduce bucket (torch.empty) only the pages written are resident
+        estimate = d["total_bytes"] - d["memory"]["working margin"]
+        if not cuda:
             bucket = d["memory"]["ZeRO reduce bucket"]
-            estimate = d["total_bytes"] - CONTEXT_BYTES - int((bucket - min(bucket, 4 * d["parameters"])) * 1.1)
+            estimate -= bucket - min(bucket, 4 * d["parameters"])
         print(f"{preset:<8}{stage:>5}{estimate / MIB:>14.0f}{measured / MIB:>14.0f}{estimate / measured:>19.2f}")
-    print(f"(estimate: model states + the peak phase" + ("" if cuda else f" + {FRAGMENTATION:.0%} margin, without the"
-          " 1 GiB CUDA context and the untouched part of ZeRO's reduce bucket") + ")")
+    print("(estimate: model states + the peak phase, without the working margin"
+          + ("" if cuda else " and the untouched part of ZeRO's reduce bucket") + ")")
 
 
 if __name__ == "__main__":

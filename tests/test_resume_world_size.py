@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from pretrain.data import DataState, redistribute
 from test_pretrain_data import write_dataset
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,6 +67,15 @@ def worker(data: str, out: str, result: str) -> None:
     if torch.distributed.get_rank() == 0:
         Path(result).write_text(json.dumps({"step": started.step, "worst": worst,
                                             "moments_nonzero": float(saved["exp_avg"][name].abs().max())}))
+
+
+def test_redistribute_deals_out_the_unfinished_files_of_the_earliest_epoch():
+    states = [DataState(2, ("a", "b", "c"), 1, 5),  # in b: b is read again from its first row
+              DataState(2, ("d", "e"), 2, 0),  # done with epoch 2 (not yet moved on)
+              DataState(3, ("f", "g"), 0, 3)]  # already in epoch 3: its epoch-2 files are done
+    assert redistribute(states, 1) == [DataState(2, ("b", "c"), 0, 0)]
+    assert redistribute(states, 3) == [DataState(2, ("b",), 0, 0), DataState(2, ("c",), 0, 0),
+                                       DataState(2, (), 0, 0)]  # nothing left: straight on to epoch 3
 
 
 @pytest.mark.slow
