@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-import json
 import random
 import shutil
 import sys
@@ -27,7 +26,7 @@ import numpy as np
 import torch
 
 from core.errors import ConfigError, PipelineError
-from core.fileio import atomic_write, remove_tree, write_json
+from core.fileio import atomic_write, read_json, remove_tree, write_json
 from pretrain.model import ModelConfig
 
 CHECKPOINTS = "checkpoints"
@@ -70,11 +69,9 @@ def latest(phase_dir: Path) -> Checkpoint | None:
     tag = (ckpt / LATEST).read_text(encoding="utf-8").strip()
     if not tag or not (ckpt / tag).is_dir():
         raise PipelineError(f"{ckpt / LATEST}: names checkpoint {tag!r}, which does not exist")
-    try:
-        meta = json.loads((ckpt / tag / META).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        raise PipelineError(f"{ckpt / LATEST}: names checkpoint {tag!r}, whose {META} is missing or unreadable") \
-            from None
+    meta = read_json(ckpt / tag / META, default=None)
+    if not isinstance(meta, dict):
+        raise PipelineError(f"{ckpt / LATEST}: names checkpoint {tag!r}, whose {META} is missing or unreadable")
     return Checkpoint(Path(phase_dir), tag, meta)
 
 
@@ -91,9 +88,10 @@ def read_model_config(phase_dir: Path) -> ModelConfig:
     path = Path(phase_dir) / MODEL_CONFIG
     if not path.is_file():
         raise ConfigError(f"{path}: not found (is {phase_dir} a pretraining phase directory?)")
+    fields = read_json(path)
     try:
-        return ModelConfig(**json.loads(path.read_text(encoding="utf-8")))
-    except (UnicodeDecodeError, json.JSONDecodeError, TypeError, ValueError) as e:
+        return ModelConfig(**fields)
+    except (TypeError, ValueError) as e:
         raise PipelineError(f"{path}: not a model config ({e})") from None
 
 
