@@ -6,11 +6,14 @@ import dataclasses
 import os
 from pathlib import Path
 
+import torch
+
 from core.config import config_to_dict
 from core.errors import ConfigError
 from core.fileio import read_json
 from core.wordpiece import read_vocab
 from pretrain import checkpoint
+from pretrain.attention import available_kernels
 from pretrain.checkpoint import Checkpoint
 from pretrain.config import CHANGEABLE_ON_RESUME, TrainConfig
 from pretrain.data import DataDirectory, find_data_files, find_vocab_file, open_data
@@ -100,6 +103,9 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
     if config.seq_len > model.max_position_embeddings:
         raise ConfigError(f"seq_len {config.seq_len} is longer than the model's max_position_embeddings "
                           f"{model.max_position_embeddings}")
+    if config.attention == "flash" and "flash" not in available_kernels(torch.device("cuda" if torch.cuda.is_available()
+                                                                                          else "cpu")):
+        raise ConfigError("attention flash: needs a CUDA GPU and the flash-attn package; use auto, mask or nested")
     data = open_data(data_dir, config.seq_len, len(vocab), world_size)
     user_ds = read_user_ds_config(deepspeed_config)
     stage = user_ds.get("zero_optimization", {}).get("stage", config.zero_stage)

@@ -22,7 +22,8 @@ from core.log import LOGGER_NAME, progress, setup_logging
 from pretrain import checkpoint
 from pretrain.data import DataState, make_loader, redistribute
 from pretrain.engine import deepspeed_config, single_process_env, zero_stage_for
-from pretrain.metrics import STEP_STATS, MetricsLog, step_stats
+from pretrain.attention import choose_attention
+from pretrain.metrics import STEP_STATS, MetricsLog, batch_counts, step_stats
 from pretrain.model import BertForPreTraining
 from pretrain.profiling import profiling
 from pretrain.run import Run
@@ -65,6 +66,7 @@ def start(run: Run) -> Started:
     if run.init is not None and run.resume is None:
         model.load_state_dict(checkpoint.load_weights(run.init.checkpoint))
         log.info("phase 2 starts from %s, step %d", run.init.phase_dir, run.init.step)
+    model.attention = _attention_kernel(run, model, rank, log)
     optimizer = build_optimizer(model, c.optimizer, lr=c.lr, weight_decay=c.weight_decay, betas=tuple(c.betas),
                                 eps=c.eps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -114,14 +116,15 @@ def train(run: Run) -> int:
              c.micro_batch, run.grad_accumulation, c.global_batch, run.precision, zero_stage)
     with contextlib.ExitStack() as cleanup:
         batches = iter(make_loader(run.data, c.micro_batch, run.vocab_size, rank, run.world_size, c.seed,
-                                   c.loader_workers, data_state, pin_memory=torch.cuda.is_available()))
+                                   c.loader_workers, data_state, pin_memory=torch.cuda.is_available(),
+                                   pack=c.pack_sequences))
         # the workers ignore SIGTERM (see data.py), so they are stopped here, whatever happens: at interpreter exit
         # multiprocessing would SIGTERM them and wait forever (e.g. after an exception that keeps the iterator)
         if c.loader_workers:  # a loader without workers has none to stop
             cleanup.callback(batches._shutdown_workers)
         if rng is not None:
             checkpoint.set_rng_state(rng)  # after the loader's workers are started: dropout continues exactly
-        metrics = MetricsLog(run, model.flops_per_sequence(c.seq_len, run.data.max_predictions), rank == 0, step)
+        metrics = MetricsLog(run, model.training_flops, rank == 0, step)
         cleanup.callback(metrics.close)
         bar = cleanup.enter_context(progress(total=c.steps, initial=step, desc=run.phase, unit="step",
                                              quiet=rank != 0))
@@ -135,7 +138,8 @@ def train(run: Run) -> int:
             stopping = any_rank(stop.signum is not None, engine.device)
             if step % c.log_every == 0 or step == last or stopping:
                 row = metrics.row(step, stats, lr, grad_norm)
-                bar.set_postfix(loss=f"{row['loss']:.4f}")
+                bar.set_postfix(loss=f"{row['loss']:.4f}", real_tok_s=f"{row['real_tokens_per_s']:,.0f}",
+                                padding=f"{row['padding_share']:.0%}")
             if step % c.checkpoint_every == 0 or step == last or stopping:
                 _save(engine, run, step, data_state)
                 metrics.restart_clock()
@@ -165,6 +169,7 @@ def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int):
         data_state, problem = batch.pop("data_state"), batch.pop("problem")
         if problem:
             raise PipelineError(problem)
+        counts = batch_counts(batch)
         batch = {k: v.to(engine.device, non_blocking=True) for k, v in batch.items()}
         out = engine(**batch)
         engine.backward(out.loss)
@@ -173,9 +178,37 @@ def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int):
             if log_step and engine.zero_optimization_stage() == 0:
                 grad_norm = _grad_norm(engine)  # DeepSpeed keeps no norm without ZeRO
         engine.step()
-        stats += step_stats(out, wait, stats.device)
+        stats += step_stats(out, wait, counts, stats.device)
     ds_norm = engine.get_global_grad_norm()
     return lr, float(ds_norm) if ds_norm is not None else grad_norm, data_state
+
+
+def _attention_kernel(run: Run, model: BertForPreTraining, rank: int, log: logging.Logger) -> str:
+    """The configured kernel; for `auto`, "mask" on CPU and on GPU the fastest on the first micro-batch of this
+    rank's data (read once more here), measured with the run's precision. Measuring draws none of the run's random
+    numbers."""
+    c = run.config
+    device = next(model.parameters()).device
+    if c.attention != "auto" or device.type != "cuda":
+        kernel = "mask" if c.attention == "auto" else c.attention
+        log.info("attention kernel: %s", kernel)
+        return kernel
+    batch = next(iter(make_loader(run.data, c.micro_batch, run.vocab_size, rank, run.world_size, c.seed, workers=0,
+                                  pack=c.pack_sequences)))
+    batch = {k: v.to(device) for k, v in batch.items() if isinstance(v, torch.Tensor)}
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(run.precision)
+
+    def step(kernel: str) -> None:
+        model.attention = kernel
+        with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
+            model(**batch).loss.backward()
+        model.zero_grad(set_to_none=True)
+
+    with torch.random.fork_rng(devices=[device]):
+        kernel, seconds = choose_attention(step, device)
+    log.info("attention kernel: %s (fastest of %s)", kernel,
+             ", ".join(f"{k} {1000 * s:.1f} ms" for k, s in seconds.items()))
+    return kernel
 
 
 def _save(engine, run: Run, step: int, data_state: dict) -> None:
