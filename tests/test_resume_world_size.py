@@ -14,7 +14,6 @@ import pytest
 import torch
 
 from pretrain.data import DataState, redistribute
-from test_pretrain_data import write_dataset
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = ["--preset", "tiny", "--set", "seq_len=32", "--set", "global_batch=8", "--set", "micro_batch=4",
@@ -80,7 +79,7 @@ def test_redistribute_deals_out_the_unfinished_files_of_the_earliest_epoch():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("before, after", [(2, 1), (1, 2)])
-def test_a_zero1_checkpoint_resumes_on_another_number_of_ranks(tmp_path, before, after):
+def test_a_zero1_checkpoint_resumes_on_another_number_of_ranks(tmp_path, before, after, write_dataset):
     data = write_dataset(tmp_path / "work", [40, 40, 40], seq_len=32)
     cli = ["-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(tmp_path / "run"), *SETTINGS]
     first = launch(before, *cli, "--set", "steps_this_run=3")
