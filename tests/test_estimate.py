@@ -95,6 +95,8 @@ def test_zero_stages_partition_model_states(precision):
     assert estimate(3)["memory"]["ZeRO reduce bucket"] == 0
     # activations do not depend on ZeRO (autocast aside)
     assert len({estimate(stage)["memory"]["activations"] for stage in (1, 2, 3)}) == 1
+    # fp32 under ZeRO: the optimizer reads the fp32 gradients themselves, no separate partition
+    assert (estimate(1)["memory"]["fp32 gradient partition"] == 0) == (precision == "fp32")
 
 
 def test_activation_checkpointing_keeps_only_layer_inputs():
