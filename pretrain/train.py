@@ -7,6 +7,7 @@ Run directory (`<out>/<phase>/`): the provenance files (run_files.py), train.log
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import random
@@ -17,9 +18,9 @@ import torch
 
 from core.config import config_to_dict
 from core.errors import PipelineError
-from core.log import progress, setup_logging
+from core.log import LOGGER_NAME, progress, setup_logging
 from pretrain import checkpoint
-from pretrain.data import DataState, make_loader
+from pretrain.data import DataState, make_loader, redistribute
 from pretrain.engine import deepspeed_config, single_process_env, zero_stage_for
 from pretrain.attention import choose_attention
 from pretrain.metrics import STEP_STATS, MetricsLog, batch_counts, step_stats
@@ -31,12 +32,24 @@ from pretrain.schedule import WarmupPolyDecay
 from pretrain.signals import StopSignal, any_rank
 
 
-def train(run: Run) -> int:
-    """Train until the phase's last step, `steps_this_run` steps, or a stop signal; returns the exit code."""
+@dataclasses.dataclass
+class Started:
+    """A run's DeepSpeed engine, at the step it starts from (0, or the checkpoint's), with the data position and
+    RNG states to continue with (None: start afresh)."""
+    engine: object
+    zero_stage: int
+    step: int = 0
+    data_state: DataState | None = None
+    rng: dict | None = None
+
+
+def start(run: Run) -> Started:
+    """The engine of `run` (model, LAMB/LANS/AdamW, schedule, DeepSpeed config), resumed from the run's checkpoint
+    if it has one, also one written by another number of ranks. Writes the run files (rank 0)."""
     single_process_env()
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     c = run.config
-    log = setup_logging(run.phase_dir / "train.log" if rank == 0 else None, quiet=rank != 0)
+    log = logging.getLogger(LOGGER_NAME)
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
     else:
@@ -59,19 +72,44 @@ def train(run: Run) -> int:
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, WarmupPolyDecay(c.steps, int(c.warmup * c.steps), c.decay_power))
     zero_stage = c.zero_stage if c.zero_stage is not None else zero_stage_for(model.num_parameters())
+    # a ZeRO checkpoint of another number of ranks is read as DeepSpeed's universal checkpoint (checkpoint.load)
+    universal = run.resume is not None and run.resume.meta["world_size"] != run.world_size and zero_stage > 0
     ds_config = deepspeed_config(run, zero_stage)
+    if universal:
+        ds_config["checkpoint"] = {**ds_config.get("checkpoint", {}), "load_universal": True}
     if rank == 0:
         write_run_files(run, ds_config, model.num_parameters(), zero_stage)
     engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
     use_tensor_trust_ratios(engine)  # under ZeRO 1/2: LAMB/LANS learn where each tensor lies in their partitions
+    started = Started(engine, zero_stage)
+    if run.resume is None:
+        return started
+    client = checkpoint.load(engine, run.resume, universal=universal)
+    started.step = client["step"]
+    saved_ranks = len(client["ranks"])
+    if saved_ranks == run.world_size:
+        started.data_state = DataState.from_dict(client["ranks"][rank]["data"])
+        started.rng = client["ranks"][rank]["rng"]
+        log.info("resumed from %s at step %d", run.resume.path, started.step)
+    else:  # the data order changes with the ranks (data.redistribute); fresh dropout streams
+        states = [DataState.from_dict(r["data"]) for r in client["ranks"]]
+        started.data_state = redistribute(states, run.world_size)[rank]
+        _seed(c.seed + rank + 1_000_003 * started.step)
+        log.info("resumed from %s at step %d: written by %d rank(s), resumed on %d; the rest of epoch %d is dealt "
+                 "out anew", run.resume.path, started.step, saved_ranks, run.world_size, started.data_state.epoch)
+    return started
 
-    step, data_state, rng = 0, None, None
-    if run.resume is not None:
-        client = checkpoint.load(engine, run.resume)
-        step = client["step"]
-        data_state = DataState.from_dict(client["ranks"][rank]["data"])
-        rng = client["ranks"][rank]["rng"]
-        log.info("resumed from %s at step %d", run.resume.path, step)
+
+def train(run: Run) -> int:
+    """Train until the phase's last step, `steps_this_run` steps, or a stop signal; returns the exit code."""
+    single_process_env()
+    rank = int(os.environ["RANK"])
+    c = run.config
+    log = setup_logging(run.phase_dir / "train.log" if rank == 0 else None, quiet=rank != 0)
+    started = start(run)
+    engine, zero_stage, step, data_state, rng = (started.engine, started.zero_stage, started.step,
+                                                 started.data_state, started.rng)
+    model = engine.module
     last = min(c.steps, step + c.steps_this_run) if c.steps_this_run else c.steps
     log.info("%s: steps %d..%d of %d, %s parameters, %d rank(s) x micro-batch %d x accumulation %d = %d, %s, "
              "ZeRO %d", run.phase, step + 1, last, c.steps, f"{model.num_parameters():,}", run.world_size,
