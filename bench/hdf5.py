@@ -106,14 +106,16 @@ def in_fresh_process(fn, *args):
     return result
 
 
-def timed_command(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, float]:
-    """Run a command to its end; its wall seconds, CPU seconds (user + sys) and peak RSS in MiB."""
+def timed_command(command: list[str], cwd: Path, env: dict[str, str], log: Path) -> tuple[float, float, float]:
+    """Run a command to its end (its output to `log`); its wall seconds, CPU seconds (user + sys) and peak RSS in
+    MiB."""
     started = time.perf_counter()
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
+    with open(log, "wb") as output:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=output, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - started
     if status != 0:
-        raise SystemExit(f"failed ({status}): {' '.join(command)}\n{process.stderr.read().decode()[-2000:]}")
+        raise SystemExit(f"failed ({status}): {' '.join(command)}\n{log.read_text(errors='replace')[-2000:]}")
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
@@ -149,7 +151,7 @@ def nvidia_comparison(docs: list[list[str]], tmp: Path, rounds: int) -> None:
         for name, command, env in (("NVIDIA create_pretraining_data", theirs, their_env),
                                    ("wiki2bert pipeline hdf5", ours, our_env)):
             load = os.getloadavg()[0]
-            wall, cpu, peak = timed_command(command, script.parent if env is their_env else ROOT, env)
+            wall, cpu, peak = timed_command(command, script.parent if env is their_env else ROOT, env, tmp / "log")
             if env is their_env:
                 with h5py.File(tmp / "nvidia.hdf5", "r") as f:
                     instances = len(f["input_ids"])

@@ -15,7 +15,8 @@ Two parallel passes over the shards, so that each shard is tokenized once for al
    pipeline/tokenize.py;
 2. instances: for each (variant, shard), plan all instances of all `dupe_factor` rounds as token spans,
    shuffle them all with a seeded permutation (a full shuffle, as Google's), then build and write them in
-   blocks of whole HDF5 chunks. Memory: the shard's ids + ~40 bytes per instance + one block.
+   blocks of whole HDF5 chunks (pipeline/instance_files.py). A shard above `window_tokens` is taken a window of
+   whole documents at a time, so memory is bounded by the window's ids + ~40 bytes per instance + one block.
 Each (variant, shard) draws from its own random stream, seeded from `random_seed`, the shard's name and the
 variant, so the bytes do not depend on `--workers`. Each worker uses one core (tokenizers' threads are off).
 
