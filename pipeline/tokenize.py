@@ -4,16 +4,19 @@ the tokenizer once.
 BERT's tokenization (HF `BertNormalizer` + `BertPreTokenizer` + `WordPiece`) works character by character up to
 the word: normalizing a text is normalizing each character (clean-up, accent stripping, lowercasing, padding of
 CJK characters all act on one character), the pre-tokenizer splits at whitespace and around each punctuation
-character, and WordPiece then sees each word alone. So instead of the tokenizer's per-sentence machinery
-(offsets, alignments, one `Encoding` per sentence), `WordCache`:
-- maps every character to its normalized and pre-tokenized form once (asking the tokenizer itself, so the
-  answers are the tokenizer's, whatever its Unicode tables) and applies that table with `str.translate`;
-- splits the result at spaces and looks each word up in a word -> pieces cache (word frequencies are Zipfian:
-  most words were seen before), sending only new words to the tokenizer's own WordPiece model.
-The ids are exactly the tokenizer's: characters whose forms could interact with their neighbours (combining
-marks, which Unicode normalization reorders) and text containing an added token make their sentence go through
-the full tokenizer, and tokenizers of any other make-up go through it entirely (`tests/test_tokenize.py` checks
-both paths against `Tokenizer.encode_batch` on adversarial text).
+character, and WordPiece then sees each word alone. A space is a boundary for all three, so the ids of a text
+are the ids of its space-separated chunks one after the other. Instead of the tokenizer's per-sentence machinery
+(offsets, alignments, one `Encoding` per sentence), `WordCache` therefore:
+- looks each chunk ("Isten," "(1912)") up in a chunk -> pieces cache (frequencies are Zipfian: most chunks
+  were seen before);
+- turns only new chunks into words with a table of each character's normalized, pre-tokenized form (made by
+  asking the tokenizer itself, so the answers are the tokenizer's whatever its Unicode tables) and
+  `str.translate`, and looks those up in a word -> pieces cache;
+- sends only new words to the tokenizer's own WordPiece model.
+The ids are exactly the tokenizer's: a chunk holding a character whose form could interact with its neighbours
+(combining marks, which Unicode normalization reorders) or an added token's text goes through the full tokenizer
+alone, and tokenizers of any other make-up are used whole (`tests/test_tokenize.py` checks both paths against
+`Tokenizer.encode_batch` on adversarial text and random Unicode). Both caches are bounded (MAX_CACHED_CHUNKS).
 """
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ class Hdf5Config:
     whole_word_masking: bool = False  # mask all ## pieces of a word together
     gzip_level: int = 1  # HDF5 gzip level (with the shuffle filter): higher levels write smaller files, more slowly
     # instances of a shard are made (random next sentences drawn, shuffled) within windows of whole documents of
-    # at most this many tokens: memory stays flat (~5 bytes a token of the window at seq 128) whatever the shard
+    # at most this many tokens: memory stays flat (~6 bytes a token of the window at seq 128) whatever the shard
     # size; shards below it (the default 50 shards up to ~3 GB of text) are one window
     window_tokens: int = 1 << 24
 
