@@ -46,7 +46,8 @@ from core.errors import PipelineError
 from core.fileio import remove_tree, sha256_file, write_json
 from core.hdf5_format import MASKED_LM_POSITIONS, create_datasets, used_positions
 from pipeline.finished_files import FinishedFiles, file_key
-from pipeline.instances import MaskingVocab, TokenizedDocuments, make_instances, plan_instances
+from pipeline.instances import (MaskingVocab, TokenizedDocuments, make_instances, plan_instances,
+                                random_next_from_own_document)
 from core.log import LOGGER_NAME, progress
 from pipeline.tokenize import tokenize_documents
 from pipeline.stages import Stage, StageContext
@@ -55,7 +56,7 @@ from core.wordpiece import copy_tokenizer_files, load_tokenizer, read_vocab, spe
 SPLITS = ("training", "test")
 CHUNK_BYTES = 1 << 20  # HDF5 chunk of input_ids: fits h5py's default 1 MiB chunk cache
 CHUNKS_PER_BLOCK = 4  # instances are built and written this many chunks at a time
-FILE_FORMAT = 1  # part of each file's key: a change to how bytes are made must change it
+FILE_FORMAT = 2  # part of each file's key: a change to how bytes are made must change it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,6 +172,7 @@ def run(config: Hdf5Config, ctx: StageContext) -> dict:
             "whole_word_masking": config.whole_word_masking, "lower_case": lower_case,
             "vocab_size": len(vocab), "special_token_ids": special_token_ids(vocab),
             **summary, "files": {name: c["instances"] for name, c in files.items()},
+            "random_next_own_document": {name: c["random_next_own_document"] for name, c in files.items()},
         })
         variants[variant_dir.name] = summary
         ctx.log.info("hdf5: %s: %s training + %s test instances, short targets %.3f, random next %.3f",
@@ -363,7 +365,8 @@ def _write_instances(task: _InstancesTask) -> dict:
                 datasets[name][start:start + len(values)] = values
             masked += int(np.count_nonzero(used_positions(block[MASKED_LM_POSITIONS])))
     partial.rename(out_file)
-    counts = {"instances": len(plan), "random_next": int(plan.random_next.sum()), "masked_tokens": masked,
+    counts = {"instances": len(plan), "random_next": int(plan.random_next.sum()),
+              "random_next_own_document": random_next_from_own_document(docs, plan), "masked_tokens": masked,
               "short_targets": plan.short_targets, "document_rounds": plan.document_rounds, "shard": task.shard_counts}
     finished.record(task.relative, task.key, counts)
     return counts
