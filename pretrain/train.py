@@ -31,7 +31,7 @@ from core.errors import ConfigError
 from core.config import config_to_dict
 from core.errors import PipelineError
 from core.fileio import atomic_write, write_json
-from core.log import progress, setup_logging
+from core.log import LOGGER_NAME, progress, setup_logging
 from core.wordpiece import read_vocab
 from pretrain import checkpoint
 from pretrain.config import CHANGEABLE_ON_RESUME, TrainConfig, deep_merge
@@ -47,6 +47,7 @@ PEAK_TFLOPS = (("H100 PCIe", 756.0), ("H100", 989.0), ("H200", 989.0), ("GH200",
                ("L40S", 362.0), ("A10", 125.0), ("L4", 121.0), ("V100", 125.0))
 USER_DS_FORBIDDEN = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
                      "optimizer", "scheduler")
+log = logging.getLogger(LOGGER_NAME)
 STEP_STATS = ("loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_count", "nsp_correct", "nsp_count",
               "micro_batches", "data_wait_s")
 
@@ -189,25 +190,37 @@ def train(run: Run) -> int:
         cleanup.callback(metrics.close)
         bar = cleanup.enter_context(progress(total=c.steps, initial=step, desc=run.phase, unit="step",
                                              quiet=rank != 0))
-        stop = cleanup.enter_context(StopSignal(log))
+        stop = cleanup.enter_context(StopSignal(log, run.world_size))
         stats = torch.zeros(len(STEP_STATS), dtype=torch.float64, device=engine.device)
+        saved = logged = step
+        stopped = False
         while step < last:
             with _profiling(engine, run, step + 1, rank):
-                lr, grad_norm, data_state = _train_step(engine, batches, run, stats, step + 1)
+                done = _train_step(engine, batches, run, stats, step + 1, stop)
+            if done is None:
+                stopped = True
+                break
+            lr, grad_norm, data_state = done
+            rng = checkpoint.rng_state()  # the state the next step starts with, saved with this step
             step += 1
             bar.update(1)
-            stopping = _any_rank(stop.signum is not None, engine.device)
-            if step % c.log_every == 0 or step == last or stopping:
+            if step % c.log_every == 0 or step == last:
                 row = metrics.row(step, stats, lr, grad_norm)
                 bar.set_postfix(loss=f"{row['loss']:.4f}")
-            if step % c.checkpoint_every == 0 or step == last or stopping:
-                _save(engine, run, step, data_state)
+                logged = step
+            if step % c.checkpoint_every == 0 or step == last:
+                _save(engine, run, step, data_state, rng)
                 metrics.restart_clock()
-            if stopping:
-                break
-    if stop.signum is not None:
-        log.warning("stopped by signal %d at step %d, checkpoint saved; re-run the same command to resume",
-                    stop.signum, step)
+                saved = step
+        if stopped and step > saved:  # the last completed step: the abandoned one left no trace in the engine
+            if step > logged:
+                metrics.row(step, stats, lr, grad_norm)
+            _save(engine, run, step, data_state, rng)
+            saved = step
+    if stopped:
+        log.warning("stopped by signal %d; %s", stop.signum,
+                    f"checkpoint of step {saved} saved; re-run the same command to resume" if saved else
+                    "no step was completed, nothing saved; re-run the same command to start")
         return 128 + stop.signum
     if step < c.steps:
         log.info("stopped after step %d of %d (steps_this_run); re-run the same command to continue", step, c.steps)
@@ -217,12 +230,21 @@ def train(run: Run) -> int:
     return 0
 
 
-def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int):
+def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int, stop: StopSignal):
     """One optimizer step (`grad_accumulation` micro-batches). Adds the step's sums to `stats`; returns the
-    learning rate used, the gradient norm (None if not measured) and the data position after the step."""
+    learning rate used, the gradient norm (None if not measured) and the data position after the step.
+
+    Returns None, adding nothing, when a stop signal is agreed before one of its micro-batches: the step is
+    abandoned. DeepSpeed changes the weights, optimizer, schedule and its step counters only in the step() of the
+    last micro-batch, and gradients are not part of a checkpoint, so the engine then still holds the state of the
+    last completed step; the gradients it has accumulated are dropped with the process."""
     log_step = step % run.config.log_every == 0
     lr = grad_norm = None
+    step_stats = torch.zeros_like(stats)
     for micro in range(run.grad_accumulation):
+        if stop.agreed():
+            log.warning("step %d abandoned after %d of %d micro-batches", step, micro, run.grad_accumulation)
+            return None
         start = time.perf_counter()
         batch = next(batches)
         wait = time.perf_counter() - start
@@ -237,17 +259,18 @@ def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int):
             if log_step and engine.zero_optimization_stage() == 0:
                 grad_norm = _grad_norm(engine)  # DeepSpeed keeps no norm without ZeRO
         engine.step()
-        stats += torch.stack([out.loss.detach().double(), out.mlm_loss.detach().double(),
-                              out.nsp_loss.detach().double(), out.mlm_correct.double(), out.mlm_count.double(),
-                              out.nsp_correct.double(), out.nsp_count.double(),
-                              torch.ones((), dtype=torch.float64, device=stats.device),
-                              torch.tensor(wait, dtype=torch.float64, device=stats.device)])
+        step_stats += torch.stack([out.loss.detach().double(), out.mlm_loss.detach().double(),
+                                   out.nsp_loss.detach().double(), out.mlm_correct.double(), out.mlm_count.double(),
+                                   out.nsp_correct.double(), out.nsp_count.double(),
+                                   torch.ones((), dtype=torch.float64, device=stats.device),
+                                   torch.tensor(wait, dtype=torch.float64, device=stats.device)])
+    stats += step_stats
     ds_norm = engine.get_global_grad_norm()
     return lr, float(ds_norm) if ds_norm is not None else grad_norm, data_state
 
 
-def _save(engine, run: Run, step: int, data_state: dict) -> None:
-    mine = {"data": data_state, "rng": checkpoint.rng_state()}
+def _save(engine, run: Run, step: int, data_state: dict, rng: dict) -> None:
+    mine = {"data": data_state, "rng": rng}
     ranks = [None] * run.world_size
     torch.distributed.all_gather_object(ranks, mine)
     client = {"phase": run.phase, "step": step, "world_size": run.world_size, "ranks": ranks,
@@ -366,11 +389,13 @@ class MetricsLog:
 
 
 class StopSignal:
-    """SIGTERM/SIGINT set `signum`: the loop finishes its step, checkpoints and stops. A second SIGINT
-    interrupts at once."""
+    """SIGTERM/SIGINT ask the loop to stop within a micro-batch, whatever the gradient accumulation: before each
+    micro-batch every rank calls `agreed()`, true on all ranks at the same micro-batch once any rank got a signal
+    (a MAX all-reduce on a CPU (gloo) group: no GPU synchronisation). A second SIGINT interrupts at once."""
 
-    def __init__(self, log: logging.Logger):
+    def __init__(self, log: logging.Logger, world_size: int):
         self.log, self.signum, self._previous = log, None, {}
+        self._group = torch.distributed.new_group(backend="gloo") if world_size > 1 else None
 
     def __enter__(self):
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -381,19 +406,20 @@ class StopSignal:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
 
+    def agreed(self) -> bool:
+        """Collective: whether any rank got a stop signal (its number becomes `signum` on every rank)."""
+        if self._group is None:
+            return self.signum is not None
+        flag = torch.tensor([self.signum or 0], dtype=torch.int32)
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX, group=self._group)
+        self.signum = self.signum or int(flag) or None
+        return self.signum is not None
+
     def _handle(self, signum, frame):
         if self.signum == signal.SIGINT and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.signum = signum
-        self.log.warning("signal %d: finishing this step, then saving a checkpoint", signum)
-
-
-def _any_rank(flag: bool, device) -> bool:
-    if not torch.distributed.is_initialized() or torch.distributed.get_world_size() == 1:
-        return flag
-    t = torch.tensor([int(flag)], device=device)
-    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
-    return bool(t.item())
+        self.log.warning("signal %d: abandoning the step in progress, saving the last completed one", signum)
 
 
 def _grad_norm(engine) -> float | None:
