@@ -78,7 +78,7 @@ def compare_models(run_dir: Path, data: Path, vocab_size: int, micro_batch: int,
     from pretrain.export import hf_config
     from pretrain.model import BertForPreTraining, ModelConfig
     from pretrain.optimizers import build_optimizer
-    from pretrain.train import single_process_env
+    from pretrain.engine import single_process_env
 
     ds_config = json.loads((run_dir / "ds_config.json").read_text())
     config = ModelConfig(**json.loads((run_dir / "model_config.json").read_text()))

@@ -5,6 +5,7 @@ ids always come from the vocabulary file, never from constants (Google's [UNK] i
 """
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
@@ -13,6 +14,8 @@ from core.errors import PipelineError
 from core.fileio import atomic_write, write_json
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# what write_tokenizer_dir writes: a directory with these files is a self-contained tokenizer
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
 def read_vocab(path: Path) -> dict[str, int]:
@@ -87,3 +90,11 @@ def write_tokenizer_dir(directory: Path, tokens: list[str], lowercase: bool = Fa
         "tokenize_chinese_chars": True, "model_max_length": model_max_length, **special})
     write_json(directory / "special_tokens_map.json", special)
     return vocab
+
+
+def copy_tokenizer_files(source: Path, target: Path) -> list[str]:
+    """Copy the tokenizer files `source` has into the directory `target`; returns their names."""
+    copied = [name for name in TOKENIZER_FILES if (Path(source) / name).is_file()]
+    for name in copied:
+        shutil.copyfile(Path(source) / name, Path(target) / name)
+    return copied

@@ -1,16 +1,22 @@
-"""Checkpoints of a phase: DeepSpeed's `save_checkpoint` under `<phase_dir>/checkpoints/<tag>/`, our own `latest`.
+"""Checkpoints of a phase, the one place that writes and reads them: DeepSpeed's `save_checkpoint` under
+`<phase_dir>/checkpoints/<tag>/`, our own `latest`, the weights alone and the phase's `model_config.json`.
 
 A checkpoint counts once it is complete: every rank has written its files (DeepSpeed's save ends with a barrier),
 then rank 0 writes `<tag>/meta.json` and only then replaces `latest`, atomically. A crash while saving therefore
 leaves `latest` on the previous checkpoint; DeepSpeed's own `latest` writing is off. The newest `keep` complete
 checkpoints are kept; directories of saves that never completed are removed.
 
-(The weights alone, e.g. for phase 2's start or the export, are read by `pretrain.export.load_checkpoint_weights`.)
 The client state holds, for every rank, its data position and its RNG states (python, numpy, torch, CUDA):
 DeepSpeed writes the client state only from rank 0, so the training loop gathers all ranks' states into it.
+The weights alone (phase 2's start, the export) are read with `load_weights`: with ZeRO the fp32 master weights
+are in the optimizer shards and are consolidated with DeepSpeed's zero_to_fp32; otherwise they are the module
+state (with DeepSpeed's own bf16/fp16 optimizer and no ZeRO, the 16-bit weights the model trained with, widened).
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import io
 import json
 import random
 import shutil
@@ -19,12 +25,31 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from core.errors import ConfigError
+from core.errors import ConfigError, PipelineError
 from core.fileio import atomic_write, write_json
+from pretrain.model import ModelConfig
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
 META = "meta.json"
+MODEL_CONFIG = "model_config.json"
+MODEL_STATES = "mp_rank_00_model_states.pt"
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    """A complete checkpoint: `<phase_dir>/checkpoints/<tag>/` and its meta.json (step, world_size, ...)."""
+    phase_dir: Path
+    tag: str
+    meta: dict
+
+    @property
+    def path(self) -> Path:
+        return checkpoint_dir(self.phase_dir) / self.tag
+
+    @property
+    def step(self) -> int:
+        return self.meta["step"]
 
 
 def checkpoint_dir(phase_dir: Path) -> Path:
@@ -35,18 +60,63 @@ def tag_for(step: int) -> str:
     return f"step{step:08d}"
 
 
-def latest(phase_dir: Path) -> tuple[str, dict] | None:
-    """(tag, meta) of the phase's latest complete checkpoint, None if it has none."""
+def latest(phase_dir: Path) -> Checkpoint | None:
+    """The phase's latest complete checkpoint, None if it has none; PipelineError if `latest` names a damaged one."""
     ckpt = checkpoint_dir(phase_dir)
     if not (ckpt / LATEST).is_file():
         return None
     tag = (ckpt / LATEST).read_text(encoding="utf-8").strip()
+    if not tag or not (ckpt / tag).is_dir():
+        raise PipelineError(f"{ckpt / LATEST}: names checkpoint {tag!r}, which does not exist")
     try:
         meta = json.loads((ckpt / tag / META).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        raise ConfigError(f"{ckpt / LATEST}: names checkpoint {tag!r}, whose {META} is missing or unreadable") \
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        raise PipelineError(f"{ckpt / LATEST}: names checkpoint {tag!r}, whose {META} is missing or unreadable") \
             from None
-    return tag, meta
+    return Checkpoint(Path(phase_dir), tag, meta)
+
+
+def require_latest(phase_dir: Path, purpose: str) -> Checkpoint:
+    """The latest checkpoint; ConfigError (the user named a directory without one) if there is none."""
+    found = latest(phase_dir) if Path(phase_dir).is_dir() else None
+    if found is None:
+        raise ConfigError(f"{phase_dir}: no checkpoint {purpose} ({checkpoint_dir(phase_dir) / LATEST} not found)")
+    return found
+
+
+def read_model_config(phase_dir: Path) -> ModelConfig:
+    """The phase's model_config.json: ConfigError if missing (not a phase directory), PipelineError if damaged."""
+    path = Path(phase_dir) / MODEL_CONFIG
+    if not path.is_file():
+        raise ConfigError(f"{path}: not found (is {phase_dir} a pretraining phase directory?)")
+    try:
+        return ModelConfig(**json.loads(path.read_text(encoding="utf-8")))
+    except (UnicodeDecodeError, json.JSONDecodeError, TypeError, ValueError) as e:
+        raise PipelineError(f"{path}: not a model config ({e})") from None
+
+
+def write_model_config(phase_dir: Path, config: ModelConfig) -> None:
+    write_json(Path(phase_dir) / MODEL_CONFIG, dataclasses.asdict(config))
+
+
+def load_weights(checkpoint: Checkpoint) -> dict[str, torch.Tensor]:
+    """The checkpoint's model state dict, in fp32."""
+    tag_dir = checkpoint.path
+    if any(tag_dir.glob("zero_pp_rank_*_optim_states.pt")):
+        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+        with contextlib.redirect_stdout(io.StringIO()):  # it prints its progress
+            try:
+                state = get_fp32_state_dict_from_zero_checkpoint(str(tag_dir.parent), checkpoint.tag)
+            except (FileNotFoundError, ValueError) as e:
+                raise PipelineError(f"{tag_dir}: cannot consolidate the ZeRO checkpoint ({e})") from None
+    else:
+        path = tag_dir / MODEL_STATES
+        if not path.is_file():
+            raise PipelineError(f"{tag_dir}: no {MODEL_STATES} (incomplete checkpoint?)")
+        # DeepSpeed's checkpoint holds more than tensors (config, client state), hence weights_only=False
+        state = torch.load(path, map_location="cpu", weights_only=False)["module"]
+    return {name: t.float() for name, t in state.items()}
 
 
 def save(engine, phase_dir: Path, step: int, meta: dict, client_state: dict, keep: int) -> str:
@@ -63,11 +133,11 @@ def save(engine, phase_dir: Path, step: int, meta: dict, client_state: dict, kee
     return tag
 
 
-def load(engine, phase_dir: Path, tag: str) -> dict:
+def load(engine, checkpoint: Checkpoint) -> dict:
     """Loads model, optimizer and LR-scheduler states into `engine`; returns the client state."""
-    path, client_state = engine.load_checkpoint(str(checkpoint_dir(phase_dir)), tag=tag)
+    path, client_state = engine.load_checkpoint(str(checkpoint_dir(checkpoint.phase_dir)), tag=checkpoint.tag)
     if path is None:
-        raise ConfigError(f"{checkpoint_dir(phase_dir) / tag}: DeepSpeed could not load this checkpoint")
+        raise PipelineError(f"{checkpoint.path}: DeepSpeed could not load this checkpoint")
     return client_state
 
 

@@ -90,7 +90,8 @@ def estimate(preset: str = typer.Option("large", "--preset", help="Model size"),
 
 def _train(phase, data, out, preset, config, overrides, deepspeed_config, vocab, init=None) -> None:
     from pretrain.config import load_train_config
-    from pretrain.train import prepare, train
+    from pretrain.run import prepare
+    from pretrain.train import train
 
     train_config = load_train_config(phase, config, overrides or [], {"preset": preset} if preset else None)
     run = prepare(phase, data, out, train_config, vocab, init, deepspeed_config, preset_flag=preset)

@@ -3,77 +3,21 @@
 The model's parameter names are those of `transformers.BertForPreTraining`, so the export loads our state dict
 into that class and lets `save_pretrained` write `config.json` and `model.safetensors` (it stores the decoder
 weight, tied to the word embeddings, once, as `from_pretrained` expects). The tokenizer files come from the phase's
-`tokenizer/` directory (a copy of the `vocab` stage's).
-
-Checkpoint layout of a phase directory: `model_config.json` (ModelConfig), `tokenizer/`,
-`checkpoints/latest` (the tag) and `checkpoints/<tag>/` (DeepSpeed's save_checkpoint). With ZeRO the fp32 master
-weights are in the optimizer shards and are consolidated with DeepSpeed's zero_to_fp32; otherwise the weights
-are the module state (with DeepSpeed's own bf16/fp16 optimizer and no ZeRO, those are the 16-bit weights the model
-trained with, widened to fp32).
+`tokenizer/` directory (a copy of the data directory's). The phase directory is read through `pretrain.checkpoint`.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
-import json
 import os
-import shutil
 from pathlib import Path
 
 import torch
 
 from core.errors import PipelineError
 from core.fileio import remove_tree, write_json
-from core.wordpiece import read_vocab, special_token_ids
-from pretrain.checkpoint import LATEST, checkpoint_dir
+from core.wordpiece import copy_tokenizer_files, read_vocab, special_token_ids
+from pretrain import checkpoint
 from pretrain.model import ModelConfig
-
-TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-MODEL_STATES = "mp_rank_00_model_states.pt"
-
-
-def load_model_config(phase_dir: Path) -> ModelConfig:
-    path = Path(phase_dir) / "model_config.json"
-    try:
-        fields = json.loads(path.read_text(encoding="utf-8"))
-        return ModelConfig(**fields)
-    except FileNotFoundError:
-        raise PipelineError(f"{path}: not found (is {phase_dir} a pretraining phase directory?)") from None
-    except (json.JSONDecodeError, TypeError, ValueError) as e:
-        raise PipelineError(f"{path}: not a model config ({e})") from None
-
-
-def latest_checkpoint(phase_dir: Path) -> tuple[Path, str]:
-    """(the checkpoints directory, the tag `latest` names); PipelineError if there is no complete checkpoint."""
-    checkpoints = checkpoint_dir(phase_dir)
-    latest = checkpoints / LATEST
-    if not latest.is_file():
-        raise PipelineError(f"{phase_dir}: no checkpoint to export ({latest} not found)")
-    tag = latest.read_text(encoding="utf-8").strip()
-    if not tag or not (checkpoints / tag).is_dir():
-        raise PipelineError(f"{latest}: names checkpoint {tag!r}, which does not exist")
-    return checkpoints, tag
-
-
-def load_checkpoint_weights(checkpoints: Path, tag: str) -> dict[str, torch.Tensor]:
-    """The fp32 model state dict of checkpoint `tag` (DeepSpeed's save_checkpoint(checkpoints, tag))."""
-    tag_dir = checkpoints / tag
-    if any(tag_dir.glob("zero_pp_rank_*_optim_states.pt")):
-        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
-
-        with contextlib.redirect_stdout(io.StringIO()):  # it prints its progress
-            try:
-                state = get_fp32_state_dict_from_zero_checkpoint(str(checkpoints), tag)
-            except (FileNotFoundError, ValueError) as e:
-                raise PipelineError(f"{tag_dir}: cannot consolidate the ZeRO checkpoint ({e})") from None
-    else:
-        path = tag_dir / MODEL_STATES
-        if not path.is_file():
-            raise PipelineError(f"{tag_dir}: no {MODEL_STATES} (incomplete checkpoint?)")
-        # DeepSpeed's checkpoint holds more than tensors (config, client state), hence weights_only=False
-        state = torch.load(path, map_location="cpu", weights_only=False)["module"]
-    return {name: t.float() for name, t in state.items()}
 
 
 def hf_config(config: ModelConfig, pad_token_id: int):
@@ -93,14 +37,14 @@ def export_hf(phase_dir: Path, out_dir: Path) -> Path:
     import transformers
 
     phase_dir, out_dir = Path(phase_dir), Path(out_dir)
-    config = load_model_config(phase_dir)
+    config = checkpoint.read_model_config(phase_dir)
     tokenizer_dir = phase_dir / "tokenizer"
     vocab = read_vocab(tokenizer_dir / "vocab.txt")
     if len(vocab) > config.vocab_size:
         raise PipelineError(f"{tokenizer_dir / 'vocab.txt'}: {len(vocab)} tokens, more than the model's "
                             f"{config.vocab_size}")
-    checkpoints, tag = latest_checkpoint(phase_dir)
-    state = load_checkpoint_weights(checkpoints, tag)
+    latest = checkpoint.require_latest(phase_dir, "to export")
+    state = checkpoint.load_weights(latest)
     model = transformers.BertForPreTraining(hf_config(config, special_token_ids(vocab)["[PAD]"]))
     expected = model.state_dict()
     missing, unexpected = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
@@ -117,10 +61,9 @@ def export_hf(phase_dir: Path, out_dir: Path) -> Path:
     remove_tree(tmp)
     try:
         model.save_pretrained(tmp)
-        for name in TOKENIZER_FILES:
-            if (tokenizer_dir / name).is_file():
-                shutil.copy2(tokenizer_dir / name, tmp / name)
-        write_json(tmp / "pretraining_config.json", {"model_config": dataclasses.asdict(config), "checkpoint": tag})
+        copy_tokenizer_files(tokenizer_dir, tmp)
+        write_json(tmp / "pretraining_config.json", {"model_config": dataclasses.asdict(config),
+                                                     "checkpoint": latest.tag})
         old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
         if out_dir.exists():
             os.replace(out_dir, old)

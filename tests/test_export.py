@@ -10,7 +10,7 @@ import pytest
 import torch
 import transformers
 
-from core.errors import PipelineError
+from core.errors import ConfigError, PipelineError
 from core.wordpiece import write_tokenizer_dir
 from pretrain.export import export_hf, fill_mask
 from pretrain.model import BertForPreTraining, model_config
@@ -27,6 +27,7 @@ def write_phase_dir(phase_dir, model, tag="global_step7"):
     write_tokenizer_dir(phase_dir / "tokenizer", TOKENS, lowercase=True)
     torch.save({"module": model.state_dict(), "global_steps": 7},
                phase_dir / "checkpoints" / tag / "mp_rank_00_model_states.pt")
+    (phase_dir / "checkpoints" / tag / "meta.json").write_text(json.dumps({"tag": tag, "step": 7, "world_size": 1}))
     (phase_dir / "checkpoints" / "latest").write_text(tag)
 
 
@@ -103,7 +104,7 @@ def test_export_errors_are_one_line(tmp_path):
     phase = tmp_path / "phase1"
     write_phase_dir(phase, model)
     (phase / "checkpoints" / "latest").unlink()
-    with pytest.raises(PipelineError, match="no checkpoint to export"):
+    with pytest.raises(ConfigError, match="no checkpoint to export"):
         export_hf(phase, tmp_path / "out")
     (phase / "checkpoints" / "latest").write_text("global_step99")
     with pytest.raises(PipelineError, match="names checkpoint 'global_step99', which does not exist"):
@@ -113,7 +114,7 @@ def test_export_errors_are_one_line(tmp_path):
     with pytest.raises(PipelineError, match="does not match model_config.json"):
         export_hf(phase, tmp_path / "out")
     (phase / "model_config.json").unlink()
-    with pytest.raises(PipelineError, match="model_config.json: not found"):
+    with pytest.raises(ConfigError, match="model_config.json: not found"):
         export_hf(phase, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
@@ -123,6 +124,7 @@ import json, dataclasses, sys
 from pathlib import Path
 import torch, deepspeed
 from pretrain.model import BertForPreTraining, model_config
+from pretrain import checkpoint
 from pretrain.optimizers import build_optimizer
 phase, zero_stage = Path(sys.argv[1]), int(sys.argv[2])
 torch.manual_seed(0)
@@ -137,7 +139,7 @@ for _ in range(2):
     loss = engine(**batch).loss
     engine.backward(loss)
     engine.step()
-engine.save_checkpoint(str(phase / "checkpoints"), tag="step2")
+checkpoint.save(engine, phase, 2, {"world_size": 1}, {}, keep=1)  # as the training loop saves
 (phase / "model_config.json").write_text(json.dumps(dataclasses.asdict(model.config)))
 torch.save({k: v.detach().clone() for k, v in engine.module.state_dict().items()}, phase / "expected.pt")
 """
@@ -160,7 +162,7 @@ def test_export_of_a_real_deepspeed_checkpoint(tmp_path, zero_stage):
     assert result.returncode == 0, result.stderr[-3000:]
     (phase / "tokenizer").mkdir()
     write_tokenizer_dir(phase / "tokenizer", TOKENS)
-    assert any((phase / "checkpoints" / "step2").glob("zero_pp_rank_*_optim_states.pt")) == (zero_stage > 0)
+    assert any((phase / "checkpoints" / "step00000002").glob("zero_pp_rank_*_optim_states.pt")) == (zero_stage > 0)
     out = export_hf(phase, tmp_path / "hf")
     hf, info = transformers.BertForPreTraining.from_pretrained(out, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]

@@ -18,8 +18,11 @@ from core.errors import ConfigError
 from pretrain import checkpoint
 from pretrain.cli import main
 from pretrain.config import load_train_config
-from pretrain.export import MODEL_STATES, load_checkpoint_weights
-from pretrain.train import WarmupPolyDecay, deepspeed_config, prepare
+from pretrain.checkpoint import MODEL_STATES
+from pretrain.engine import deepspeed_config
+from pretrain.metrics import metrics_step
+from pretrain.run import prepare
+from pretrain.schedule import WarmupPolyDecay
 from test_pretrain_data import write_dataset, write_hdf5
 
 TINY = ["--preset", "tiny", "--set", "seq_len=32", "--set", "global_batch=8", "--set", "micro_batch=4",
@@ -118,8 +121,7 @@ def test_phase2_starts_from_phase1_weights_with_a_fresh_schedule(data, full_run,
     assert hparams["init"] == {"phase_dir": str(full_run.resolve()), "tag": "step00000008", "step": 8}
     assert hparams["config"]["preset"] == "tiny"  # phase 1's model, not phase2.yaml's preset
     assert metrics(phase2)[0]["step"] == 1 and metrics(phase2)[0]["lr"] == pytest.approx(1e-12 / 2)  # warmup 1/2
-    before, after = (load_checkpoint_weights(checkpoint.checkpoint_dir(d), checkpoint.latest(d)[0])
-                     for d in (full_run, phase2))
+    before, after = (checkpoint.load_weights(checkpoint.latest(d)) for d in (full_run, phase2))
     assert before.keys() == after.keys()
     assert all(torch.allclose(before[k], after[k], atol=1e-6) for k in before)  # lr ~0: phase 1's weights
 
@@ -141,10 +143,11 @@ def test_two_processes_split_the_files_stop_on_sigterm_and_resume(data, tmp_path
         _, stderr = proc.communicate(timeout=120)
     finally:
         proc.kill()
-    tag, meta = checkpoint.latest(out / "phase1")
+    latest = checkpoint.latest(out / "phase1")
+    tag, meta = latest.tag, latest.meta
     stopped_at = metrics(out / "phase1")[-1]["step"]
     assert meta["step"] == stopped_at and meta["world_size"] == 2 and stopped_at < 200, stderr
-    assert stderr.count("finishing this step") == 2
+    assert stderr.count("abandoning the step in progress") == 2
     client = torch.load(checkpoint.checkpoint_dir(out / "phase1") / tag / MODEL_STATES,
                         weights_only=False)
     files = [set(rank["data"]["files"]) for rank in client["ranks"]]
@@ -216,10 +219,11 @@ def test_a_crash_while_saving_leaves_latest_on_the_previous_checkpoint(tmp_path)
     engine.fail = True
     with pytest.raises(OSError):
         checkpoint.save(engine, tmp_path, 3, {"world_size": 1}, {}, keep=2)
-    assert checkpoint.latest(tmp_path)[0] == "step00000002"
+    assert checkpoint.latest(tmp_path).tag == "step00000002"
     engine.fail = False
     checkpoint.save(engine, tmp_path, 4, {"world_size": 1}, {}, keep=2)
-    assert checkpoint.latest(tmp_path) == ("step00000004", {"world_size": 1, "tag": "step00000004", "step": 4})
+    latest = checkpoint.latest(tmp_path)
+    assert (latest.tag, latest.meta) == ("step00000004", {"world_size": 1, "tag": "step00000004", "step": 4})
     assert tags(tmp_path) == ["step00000002", "step00000004"]  # the broken step 3 and the oldest are gone
 
 
@@ -263,8 +267,6 @@ def _exit_code(monkeypatch, args: list[str]) -> int:
 
 
 def test_metrics_rows_cut_off_by_a_crash_are_dropped_on_resume():
-    from pretrain.train import _metrics_step
-
     rows = ['{"step": 1, "loss": 2.0}\n', '{"step": 2, "loss": 1.9}\n', '{"step": 3, "lo']
-    assert [row for row in rows if _metrics_step(row) <= 2] == rows[:2]
-    assert _metrics_step("\n") == float("inf")
+    assert [row for row in rows if metrics_step(row) <= 2] == rows[:2]
+    assert metrics_step("\n") == float("inf")

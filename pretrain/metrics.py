@@ -1,0 +1,107 @@
+"""Training metrics: per-step sums all-reduced over the ranks, written as metrics.jsonl rows and TensorBoard
+scalars (rank 0), with throughput, model FLOPs utilization and memory."""
+from __future__ import annotations
+
+import json
+import resource
+import time
+from typing import TYPE_CHECKING
+
+import torch
+
+from core.fileio import atomic_write
+
+if TYPE_CHECKING:
+    from pretrain.run import Run
+
+# dense bf16/fp16 tensor-core peak TFLOP/s per GPU, for model FLOPs utilization (first matching name wins)
+PEAK_TFLOPS = (("H100 PCIe", 756.0), ("H100", 989.0), ("H200", 989.0), ("GH200", 989.0), ("A100", 312.0),
+               ("L40S", 362.0), ("A10", 125.0), ("L4", 121.0), ("V100", 125.0))
+# the sums a training step adds to its stats tensor, in this order
+STEP_STATS = ("loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_count", "nsp_correct", "nsp_count",
+              "micro_batches", "data_wait_s")
+
+
+def step_stats(out, wait_s: float, device) -> torch.Tensor:
+    """One micro-batch's contribution to the STEP_STATS sums, from the model's output and the data wait."""
+    return torch.stack([out.loss.detach().double(), out.mlm_loss.detach().double(), out.nsp_loss.detach().double(),
+                        out.mlm_correct.double(), out.mlm_count.double(), out.nsp_correct.double(),
+                        out.nsp_count.double(), torch.ones((), dtype=torch.float64, device=device),
+                        torch.tensor(wait_s, dtype=torch.float64, device=device)])
+
+
+def metrics_step(line: str) -> float:
+    """The step of a metrics.jsonl row; inf for a blank or cut-off row (a crash mid-write), so it is dropped."""
+    try:
+        return json.loads(line)["step"]
+    except (ValueError, KeyError, TypeError):
+        return float("inf")
+
+
+class MetricsLog:
+    """Rows of metrics.jsonl and TensorBoard scalars (rank 0), from step sums all-reduced over the ranks."""
+
+    def __init__(self, run: Run, flops_per_sequence: float, writer: bool, start_step: int):
+        self.run, self.flops_per_sequence = run, flops_per_sequence
+        self.file = self.tb = None
+        if writer:
+            path = run.phase_dir / "metrics.jsonl"
+            if path.is_file():  # resuming: drop the rows of steps after the checkpoint, they are done again
+                rows = [line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+                        if metrics_step(line) <= start_step]
+                with atomic_write(path) as f:
+                    f.writelines(rows)
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.file = open(path, "a", encoding="utf-8")
+            self.tb = SummaryWriter(str(run.phase_dir / "tb"))
+        self.peak = _peak_tflops() if run.precision != "fp32" else None
+        self.restart_clock()
+
+    def restart_clock(self) -> None:
+        self.start, self.steps = time.perf_counter(), 0
+
+    def row(self, step: int, stats: torch.Tensor, lr: float, grad_norm: float | None) -> dict:
+        if torch.distributed.is_initialized():
+            torch.distributed.all_reduce(stats)
+        s = dict(zip(STEP_STATS, stats.tolist()))
+        stats.zero_()
+        steps = s["micro_batches"] / (self.run.grad_accumulation * self.run.world_size)
+        elapsed = time.perf_counter() - self.start
+        samples_per_s = steps * self.run.config.global_batch / elapsed
+        tflops = samples_per_s * self.flops_per_sequence / 1e12
+        row = {"step": step, "loss": s["loss"] / s["micro_batches"], "mlm_loss": s["mlm_loss"] / s["micro_batches"],
+               "nsp_loss": s["nsp_loss"] / s["micro_batches"],
+               "mlm_accuracy": s["mlm_correct"] / max(1.0, s["mlm_count"]),
+               "nsp_accuracy": s["nsp_correct"] / max(1.0, s["nsp_count"]), "lr": lr, "grad_norm": grad_norm,
+               "samples_per_s": samples_per_s, "tokens_per_s": samples_per_s * self.run.config.seq_len,
+               "tflops": tflops,
+               "data_wait_s": s["data_wait_s"] / self.run.world_size,
+               "data_wait_share": s["data_wait_s"] / self.run.world_size / elapsed}
+        if self.peak:
+            row["mfu"] = tflops / self.run.world_size / self.peak
+        if torch.cuda.is_available():
+            row["gpu_memory_gb"] = torch.cuda.max_memory_allocated() / 2 ** 30
+            torch.cuda.reset_peak_memory_stats()
+        else:
+            row["max_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+        if self.file:
+            self.file.write(json.dumps(row) + "\n")
+            self.file.flush()
+            for key, value in row.items():
+                if key != "step" and value is not None:
+                    self.tb.add_scalar(f"train/{key}", value, step)
+        self.restart_clock()
+        return row
+
+    def close(self) -> None:
+        if self.file:
+            self.file.close()
+            self.tb.close()
+
+
+def _peak_tflops() -> float | None:
+    if not torch.cuda.is_available():
+        return None
+    name = torch.cuda.get_device_name()
+    return next((peak for key, peak in PEAK_TFLOPS if key in name), None)

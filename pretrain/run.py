@@ -1,0 +1,164 @@
+"""Run preparation: every check a pretraining phase needs (config, vocabulary, data, the checkpoint to resume or
+start from) before anything is written or DeepSpeed is imported, gathered into a `Run`."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+from core.config import config_to_dict
+from core.errors import ConfigError, PipelineError
+from core.wordpiece import read_vocab
+from pretrain import checkpoint
+from pretrain.checkpoint import Checkpoint
+from pretrain.config import CHANGEABLE_ON_RESUME, TrainConfig
+from pretrain.data import PretrainingData, find_data_files, find_vocab_dir, open_data
+from pretrain.engine import choose_precision, read_user_ds_config
+from pretrain.model import ModelConfig, model_config
+
+# ModelConfig fields phase 2 may change from the phase-1 model it starts from; the rest shape the weights
+TRAINING_ONLY_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "activation_checkpointing",
+                        "initializer_range")
+
+
+@dataclasses.dataclass(frozen=True)
+class InitFrom:
+    """Phase 2's start: the phase-1 checkpoint whose weights it loads (recorded in hparams.json as `init`)."""
+    phase_dir: Path
+    tag: str
+    step: int
+
+    def to_dict(self) -> dict:
+        return {"phase_dir": str(self.phase_dir), "tag": self.tag, "step": self.step}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> InitFrom:
+        return cls(Path(d["phase_dir"]), d["tag"], int(d["step"]))
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        return Checkpoint(self.phase_dir, self.tag, {"step": self.step})
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    phase: str
+    phase_dir: Path
+    config: TrainConfig
+    model: ModelConfig
+    data: PretrainingData
+    vocab_dir: Path
+    vocab_size: int  # tokens in vocab.txt (the model's vocabulary is this padded to a multiple of 8)
+    init: InitFrom | None  # phase 2: the phase-1 checkpoint it started from
+    resume: Checkpoint | None  # this phase's own latest checkpoint
+    world_size: int
+    grad_accumulation: int
+    precision: str  # fp32 | bf16 | fp16
+    user_ds_config: dict
+
+    @property
+    def complete(self) -> bool:
+        return self.resume is not None and self.resume.step >= self.config.steps
+
+
+def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, vocab_dir: Path | None = None,
+            init_dir: Path | None = None, deepspeed_config: Path | None = None,
+            preset_flag: str | None = None) -> Run:
+    """Every check that can fail before training; ConfigError (exit 2) with one line on the first problem."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    per_step = config.micro_batch * world_size
+    if config.global_batch % per_step:
+        raise ConfigError(f"global_batch {config.global_batch} is not a multiple of micro_batch {config.micro_batch}"
+                          f" x {world_size} rank(s) = {per_step}; change global_batch or micro_batch")
+    phase_dir = Path(out_dir) / phase
+    find_data_files(data_dir)  # a wrong --data is reported as such, before the vocabulary search fails
+    vocab_dir = Path(vocab_dir) if vocab_dir else find_vocab_dir(data_dir)
+    try:
+        vocab = read_vocab(vocab_dir / "vocab.txt")
+    except PipelineError as e:
+        raise ConfigError(str(e)) from None
+
+    resume = checkpoint.latest(phase_dir)
+    if resume is not None and not (phase_dir / "hparams.json").is_file():
+        raise ConfigError(f"{phase_dir / 'hparams.json'}: missing, so the checkpoint's settings are unknown")
+    init = None
+    if phase == "phase2":
+        init = (InitFrom.from_dict(read_json(phase_dir / "hparams.json")["init"]) if resume
+                else _find_init(Path(init_dir) if init_dir else Path(out_dir) / "phase1"))
+        model, config = _continued_model(phase_dir if resume else init.phase_dir, config, preset_flag)
+    else:
+        try:
+            model = model_config(config.preset, len(vocab), **config.model)
+        except ValueError as e:
+            raise ConfigError(f"model: {e}") from None
+    if resume:
+        _check_resumable(resume, read_json(phase_dir / "hparams.json"), config, world_size)
+    if resume or init:
+        _check_same_vocab(vocab_dir / "vocab.txt", (phase_dir if resume else init.phase_dir) / "tokenizer" /
+                          "vocab.txt", "the vocabulary the model was trained with")
+    _check_same_vocab(vocab_dir / "vocab.txt", Path(data_dir) / "vocab.txt", "the vocabulary of the HDF5 files")
+    if len(vocab) > model.vocab_size:
+        raise ConfigError(f"{vocab_dir / 'vocab.txt'}: {len(vocab)} tokens, more than the model's vocabulary "
+                          f"({model.vocab_size})")
+    if config.seq_len > model.max_position_embeddings:
+        raise ConfigError(f"seq_len {config.seq_len} is longer than the model's max_position_embeddings "
+                          f"{model.max_position_embeddings}")
+    data = open_data(data_dir, config.seq_len, len(vocab), world_size)
+    user_ds = read_user_ds_config(deepspeed_config)
+    return Run(phase=phase, phase_dir=phase_dir, config=config, model=model, data=data, vocab_dir=vocab_dir,
+               vocab_size=len(vocab), init=init, resume=resume, world_size=world_size,
+               grad_accumulation=config.global_batch // per_step, precision=choose_precision(config.precision),
+               user_ds_config=user_ds)
+
+
+def read_json(path: Path) -> dict | None:
+    """The JSON file's content, None if it does not exist."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{path}: not valid JSON ({e})") from None
+
+
+def _check_resumable(resume: Checkpoint, hparams: dict, config: TrainConfig, world_size: int) -> None:
+    if resume.meta["world_size"] != world_size:
+        raise ConfigError(f"{resume.path}: written by {resume.meta['world_size']} rank(s); "
+                          f"resume it with the same number of processes (this run has {world_size})")
+    before, now = hparams["config"], config_to_dict(config)
+    for key, value in now.items():
+        if key not in CHANGEABLE_ON_RESUME and before.get(key) != value:
+            raise ConfigError(f"{resume.phase_dir}: resuming a run started with {key}={before.get(key)!r}, now "
+                              f"{value!r}; keep the run's settings or use another --out")
+
+
+def _find_init(init_dir: Path) -> InitFrom:
+    found = checkpoint.require_latest(init_dir, "to start phase 2 from; pass --init PHASE1_DIR")
+    checkpoint.read_model_config(init_dir)
+    return InitFrom(init_dir.resolve(), found.tag, found.step)
+
+
+def _continued_model(source_dir: Path, config: TrainConfig, preset_flag: str | None
+                     ) -> tuple[ModelConfig, TrainConfig]:
+    """Phase 2's model: that of the phase-1 run it starts from (or of its own run, when resuming), where only
+    training-time settings may change."""
+    saved = dataclasses.asdict(checkpoint.read_model_config(source_dir))
+    preset = (read_json(source_dir / "hparams.json") or {}).get("config", {}).get("preset", config.preset)
+    if preset_flag is not None and preset_flag != preset:
+        raise ConfigError(f"--preset {preset_flag}: phase 2 continues the {preset} model of {source_dir}")
+    changed = [k for k in config.model if k not in TRAINING_ONLY_FIELDS and config.model[k] != saved.get(k)]
+    if changed:
+        raise ConfigError(f"model.{changed[0]}: phase 2 cannot change the shape of the model in {source_dir} "
+                          f"(only {', '.join(TRAINING_ONLY_FIELDS)})")
+    try:
+        model = ModelConfig(**{**saved, **config.model})
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"model: {e}") from None
+    return model, dataclasses.replace(config, preset=preset)
+
+
+def _check_same_vocab(vocab: Path, reference: Path, what: str) -> None:
+    if reference.is_file() and reference.read_bytes() != vocab.read_bytes():
+        raise ConfigError(f"{vocab}: differs from {what} ({reference})")
