@@ -31,8 +31,10 @@ class StopSignal:
             return self.signum is not None
         flag = torch.tensor([self.signum or 0], dtype=torch.int32)
         torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX, group=self._group)
-        self.signum = self.signum or int(flag) or None
-        return self.signum is not None
+        # the decision is the reduced flag alone: a signal handled since it was sent counts at the next call
+        if int(flag) and self.signum is None:
+            self.signum = int(flag)
+        return bool(int(flag))
 
     def _handle(self, signum, frame):
         if self.signum == signal.SIGINT and signum == signal.SIGINT:
