@@ -75,7 +75,7 @@ def run_ours(dump: Path, index: Path | None, out: Path, workers: int) -> None:
     raw = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
     values = {**raw["defaults"]["extract"], **raw["languages"]["hu"].get("extract", {})}
     config = build_dataclass(STAGE.config_cls, {k: (v, "stages.yaml") for k, v in values.items()})
-    ctx = StageContext(lang="hu", lang_dir=out, out_dir=out / "extract", inputs={"download": download},
+    ctx = StageContext(lang="hu", out_dir=out / "extract", inputs={"download": download},
                        cache_dir=out / "cache", workers=workers, quiet=True, log=logging.getLogger("bench"))
     counts = run(config, ctx)
     print(json.dumps({"pages": counts["pages"], "articles": counts["articles"],

@@ -88,7 +88,7 @@ def child_stage(name: str, upstream: str, out_dir: str, settings: str) -> dict:
     stage = stage_by_name(name)
     out = Path(out_dir)
     out.mkdir(parents=True)
-    ctx = StageContext(lang="hu", lang_dir=out.parent, out_dir=out, inputs={stage.inputs[0]: Path(upstream)},
+    ctx = StageContext(lang="hu", out_dir=out, inputs={stage.inputs[0]: Path(upstream)},
                        cache_dir=out.parent / ".cache", workers=1, quiet=True, log=logging.getLogger("bench"))
     return stage.run(stage.config_cls(**json.loads(settings)), ctx)
 

@@ -14,7 +14,8 @@ class ConfigError(Exception):
 
 
 def run_cli(app: Callable[[], object], interrupted: str) -> None:
-    """Run a typer app: one `error:` line and exit 2 for config mistakes, 1 for bad input, 130 on Ctrl-C."""
+    """Run a typer app: one `error:` line and exit 2 for config mistakes, 1 for bad input or a failing
+    environment (OSError), 130 on Ctrl-C."""
     try:
         app()
     except ConfigError as e:
@@ -26,3 +27,6 @@ def run_cli(app: Callable[[], object], interrupted: str) -> None:
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr)
         sys.exit(130)
+    except OSError as e:  # the environment failed (disk full, read-only, missing directory): no traceback
+        print(f"error: {e.filename or 'input/output'}: {e.strerror or e}", file=sys.stderr)
+        sys.exit(1)

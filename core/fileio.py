@@ -1,4 +1,6 @@
-"""Crash-safe file writing and hashing shared by both commands: writes go to a temporary path renamed into place."""
+"""File helpers both halves use: crash-safe writes, JSON reads with a one-line error, hashing.
+
+Writes go to a temporary path renamed into place."""
 from __future__ import annotations
 
 import contextlib
@@ -7,7 +9,11 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Any, Iterator
+
+from core.errors import PipelineError
+
+_RAISE = object()
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -16,6 +22,18 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+def file_fingerprint(path: Path, sample: int = 1 << 20) -> dict:
+    """Size, mtime and the sha256 of the first and last `sample` bytes: notices a file replaced at the same path
+    without reading all of it (a different dump of the same name differs in size or in its first or last MiB)."""
+    with open(path, "rb") as f:
+        stat = os.fstat(f.fileno())
+        digest = hashlib.sha256(f.read(sample))
+        if stat.st_size > sample:
+            f.seek(max(sample, stat.st_size - sample))
+            digest.update(f.read(sample))
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sample_sha256": digest.hexdigest()}
 
 
 @contextlib.contextmanager
@@ -40,6 +58,17 @@ def write_json(path: Path, data) -> None:
     with atomic_write(path) as f:
         json.dump(data, f, ensure_ascii=False, indent=2, sort_keys=False)
         f.write("\n")
+
+
+def read_json(path: Path, default: Any = _RAISE, error: type[Exception] = PipelineError) -> Any:
+    """The JSON document in `path`. A missing, unreadable or invalid file gives `default` when one is passed, else
+    raises `error` with one line naming the file."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:  # ValueError: also invalid UTF-8 and invalid JSON
+        if default is not _RAISE:
+            return default
+        raise error(f"{path}: cannot read ({e})") from None
 
 
 def remove_tree(path: Path) -> None:

@@ -24,10 +24,23 @@ def setup_logging(log_file: Path | None, quiet: bool = False) -> logging.Logger:
     log.addHandler(console)
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
-        file_handler = logging.FileHandler(log_file, encoding="utf-8")
+        file_handler = _FileHandler(log_file, encoding="utf-8")
         file_handler.setFormatter(logging.Formatter(_FORMAT))
         log.addHandler(file_handler)
     return log
+
+
+class _FileHandler(logging.FileHandler):
+    """A log file that stops taking lines when writing fails (full disk) instead of printing a traceback per line;
+    the console handler still shows them, and the failure itself reaches the user as its own error."""
+    failed = False
+
+    def emit(self, record):
+        if not self.failed:
+            super().emit(record)
+
+    def handleError(self, record):
+        self.failed = True
 
 
 def progress(total: float | None = None, desc: str = "", unit: str = "it", quiet: bool = False, **kwargs) -> tqdm:

@@ -1,17 +1,18 @@
 """`pipeline` command line: run, stage, status (and the commands other modules register here)."""
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from core.errors import ConfigError
+from core.errors import ConfigError, PipelineError, run_cli
 from pipeline.config import default_config_path, load_pipeline_config
-from core.errors import run_cli
-from core.fileio import write_json
 from core.log import setup_logging
+from pipeline.parallel import LocalExecutor
+from pipeline.workdir import exit_nonzero_after_signal, lock_work_dir
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Turn a Wikipedia dump into BERT pretraining data.")
@@ -24,6 +25,12 @@ SetOpt = typer.Option(None, "--set", help="Override a parameter: STAGE.KEY=VALUE
 WorkersOpt = typer.Option(1, "--workers", min=1, help="Worker processes for parallel stages")
 ForceOpt = typer.Option(False, "--force", help="Re-run stages even when their outputs are up to date")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bars; only warnings and errors on stderr")
+ExecutorOpt = typer.Option("local", "--executor", help="Where parallel stages run: local (a process pool of "
+                           "--workers) or dask (Dask distributed, docs/cluster.md)")
+SchedulerOpt = typer.Option(None, "--scheduler", help="--executor dask: a running scheduler (tcp://HOST:PORT); "
+                            "default: a LocalCluster of --workers processes")
+VerifyOpt = typer.Option(False, "--verify", help="Check every finished stage's files against the sha256 in its "
+                         "manifest (reads them all); a stage whose bytes changed counts as stale")
 
 
 @app.command()
@@ -31,49 +38,75 @@ def run(lang: str = LangOpt, dump: Optional[str] = DumpOpt, workdir: Path = Work
         from_stage: Optional[str] = typer.Option(None, "--from", help="First stage to run"),
         to_stage: Optional[str] = typer.Option(None, "--to", help="Last stage to run"),
         set_: Optional[list[str]] = SetOpt, workers: int = WorkersOpt, force: bool = ForceOpt,
-        quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt) -> None:
+        quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt, verify: bool = VerifyOpt,
+        executor: str = ExecutorOpt, scheduler: Optional[str] = SchedulerOpt) -> None:
     """Run the stages of stages.yaml in order, skipping those already done."""
     from pipeline.runner import run_stages
 
+    workdir = _executor_workdir(executor, scheduler, workdir)
     pcfg, lang_dir, log = _prepare(lang, dump, workdir, set_, quiet, config)
     order = pcfg.stage_order
     start = _index(order, from_stage, "--from") if from_stage else 0
     end = _index(order, to_stage, "--to") if to_stage else len(order) - 1
     if start > end:
         raise ConfigError(f"--from {from_stage} comes after --to {to_stage} in {pcfg.path}")
-    run_stages(pcfg, lang_dir, order[start:end + 1], workers=workers, force=force, quiet=quiet, log=log)
+    with _open_executor(executor, scheduler, workers, lang_dir) as ex:
+        run_stages(pcfg, lang_dir, order[start:end + 1], workers=workers, force=force, quiet=quiet, log=log,
+                   verify=verify, executor=ex)
 
 
 @app.command()
 def stage(name: str = typer.Argument(..., help="Stage to run"), lang: str = LangOpt, dump: Optional[str] = DumpOpt,
           workdir: Path = WorkdirOpt, set_: Optional[list[str]] = SetOpt, workers: int = WorkersOpt,
-          force: bool = ForceOpt, quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt) -> None:
+          force: bool = ForceOpt, quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt,
+          verify: bool = VerifyOpt, executor: str = ExecutorOpt, scheduler: Optional[str] = SchedulerOpt) -> None:
     """Run one stage (its inputs must be done)."""
     from pipeline.runner import run_stages
 
+    workdir = _executor_workdir(executor, scheduler, workdir)
     pcfg, lang_dir, log = _prepare(lang, dump, workdir, set_, quiet, config)
     _index(pcfg.stage_order, name, "stage")
-    run_stages(pcfg, lang_dir, [name], workers=workers, force=force, quiet=quiet, log=log)
+    with _open_executor(executor, scheduler, workers, lang_dir) as ex:
+        run_stages(pcfg, lang_dir, [name], workers=workers, force=force, quiet=quiet, log=log, verify=verify,
+                   executor=ex)
 
 
 @app.command()
-def status(lang: str = LangOpt, workdir: Path = WorkdirOpt,
-           set_: Optional[list[str]] = typer.Option(None, "--set", help="Judge against these overrides "
-                                                    "(default: the --set of the last run or stage command)"),
-           config: Optional[Path] = ConfigOpt) -> None:
-    """Print each stage's state (done / stale / missing / failed), outputs, key counts and duration."""
-    from pipeline.runner import status_rows
+def status(lang: str = LangOpt, dump: Optional[str] = DumpOpt, workdir: Path = WorkdirOpt,
+           set_: Optional[list[str]] = SetOpt, config: Optional[Path] = ConfigOpt, verify: bool = VerifyOpt) -> None:
+    """Print each stage's state (done / stale / missing / failed) against the config that the same --dump, --set
+    and --config would run, with outputs, key counts and duration; with --verify, exit 1 when a finished stage's
+    files no longer match their sha256."""
+    from pipeline.runner import corrupt_stages, status_rows
 
     lang_dir = workdir / lang
-    overrides = set_ if set_ is not None else _last_overrides(lang_dir)
-    pcfg = load_pipeline_config(config or default_config_path(), lang, overrides, _dump_values(None, lang_dir))
-    rows = status_rows(pcfg, lang_dir)
+    pcfg = load_pipeline_config(config or default_config_path(), lang, set_ or [], _dump_values(dump))
+    corrupt = corrupt_stages(lang_dir, pcfg.stage_order) if verify else {}
+    rows = status_rows(pcfg, lang_dir, corrupt)
     columns = ["stage", "state", "outputs", "counts", "duration"]
     widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
     typer.echo("  ".join(c.ljust(widths[c]) for c in columns).rstrip())
     for r in rows:
         line = "  ".join(r[c].ljust(widths[c]) for c in columns).rstrip()
         typer.echo(line + (f"  ({r['reason']})" if r["state"] in ("stale", "failed") else ""))
+    if corrupt:
+        raise PipelineError(f"{len(corrupt)} stage(s) changed since they finished: {'; '.join(corrupt.values())}; "
+                            "`pipeline run --verify` runs them again")
+
+
+@app.command("config")
+def show_config(lang: str = LangOpt, dump: Optional[str] = DumpOpt, set_: Optional[list[str]] = SetOpt,
+                config: Optional[Path] = ConfigOpt) -> None:
+    """Print every parameter's effective value for these flags (as `run` would use it) and what it means."""
+    from core.config import config_to_dict
+    from pipeline.config import field_descriptions
+
+    pcfg = load_pipeline_config(config or default_config_path(), lang, set_ or [], _dump_values(dump))
+    for name in pcfg.stage_order:
+        stage_config = pcfg.stage_configs[name]
+        descriptions = field_descriptions(type(stage_config))
+        for key, value in config_to_dict(stage_config).items():
+            typer.echo(f"{name}.{key}: {json.dumps(value, ensure_ascii=False)}  # {descriptions[key]}")
 
 
 @app.command()
@@ -92,6 +125,7 @@ def hdf5(input_: Path = typer.Option(..., "--input", help="Sentence-per-line tex
     """Run the hdf5 stage on your own text and vocabulary (as NVIDIA's create_pretraining_data.py users do)."""
     from core.config import build_dataclass
     from pipeline.config import parse_override
+    from pipeline.fileio import warn_about_text_shape
     from pipeline.stages.hdf5 import STAGE, run_standalone
 
     values = {}
@@ -99,8 +133,11 @@ def hdf5(input_: Path = typer.Option(..., "--input", help="Sentence-per-line tex
         _, key, value = parse_override(item, {"hdf5": STAGE})
         values[key] = (value, f"--set {item}: hdf5")
     config = build_dataclass(STAGE.config_cls, values)
+    log = setup_logging(None, quiet=quiet)
+    texts = sorted(input_.glob("*.txt")) if input_.is_dir() else [input_] if input_.is_file() else []
+    warn_about_text_shape(texts, max(v.max_seq_length for v in config.variants), log)
     run_standalone(config, input_, vocab, out, lowercase=lowercase, strip_accents=strip_accents, workers=workers,
-                   force=force, quiet=quiet, log=setup_logging(None, quiet=quiet))
+                   force=force, quiet=quiet, log=log)
 
 
 @app.command()
@@ -130,31 +167,37 @@ def sample_dump(out_dir: Path = typer.Argument(..., help="Directory for the dump
 
 def _prepare(lang, dump, workdir, overrides, quiet, config):
     lang_dir = workdir / lang
-    pcfg = load_pipeline_config(config or default_config_path(), lang, overrides or [], _dump_values(dump, lang_dir))
+    pcfg = load_pipeline_config(config or default_config_path(), lang, overrides or [], _dump_values(dump))
+    lock_work_dir(lang_dir)
     log = setup_logging(lang_dir / "pipeline.log", quiet=quiet)
-    _last_overrides_path(lang_dir).parent.mkdir(parents=True, exist_ok=True)
-    write_json(_last_overrides_path(lang_dir), overrides or [])
     return pcfg, lang_dir, log
 
 
-def _last_overrides_path(lang_dir: Path) -> Path:
-    return lang_dir / ".state" / "last_overrides.json"
+def _executor_workdir(executor: str, scheduler: str | None, workdir: Path) -> Path:
+    """Check --executor/--scheduler; Dask workers get absolute paths (their working directory is not ours)."""
+    if executor not in ("local", "dask"):
+        raise ConfigError(f"--executor {executor}: unknown executor (local or dask)")
+    if scheduler is not None and executor != "dask":
+        raise ConfigError("--scheduler: only with --executor dask")
+    return workdir.resolve() if executor == "dask" else workdir
 
 
-def _last_overrides(lang_dir: Path) -> list[str]:
-    try:
-        return json.loads(_last_overrides_path(lang_dir).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
+@contextlib.contextmanager
+def _open_executor(executor: str, scheduler: str | None, workers: int, lang_dir: Path):
+    if executor == "local":
+        yield LocalExecutor(workers)
+        return
+    from pipeline.dask_executor import dask_executor
+
+    with dask_executor(scheduler, workers, lang_dir) as ex:
+        yield ex
 
 
-def _dump_values(dump: str | None, lang_dir: Path) -> dict | None:
-    """--dump, or else the dump the last completed download used, so later commands need not repeat it."""
-    from pipeline.runner import read_manifest
-
-    if dump is None:
-        manifest = read_manifest(lang_dir / "download") or {}
-        dump = manifest.get("config", {}).get("source")
+def _dump_values(dump: str | None) -> dict | None:
+    """download.source from --dump (a local path made absolute: the same file whatever directory later commands
+    run in); without --dump the download stage resolves the dump from Wikimedia."""
+    if dump is not None and "://" not in dump:
+        dump = str(Path(dump).resolve())
     return {"download": {"source": dump}} if dump else None
 
 
@@ -165,7 +208,8 @@ def _index(order: list[str], name: str, flag: str) -> int:
 
 
 def main() -> None:
-    run_cli(app, "interrupted; re-run the same command to continue")
+    with exit_nonzero_after_signal():
+        run_cli(app, "interrupted; re-run the same command to continue")
 
 
 if __name__ == "__main__":

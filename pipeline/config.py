@@ -6,6 +6,7 @@ with one line that names the file and the key.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
 from pathlib import Path
 from typing import Any
@@ -92,3 +93,23 @@ def parse_override(item: str, stages: dict) -> tuple[str, str, Any]:
     if stage_name not in stages:
         raise ConfigError(f"--set {item}: unknown stage {stage_name!r} (known: {', '.join(stages)})")
     return stage_name, key, parse_value(raw_value)
+
+
+def field_descriptions(cls: type) -> dict[str, str]:
+    """Field name -> the comment that documents it in the source of config dataclass `cls` (a comment at the end of
+    its line, or comment lines right above it): the one description of each parameter."""
+    lines, _ = inspect.getsourcelines(cls)
+    descriptions, above = {}, []
+    for line in lines[1:]:
+        code, _, comment = line.strip().partition("# ")
+        field = re.match(r"(\w+)\s*:", code)
+        if not code and comment:
+            above.append(comment.strip())
+        elif field and not code.startswith(("def ", "return ")):
+            descriptions[field.group(1)] = " ".join(above + ([comment.strip()] if comment else []))
+            above = []
+        elif code.startswith("def "):
+            break
+        else:
+            above = []
+    return {f.name: descriptions.get(f.name, "") for f in dataclasses.fields(cls)}

@@ -5,6 +5,7 @@ inputs; a done stage is skipped, and a changed stage re-runs along with everythi
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -17,8 +18,11 @@ from pathlib import Path
 from core.config import config_to_dict
 from pipeline.config import PipelineConfig
 from core.errors import PipelineError
-from core.fileio import remove_tree, sha256_file, write_json
+from core.fileio import atomic_write, read_json, remove_tree, sha256_file, write_json
+from core.log import progress
+from pipeline.parallel import Executor, LocalExecutor
 from pipeline.stages import StageContext, stage_by_name
+from pipeline.workdir import raise_if_interrupted
 
 MANIFEST = "_manifest.json"
 DONE, STALE, MISSING, FAILED = "done", "stale", "missing", "failed"
@@ -38,20 +42,36 @@ def config_hash(config, runtime_fields: tuple[str, ...] = ()) -> str:
 
 
 def fingerprint(manifest: dict) -> str:
-    """What downstream stages depend on: this stage's config and the exact bytes it wrote."""
-    return _hash_json({"stage": manifest["stage"], "config_hash": manifest["config_hash"], "outputs": manifest["outputs"]})
+    """What downstream stages depend on: this stage's config and the exact bytes it wrote (and read from outside
+    the work directory)."""
+    outputs = {rel: {k: meta[k] for k in ("size", "sha256")} for rel, meta in manifest["outputs"].items()}
+    return _hash_json({"stage": manifest["stage"], "config_hash": manifest["config_hash"], "outputs": outputs,
+                       **({"sources": _content_only(manifest["sources"])} if manifest.get("sources") else {})})
+
+
+def _content_only(sources: dict) -> dict:
+    """Source fingerprints without their mtimes: touching a file changes no output downstream."""
+    return {label: {k: v for k, v in fp.items() if k != "mtime_ns"} if isinstance(fp, dict) else fp
+            for label, fp in sources.items()}
+
+
+def _changed_source(recorded: dict, current: dict) -> str | None:
+    for label in sorted(set(recorded) | set(current)):
+        if recorded.get(label) != current.get(label):
+            return label
+    return None
 
 
 def read_manifest(stage_dir: Path) -> dict | None:
-    try:
-        return json.loads((stage_dir / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    return read_json(stage_dir / MANIFEST, default=None)
 
 
-def stage_state(pcfg: PipelineConfig, lang_dir: Path, name: str, known: dict[str, StageState] | None = None) -> StageState:
-    """The state of `name`, judged against the current config and its upstream manifests."""
+def stage_state(pcfg: PipelineConfig, lang_dir: Path, name: str, known: dict[str, StageState] | None = None,
+                corrupt: dict[str, str] | None = None) -> StageState:
+    """The state of `name`, judged against the current config and its upstream manifests; `corrupt` (from
+    corrupt_stages) makes the stages whose bytes no longer match their sha256 stale."""
     known = {} if known is None else known
+    corrupt = corrupt or {}
     if name in known:
         return known[name]
     stage = stage_by_name(name)
@@ -65,29 +85,42 @@ def stage_state(pcfg: PipelineConfig, lang_dir: Path, name: str, known: dict[str
     else:
         state = StageState(name, DONE, "", manifest)
         for upstream in stage.inputs:
-            up = stage_state(pcfg, lang_dir, upstream, known)
+            up = stage_state(pcfg, lang_dir, upstream, known, corrupt)
             if up.state != DONE or manifest.get("inputs", {}).get(upstream) != fingerprint(up.manifest):
                 state = StageState(name, STALE, f"input {upstream} changed", manifest)
                 break
         else:
             for rel, meta in manifest.get("outputs", {}).items():
-                path = lang_dir / name / rel
-                if not path.is_file() or path.stat().st_size != meta["size"]:
+                if _output_changed(lang_dir / name / rel, meta):
                     state = StageState(name, STALE, f"output {rel} missing or changed", manifest)
                     break
+            else:
+                if stage.sources and (changed := _changed_source(manifest.get("sources", {}),
+                                                                  stage.sources(pcfg.stage_configs[name]))):
+                    state = StageState(name, STALE, f"input {changed} changed", manifest)
+                elif name in corrupt:
+                    state = StageState(name, STALE, corrupt[name], manifest)
     known[name] = state
     return state
 
 
 def run_stages(pcfg: PipelineConfig, lang_dir: Path, names: list[str], workers: int = 1, force: bool = False,
-               quiet: bool = False, log: logging.Logger | None = None) -> None:
+               quiet: bool = False, log: logging.Logger | None = None, verify: bool = False,
+               executor: Executor | None = None) -> None:
+    """Run `names` in order, skipping the done ones; verify: first check every finished stage's sha256 (reads all
+    outputs), so that one whose bytes changed in place re-runs. Parallel work goes to `executor` (default:
+    LocalExecutor(workers))."""
     log = log or logging.getLogger("wiki2bert")
+    executor = executor or LocalExecutor(max(1, workers))
+    corrupt = corrupt_stages(lang_dir, pcfg.stage_order, quiet) if verify else {}
+    for name, reason in corrupt.items():
+        log.warning("%s: %s; it will run again", name, reason)
     for name in names:
         known: dict[str, StageState] = {}
-        state = stage_state(pcfg, lang_dir, name, known)
+        state = stage_state(pcfg, lang_dir, name, known, corrupt)
         stage = stage_by_name(name)
         for upstream in stage.inputs:
-            up = stage_state(pcfg, lang_dir, upstream, known)
+            up = stage_state(pcfg, lang_dir, upstream, known, corrupt)
             if up.state != DONE:
                 raise PipelineError(f"stage {name} needs {upstream}, which is {up.state} ({up.reason}): "
                                     f"run `pipeline run --lang {pcfg.lang} --to {upstream}` first")
@@ -95,46 +128,55 @@ def run_stages(pcfg: PipelineConfig, lang_dir: Path, names: list[str], workers: 
             log.info("%s: done, skipping (outputs match config and inputs)", name)
             continue
         log.info("%s: running%s", name, f" ({state.reason})" if state.state != MISSING else "")
-        run_stage(pcfg, lang_dir, name, {up: known[up].manifest for up in stage.inputs}, workers, quiet, log)
+        run_stage(pcfg, lang_dir, name, {up: known[up].manifest for up in stage.inputs}, workers, quiet, log,
+                  executor)
+        corrupt.pop(name, None)
 
 
 def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifests: dict[str, dict], workers: int,
-              quiet: bool, log: logging.Logger) -> dict:
+              quiet: bool, log: logging.Logger, executor: Executor | None = None) -> dict:
     stage = stage_by_name(name)
     config = pcfg.stage_configs[name]
     final, tmp, old = lang_dir / name, lang_dir / f".{name}.tmp", lang_dir / f".{name}.old"
+    scratch = lang_dir / f".{name}.scratch"
     failure = _failure_marker(lang_dir, name)
-    remove_tree(tmp)
-    remove_tree(old)
+    for leftover in (tmp, old, scratch):  # a killed attempt's
+        remove_tree(leftover)
     tmp.mkdir(parents=True)
-    ctx = StageContext(lang=pcfg.lang, lang_dir=lang_dir, out_dir=tmp,
+    ctx = StageContext(lang=pcfg.lang, out_dir=tmp,
                        inputs={up: lang_dir / up for up in stage.inputs},
-                       cache_dir=lang_dir / ".cache" / name, workers=max(1, workers), quiet=quiet, log=log)
+                       cache_dir=lang_dir / ".cache" / name, workers=max(1, workers), quiet=quiet, log=log,
+                       scratch_dir=scratch, executor=executor)
     started = time.time()
     try:
+        sources = stage.sources(config) if stage.sources else {}
         counts = stage.run(config, ctx) or {}
+        duration = time.time() - started
+        outputs = {str(p.relative_to(tmp)): _output_entry(p)
+                   for p in sorted(tmp.rglob("*")) if p.is_file() and p.name != MANIFEST}
+        manifest = {
+            "stage": name,
+            "lang": pcfg.lang,
+            "config": config_to_dict(config),
+            "config_hash": config_hash(config, stage.runtime_fields),
+            "inputs": {up: fingerprint(m) for up, m in upstream_manifests.items()},
+            **({"sources": sources} if sources else {}),
+            "outputs": outputs,
+            "counts": counts,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+            "duration_s": round(duration, 3),
+            "workers": ctx.workers,
+            "executor": ctx.executor.name,
+            "tools": {"python": platform.python_version(), **{dist: _version(dist) for dist in stage.tools}},
+        }
+        write_json(tmp / MANIFEST, manifest)
+        raise_if_interrupted()
     except BaseException as e:
-        failure.parent.mkdir(parents=True, exist_ok=True)
-        failure.write_text(f"{type(e).__name__}: {e}\n", encoding="utf-8")
-        remove_tree(tmp)
+        _clean_failed_attempt(tmp, scratch, failure, e)
+        if isinstance(e, OSError):
+            raise PipelineError(_environment_error(e, name, final)) from None
         raise
-    duration = time.time() - started
-    outputs = {str(p.relative_to(tmp)): {"size": p.stat().st_size, "sha256": sha256_file(p)}
-               for p in sorted(tmp.rglob("*")) if p.is_file() and p.name != MANIFEST}
-    manifest = {
-        "stage": name,
-        "lang": pcfg.lang,
-        "config": config_to_dict(config),
-        "config_hash": config_hash(config, stage.runtime_fields),
-        "inputs": {up: fingerprint(m) for up, m in upstream_manifests.items()},
-        "outputs": outputs,
-        "counts": counts,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
-        "duration_s": round(duration, 3),
-        "workers": ctx.workers,
-        "tools": {"python": platform.python_version(), **{dist: _version(dist) for dist in stage.tools}},
-    }
-    write_json(tmp / MANIFEST, manifest)
+    remove_tree(scratch)
     if final.exists():
         final.rename(old)
     tmp.rename(final)
@@ -144,11 +186,65 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
     return manifest
 
 
-def status_rows(pcfg: PipelineConfig, lang_dir: Path) -> list[dict]:
+def _clean_failed_attempt(tmp: Path, scratch: Path, failure: Path, error: BaseException) -> None:
+    """Free what the attempt wrote (first: on a full disk that is what makes room), then leave the failure marker
+    for `pipeline status`; a marker that cannot be written (full disk, read-only) is left out."""
+    for path in (tmp, scratch):
+        with contextlib.suppress(OSError):
+            remove_tree(path)
+    with contextlib.suppress(OSError):
+        failure.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_write(failure) as f:
+            f.write(f"{type(error).__name__}: {error}\n")
+
+
+def _environment_error(e: OSError, stage: str, final: Path) -> str:
+    """One line for a failing environment (full disk, read-only or vanished directory): the file, the cause."""
+    where = e.filename or final
+    return f"{where}: {e.strerror or e} (stage {stage} stopped; its partial output was removed)"
+
+
+def corrupt_stages(lang_dir: Path, names: list[str], quiet: bool = True) -> dict[str, str]:
+    """{stage: what is wrong} for the finished stages whose outputs no longer match the sha256 of their manifest."""
+    checks = [(name, lang_dir / name / rel, meta) for name in names
+              for rel, meta in (read_manifest(lang_dir / name) or {}).get("outputs", {}).items()]
+    corrupt: dict[str, str] = {}
+    with progress(sum(meta["size"] for _, _, meta in checks), "verify sha256", "B", quiet=quiet) as bar:
+        for name, path, meta in checks:
+            if name not in corrupt:
+                try:
+                    if sha256_file(path) != meta["sha256"]:
+                        corrupt[name] = f"{path}: sha256 differs from its manifest"
+                except OSError as e:
+                    corrupt[name] = f"{path}: {e.strerror or e}"
+            bar.update(meta["size"])
+    return corrupt
+
+
+def _output_entry(path: Path) -> dict:
+    stat = path.stat()
+    return {"size": stat.st_size, "sha256": sha256_file(path), "mtime_ns": stat.st_mtime_ns}
+
+
+def _output_changed(path: Path, meta: dict) -> bool:
+    """Cheap unless the file's mtime moved: then its sha256 decides (a same-size rewrite is caught)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return True
+    if stat.st_size != meta["size"]:
+        return True
+    if stat.st_mtime_ns == meta.get("mtime_ns"):
+        return False
+    return sha256_file(path) != meta["sha256"]
+
+
+def status_rows(pcfg: PipelineConfig, lang_dir: Path, corrupt: dict[str, str] | None = None) -> list[dict]:
+    """One row per stage; `corrupt` from corrupt_stages() when the sha256 were checked."""
     known: dict[str, StageState] = {}
     rows = []
     for name in pcfg.stage_order:
-        st = stage_state(pcfg, lang_dir, name, known)
+        st = stage_state(pcfg, lang_dir, name, known, corrupt)
         m = st.manifest or {}
         outputs = m.get("outputs", {})
         rows.append({

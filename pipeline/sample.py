@@ -200,7 +200,7 @@ SECTION_TITLES = {
     "building": ["Története", "Leírása", "Gyűjteménye", "Környéke", "Látogatása"],
 }
 
-# Sentence patterns; {slots} are filled by _Writer.slot(). a_ before a slot puts the definite article before it.
+# Sentence patterns; {slots} are filled by _ProseGenerator.slot(). a_ before a slot puts the definite article before it.
 PATTERNS = [
     "{a_AN} {T_loc} található.",
     "{Y_ine} {a_N_acc} {Person} {Vt_def_past}.",
@@ -369,7 +369,9 @@ def year_inessive(year: int) -> str:
 
 # --- page generation ----------------------------------------------------------------------------------------------
 
-class _Writer:
+class _ProseGenerator:
+    """Hungarian-like sentences and paragraphs about the current topic (a place, a region, a person)."""
+
     def __init__(self, rng: random.Random):
         self.rng = rng
         self.topic_loc = "Budapesten"
@@ -496,7 +498,7 @@ def _building_name(rng: random.Random) -> tuple[str, tuple]:
     return f"{town[2].capitalize()} {noun}", (town, noun)
 
 
-def _settlement(w: _Writer, title: str, sentences: int) -> str:
+def _settlement(w: _ProseGenerator, title: str, sentences: int) -> str:
     """w.topic_loc is already the title's inessive."""
     county = w.choice(COUNTIES)
     w.topic_name = title
@@ -512,7 +514,7 @@ def _settlement(w: _Writer, title: str, sentences: int) -> str:
             f"\n\n[[Kategória:{county} vármegye települései]]\n[[Kategória:Magyarország települései]]")
 
 
-def _person(w: _Writer, title: str, sentences: int) -> str:
+def _person(w: _ProseGenerator, title: str, sentences: int) -> str:
     occupation = w.choice(OCCUPATIONS)
     born = w.rng.randint(1700, 1950)
     town = w.choice(TOWNS)
@@ -524,7 +526,7 @@ def _person(w: _Writer, title: str, sentences: int) -> str:
             f"\n\n[[Kategória:Magyar {inflect(occupation, 'pl')}]]")
 
 
-def _building(w: _Writer, title: str, sentences: int, town: tuple[str, str, str], noun: str) -> str:
+def _building(w: _ProseGenerator, title: str, sentences: int, town: tuple[str, str, str], noun: str) -> str:
     w.topic_name, w.topic_loc = town[0], town[1]
     w.region = w.choice(REGIONS)
     the = "Az" if title[0].lower() in VOWELS else "A"
@@ -533,7 +535,7 @@ def _building(w: _Writer, title: str, sentences: int, town: tuple[str, str, str]
     return image + lead + " " + w.body("building", sentences - 1) + f"\n\n[[Kategória:{town[0]} építményei]]"
 
 
-def _english(w: _Writer, title: str, sentences: int) -> str:
+def _english(w: _ProseGenerator, title: str, sentences: int) -> str:
     rng = w.rng
 
     def fill(m):
@@ -549,7 +551,7 @@ def _english(w: _Writer, title: str, sentences: int) -> str:
         "\n\n== History ==\n" + " ".join(text[len(text) // 2:]) + "\n\n[[Kategória:Angol nyelvű szócikkek]]"
 
 
-def _talk(w: _Writer) -> str:
+def _talk(w: _ProseGenerator) -> str:
     sentences = " ".join(w.sentence() for _ in range(w.rng.randint(1, 3)))
     user = w.choice(GIVEN_NAMES)
     return (f"== Forrás ==\n{sentences} --[[Szerkesztő:{user}|{user}]] ([[Szerkesztővita:{user}|vita]]) "
@@ -571,7 +573,7 @@ def generate_pages(articles: int = 400, seed: int = 0, block: int = 0, first_id:
     arguments. Block 0 holds the templates; a later block is seeded by (seed, block) and its titles end in
     " (block + 1)"."""
     rng = random.Random(seed if block == 0 else f"{seed}:{block}")
-    w = _Writer(rng)
+    w = _ProseGenerator(rng)
     used: set[str] = set(TEMPLATES)
     suffix = f" ({block + 1})" if block else ""
     entries: list[tuple[str, int, str, str, str | None]] = []  # (title, ns, text, kind, redirect)

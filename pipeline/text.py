@@ -3,7 +3,7 @@
 Two splitters, both taking a batch of normalized paragraphs and returning the sentences of each:
 
 - `QuntokenSplitter`: Hungarian, with quntoken (the splitter of the e-magyar toolchain). Each call
-  starts quntoken's pipe of binaries (about 5 ms), so the stage feeds it large batches of paragraphs.
+  starts quntoken's pipe of binaries, so the stage feeds it large batches of paragraphs.
   quntoken sometimes joins the end of one paragraph to the next, and replaces characters outside its
   alphabet (CJK, private use, ...) with U+FFFD, so its output is only used for *where* sentences
   end: the sentences are cut from our own input by counting non-space characters, which quntoken
@@ -15,23 +15,11 @@ Two splitters, both taking a batch of normalized paragraphs and returning the se
   ("U.S.", "i.e.") or, in languages that write ordinals with a period, an ordinal ("XIV.", a number
   before a number as in "2001. 02. 28.", and in German "3." before any word).
 
-Why our own rule splitter rather than a library: measured on 37 hand-written cases in 12 languages
-(abbreviations, initials, ordinals, dates, quotes; written before the rules) and, with
-bench/sentences_filter.py, on 6,000 paragraphs of Hungarian prose against quntoken (boundary F1;
-sentences per CPU-second, one process, shared 2-core machine):
-
-    splitter            cases   F1 vs quntoken   sentences/s
-    rules (ours)        36/37   0.998            ~180,000
-    blingfire 0.1.8     35/37   0.983             ~69,000  one model for all languages, no lists
-    syntok 1.4.4        32/37   0.986             ~10,000
-    sentence-splitter   34/37   0.984              ~8,600  Moses lists; 24 languages, raises for others
-    sentencex 1.0.32    26/37   0.885            ~350,000  splits "2021. márc." and "XX. századi"
-    pysbd 0.3.4         21/37   0.947              ~2,000  no Hungarian (English rules)
-
-Of the libraries only blingfire and sentencex reach the 30,000 sentences/s target; blingfire cannot
-be told a language's abbreviations ("Am 3. Oktober" splits, "i.e. a lot. J. R. R. Tolkien" does
-not), sentencex splits Hungarian dates and ordinals. The rules are short, scan with C-speed regexes,
-and users add abbreviations for their language in stages.yaml (`sentences.extra_abbreviations`).
+Why our own rule splitter rather than a library: README.md (Performance, sentences and filter) compares it
+with blingfire, syntok, sentence-splitter, sentencex and pysbd on 37 hand-written cases in 12 languages and on
+agreement with quntoken. blingfire cannot be told a language's abbreviations ("Am 3. Oktober" splits, "i.e. a lot.
+J. R. R. Tolkien" does not), sentencex splits Hungarian dates and ordinals. The rules are short, scan with C-speed
+regexes, and users add abbreviations for their language in stages.yaml (`sentences.extra_abbreviations`).
 """
 from __future__ import annotations
 

@@ -7,13 +7,13 @@ found the same way, the shapes and the number of masked positions are checked ag
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import h5py
 import numpy as np
 
 from core.errors import PipelineError
+from core.fileio import read_json
 from pipeline.instances import DATASETS
 from core.wordpiece import read_vocab, special_token_ids
 
@@ -234,10 +234,7 @@ def _load_vocab(vocab_file: Path) -> _Vocab:
 def _load_params(params_file: Path | None) -> dict | None:
     if params_file is None:
         return None
-    try:
-        params = json.loads(params_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise PipelineError(f"{params_file}: cannot read ({e})") from None
+    params = read_json(params_file)
     if not isinstance(params, dict):
         raise PipelineError(f"{params_file}: expected a JSON object")
     return params

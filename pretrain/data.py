@@ -26,6 +26,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from core.errors import ConfigError
+from pretrain.packing import pack_batch
 
 SEQUENCE_KEYS = ("input_ids", "input_mask", "segment_ids")
 PREDICTION_KEYS = ("masked_lm_positions", "masked_lm_ids")
@@ -240,9 +241,9 @@ class PretrainingDataset(Dataset):
     `data_state` (the position after it) and `problem` ("" or one line naming a file and what is wrong with it:
     a value the model cannot take, or data that does not read); a batch with a problem holds nothing else."""
 
-    def __init__(self, data: PretrainingData, vocab_size: int):
+    def __init__(self, data: PretrainingData, vocab_size: int, pack: bool = False):
         self.paths = [f.path for f in data.files]
-        self.vocab_size, self.seq_len = vocab_size, data.seq_len
+        self.vocab_size, self.seq_len, self.pack = vocab_size, data.seq_len, pack
         self._cache: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
 
     def __getitem__(self, item) -> dict:
@@ -264,6 +265,8 @@ class PretrainingDataset(Dataset):
                 columns[key].append(piece[key])
         batch = {MODEL_ARGS[key]: torch.from_numpy(np.concatenate(parts).astype(np.int64, copy=False))
                  for key, parts in columns.items()}
+        if self.pack:
+            batch = pack_batch(batch)
         batch["data_state"] = state
         batch["problem"] = ""
         return batch
@@ -283,9 +286,10 @@ class PretrainingDataset(Dataset):
 
 def make_loader(data: PretrainingData, micro_batch: int, vocab_size: int, rank: int = 0, world_size: int = 1,
                 seed: int = 0, workers: int = 2, state: DataState | None = None,
-                pin_memory: bool = False) -> DataLoader:
-    return DataLoader(PretrainingDataset(data, vocab_size), sampler=BatchPlan(data, micro_batch, rank, world_size,
-                                                                              seed, state),
+                pin_memory: bool = False, pack: bool = False) -> DataLoader:
+    """Micro-batches of `micro_batch` instances each; `pack`: in the packed layout of packing.py."""
+    return DataLoader(PretrainingDataset(data, vocab_size, pack),
+                      sampler=BatchPlan(data, micro_batch, rank, world_size, seed, state),
                       batch_size=None, num_workers=workers, pin_memory=pin_memory,
                       prefetch_factor=4 if workers else None, worker_init_fn=_ignore_stop_signals,
                       # its own generator: creating the loader must not draw from the global torch RNG (dropout)

@@ -1,12 +1,16 @@
 """BERT for pretraining: masked-LM and next-sentence-prediction heads on a post-LayerNorm Transformer encoder.
 
 Module and parameter names are exactly those of `transformers.BertForPreTraining`, so a state dict of this model
-loads there unchanged (export is a plain save). Two things differ from that implementation, both for speed:
-attention runs through `scaled_dot_product_attention`, and the masked-LM head (transform + vocabulary projection)
-runs only on the masked positions, gathered first, instead of on every position of the sequence.
+loads there unchanged (export is a plain save). What differs from that implementation is for speed: attention runs
+through the kernels of `attention.py` (SDPA with a mask, or over the real tokens only), the masked-LM head
+(transform + vocabulary projection) runs only on the masked positions, gathered first, and a row may hold several
+instances (packed, see packing.py).
 
 Inputs are the rows of NVIDIA's HDF5 files: `masked_lm_positions` is zero-padded (position 0 is [CLS], never
-masked, so a 0 marks an unused slot) and `next_sentence_labels` is 1 where segment B is a random sentence.
+masked, so a 0 marks an unused slot) and `next_sentence_labels` is 1 where segment B is a random sentence. Packed
+rows add `position_ids` (restarting at 0 for each instance) and `cls_positions` (the row-major position r * L + c
+of each instance's [CLS]); `attention_mask` then numbers the instances of a row 1, 2, ..., and each instance's
+`masked_lm_positions` stay relative to its own [CLS].
 """
 from __future__ import annotations
 
@@ -17,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
+
+from pretrain.attention import TokenLayout, attend, token_layout
 
 
 @dataclass
@@ -99,10 +105,9 @@ class BertEmbeddings(nn.Module):
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor) -> Tensor:
-        positions = torch.arange(input_ids.size(1), device=input_ids.device)
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor, position_ids: Tensor) -> Tensor:
         x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
-        x = x + self.position_embeddings(positions)
+        x = x + self.position_embeddings(position_ids)
         return self.dropout(self.LayerNorm(x))
 
 
@@ -115,14 +120,10 @@ class BertSelfAttention(nn.Module):
         self.key = nn.Linear(config.hidden_size, config.hidden_size)
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
 
-    def forward(self, x: Tensor, attend: Tensor) -> Tensor:
-        """x [B, L, H]; attend [B, 1, 1, L] bool, True for the keys a query may attend to (not padding)."""
-        batch, length, hidden = x.shape
-        q, k, v = (proj(x).view(batch, length, self.num_heads, -1).transpose(1, 2)
-                   for proj in (self.query, self.key, self.value))
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attend,
-                                           dropout_p=self.dropout_p if self.training else 0.0)
-        return y.transpose(1, 2).reshape(batch, length, hidden)
+    def forward(self, x: Tensor, layout: TokenLayout) -> Tensor:
+        """x [R, L, H] (padded rows) or [T, H] (real tokens only), as `layout` says."""
+        q, k, v = (proj(x).unflatten(-1, (self.num_heads, -1)) for proj in (self.query, self.key, self.value))
+        return attend(q, k, v, layout, self.dropout_p if self.training else 0.0).flatten(-2)
 
 
 class BertDenseResidualNorm(nn.Module):
@@ -144,8 +145,8 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config)
         self.output = BertDenseResidualNorm(config, config.hidden_size)
 
-    def forward(self, x: Tensor, attend: Tensor) -> Tensor:
-        return self.output(self.self(x, attend), x)
+    def forward(self, x: Tensor, layout: TokenLayout) -> Tensor:
+        return self.output(self.self(x, layout), x)
 
 
 class BertIntermediate(nn.Module):
@@ -164,8 +165,8 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertDenseResidualNorm(config, config.intermediate_size)
 
-    def forward(self, x: Tensor, attend: Tensor) -> Tensor:
-        x = self.attention(x, attend)
+    def forward(self, x: Tensor, layout: TokenLayout) -> Tensor:
+        x = self.attention(x, layout)
         return self.output(self.intermediate(x), x)
 
 
@@ -175,13 +176,13 @@ class BertEncoder(nn.Module):
         self.activation_checkpointing = config.activation_checkpointing
         self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
 
-    def forward(self, x: Tensor, attend: Tensor) -> Tensor:
+    def forward(self, x: Tensor, layout: TokenLayout) -> Tensor:
         for layer in self.layer:
             if self.activation_checkpointing and self.training:
                 # keeps only each layer's input; the layer is recomputed (same dropout masks) in backward
-                x = checkpoint(layer, x, attend, use_reentrant=False)
+                x = checkpoint(layer, x, layout, use_reentrant=False)
             else:
-                x = layer(x, attend)
+                x = layer(x, layout)
         return x
 
 
@@ -190,21 +191,31 @@ class BertPooler(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return torch.tanh(self.dense(x[:, 0]))
+    def forward(self, cls: Tensor) -> Tensor:
+        """cls [K, H]: the output at each instance's [CLS]."""
+        return torch.tanh(self.dense(cls))
 
 
 class BertModel(nn.Module):
-    def __init__(self, config: ModelConfig):
+    """The encoder over padded rows or over the real tokens only (`attention`: a kernel of attention.py)."""
+
+    def __init__(self, config: ModelConfig, attention: str = "mask"):
         super().__init__()
+        self.attention = attention
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config)
         self.pooler = BertPooler(config)
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
-        attend = attention_mask.bool()[:, None, None, :]
-        x = self.encoder(self.embeddings(input_ids, token_type_ids), attend)
-        return x, self.pooler(x)
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, position_ids: Tensor,
+                packed: bool) -> tuple[Tensor, TokenLayout]:
+        """The encoder's output [N, H]: N = R * L positions in row-major order, or the T real tokens when the
+        kernel is unpadded (`layout.flat_index` maps positions to it)."""
+        layout = token_layout(attention_mask, packed, self.attention)
+        inputs = (input_ids, token_type_ids, position_ids)
+        if layout.unpadded:
+            inputs = tuple(t.reshape(-1)[layout.real] for t in inputs)
+        x = self.encoder(self.embeddings(*inputs), layout)
+        return x.reshape(-1, x.size(-1)), layout
 
 
 class BertPredictionHeadTransform(nn.Module):
@@ -238,10 +249,10 @@ class BertPreTrainingHeads(nn.Module):
 
 
 class BertForPreTraining(nn.Module):
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelConfig, attention: str = "mask"):
         super().__init__()
         self.config = config
-        self.bert = BertModel(config)
+        self.bert = BertModel(config, attention)
         self.cls = BertPreTrainingHeads(config)
         self.apply(self._init_weights)
         self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight
@@ -261,18 +272,35 @@ class BertForPreTraining(nn.Module):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
 
-    def logits(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor,
-               masked_lm_positions: Tensor) -> tuple[Tensor, Tensor]:
-        """MLM logits [B, P, V] at the masked positions (slot order of masked_lm_positions; zero slots give
-        [CLS]'s logits, to be ignored) and NSP logits [B, 2]."""
-        sequence, pooled = self.bert(input_ids, token_type_ids, attention_mask)
-        index = masked_lm_positions.long().unsqueeze(-1).expand(-1, -1, sequence.size(-1))
-        masked = sequence.gather(1, index)
-        return self.cls.predictions(masked), self.cls.seq_relationship(pooled)
+    @property
+    def attention(self) -> str:
+        return self.bert.attention
+
+    @attention.setter
+    def attention(self, kernel: str) -> None:
+        self.bert.attention = kernel
+
+    def logits(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, masked_lm_positions: Tensor,
+               position_ids: Tensor | None = None, cls_positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """MLM logits [K, P, V] at the masked positions (slot order of masked_lm_positions; zero slots give
+        [CLS]'s logits, to be ignored) and NSP logits [K, 2], K instances (rows unless packed)."""
+        rows, length = input_ids.shape
+        packed = cls_positions is not None
+        if not packed:
+            cls_positions = torch.arange(rows, device=input_ids.device) * length
+            position_ids = torch.arange(length, device=input_ids.device).expand(rows, -1)
+        sequence, layout = self.bert(input_ids, token_type_ids, attention_mask, position_ids, packed)
+        cls_positions = cls_positions.long()[:, None]
+        index = layout.flat_index(torch.cat([cls_positions, cls_positions + masked_lm_positions.long()], 1), rows,
+                                  length)
+        pooled = self.bert.pooler(sequence[index[:, 0]])
+        return self.cls.predictions(sequence[index[:, 1:]]), self.cls.seq_relationship(pooled)
 
     def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, masked_lm_positions: Tensor,
-                masked_lm_ids: Tensor, next_sentence_labels: Tensor) -> PretrainOutput:
-        mlm_logits, nsp_logits = self.logits(input_ids, token_type_ids, attention_mask, masked_lm_positions)
+                masked_lm_ids: Tensor, next_sentence_labels: Tensor, position_ids: Tensor | None = None,
+                cls_positions: Tensor | None = None) -> PretrainOutput:
+        mlm_logits, nsp_logits = self.logits(input_ids, token_type_ids, attention_mask, masked_lm_positions,
+                                             position_ids, cls_positions)
         valid = masked_lm_positions != 0
         mlm_labels = masked_lm_ids.long().masked_fill(~valid, -100)
         mlm_count = valid.sum()
@@ -293,10 +321,19 @@ class BertForPreTraining(nn.Module):
         return sum(p.numel() for p in self.parameters())  # parameters() lists the tied decoder weight once
 
     def flops_per_sequence(self, seq_len: int, num_predictions: int) -> float:
-        """Training FLOPs (forward + backward = 3x forward, matmuls only) of one sequence; activation
-        checkpointing's recomputation is not counted, as in the usual model-FLOPs-utilization definition."""
+        """Training FLOPs of one sequence of `seq_len` positions (see `training_flops`)."""
+        return self.training_flops(seq_len, seq_len ** 2, 1, num_predictions)
+
+    def training_flops(self, tokens: float, attention_pairs: float, instances: float, predictions: float) -> float:
+        """Training FLOPs (forward + backward = 3x forward, matmuls only) of `tokens` positions in `instances`
+        sequences with `attention_pairs` (query, key) pairs (the sum of the squared lengths) and `predictions`
+        MLM slots. Activation checkpointing's recomputation is not counted, as in the usual model-FLOPs-utilization
+        definition; counting real tokens only gives the FLOPs that are not spent on padding."""
         c = self.config
-        h, s = c.hidden_size, seq_len
-        per_layer = 2 * s * (4 * h * h + 2 * h * c.intermediate_size) + 2 * 2 * s * s * h  # projections+FFN, QK^T+AV
-        heads = 2 * h * h + 2 * h * 2 + num_predictions * (2 * h * h + 2 * h * c.vocab_size)  # pooler, NSP, MLM
-        return 3.0 * (c.num_hidden_layers * per_layer + heads)
+        h = c.hidden_size
+        # per layer: projections + FFN per token, QK^T + AV per (query, key) pair
+        layers = c.num_hidden_layers * (2 * tokens * (4 * h * h + 2 * h * c.intermediate_size)
+                                        + 2 * 2 * attention_pairs * h)
+        pooler_nsp, mlm = 2 * h * h + 2 * h * 2, 2 * h * h + 2 * h * c.vocab_size
+        heads = instances * pooler_nsp + predictions * mlm
+        return 3.0 * (layers + heads)

@@ -17,16 +17,19 @@ on CPU, and it has no LANS. The math follows the references the BERT recipes wer
 Both are written with `torch._foreach_*` ops (as torch.optim's own optimizers are) over buckets of parameters, so a
 step launches few kernels and its temporaries stay bounded whatever the model size; nothing syncs with the host.
 
-"Per tensor" means per tensor the optimizer is given. DeepSpeed's bf16/fp16 optimizer wrappers and ZeRO flatten
-each parameter group into one fp32 tensor (one partition of it per rank), so there the trust ratio is per group
-partition. For per-tensor trust ratios in 16-bit training without ZeRO, use DeepSpeed's `torch_autocast`
-(parameters stay fp32 and reach the optimizer unflattened).
+Trust ratios stay per model tensor under ZeRO stages 1 and 2, where DeepSpeed hands the optimizer one flat fp32
+partition per parameter group and rank: `use_partitions` tells it which fragment of which model tensor lies where in
+each partition (read from DeepSpeed by `pretrain.zero_partitions`). Each rank then takes the squared norms of its
+fragments, one all-reduce per step sums them per tensor over the ranks (LANS needs a second one: its update depends on
+the gradient norms of the first), and every fragment is scaled by its whole tensor's ratio. Elements of a partition
+that belong to no tensor (alignment padding) are zero and stay zero.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import Tensor, nn
@@ -47,11 +50,71 @@ def _buckets(params: list[Tensor], max_numel: int) -> Iterator[list[Tensor]]:
         yield bucket
 
 
-def _trust_ratios(params: list[Tensor], updates: list[Tensor]) -> list[Tensor]:
-    """||w|| / ||update|| per tensor, 1 where either norm is 0, as 0-dim tensors (no host sync)."""
-    w = torch.stack(torch._foreach_norm(params))
-    u = torch.stack(torch._foreach_norm(updates))
-    return list(torch.where((w > 0) & (u > 0), w / u, torch.ones_like(w)).unbind())
+@dataclasses.dataclass(frozen=True)
+class Fragment:
+    """Elements [start, start + numel) of a flat partition are a contiguous piece of model tensor `tensor`."""
+    tensor: int  # the model tensor's number, the same on every rank
+    start: int
+    numel: int
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionLayout:
+    """Where the model tensors lie in the flat partitions this rank's optimizer is given (see zero_partitions)."""
+    fragments: dict[Tensor, list[Fragment]]  # flat partition -> its fragments
+    num_tensors: int  # model tensors numbered 0 .. num_tensors - 1
+    process_group: object  # the ranks whose partitions together hold the whole tensors
+    grad_norm: Callable[[], Tensor | float]  # norm of all gradients as the optimizer gets them (all groups, ranks)
+
+
+class _Pieces:
+    """A bucket's tensors cut into pieces of single model tensors: a tensor given whole is one piece, a flat
+    partition is its fragments. `norms` gives per-model-tensor norms summed over the pieces of every rank."""
+
+    def __init__(self, params: list[Tensor], layout: PartitionLayout | None):
+        self.cuts: list[tuple[int, int | None, int]] = []  # (index in the bucket, start, numel); start None: whole
+        slots: list[int] = []
+        whole = layout.num_tensors if layout else 0
+        for i, p in enumerate(params):
+            fragments = layout.fragments.get(p) if layout else None
+            if fragments is None:
+                self.cuts.append((i, None, 0))
+                slots.append(whole)
+                whole += 1
+            else:
+                self.cuts.extend((i, f.start, f.numel) for f in fragments)
+                slots.extend(f.tensor for f in fragments)
+        self.partitioned = layout is not None and any(start is not None for _, start, _ in self.cuts)
+        self.layout, self.num_slots = layout, whole
+        self.device = params[0].device
+        self.slot = torch.tensor(slots, dtype=torch.long, device=self.device) if self.partitioned else None
+
+    def views(self, tensors: list[Tensor]) -> list[Tensor]:
+        """The pieces of `tensors` (shaped as the bucket's parameters), as views."""
+        return [tensors[i] if start is None else tensors[i].view(-1).narrow(0, start, numel)
+                for i, start, numel in self.cuts]
+
+    def norms(self, *tensor_lists: list[Tensor]) -> list[Tensor]:
+        """For each list, the norm of each model tensor (indexed as `spread` expects): one all-reduce for all."""
+        if not self.cuts:
+            partial = torch.zeros(len(tensor_lists), 0, device=self.device)
+        else:
+            partial = torch.stack([torch.stack(torch._foreach_norm(self.views(ts))) for ts in tensor_lists])
+        if not self.partitioned:
+            return list(partial.unbind())
+        squares = partial.new_zeros(len(tensor_lists), self.num_slots)
+        squares.index_add_(1, self.slot, partial * partial)
+        torch.distributed.all_reduce(squares, group=self.layout.process_group)
+        return list(squares.sqrt().unbind())
+
+    def spread(self, per_tensor: Tensor) -> list[Tensor]:
+        """A per-model-tensor value for each piece, as 0-dim tensors (no host sync)."""
+        return list((per_tensor[self.slot] if self.partitioned else per_tensor).unbind())
+
+
+def _trust_ratios(w: Tensor, u: Tensor) -> Tensor:
+    """||w|| / ||update|| from the two norms, 1 where either is 0."""
+    return torch.where((w > 0) & (u > 0), w / u, torch.ones_like(w))
 
 
 def _check_hyperparameters(lr: float, betas: tuple[float, float], eps: float, weight_decay: float) -> None:
@@ -76,6 +139,19 @@ def _evaluate(closure) -> Tensor | None:
 class _AdamMomentsOptimizer(torch.optim.Optimizer):
     """Shared bookkeeping: Adam moment buffers per parameter and one step counter per group (as apex keeps it;
     DeepSpeed's ZeRO checkpoints save and restore a group-level "step")."""
+
+    layout: PartitionLayout | None = None
+
+    def use_partitions(self, layout: PartitionLayout) -> None:
+        """From now on the parameters in `layout.fragments` are flat partitions of many tensors (ZeRO 1/2).
+        The moments are made now, for every group: ZeRO steps one group at a time, and DeepSpeed links its
+        per-parameter view of the optimizer state (checkpoints, `safe_get_full_optimizer_state`) after the first."""
+        self.layout = layout
+        for group in self.param_groups:
+            self._moments(group["params"])
+
+    def _pieces(self, params: list[Tensor]) -> _Pieces:
+        return _Pieces(params, self.layout)
 
     def _moments(self, params: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
         for p in params:
@@ -121,6 +197,9 @@ class Lamb(_AdamMomentsOptimizer):
         grads = [p.grad for group in self.param_groups for p in group["params"] if p.grad is not None]
         if not max_norm or max_norm <= 0 or not grads:
             return None
+        if self.layout is not None:  # this rank sees a part of the gradients (and ZeRO steps one group at a time)
+            total = torch.as_tensor(self.layout.grad_norm(), dtype=torch.float32, device=grads[0].device)
+            return torch.clamp(total / max_norm, min=1.0)
         norms = torch._foreach_norm(grads)
         dtype = functools.reduce(torch.promote_types, {n.dtype for n in norms}, torch.float32)
         total = torch.linalg.vector_norm(torch.stack([n.to(norms[0].device, dtype) for n in norms]))
@@ -146,7 +225,9 @@ class Lamb(_AdamMomentsOptimizer):
                 torch._foreach_mul_(update, m)
                 if group["weight_decay"] != 0:
                     torch._foreach_add_(update, bucket, alpha=group["weight_decay"])
-                    torch._foreach_mul_(update, _trust_ratios(bucket, update))
+                    pieces = self._pieces(bucket)
+                    w_norms, u_norms = pieces.norms(bucket, update)
+                    torch._foreach_mul_(pieces.views(update), pieces.spread(_trust_ratios(w_norms, u_norms)))
                 torch._foreach_add_(bucket, update, alpha=-group["lr"])
         return loss
 
@@ -165,10 +246,11 @@ class Lans(_AdamMomentsOptimizer):
             eps, wd = group["eps"], group["weight_decay"]
             bias_correction1, bias_correction2 = 1 - beta1 ** step, 1 - beta2 ** step
             for bucket in _buckets(params, BUCKET_NUMEL):
-                grads = [p.grad for p in bucket]
-                norms = torch.stack(torch._foreach_norm(grads))
-                divisors = torch.where(norms > 0, norms + eps, torch.ones_like(norms))
-                normalized = torch._foreach_div(grads, list(divisors.unbind()))
+                pieces = self._pieces(bucket)
+                normalized = [p.grad.clone() for p in bucket]
+                g_norms, w_norms = pieces.norms(normalized, bucket)
+                divisors = torch.where(g_norms > 0, g_norms + eps, torch.ones_like(g_norms))
+                torch._foreach_div_(pieces.views(normalized), pieces.spread(divisors))
                 m, v = self._moments(bucket)
                 self._update_moments(m, v, normalized, beta1, beta2)
                 denom = self._denominators(v, bias_correction2, eps)
@@ -181,10 +263,9 @@ class Lans(_AdamMomentsOptimizer):
                     torch._foreach_add_(momentum_dir, bucket, alpha=wd)
                     torch._foreach_add_(grad_dir, bucket, alpha=wd)
                 # both ratios are taken before the parameters change
-                momentum_ratios = _trust_ratios(bucket, momentum_dir)
-                grad_ratios = _trust_ratios(bucket, grad_dir)
-                torch._foreach_mul_(momentum_dir, momentum_ratios)
-                torch._foreach_mul_(grad_dir, grad_ratios)
+                m_norms, g_dir_norms = pieces.norms(momentum_dir, grad_dir)
+                torch._foreach_mul_(pieces.views(momentum_dir), pieces.spread(_trust_ratios(w_norms, m_norms)))
+                torch._foreach_mul_(pieces.views(grad_dir), pieces.spread(_trust_ratios(w_norms, g_dir_norms)))
                 torch._foreach_add_(bucket, momentum_dir, alpha=-group["lr"] * beta1)
                 torch._foreach_add_(bucket, grad_dir, alpha=-group["lr"] * (1 - beta1))
         return loss

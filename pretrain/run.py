@@ -106,6 +106,10 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
                           f"{model.max_position_embeddings}")
     data = open_data(data_dir, config.seq_len, len(vocab), world_size)
     user_ds = read_user_ds_config(deepspeed_config)
+    stage = user_ds.get("zero_optimization", {}).get("stage", config.zero_stage)
+    if stage == 3 and config.optimizer in ("lamb", "lans"):
+        raise ConfigError(f"zero_stage 3: {config.optimizer} needs whole tensors for its trust ratios and ZeRO-3 "
+                          f"does not give them; use zero_stage 1 or 2 (same per-tensor ratios) or adamw")
     return Run(phase=phase, phase_dir=phase_dir, config=config, model=model, data=data, vocab_dir=vocab_dir,
                vocab_size=len(vocab), init=init, resume=resume, world_size=world_size,
                grad_accumulation=config.global_batch // per_step, precision=choose_precision(config.precision),

@@ -45,6 +45,7 @@ def train(run: Run) -> int:
     import deepspeed
 
     from pretrain.optimizers import build_optimizer
+    from pretrain.zero_partitions import use_tensor_trust_ratios
 
     logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
     _seed(c.seed + rank)
@@ -61,10 +62,8 @@ def train(run: Run) -> int:
     ds_config = deepspeed_config(run, zero_stage)
     if rank == 0:
         write_run_files(run, ds_config, model.num_parameters(), zero_stage)
-    if zero_stage and c.optimizer in ("lamb", "lans"):
-        log.warning("ZeRO stage %d flattens the parameters: %s's trust ratios are per partition, not per tensor",
-                    zero_stage, c.optimizer)
     engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
+    use_tensor_trust_ratios(engine)  # under ZeRO 1/2: LAMB/LANS learn where each tensor lies in their partitions
 
     step, data_state, rng = 0, None, None
     if run.resume is not None:

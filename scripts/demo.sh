@@ -9,9 +9,9 @@ work=data/sample
 run=runs/sample
 
 dump=$(pipeline sample-dump "$work/dump")
-pipeline run --lang hu --dump "$dump" --workdir "$work" --workers 2 \
-  --set vocab.vocab_size=4000 --set shard.num_shards=4
-pipeline status --lang hu --workdir "$work"
+settings=(--lang hu --dump "$dump" --workdir "$work" --set vocab.vocab_size=4000 --set shard.num_shards=4)
+pipeline run "${settings[@]}" --workers 2
+pipeline status "${settings[@]}"
 pipeline verify "$work/hu/hdf5"
 
 variant() { ls -d "$work"/hu/hdf5/*_seq_len_"$1"_*; }

@@ -51,7 +51,7 @@ class Served:
 
 class DumpServer:
     """What the handler serves, the faults to inject per path (one per request, in order; a fault is
-    space-separated words: 404, 503, drop, stall, ignore-range), and a request log."""
+    space-separated words: 404, 503, 416, drop, stall, ignore-range), and a request log."""
 
     def __init__(self, url: str):
         self.url = url
@@ -98,6 +98,13 @@ class Handler(BaseHTTPRequestHandler):
             return
         etag = f'"{hashlib.sha1(body).hexdigest()[:16]}"'
         start = re.fullmatch(r"bytes=(\d+)-", record.range or "")
+        if start and "416" in fault:
+            record.status = 416
+            self.send_response(416)
+            self.send_header("Content-Range", f"bytes */{start.group(1)}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if start and "ignore-range" not in fault and record.if_range in (None, etag):
             record.status, offset = 206, int(start.group(1))
             self.send_response(206)
@@ -314,7 +321,7 @@ def test_partial_file_from_another_url_is_not_resumed(tmp_path, server):
 
 
 @pytest.mark.parametrize("as_url", [False, True])
-def test_local_dump_is_linked_with_its_sibling_index(tmp_path, as_url):
+def test_local_dump_is_read_in_place_and_never_shares_an_inode(tmp_path, as_url):
     dump, index = generated_dump()
     src = tmp_path / "dumps" / DUMP
     src.parent.mkdir()
@@ -322,24 +329,65 @@ def test_local_dump_is_linked_with_its_sibling_index(tmp_path, as_url):
     (src.parent / INDEX).write_bytes(index)
     manifest = run_download(tmp_path, None, source=src.as_uri() if as_url else str(src))
     out = out_dir(tmp_path)
-    assert json.loads((out / "dump.json").read_text()) == {"dump": DUMP, "index": INDEX, "source": str(src)}
-    assert (out / DUMP).stat().st_ino == src.stat().st_ino  # hard link on the same filesystem
-    assert (out / INDEX).read_bytes() == index
-    assert manifest["counts"] == {"files": 2, "bytes": len(dump) + len(index), "bytes_copied": 0}
+    assert json.loads((out / "dump.json").read_text()) == {
+        "dump": str(src), "index": str(src.parent / INDEX), "source": str(src)}
+    user_inodes = {src.stat().st_ino, (src.parent / INDEX).stat().st_ino}
+    assert not any(p.stat().st_ino in user_inodes for p in (tmp_path / "data").rglob("*"))
+    assert manifest["counts"] == {"files": 2, "bytes": len(dump) + len(index)}
+    assert manifest["sources"]["dump"]["size"] == len(dump)
 
 
-def test_local_dump_is_copied_when_it_cannot_be_linked(tmp_path, monkeypatch):
-    def refuse_link(src, dst):
-        raise OSError(18, "Invalid cross-device link")
-    monkeypatch.setattr(os, "link", refuse_link)
-    dump, _ = generated_dump()
-    src = tmp_path / "elsewhere.xml.bz2"
-    src.write_bytes(dump)
-    manifest = run_download(tmp_path, None, source=str(src))
-    copied = out_dir(tmp_path) / src.name
-    assert copied.read_bytes() == dump and copied.stat().st_ino != src.stat().st_ino
-    assert json.loads((out_dir(tmp_path) / "dump.json").read_text())["index"] is None
-    assert manifest["counts"]["bytes_copied"] == len(dump)
+def test_dump_replaced_at_the_same_path_is_noticed_and_a_touch_is_not(tmp_path):
+    from pipeline.runner import status_rows
+    from pipeline.sample import write_sample_dump
+
+    dump = write_sample_dump(tmp_path / "dumps", 30, seed=0)
+    pcfg = load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", [], {"download": {"source": str(dump)}})
+    lang_dir = tmp_path / "data" / "hu"
+    run_stages(pcfg, lang_dir, ["download", "extract"], quiet=True, log=LOG)
+    first = (lang_dir / "extract" / "part-00000.jsonl").read_bytes()
+    os.utime(dump)  # touched, same bytes: nothing downstream changes
+    assert [r["state"] for r in status_rows(pcfg, lang_dir)][:2] == ["stale", "stale"]
+    run_stages(pcfg, lang_dir, ["download", "extract"], quiet=True, log=LOG)
+    assert json.loads((lang_dir / "extract" / MANIFEST).read_text())["outputs"]["part-00000.jsonl"]["mtime_ns"] == \
+        (lang_dir / "extract" / "part-00000.jsonl").stat().st_mtime_ns
+    other = write_sample_dump(tmp_path / "newer", 30, seed=1)
+    os.replace(other, dump)  # `mv new.bz2 dump.bz2`
+    os.replace(other.with_name(INDEX.replace(f"{WIKI}-{DATE}", "huwiki-sample")), dump.with_name(other.name.replace(
+        "multistream.xml.bz2", "multistream-index.txt.bz2")))
+    rows = {r["stage"]: r for r in status_rows(pcfg, lang_dir)}
+    assert rows["download"]["state"] == "stale" and "input dump changed" in rows["download"]["reason"]
+    run_stages(pcfg, lang_dir, ["download", "extract"], quiet=True, log=LOG)
+    assert (lang_dir / "extract" / "part-00000.jsonl").read_bytes() != first
+
+
+def test_html_error_page_sent_with_200_is_not_a_dump(tmp_path, server):
+    server.publish()
+    page = b"<!DOCTYPE html><html><body>502 Bad Gateway</body></html>"
+    server.files[f"/{WIKI}/{DATE}/{DUMP}"] = page
+    with pytest.raises(PipelineError, match=re.escape(f"/{DUMP}: is an HTML page, not a dump")):
+        run_download(tmp_path, server, source=f"{server.url}/{WIKI}/{DATE}/{DUMP}")
+    assert_nothing_complete(tmp_path)
+    assert not (tmp_path / "data" / "hu" / ".cache" / "download" / f"{DUMP}.part").exists()
+    server.files[f"/{WIKI}/{DATE}/{DUMP}"] = b"PK\x03\x04 not bzip2 at all"
+    with pytest.raises(PipelineError, match=r"not bzip2 data \(starts with b'PK"):
+        run_download(tmp_path, server, source=f"{server.url}/{WIKI}/{DATE}/{DUMP}")
+    assert_nothing_complete(tmp_path)
+
+
+def test_resumed_download_must_reach_the_announced_size(tmp_path, server):
+    """A .part resumed after a kill is done only at the Content-Length the server announced when it began."""
+    dump, _ = server.publish()
+    url = f"{server.url}/{WIKI}/{DATE}/{DUMP}"
+    server.faults[f"/{WIKI}/{DATE}/{DUMP}"] = ["drop"]
+    with pytest.raises(PipelineError, match="giving up after 0 retries"):
+        run_download(tmp_path, server, "download.retries=0", source=url)
+    part = tmp_path / "data" / "hu" / ".cache" / "download" / f"{DUMP}.part"
+    kept = part.stat().st_size
+    server.faults[f"/{WIKI}/{DATE}/{DUMP}"] = ["416"]  # a proxy that claims the file ends where the .part does
+    with pytest.raises(PipelineError, match=f"downloaded {kept} bytes, expected {len(dump)}"):
+        run_download(tmp_path, server, source=url)
+    assert_nothing_complete(tmp_path)
 
 
 def test_missing_local_dump_is_named(tmp_path):

@@ -5,7 +5,6 @@ import bz2
 import collections
 import dataclasses
 import json
-import logging
 import re
 from pathlib import Path
 
@@ -14,8 +13,8 @@ import pytest
 from pipeline import sample
 from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
 from core.errors import PipelineError
+from pipeline.dump import DumpFile
 from pipeline.runner import read_manifest, run_stages
-from pipeline.stages import StageContext
 from pipeline.stages import extract
 
 HU = dict(redirect_words=["ÁTIRÁNYÍTÁS", "REDIRECT"], disambiguation_templates=["egyért"])
@@ -35,26 +34,26 @@ def multistream(tmp_path_factory, pages) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory, multistream) -> tuple[dict, list[dict], bytes]:
+def reference(tmp_path_factory, multistream, run_extract) -> tuple[dict, list[dict], bytes]:
     return run_extract(tmp_path_factory.mktemp("ref"), *multistream)
 
 
-def run_extract(tmp: Path, dump: Path, index: Path | None = None, workers: int = 1, **config):
-    """Run the stage on a download/ directory made by hand; returns (counts, articles, bytes of all parts)."""
-    download = tmp / "download"
-    download.mkdir()
-    (download / dump.name).symlink_to(dump)
-    if index:
-        (download / index.name).symlink_to(index)
-    (download / "dump.json").write_text(json.dumps({"dump": dump.name, "index": index.name if index else None}))
-    out = tmp / "extract"
-    out.mkdir()
-    ctx = StageContext(lang="hu", lang_dir=tmp, out_dir=out, inputs={"download": download}, cache_dir=tmp / "cache",
-                       workers=workers, quiet=True, log=logging.getLogger("test"))
-    counts = extract.run(extract.ExtractConfig(**{**HU, **config}), ctx)
-    parts = sorted(out.glob("part-*.jsonl"))
-    data = b"".join(p.read_bytes() for p in parts)
-    return counts, [json.loads(line) for line in data.decode("utf-8").splitlines()], data
+@pytest.fixture(scope="session")
+def run_extract(run_stage_function):
+    def run_extract(tmp: Path, dump: Path, index: Path | None = None, workers: int = 1, **config):
+        """Run the stage on a download/ directory made by hand; returns (counts, articles, bytes of all parts)."""
+        download = tmp / "download"
+        download.mkdir()
+        (download / dump.name).symlink_to(dump)
+        if index:
+            (download / index.name).symlink_to(index)
+        (download / "dump.json").write_text(json.dumps({"dump": dump.name, "index": index.name if index else None}))
+        out, counts = run_stage_function(extract.run, extract.ExtractConfig(**{**HU, **config}), tmp,
+                                         {"download": download}, "extract", workers)
+        parts = sorted(out.glob("part-*.jsonl"))
+        data = b"".join(p.read_bytes() for p in parts)
+        return counts, [json.loads(line) for line in data.decode("utf-8").splitlines()], data
+    return run_extract
 
 
 def kept(pages) -> list[str]:
@@ -112,7 +111,7 @@ def test_templates_expand_from_the_template_namespace(pages, reference):
         assert "Lakosság ||" not in text[title]  # the infobox is a table: dropped
 
 
-def test_templates_defined_after_the_articles_still_expand(tmp_path, pages):
+def test_templates_defined_after_the_articles_still_expand(tmp_path, pages, run_extract):
     last = [p for p in pages if p.kind != "template"] + [p for p in pages if p.kind == "template"]
     dump, index = tmp_path / "late-multistream.xml.bz2", tmp_path / "late-multistream-index.txt.bz2"
     sample.write_multistream(last, dump, index, pages_per_stream=10)
@@ -123,15 +122,15 @@ def test_templates_defined_after_the_articles_still_expand(tmp_path, pages):
         assert f"lakossága {population} fő." in text[title]
 
 
-def test_without_template_expansion_templates_are_dropped(tmp_path, multistream):
+def test_without_template_expansion_templates_are_dropped(tmp_path, multistream, run_extract):
     counts, articles, _ = run_extract(tmp_path, *multistream, expand_templates=False)
-    assert "templates" not in counts or counts["templates"] == 0
+    assert counts["templates"] == 0
     assert not any(" fő." in a["text"] or "körülbelül" in a["text"] for a in articles)
     assert any("lakossága." in a["text"] for a in articles)
 
 
 @pytest.mark.parametrize("layout", ["bz2", "xml", "utf-16"])
-def test_every_layout_gives_the_same_articles(tmp_path, pages, reference, layout):
+def test_every_layout_gives_the_same_articles(tmp_path, pages, reference, layout, run_extract):
     path = tmp_path / {"bz2": "dump.xml.bz2", "xml": "dump.xml", "utf-16": "dump16.xml"}[layout]
     if layout == "bz2":
         sample.write_bz2(pages, path)
@@ -144,7 +143,7 @@ def test_every_layout_gives_the_same_articles(tmp_path, pages, reference, layout
     assert counts == reference[0]
 
 
-def test_output_does_not_depend_on_workers(tmp_path, multistream, pages, monkeypatch):
+def test_output_does_not_depend_on_workers(tmp_path, multistream, pages, monkeypatch, run_extract):
     runs = []
     for workers in (1, 2):
         (tmp_path / f"w{workers}").mkdir()
@@ -187,7 +186,7 @@ def test_truncated_multistream_names_file_and_stream_offset(tmp_path, pages):
     assert (lang_dir / ".state" / "extract.failed").exists()
 
 
-def test_dump_shorter_than_its_index(tmp_path, multistream):
+def test_dump_shorter_than_its_index(tmp_path, multistream, run_extract):
     dump, index = multistream
     cut = tmp_path / dump.name
     cut.write_bytes(dump.read_bytes()[:len(dump.read_bytes()) // 2])
@@ -196,7 +195,7 @@ def test_dump_shorter_than_its_index(tmp_path, multistream):
 
 
 @pytest.mark.parametrize("layout", ["bz2", "xml"])
-def test_truncated_sequential_dump(tmp_path, pages, layout):
+def test_truncated_sequential_dump(tmp_path, pages, layout, run_extract):
     path = tmp_path / f"dump.{'xml.bz2' if layout == 'bz2' else 'xml'}"
     (sample.write_bz2 if layout == "bz2" else sample.write_xml)(pages, path)
     path.write_bytes(path.read_bytes()[:path.stat().st_size * 2 // 3])
@@ -206,7 +205,7 @@ def test_truncated_sequential_dump(tmp_path, pages, layout):
         run_extract(tmp_path, path)
 
 
-def test_missing_closing_tag_is_a_truncated_dump(tmp_path, pages):
+def test_missing_closing_tag_is_a_truncated_dump(tmp_path, pages, run_extract):
     path = tmp_path / "dump.xml"
     sample.write_xml(pages, path)
     path.write_text(path.read_text(encoding="utf-8").replace(sample.CLOSING, ""), encoding="utf-8")
@@ -214,7 +213,28 @@ def test_missing_closing_tag_is_a_truncated_dump(tmp_path, pages):
         run_extract(tmp_path, path)
 
 
-def test_corrupt_stream_and_foreign_index(tmp_path, pages, multistream):
+@pytest.mark.parametrize("layout", ["multistream", "bz2", "xml"])
+@pytest.mark.parametrize("fault, message", [
+    ("</text>", r"page '.+' \(id {id}\): raw markup inside <text> \('<sha1>.*malformed XML"),
+    ("  </page>\n", r"page '.+' \(id {id}\) has no </page> before the next <page>: malformed XML"),
+])
+def test_malformed_xml_names_the_page_and_where(tmp_path, pages, monkeypatch, layout, fault, message, run_extract):
+    """A page missing </text> used to swallow the next page into its text, one missing </page> dropped a page."""
+    broken = next(p for p in pages[12:] if p.text and p.ns == 0)
+    page_xml = sample.page_xml
+    monkeypatch.setattr(sample, "page_xml", lambda p: page_xml(p).replace(fault, "", 1) if p is broken else page_xml(p))
+    path = tmp_path / {"multistream": "d-multistream.xml.bz2", "bz2": "d.xml.bz2", "xml": "d.xml"}[layout]
+    index = tmp_path / "d-multistream-index.txt.bz2" if layout == "multistream" else None
+    if index:
+        sample.write_multistream(pages, path, index, pages_per_stream=10)
+    else:
+        (sample.write_bz2 if layout == "bz2" else sample.write_xml)(pages, path)
+    where = r"stream at byte [\d,]+" if index else r"near (compressed )?byte [\d,]+"
+    with pytest.raises(PipelineError, match=rf"{path.name}: {where}: {message.format(id=broken.id)}"):
+        run_extract(tmp_path, path, index)
+
+
+def test_corrupt_stream_and_foreign_index(tmp_path, pages, multistream, run_extract):
     dump, index = multistream
     data = bytearray(dump.read_bytes())
     offsets = sorted({int(line.split(":")[0]) for line in bz2.decompress(index.read_bytes()).decode().splitlines()})
@@ -229,11 +249,36 @@ def test_corrupt_stream_and_foreign_index(tmp_path, pages, multistream):
     other.mkdir()
     sample.write_multistream(sample.generate_pages(90, seed=4), other / "o.xml.bz2", other / "o-index.txt.bz2",
                              pages_per_stream=10)
-    with pytest.raises(PipelineError, match=r"does the index belong to this dump\?|bz2 stream|index lists"):
+    with pytest.raises(PipelineError, match=rf"{dump.name}: bz2 stream at byte [\d,]+ is cut short \(ends at byte"):
         run_extract(other, dump, other / "o-index.txt.bz2")
 
+    lines = bz2.decompress(index.read_bytes()).decode().splitlines(keepends=True)
+    short = tmp_path / "short" / index.name  # the right offsets, but a page of the fourth stream left out
+    short.parent.mkdir()
+    fourth = [i for i, line in enumerate(lines) if int(line.split(":")[0]) == offsets[3]]
+    short.write_bytes(bz2.compress("".join(lines[:fourth[0]] + lines[fourth[0] + 1:]).encode()))
+    with pytest.raises(PipelineError, match=rf"{dump.name}: stream at byte {offsets[3]:,}: holds {len(fourth)} pages "
+                                            rf"but the index lists {len(fourth) - 1}: does the index belong"):
+        run_extract(short.parent, dump, short)
 
-def test_bad_namespace_names_the_file(tmp_path, pages):
+
+def test_damaged_bz2_is_reported_as_damage_not_as_bad_text(tmp_path, pages):
+    """bzip2 checks a block's CRC after handing out its bytes, so damage often first shows as undecodable text."""
+    path = tmp_path / "d.xml.bz2"
+    sample.write_bz2(pages, path)
+    good = path.read_bytes()
+    messages = []
+    for position in range(300, len(good) - 100, len(good) // 25):
+        damaged = bytearray(good)
+        damaged[position] ^= 0x40
+        path.write_bytes(bytes(damaged))
+        with pytest.raises(PipelineError) as e:
+            list(DumpFile(path, None).pages())
+        messages.append(str(e.value))
+    assert all("corrupt" in m and "utf-8" not in m and str(path) in m for m in messages), messages
+
+
+def test_bad_namespace_names_the_file(tmp_path, pages, run_extract):
     path = tmp_path / "dump.xml"
     sample.write_xml(pages[:5], path)
     text = path.read_text(encoding="utf-8")
@@ -242,21 +287,21 @@ def test_bad_namespace_names_the_file(tmp_path, pages):
         run_extract(tmp_path, path)
 
 
-def test_not_a_dump(tmp_path):
+def test_not_a_dump(tmp_path, run_extract):
     path = tmp_path / "notes.xml"
     path.write_text("<notes>\n  <page>\n    <title>x</title>\n  </page>\n</notes>\n", encoding="utf-8")
     with pytest.raises(PipelineError, match=r"notes.xml: .*no <siteinfo>"):
         run_extract(tmp_path, path)
 
 
-def test_no_articles_is_an_error(tmp_path, pages):
+def test_no_articles_is_an_error(tmp_path, pages, run_extract):
     path = tmp_path / "talk.xml"
     sample.write_xml([dataclasses.replace(p, ns=1) for p in pages[:20]], path)
     with pytest.raises(PipelineError, match=r"no articles found \(20 pages"):
         run_extract(tmp_path, path)
 
 
-def test_redirect_and_disambiguation_markers(tmp_path):
+def test_redirect_and_disambiguation_markers(tmp_path, run_extract):
     texts = {
         "Egy": ("'''Egy''' jelentései: [[Egy (szám)]]. {{Egyért}}", "disambiguation"),
         "Kettő": ("'''Kettő''' lehet több dolog is.\n{{ egyért | szám }}", "disambiguation"),
@@ -273,7 +318,7 @@ def test_redirect_and_disambiguation_markers(tmp_path):
     assert counts["skipped"] == {"namespace": 0, "redirect": 2, "disambiguation": 3, "empty": 0}
 
 
-def test_articles_per_part_must_be_positive(tmp_path, multistream):
+def test_articles_per_part_must_be_positive(tmp_path, multistream, run_extract):
     from core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="articles_per_part"):

@@ -12,7 +12,6 @@ from pipeline.config import load_pipeline_config
 from core.errors import PipelineError
 from pipeline.fileio import iter_documents, write_document
 from pipeline.runner import run_stage
-from pipeline.stages import StageContext
 from pipeline.stages.filter import REASONS, DocumentChecker, FilterConfig, run
 
 HU = "abcdefghijklmnopqrstuvwxyzáéíóöúüőű"
@@ -102,11 +101,11 @@ def write_parts(directory: Path, parts: list[list[tuple[str, list[str]]]], title
     return directory
 
 
-def make_ctx(tmp_path: Path, sentences_dir: Path, workers: int = 1, lang: str = "hu", name: str = "out"):
-    out = tmp_path / name
-    out.mkdir()
-    return StageContext(lang=lang, lang_dir=tmp_path, out_dir=out, inputs={"sentences": sentences_dir},
-                        cache_dir=tmp_path / "cache", workers=workers, quiet=True)
+@pytest.fixture(scope="session")
+def make_ctx(stage_context):
+    def make_ctx(tmp_path: Path, sentences_dir: Path, workers: int = 1, lang: str = "hu", name: str = "out"):
+        return stage_context(tmp_path, {"sentences": sentences_dir}, name, lang, workers)
+    return make_ctx
 
 
 def variant(i: int) -> list[str]:
@@ -123,7 +122,7 @@ def corpus() -> list[list[tuple[str, list[str]]]]:
     ]
 
 
-def test_stage_keeps_good_documents_drops_duplicates_across_parts_and_reports(tmp_path):
+def test_stage_keeps_good_documents_drops_duplicates_across_parts_and_reports(tmp_path, make_ctx):
     ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", corpus()))
     counts = run(FilterConfig(word_chars=HU), ctx)
     assert counts == {"documents_in": 12, "documents_kept": 4, "sentences_kept": 20, "dropped_avg_words": 1,
@@ -142,7 +141,7 @@ def test_stage_keeps_good_documents_drops_duplicates_across_parts_and_reports(tm
     assert report["language_check"] == "py3langid: hu"
 
 
-def test_examples_are_limited_and_fall_back_to_document_numbers_without_titles(tmp_path):
+def test_examples_are_limited_and_fall_back_to_document_numbers_without_titles(tmp_path, make_ctx):
     docs = [(f"Rövid {i}", CRAFTED["min_sentences"]) for i in range(4)] + [("Falu", GOOD)]
     ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", [docs], titles=False))
     run(FilterConfig(word_chars=HU, examples=2), ctx)
@@ -151,7 +150,7 @@ def test_examples_are_limited_and_fall_back_to_document_numbers_without_titles(t
         "part-00000.txt document 1", "part-00000.txt document 2"]}
 
 
-def test_output_identical_for_one_and_two_workers(tmp_path):
+def test_output_identical_for_one_and_two_workers(tmp_path, make_ctx):
     sentences_dir = write_parts(tmp_path / "sentences", corpus())
     outputs = []
     for workers in (1, 2):
@@ -161,18 +160,18 @@ def test_output_identical_for_one_and_two_workers(tmp_path):
     assert outputs[0] == outputs[1]
 
 
-def test_dedup_off_keeps_duplicates(tmp_path):
+def test_dedup_off_keeps_duplicates(tmp_path, make_ctx):
     ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", corpus()))
     assert run(FilterConfig(word_chars=HU, dedup=False), ctx)["documents_kept"] == 8
 
 
-def test_langid_none_keeps_other_languages(tmp_path):
+def test_langid_none_keeps_other_languages(tmp_path, make_ctx):
     ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", corpus()))
     assert run(FilterConfig(word_chars=HU, langid="none"), ctx)["documents_kept"] == 5
     assert json.loads((ctx.out_dir / "report.json").read_text(encoding="utf-8"))["language_check"] == "off"
 
 
-def test_language_unknown_to_identifier_skips_the_check_with_a_note(tmp_path, caplog):
+def test_language_unknown_to_identifier_skips_the_check_with_a_note(tmp_path, caplog, make_ctx):
     ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", [[("Falu", GOOD), ("Angol", ENGLISH)]]), lang="fat")
     with caplog.at_level(logging.WARNING, logger="wiki2bert"):
         counts = run(FilterConfig(), ctx)
@@ -182,7 +181,7 @@ def test_language_unknown_to_identifier_skips_the_check_with_a_note(tmp_path, ca
     assert "does not know language 'fat'" in caplog.text
 
 
-def test_non_utf8_part_names_file_and_line(tmp_path):
+def test_non_utf8_part_names_file_and_line(tmp_path, make_ctx):
     sentences_dir = write_parts(tmp_path / "sentences", [[("Falu", GOOD)]])
     with open(sentences_dir / "part-00000.txt", "ab") as f:
         f.write(b"J\xf3 mondat.\n\n")
@@ -191,12 +190,12 @@ def test_non_utf8_part_names_file_and_line(tmp_path):
 
 
 @pytest.mark.parametrize("parts", [[], [[]]], ids=["no-parts", "empty-part"])
-def test_empty_input_is_an_error(tmp_path, parts):
+def test_empty_input_is_an_error(tmp_path, parts, make_ctx):
     with pytest.raises(PipelineError, match="sentences"):
         run(FilterConfig(), make_ctx(tmp_path, write_parts(tmp_path / "sentences", parts)))
 
 
-def test_everything_dropped_is_an_error_with_the_reasons(tmp_path):
+def test_everything_dropped_is_an_error_with_the_reasons(tmp_path, make_ctx):
     sentences_dir = write_parts(tmp_path / "sentences", [[("Angol", ENGLISH), ("Rövid", GOOD[:2])]])
     with pytest.raises(PipelineError, match=r"all 2 documents were dropped \(min_sentences 1, language 1\)"):
         run(FilterConfig(word_chars=HU), make_ctx(tmp_path, sentences_dir))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import logging
 import random
 from pathlib import Path
 
@@ -18,52 +17,11 @@ from core.errors import ConfigError
 from core.config import build_dataclass
 from core.errors import PipelineError
 from pipeline.instances import InstancePlan, MaskingVocab, TokenizedDocuments, _truncate, make_instances, plan_instances
-from pipeline.stages import StageContext
 from pipeline.stages.hdf5 import STAGE, Hdf5Config, Variant, tokenize_documents, variant_dir_name
 from pipeline.verify import verify_path
-from core.wordpiece import read_vocab, special_token_ids, wordpiece_tokenizer
+from core.wordpiece import special_token_ids, wordpiece_tokenizer
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-SUFFIXES = ["s", "ed", "ing"]
-
-
-def write_vocab(path: Path, words: int = 300, special_at: dict[str, int] | None = None) -> dict[str, int]:
-    """w0..w{words-1}, ##s/##ed/##ing, punctuation, and the special tokens (by default first, Google-style
-    ids otherwise differ: pass special_at to put them elsewhere)."""
-    tokens = [f"w{i}" for i in range(words)] + [f"##{s}" for s in SUFFIXES] + [".", ","]
-    special_at = special_at or {t: i for i, t in enumerate(SPECIALS)}
-    for token, index in sorted(special_at.items(), key=lambda item: item[1]):
-        tokens.insert(index, token)
-    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
-    return read_vocab(path)
-
-
-def write_corpus(path: Path, documents: int, seed: int = 0, words: int = 300, sentences=(1, 12),
-                 sentence_words=(3, 25), suffix_share: float = 0.3) -> None:
-    rnd = random.Random(seed)
-    with open(path, "w", encoding="utf-8") as f:
-        for _ in range(documents):
-            for _ in range(rnd.randint(*sentences)):
-                sentence = [f"w{rnd.randrange(words)}" + (rnd.choice(SUFFIXES) if rnd.random() < suffix_share else "")
-                            for _ in range(rnd.randint(*sentence_words))]
-                f.write(" ".join(sentence) + " .\n")
-            f.write("\n")
-
-
-def run_stage(tmp: Path, shard_dir: Path, vocab_file: Path, config: Hdf5Config, workers: int = 1,
-              out_name: str = "out") -> Path:
-    vocab_dir = tmp / f"vocab-{out_name}"
-    vocab_dir.mkdir()
-    (vocab_dir / "vocab.txt").write_bytes(vocab_file.read_bytes())
-    wordpiece_tokenizer(read_vocab(vocab_file)).save(str(vocab_dir / "tokenizer.json"))
-    out = tmp / out_name
-    out.mkdir()
-    ctx = StageContext(lang="xx", lang_dir=tmp, out_dir=out, inputs={"shard": shard_dir, "vocab": vocab_dir},
-                       cache_dir=tmp / f"cache-{out_name}", workers=workers, quiet=True,
-                       log=logging.getLogger("test"))
-    STAGE.run(config, ctx)
-    return out
-
 
 def flat_documents(sentence_lengths: list[list[int]], first_id: int = 10) -> TokenizedDocuments:
     """Documents (lists of sentence lengths) whose token ids are their positions in the flat array + first_id:
@@ -192,7 +150,7 @@ def test_truncation_matches_google_loop():
         assert (la, lb) == (na, nb)
 
 
-def test_whole_word_masking(tmp_path):
+def test_whole_word_masking(tmp_path, write_corpus, write_vocab):
     vocab_file = tmp_path / "vocab.txt"
     vocab = write_vocab(vocab_file)
     (tmp_path / "shard").mkdir()
@@ -226,7 +184,7 @@ def test_whole_word_masking(tmp_path):
     assert split_words(False) > 100
 
 
-def test_special_token_ids_come_from_the_vocabulary(tmp_path):
+def test_special_token_ids_come_from_the_vocabulary(tmp_path, run_hdf5_stage, write_corpus, write_vocab):
     """Google's ids ([UNK]=100, [CLS]=101, ...) are nowhere assumed: here [PAD] is 3, [CLS] 250, [SEP] 7, ..."""
     vocab_file = tmp_path / "vocab.txt"
     vocab = write_vocab(vocab_file, special_at={"[PAD]": 3, "[UNK]": 100, "[CLS]": 250, "[SEP]": 7, "[MASK]": 301})
@@ -234,7 +192,7 @@ def test_special_token_ids_come_from_the_vocabulary(tmp_path):
     (tmp_path / "shard").mkdir()
     write_corpus(tmp_path / "shard" / "training_0000.txt", 60)
     config = Hdf5Config(variants=[Variant(64, 10)], dupe_factor=3)
-    out = run_stage(tmp_path, tmp_path / "shard", vocab_file, config)
+    out = run_hdf5_stage(tmp_path, tmp_path / "shard", vocab_file, config)
     variant = out / variant_dir_name(config, config.variants[0], lower_case=False)
     with h5py.File(variant / "training" / "training_0000.hdf5") as f:
         ids, length, positions = f["input_ids"][:], f["input_mask"][:].sum(axis=1), f["masked_lm_positions"][:]
@@ -247,7 +205,7 @@ def test_special_token_ids_come_from_the_vocabulary(tmp_path):
     assert report.ok, report.problems
 
 
-def test_special_tokens_spelled_in_text_become_unk(tmp_path):
+def test_special_tokens_spelled_in_text_become_unk(tmp_path, write_vocab):
     vocab = write_vocab(tmp_path / "vocab.txt")
     tokenizer = wordpiece_tokenizer(vocab)
     tokenizer.add_special_tokens(["[CLS]", "[SEP]", "[MASK]", "[PAD]"])
@@ -256,7 +214,7 @@ def test_special_tokens_spelled_in_text_become_unk(tmp_path):
     assert docs.ids.tolist() == [vocab[t] for t in ("w1", "[UNK]", "w2", "[UNK]", ".", "w3", ".")]
 
 
-def test_nvidia_layout_and_determinism_across_workers(tmp_path):
+def test_nvidia_layout_and_determinism_across_workers(tmp_path, run_hdf5_stage, write_corpus, write_vocab):
     vocab_file = tmp_path / "vocab.txt"
     write_vocab(vocab_file)
     shard = tmp_path / "shard"
@@ -265,9 +223,10 @@ def test_nvidia_layout_and_determinism_across_workers(tmp_path):
         write_corpus(shard / f"{name}.txt", 40, seed=i)
     (shard / "training_0002.txt").write_text("\n\n", encoding="utf-8")  # an empty shard gives an empty file
     config = Hdf5Config(variants=[Variant(64, 10), Variant(128, 20)], dupe_factor=2)
-    one = run_stage(tmp_path, shard, vocab_file, config, workers=1, out_name="one")
-    two = run_stage(tmp_path, shard, vocab_file, config, workers=2, out_name="two")
-    other_seed = run_stage(tmp_path, shard, vocab_file, dataclasses.replace(config, random_seed=1), out_name="seed")
+    one = run_hdf5_stage(tmp_path, shard, vocab_file, config, workers=1, out_name="one")
+    two = run_hdf5_stage(tmp_path, shard, vocab_file, config, workers=2, out_name="two")
+    other_seed = run_hdf5_stage(tmp_path, shard, vocab_file, dataclasses.replace(config, random_seed=1),
+                                out_name="seed")
 
     def digests(root: Path) -> dict[str, str]:
         return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -306,19 +265,19 @@ def test_config_is_checked():
         Hdf5Config(variants=[Variant(128, 20), Variant(128, 20)])
 
 
-def test_no_text_is_an_error(tmp_path):
+def test_no_text_is_an_error(tmp_path, run_hdf5_stage, write_vocab):
     vocab_file = tmp_path / "vocab.txt"
     write_vocab(vocab_file)
     (tmp_path / "shard").mkdir()
     with pytest.raises(PipelineError, match="no training_"):
-        run_stage(tmp_path, tmp_path / "shard", vocab_file, Hdf5Config())
+        run_hdf5_stage(tmp_path, tmp_path / "shard", vocab_file, Hdf5Config())
     (tmp_path / "shard" / "training_0000.txt").write_text("\n", encoding="utf-8")
     with pytest.raises(PipelineError, match="no text"):
-        run_stage(tmp_path, tmp_path / "shard", vocab_file, Hdf5Config(), out_name="again")
+        run_hdf5_stage(tmp_path, tmp_path / "shard", vocab_file, Hdf5Config(), out_name="again")
     assert not (tmp_path / "cache-again" / "tokens").exists()  # the token cache goes, also on failure
 
 
-def test_bring_your_own_text_and_vocab(tmp_path):
+def test_bring_your_own_text_and_vocab(tmp_path, write_corpus, write_vocab):
     vocab_file = tmp_path / "vocab.txt"
     vocab = write_vocab(vocab_file)
     text = tmp_path / "my_corpus.txt"

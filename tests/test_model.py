@@ -184,18 +184,16 @@ def test_flops_per_sequence_counts_the_matmuls():
 
 
 def test_flops_per_sequence_by_hand_for_base():
-    model_flops = BertForPreTraining.flops_per_sequence
-    config = model_config("base", 30522)
-
     class Shell:  # the formula needs only the config; a real base model would cost seconds to build
-        pass
+        flops_per_sequence = BertForPreTraining.flops_per_sequence
+        training_flops = BertForPreTraining.training_flops
+        config = model_config("base", 30522)
 
     shell = Shell()
-    shell.config = config
     s, h, v = 128, 768, 30528
     per_layer = 2 * s * (4 * h * h + 2 * h * 3072) + 4 * s * s * h
     expected = 3 * (12 * per_layer + 2 * h * h + 4 * h + 20 * (2 * h * h + 2 * h * v))
-    assert model_flops(shell, 128, 20) == expected
+    assert shell.flops_per_sequence(128, 20) == expected
     # 6 * 85M encoder weights * 128 tokens = 65 GFLOP, plus attention scores and the 20-position MLM head
     assert expected == pytest.approx(69.9e9, rel=0.01)
 

@@ -17,7 +17,7 @@ import pytest
 from core.errors import ConfigError
 from pipeline.config import load_pipeline_config
 from core.errors import PipelineError
-from pipeline.runner import MANIFEST, run_stages, status_rows
+from pipeline.runner import MANIFEST, corrupt_stages, run_stages, status_rows
 from pipeline.stages import Stage
 
 CALLS: list[str] = []
@@ -251,7 +251,8 @@ def test_bundled_stages_yaml_loads_for_every_profile():
         assert pcfg.stage_order == ["download", "extract", "sentences", "filter", "vocab", "shard", "hdf5"]
 
 
-def test_status_judges_against_the_last_runs_overrides_and_dump(tmp_path):
+def test_status_judges_against_the_config_its_own_flags_give(tmp_path):
+    """status has no memory of earlier commands: the same --dump/--set as the run give "done", others "stale"."""
     from pipeline.sample import write_sample_dump
 
     dump = write_sample_dump(tmp_path / "dump", 60, 0)
@@ -265,5 +266,50 @@ def test_status_judges_against_the_last_runs_overrides_and_dump(tmp_path):
                              cwd=tmp_path).stdout
         return {line.split()[0]: line.split()[1] for line in out.splitlines()[1:]}
 
-    assert states()["extract"] == "done" and states()["download"] == "done"
-    assert states("--set", "extract.articles_per_part=20")["extract"] == "stale"
+    same = states("--dump", str(dump), "--set", "extract.articles_per_part=10")
+    assert same["extract"] == "done" and same["download"] == "done"
+    assert states("--dump", str(dump), "--set", "extract.articles_per_part=20")["extract"] == "stale"
+    assert states("--dump", str(dump))["extract"] == "stale"  # not the last run's --set
+    assert states("--set", "extract.articles_per_part=10")["download"] == "stale"  # not the last run's --dump
+
+
+def test_output_rewritten_in_place_at_the_same_size_is_noticed(tmp_path):
+    pcfg = run(tmp_path)
+    lang_dir = tmp_path / "data" / "hu"
+    words = lang_dir / "toy_make" / "words.txt"
+    stat = words.stat()
+    words.write_text(words.read_text().replace("körte", "körtE"))  # same size, new mtime: the cheap check sees it
+    assert [r["state"] for r in status_rows(pcfg, lang_dir)] == ["stale", "stale"]
+    words.write_text(words.read_text().replace("körtE", "körte"))
+    os.utime(words, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert [r["state"] for r in status_rows(pcfg, lang_dir)] == ["done", "done"]
+
+    words.write_text(words.read_text().replace("körte", "körtE"))
+    os.utime(words, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # bit rot: same size, same mtime
+    assert [r["state"] for r in status_rows(pcfg, lang_dir)] == ["done", "done"]
+    corrupt = corrupt_stages(lang_dir, pcfg.stage_order)
+    assert corrupt == {"toy_make": f"{words}: sha256 differs from its manifest"}
+    rows = status_rows(pcfg, lang_dir, corrupt)
+    assert [(r["state"], r["reason"]) for r in rows] == [("stale", corrupt["toy_make"]), ("stale", "input toy_make changed")]
+    CALLS.clear()
+    run_stages(pcfg, lang_dir, pcfg.stage_order, verify=True)
+    assert CALLS == ["toy_make"]  # the same bytes again: toy_upper's input did not change
+    assert words.read_text() == "körte\n" * 3 and corrupt_stages(lang_dir, pcfg.stage_order) == {}
+
+
+def test_status_verify_exits_1_naming_the_changed_file(tmp_path):
+    write_yaml(tmp_path, "stages: [download]\nlanguages: {default: {}}\n")
+    from pipeline.sample import write_sample_dump
+    dump = write_sample_dump(tmp_path / "dump", 20, 0)
+    cli = [sys.executable, "-m", "pipeline.cli"]
+    work = ["--lang", "hu", "--workdir", str(tmp_path / "data")]
+    subprocess.run(cli + ["run", *work, "--dump", str(dump), "--quiet"], check=True, cwd=tmp_path)
+    info = tmp_path / "data" / "hu" / "download" / "dump.json"
+    stat = info.stat()
+    info.write_bytes(info.read_bytes().replace(b"huwiki", b"HUWIKI"))
+    os.utime(info, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert subprocess.run(cli + ["status", *work], cwd=tmp_path, capture_output=True).returncode == 0
+    result = subprocess.run(cli + ["status", *work, "--verify"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (f"error: 1 stage(s) changed since they finished: {info}: sha256 differs from "
+                                     "its manifest; `pipeline run --verify` runs them again")

@@ -4,8 +4,6 @@ from __future__ import annotations
 import bz2
 import collections
 import json
-import logging
-import string
 
 import pytest
 from typer.testing import CliRunner
@@ -13,8 +11,8 @@ from typer.testing import CliRunner
 from pipeline import sample
 from pipeline.cli import app
 from pipeline.sample import inflect, year_inessive
-from pipeline.stages import StageContext
-from pipeline.stages import extract
+from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
+from pipeline.runner import run_stages
 
 
 @pytest.fixture(scope="module")
@@ -87,35 +85,22 @@ def test_year_suffix_follows_the_spoken_number(year, form):
     assert year_inessive(year) == form
 
 
-def test_extracted_articles_pass_the_hungarian_filter_rules(tmp_path, dump):
-    """What the demo's filter stage needs: Hungarian by py3langid, enough words and sentences, low ratios."""
-    import py3langid
-
-    download = tmp_path / "download"
-    download.mkdir()
-    for name in (sample.DUMP_NAME, sample.INDEX_NAME):
-        (download / name).symlink_to(dump.parent / name)
-    (download / "dump.json").write_text(json.dumps({"dump": sample.DUMP_NAME, "index": sample.INDEX_NAME}))
-    (tmp_path / "extract").mkdir()
-    ctx = StageContext(lang="hu", lang_dir=tmp_path, out_dir=tmp_path / "extract", inputs={"download": download},
-                       cache_dir=tmp_path / "cache", quiet=True, log=logging.getLogger("test"))
-    extract.run(extract.ExtractConfig(redirect_words=["ÁTIRÁNYÍTÁS"], disambiguation_templates=["egyért"]), ctx)
-    kinds = {p.title: p.kind for p in sample.generate_pages(150, 1)}
-    articles = [json.loads(line) for line in (tmp_path / "extract/part-00000.jsonl").read_text("utf-8").splitlines()]
-    langs = collections.Counter()
-    for a in articles:
-        text, kind = a["text"], kinds[a["title"]]
-        langs[kind, py3langid.classify(text)[0]] += 1
-        if kind != "article":
-            continue
-        words = text.split()
-        sentences = text.count(". ") + text.count(".\n") + 1
-        assert len(words) >= 30 and sentences >= 3 and len(words) / sentences >= 4
-        assert sum(c.isupper() for c in text) / len(text) <= 0.1
-        assert sum(c.isdigit() for c in text) / len(text) <= 0.075
-        assert sum(c in string.punctuation for c in text) / len(text) <= 0.075
-        assert sum(c.isalpha() and c.lower() not in "abcdefghijklmnopqrstuvwxyzáéíóöúüőű" for c in text) == 0
-    assert langs["article", "hu"] == 150 and langs["english", "en"] == sum(k == "english" for k in kinds.values())
+def test_extracted_articles_pass_the_hungarian_filter(tmp_path, dump):
+    """What the demo needs: the real stages with the hu profile keep every article and drop only the English
+    pages (language) and the stubs (too short)."""
+    pcfg = load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", [], {"download": {"source": str(dump)}})
+    run_stages(pcfg, tmp_path / "hu", ["download", "extract", "sentences", "filter"], quiet=True)
+    report = json.loads((tmp_path / "hu" / "filter" / "report.json").read_text(encoding="utf-8"))
+    kinds = collections.Counter(p.kind for p in sample.generate_pages(150, 1))
+    titles = {kind: {p.title for p in sample.generate_pages(150, 1) if p.kind == kind} for kind in kinds}
+    assert report["language_check"] == "py3langid: hu"
+    assert report["documents"] == {"in": kinds["article"] + kinds["english"] + kinds["stub"],
+                                   "kept": kinds["article"], "dropped": kinds["english"] + kinds["stub"]}
+    dropped = report["dropped"]
+    assert dropped["language"]["documents"] == kinds["english"]
+    assert set(dropped["language"]["examples"]) == titles["english"]
+    assert sum(d["documents"] for reason, d in dropped.items() if reason != "language") == kinds["stub"]
+    assert all(set(d["examples"]) <= titles["stub"] for reason, d in dropped.items() if reason != "language")
 
 
 def test_cli_writes_the_dump_and_prints_its_path(tmp_path):

@@ -101,7 +101,7 @@ def test_quntoken_output_that_does_not_match_its_input_is_an_error(monkeypatch):
 
 
 @needs_quntoken
-def test_article_left_empty_by_quntoken_is_skipped_with_its_title(tmp_path):
+def test_article_left_empty_by_quntoken_is_skipped_with_its_title(tmp_path, make_ctx):
     extract = write_parts(tmp_path, [[article("Joiner", "\u200d"), article("Alma", "Az alma piros.")]])
     ctx = make_ctx(tmp_path, extract, lang="hu")
     assert run(SentencesConfig(splitter="quntoken"), ctx) == {
@@ -110,7 +110,7 @@ def test_article_left_empty_by_quntoken_is_skipped_with_its_title(tmp_path):
     assert (ctx.out_dir / "part-00000.titles").read_text(encoding="utf-8") == "Alma\n"
 
 
-def test_quntoken_unavailable_platform_is_a_clear_error(monkeypatch, tmp_path):
+def test_quntoken_unavailable_platform_is_a_clear_error(monkeypatch, tmp_path, make_ctx):
     monkeypatch.setattr("platform.system", lambda: "Darwin")
     monkeypatch.setattr("platform.machine", lambda: "arm64")
     ctx = make_ctx(tmp_path, write_parts(tmp_path, [[article("A", "Szöveg.")]]))
@@ -134,14 +134,14 @@ def write_parts(tmp_path: Path, parts: list[list[dict]]) -> Path:
     return extract
 
 
-def make_ctx(tmp_path: Path, extract: Path, workers: int = 1, lang: str = "en", name: str = "out") -> StageContext:
-    out = tmp_path / name
-    out.mkdir()
-    return StageContext(lang=lang, lang_dir=tmp_path, out_dir=out, inputs={"extract": extract},
-                        cache_dir=tmp_path / "cache", workers=workers, quiet=True)
+@pytest.fixture(scope="session")
+def make_ctx(stage_context):
+    def make_ctx(tmp_path: Path, extract: Path, workers: int = 1, lang: str = "en", name: str = "out") -> StageContext:
+        return stage_context(tmp_path, {"extract": extract}, name, lang, workers)
+    return make_ctx
 
 
-def test_stage_writes_sentences_titles_and_skips_empty_articles(tmp_path):
+def test_stage_writes_sentences_titles_and_skips_empty_articles(tmp_path, make_ctx):
     extract = write_parts(tmp_path, [
         [article("First", "Dr. Who came. He left!\n\nA second paragraph without a period\n"),
          article("Empty", " \n\t\n"),
@@ -164,7 +164,7 @@ def many_articles(n: int, seed_word: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("splitter", ["rules", pytest.param("quntoken", marks=needs_quntoken)])
-def test_output_identical_for_one_and_two_workers(tmp_path, splitter, monkeypatch):
+def test_output_identical_for_one_and_two_workers(tmp_path, splitter, monkeypatch, make_ctx):
     monkeypatch.setattr("pipeline.stages.sentences.BATCH_CHARS", 500)  # several splitter calls per part
     extract = write_parts(tmp_path, [many_articles(40, w) for w in ("alma", "körte", "szilva")])
     outputs = []
@@ -177,7 +177,7 @@ def test_output_identical_for_one_and_two_workers(tmp_path, splitter, monkeypatc
     assert sorted(outputs[0]) == [f"part-0000{i}{s}" for i in range(3) for s in (".titles", ".txt")]
 
 
-def test_non_utf8_part_names_file_and_line(tmp_path):
+def test_non_utf8_part_names_file_and_line(tmp_path, make_ctx):
     extract = write_parts(tmp_path, [[article("A", "Good text.")]])
     with open(extract / "part-00000.jsonl", "ab") as f:
         f.write(b'{"id": "2", "title": "B", "url": "", "text": "bad \xff byte"}\n')
@@ -185,14 +185,14 @@ def test_non_utf8_part_names_file_and_line(tmp_path):
         run(SentencesConfig(), make_ctx(tmp_path, extract))
 
 
-def test_record_without_text_names_file_and_line(tmp_path):
+def test_record_without_text_names_file_and_line(tmp_path, make_ctx):
     extract = write_parts(tmp_path, [[article("A", "Good text."), {"id": "2", "title": "B"}]])
     with pytest.raises(PipelineError, match=r"part-00000\.jsonl: line 2: expected an object with string 'text'"):
         run(SentencesConfig(), make_ctx(tmp_path, extract))
 
 
 @pytest.mark.parametrize("parts", [[], [[]], [[article("A", "\n \n")]]], ids=["no-parts", "empty-part", "no-text"])
-def test_empty_input_is_an_error(tmp_path, parts):
+def test_empty_input_is_an_error(tmp_path, parts, make_ctx):
     extract = write_parts(tmp_path, parts)
     with pytest.raises(PipelineError, match="extract"):
         run(SentencesConfig(), make_ctx(tmp_path, extract))

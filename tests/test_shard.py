@@ -20,21 +20,26 @@ from pipeline.runner import read_manifest, run_stages
 from pipeline.stages import Stage
 from pipeline.stages import shard
 from pipeline.stages.shard import ShardConfig, run
-from stage_helpers import run_stage_function, write_document_parts
 
 WORDS = "alma körte szilva barack fűzfa tükör árvíz ősz ürge szél hegy völgy folyó erdő mező".split()
 
 
-def _corpus(directory: Path, documents: int, seed: int = 1, parts: int = 3) -> Path:
-    """Documents of 2-30 sentences (sizes vary ~20x), spread over `parts` part files."""
-    rng = random.Random(seed)
-    docs = ([f"{d}. dokumentum {s}. mondata: " + " ".join(rng.choices(WORDS, k=rng.randint(3, 12))) + "."
-             for s in range(rng.randint(2, 30))] for d in range(documents))
-    return write_document_parts(directory, docs, parts)
+@pytest.fixture(scope="session")
+def make_corpus(write_document_parts):
+    def make_corpus(directory: Path, documents: int, seed: int = 1, parts: int = 3) -> Path:
+        """Documents of 2-30 sentences (sizes vary ~20x), spread over `parts` part files."""
+        rng = random.Random(seed)
+        docs = ([f"{d}. dokumentum {s}. mondata: " + " ".join(rng.choices(WORDS, k=rng.randint(3, 12))) + "."
+                 for s in range(rng.randint(2, 30))] for d in range(documents))
+        return write_document_parts(directory, docs, parts)
+    return make_corpus
 
 
-def _run(tmp_path: Path, filter_dir: Path, name: str = "out", workers: int = 1, **config) -> tuple[Path, dict]:
-    return run_stage_function(run, ShardConfig(**config), tmp_path, {"filter": filter_dir}, name, workers)
+@pytest.fixture(scope="session")
+def run_shard(run_stage_function):
+    def run_shard(tmp_path: Path, filter_dir: Path, name: str = "out", workers: int = 1, **config) -> tuple[Path, dict]:
+        return run_stage_function(run, ShardConfig(**config), tmp_path, {"filter": filter_dir}, name, workers)
+    return run_shard
 
 
 def _documents(paths) -> collections.Counter:
@@ -42,13 +47,13 @@ def _documents(paths) -> collections.Counter:
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    return _corpus(tmp_path_factory.mktemp("shard") / "filter", documents=6000)
+def corpus(tmp_path_factory, make_corpus) -> Path:
+    return make_corpus(tmp_path_factory.mktemp("shard") / "filter", documents=6000)
 
 
 @pytest.fixture(scope="module")
-def sharded(corpus, tmp_path_factory) -> tuple[Path, dict]:
-    return _run(tmp_path_factory.mktemp("sharded"), corpus, num_shards=50)
+def sharded(corpus, tmp_path_factory, run_shard) -> tuple[Path, dict]:
+    return run_shard(tmp_path_factory.mktemp("sharded"), corpus, num_shards=50)
 
 
 def test_shards_are_balanced_by_size(sharded):
@@ -78,29 +83,29 @@ def test_test_fraction(sharded):
     assert 0.085 <= counts["test_documents"] / counts["documents"] <= 0.115
 
 
-def test_same_seed_same_bytes_whatever_the_workers(tmp_path, corpus):
-    a, _ = _run(tmp_path, corpus, "a", workers=1, num_shards=7, num_test_shards=2)
-    b, _ = _run(tmp_path, corpus, "b", workers=2, num_shards=7, num_test_shards=2)
-    c, _ = _run(tmp_path, corpus, "c", workers=1, num_shards=7, num_test_shards=2, seed=7)
+def test_same_seed_same_bytes_whatever_the_workers(tmp_path, corpus, run_shard):
+    a, _ = run_shard(tmp_path, corpus, "a", workers=1, num_shards=7, num_test_shards=2)
+    b, _ = run_shard(tmp_path, corpus, "b", workers=2, num_shards=7, num_test_shards=2)
+    c, _ = run_shard(tmp_path, corpus, "c", workers=1, num_shards=7, num_test_shards=2, seed=7)
     names = sorted(p.name for p in a.iterdir())
     assert names == sorted(p.name for p in b.iterdir()) and len(names) == 9
     assert all((a / n).read_bytes() == (b / n).read_bytes() for n in names)
     assert _documents(c.glob("test_*.txt")) != _documents(a.glob("test_*.txt"))
 
 
-def test_no_test_split(tmp_path, corpus):
-    out, counts = _run(tmp_path, corpus, num_shards=3, test_fraction=0.0)
+def test_no_test_split(tmp_path, corpus, run_shard):
+    out, counts = run_shard(tmp_path, corpus, num_shards=3, test_fraction=0.0)
     assert not list(out.glob("test_*.txt")) and counts["test_documents"] == 0 and counts["training_documents"] == 6000
 
 
-def test_memory_does_not_grow_with_the_corpus(tmp_path, monkeypatch):
+def test_memory_does_not_grow_with_the_corpus(tmp_path, monkeypatch, make_corpus, run_shard):
     monkeypatch.setattr(shard, "BUFFER_BUDGET", 256 << 10)  # the stage's only corpus-sized-looking buffer, made small
     peaks = {}
     for documents in (3_000, 12_000):  # ~4 MB and ~15 MB
-        corpus = _corpus(tmp_path / f"filter{documents}", documents=documents)
+        corpus = make_corpus(tmp_path / f"filter{documents}", documents=documents)
         tracemalloc.start()
         try:
-            _run(tmp_path, corpus, f"out{documents}", num_shards=20)
+            run_shard(tmp_path, corpus, f"out{documents}", num_shards=20)
             peaks[documents] = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
@@ -110,24 +115,24 @@ def test_memory_does_not_grow_with_the_corpus(tmp_path, monkeypatch):
     assert peaks[12_000] < 1.2 * peaks[3_000] + 200_000
 
 
-def test_too_few_documents_for_the_shards(tmp_path):
-    small = _corpus(tmp_path / "filter", documents=30)
+def test_too_few_documents_for_the_shards(tmp_path, make_corpus, run_shard):
+    small = make_corpus(tmp_path / "filter", documents=30)
     with pytest.raises(PipelineError, match=r"training documents cannot fill 50 shards: lower shard.num_shards"):
-        _run(tmp_path, small, num_shards=50)
+        run_shard(tmp_path, small, num_shards=50)
     with pytest.raises(PipelineError, match=r"test documents cannot fill 20 shards: lower shard.num_test_shards"):
-        _run(tmp_path, small, "out2", num_shards=2, num_test_shards=20)
+        run_shard(tmp_path, small, "out2", num_shards=2, num_test_shards=20)
 
 
-def test_bad_input(tmp_path):
+def test_bad_input(tmp_path, make_corpus, run_shard):
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "part-00000.txt").write_text("\n\n", encoding="utf-8")
     with pytest.raises(PipelineError, match="no documents to shard"):
-        _run(tmp_path, empty, num_shards=2)
-    bad = _corpus(tmp_path / "bad", documents=20)
+        run_shard(tmp_path, empty, num_shards=2)
+    bad = make_corpus(tmp_path / "bad", documents=20)
     (bad / "part-00002.txt").write_bytes(b"Egy mondat.\nRossz \xff b\xe1jt.\n\n")
     with pytest.raises(PipelineError, match=r"bad/part-00002\.txt: line 2: not UTF-8"):
-        _run(tmp_path, bad, "out2", num_shards=2)
+        run_shard(tmp_path, bad, "out2", num_shards=2)
     with pytest.raises(ConfigError, match="shard.num_shards"):
         ShardConfig(num_shards=0)
     with pytest.raises(ConfigError, match="shard.test_fraction"):
@@ -139,14 +144,17 @@ class _ToyFilterConfig:
     documents: int = 400
 
 
-def _toy_filter(config: _ToyFilterConfig, ctx) -> dict:
-    _corpus(ctx.out_dir, config.documents, parts=2)
-    return {"documents": config.documents}
+@pytest.fixture(scope="session")
+def toy_filter(make_corpus):
+    def toy_filter(config: _ToyFilterConfig, ctx) -> dict:
+        make_corpus(ctx.out_dir, config.documents, parts=2)
+        return {"documents": config.documents}
+    return toy_filter
 
 
-def test_vocab_and_shard_through_the_runner(tmp_path, monkeypatch):
+def test_vocab_and_shard_through_the_runner(tmp_path, monkeypatch, toy_filter):
     monkeypatch.setitem(sys.modules, "pipeline.stages.filter",
-                        types.SimpleNamespace(STAGE=Stage("filter", _ToyFilterConfig, _toy_filter)))
+                        types.SimpleNamespace(STAGE=Stage("filter", _ToyFilterConfig, toy_filter)))
     config = tmp_path / "stages.yaml"
     config.write_text("stages: [filter, vocab, shard]\n"
                       "defaults:\n  vocab: {vocab_size: 300}\n  shard: {num_shards: 4}\n"

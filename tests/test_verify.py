@@ -12,17 +12,16 @@ from typer.testing import CliRunner
 from pipeline.cli import app
 from pipeline.stages.hdf5 import Hdf5Config, Variant
 from pipeline.verify import verify_path
-from test_hdf5 import run_stage, write_corpus, write_vocab
 
 
 @pytest.fixture(scope="module")
-def variant_dir(tmp_path_factory) -> Path:
+def variant_dir(tmp_path_factory, run_hdf5_stage, write_corpus, write_vocab) -> Path:
     tmp = tmp_path_factory.mktemp("verify")
     vocab_file = tmp / "vocab.txt"
     write_vocab(vocab_file)
     (tmp / "shard").mkdir()
     write_corpus(tmp / "shard" / "training_0000.txt", 120)
-    out = run_stage(tmp, tmp / "shard", vocab_file, Hdf5Config(variants=[Variant(64, 10)], dupe_factor=3))
+    out = run_hdf5_stage(tmp, tmp / "shard", vocab_file, Hdf5Config(variants=[Variant(64, 10)], dupe_factor=3))
     return next(out.iterdir())
 
 
@@ -180,7 +179,7 @@ def test_truncated_and_foreign_files_are_reported_not_raised(damaged):
     assert "notes.h5: cannot read the file" in result.output
 
 
-def test_vocab_from_option_and_missing_vocab(damaged, tmp_path):
+def test_vocab_from_option_and_missing_vocab(damaged, tmp_path, write_vocab):
     path, _ = damaged
     lone = tmp_path / "lone" / "a" / "b" / "c.hdf5"
     lone.parent.mkdir(parents=True)

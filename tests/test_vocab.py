@@ -15,7 +15,6 @@ from core.errors import PipelineError
 from pipeline.stages.vocab import (VocabConfig, bert_normalization_rules, bert_vocabulary, run,
                                    sentencepiece_to_wordpiece)
 from core.wordpiece import load_tokenizer, read_vocab, special_token_ids
-from stage_helpers import run_stage_function, write_document_parts
 
 SYLLABLES = ["al", "ma", "kör", "te", "sző", "lő", "fű", "víz", "tű", "rő", "ár", "ka", "bá", "szél", "őr", "ül",
              "ne", "űr", "mű", "hí", "dú", "gyö", "ke", "rés", "pi", "ros", "zöld", "ég", "ó", "ta", "nya", "és", "le"]
@@ -23,26 +22,32 @@ SENTENCES = ["Az őszi árvíztűrő tükörfúrógép működik.", "Ő is látt
              "Budapest, 2021. márc. 5-én: 3,5 fok.", "Egy szó — két szó… három?"]
 
 
-def _corpus(directory: Path, documents: int = 300, seed: int = 1, parts: int = 2) -> Path:
-    """Generated Hungarian-looking documents: one sentence per line, a blank line after each document."""
-    rng = random.Random(seed)
-    words = ["".join(rng.choices(SYLLABLES, k=rng.randint(1, 4))) for _ in range(1500)]
+@pytest.fixture(scope="session")
+def make_corpus(write_document_parts):
+    def make_corpus(directory: Path, documents: int = 300, seed: int = 1, parts: int = 2) -> Path:
+        """Generated Hungarian-looking documents: one sentence per line, a blank line after each document."""
+        rng = random.Random(seed)
+        words = ["".join(rng.choices(SYLLABLES, k=rng.randint(1, 4))) for _ in range(1500)]
 
-    def sentence() -> str:
-        text = " ".join(rng.choice(words) for _ in range(rng.randint(4, 14)))
-        return text[0].upper() + text[1:] + rng.choice([".", "!", "?", ", mondta."])
+        def sentence() -> str:
+            text = " ".join(rng.choice(words) for _ in range(rng.randint(4, 14)))
+            return text[0].upper() + text[1:] + rng.choice([".", "!", "?", ", mondta."])
 
-    docs = ([sentence() for _ in range(rng.randint(3, 8))] for _ in range(documents))
-    return write_document_parts(directory, docs, parts)
+        docs = ([sentence() for _ in range(rng.randint(3, 8))] for _ in range(documents))
+        return write_document_parts(directory, docs, parts)
+    return make_corpus
 
 
-def _run(tmp_path: Path, filter_dir: Path, name: str = "out", workers: int = 1, **config) -> tuple[Path, dict]:
-    return run_stage_function(run, VocabConfig(**config), tmp_path, {"filter": filter_dir}, name, workers)
+@pytest.fixture(scope="session")
+def run_vocab(run_stage_function):
+    def run_vocab(tmp_path: Path, filter_dir: Path, name: str = "out", workers: int = 1, **config) -> tuple[Path, dict]:
+        return run_stage_function(run, VocabConfig(**config), tmp_path, {"filter": filter_dir}, name, workers)
+    return run_vocab
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    return _corpus(tmp_path_factory.mktemp("vocab") / "filter")
+def corpus(tmp_path_factory, make_corpus) -> Path:
+    return make_corpus(tmp_path_factory.mktemp("vocab") / "filter")
 
 
 SMALL = {"sentencepiece": {"vocab_size": 600}, "tokenizers": {"vocab_size": 800}}
@@ -75,8 +80,8 @@ def test_sentencepiece_sees_the_words_the_bert_tokenizer_sees(tmp_path, lowercas
 
 
 @pytest.mark.parametrize("method", ["sentencepiece", "tokenizers"])
-def test_special_tokens_first_and_ids_read_from_the_file(tmp_path, corpus, method):
-    out, counts = _run(tmp_path, corpus, unused_tokens=3, method=method, **SMALL[method])
+def test_special_tokens_first_and_ids_read_from_the_file(tmp_path, corpus, method, run_vocab):
+    out, counts = run_vocab(tmp_path, corpus, unused_tokens=3, method=method, **SMALL[method])
     lines = (out / "vocab.txt").read_text(encoding="utf-8").splitlines()
     assert lines[:8] == ["[PAD]", "[unused0]", "[unused1]", "[unused2]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     assert counts["special_token_ids"] == special_token_ids(read_vocab(out / "vocab.txt")) == {
@@ -88,8 +93,8 @@ def test_special_tokens_first_and_ids_read_from_the_file(tmp_path, corpus, metho
 
 
 @pytest.mark.parametrize("method", ["sentencepiece", "tokenizers"])
-def test_hungarian_accents_survive(tmp_path, corpus, method):
-    out, counts = _run(tmp_path, corpus, method=method, **SMALL[method])
+def test_hungarian_accents_survive(tmp_path, corpus, method, run_vocab):
+    out, counts = run_vocab(tmp_path, corpus, method=method, **SMALL[method])
     vocab = read_vocab(out / "vocab.txt")
     for char in "áőűÁŐŰ":
         assert char in vocab and "##" + char.lower() in vocab
@@ -100,9 +105,10 @@ def test_hungarian_accents_survive(tmp_path, corpus, method):
 
 
 @pytest.mark.parametrize("method,lowercase", [("sentencepiece", False), ("tokenizers", False), ("tokenizers", True)])
-def test_transformers_loads_the_directory_and_tokenizes_like_the_pipeline(tmp_path, corpus, method, lowercase):
+def test_transformers_loads_the_directory_and_tokenizes_like_the_pipeline(tmp_path, corpus, method, lowercase,
+                                                                          run_vocab):
     transformers = pytest.importorskip("transformers")
-    out, _ = _run(tmp_path, corpus, method=method, lowercase=lowercase, strip_accents=lowercase, **SMALL[method])
+    out, _ = run_vocab(tmp_path, corpus, method=method, lowercase=lowercase, strip_accents=lowercase, **SMALL[method])
     hf = transformers.BertTokenizerFast.from_pretrained(str(out))
     ours = load_tokenizer(out)
     for sentence in SENTENCES + (corpus / "part-00000.txt").read_text("utf-8").split("\n")[:20]:
@@ -114,20 +120,20 @@ def test_transformers_loads_the_directory_and_tokenizes_like_the_pipeline(tmp_pa
 
 
 @pytest.mark.parametrize("method", ["sentencepiece", "tokenizers"])
-def test_same_input_same_vocabulary(tmp_path, corpus, method):
-    first, _ = _run(tmp_path, corpus, "first", workers=1, method=method, **SMALL[method])
-    second, _ = _run(tmp_path, corpus, "second", workers=2, method=method, **SMALL[method])
+def test_same_input_same_vocabulary(tmp_path, corpus, method, run_vocab):
+    first, _ = run_vocab(tmp_path, corpus, "first", workers=1, method=method, **SMALL[method])
+    second, _ = run_vocab(tmp_path, corpus, "second", workers=2, method=method, **SMALL[method])
     for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         assert (first / name).read_bytes() == (second / name).read_bytes()
 
 
-def test_tokenizers_training_is_deterministic_despite_upstream_hash_order(tmp_path):
+def test_tokenizers_training_is_deterministic_despite_upstream_hash_order(tmp_path, run_vocab):
     # many equal counts: upstream WordPieceTrainer picks different merges from run to run on such text
     corpus = tmp_path / "filter"
     corpus.mkdir()
     words = [a + b + c for a in "abcdefgh" for b in "ijklmnop" for c in "qrstuvwx"]
     (corpus / "part-00000.txt").write_text("\n".join(" ".join(words[i:i + 8]) for i in range(0, 512, 8)) + "\n\n")
-    vocabs = {_run(tmp_path, corpus, f"run{i}", method="tokenizers", vocab_size=300, min_frequency=1)[0]
+    vocabs = {run_vocab(tmp_path, corpus, f"run{i}", method="tokenizers", vocab_size=300, min_frequency=1)[0]
               .joinpath("vocab.txt").read_bytes() for i in range(4)}
     assert len(vocabs) == 1
 
@@ -136,9 +142,9 @@ def test_tokenizers_training_is_deterministic_despite_upstream_hash_order(tmp_pa
     ("sentencepiece",
      r"supports at most \d+ sentencepiece pieces, vocab.vocab_size is 200000: .*--set vocab.vocab_size=\d+"),
     ("tokenizers", r"supports only \d+ WordPiece tokens .*vocab.vocab_size is 200000: .*--set vocab.vocab_size=\d+")])
-def test_vocabulary_larger_than_the_corpus_supports(tmp_path, corpus, method, pattern):
+def test_vocabulary_larger_than_the_corpus_supports(tmp_path, corpus, method, pattern, run_vocab):
     with pytest.raises(PipelineError, match=pattern) as e:
-        _run(tmp_path, corpus, method=method, vocab_size=200000)
+        run_vocab(tmp_path, corpus, method=method, vocab_size=200000)
     assert str(e.value).startswith(str(corpus))
     assert not (tmp_path / "out" / "vocab.txt").exists()
 
@@ -146,38 +152,38 @@ def test_vocabulary_larger_than_the_corpus_supports(tmp_path, corpus, method, pa
 @pytest.mark.parametrize("method,size,pattern", [
     ("sentencepiece", 20, r"vocab.vocab_size 20 is too small: covering 0.9999 of the characters takes \d+ pieces"),
     ("tokenizers", 150, r"vocab.vocab_size 150 leaves no room for merges")])
-def test_vocabulary_too_small_for_the_characters(tmp_path, corpus, method, size, pattern):
+def test_vocabulary_too_small_for_the_characters(tmp_path, corpus, method, size, pattern, run_vocab):
     with pytest.raises(PipelineError, match=pattern):
-        _run(tmp_path, corpus, method=method, vocab_size=size)
+        run_vocab(tmp_path, corpus, method=method, vocab_size=size)
 
 
 @pytest.mark.parametrize("method", ["sentencepiece", "tokenizers"])
-def test_empty_input(tmp_path, method):
+def test_empty_input(tmp_path, method, run_vocab):
     empty = tmp_path / "filter"
     empty.mkdir()
     (empty / "part-00000.txt").write_text("\n\n  \n", encoding="utf-8")
     with pytest.raises(PipelineError, match="no text to train a vocabulary on"):
-        _run(tmp_path, empty, method=method)
+        run_vocab(tmp_path, empty, method=method)
     with pytest.raises(PipelineError, match=r"no part-\*\.txt files"):
-        _run(tmp_path, tmp_path / "cache", "out2", method=method)
+        run_vocab(tmp_path, tmp_path / "cache", "out2", method=method)
 
 
-def test_only_overlong_sentences(tmp_path):
+def test_only_overlong_sentences(tmp_path, run_vocab):
     unsplit = tmp_path / "filter"
     unsplit.mkdir()
     (unsplit / "part-00000.txt").write_text(("szó " * 1100 + "\n\n") * 3, encoding="utf-8")
     with pytest.raises(PipelineError, match="every sentence is longer than 4192 bytes"):
-        _run(tmp_path, unsplit)
+        run_vocab(tmp_path, unsplit)
 
 
 @pytest.mark.parametrize("method", ["sentencepiece", "tokenizers"])
-def test_non_utf8_part_is_named(tmp_path, method):
-    bad = _corpus(tmp_path / "filter", documents=40)
+def test_non_utf8_part_is_named(tmp_path, method, make_corpus, run_vocab):
+    bad = make_corpus(tmp_path / "filter", documents=40)
     with open(bad / "part-00001.txt", "ab") as f:
         f.write("Első mondat.\nMásodik \xff mondat.\n\n".encode("utf-8").replace("\xff".encode(), b"\xff"))
     lines = (bad / "part-00001.txt").read_bytes().count(b"\n")
     with pytest.raises(PipelineError, match=rf"part-00001\.txt: line {lines - 1}: not UTF-8 \(byte 9 of the line\)"):
-        _run(tmp_path, bad, method=method, **SMALL[method])
+        run_vocab(tmp_path, bad, method=method, **SMALL[method])
 
 
 def test_config_mistakes():

@@ -1,5 +1,7 @@
-"""The stage interface. Each stage module defines `STAGE = Stage(...)`: a config dataclass and a
-function run(config, ctx) -> counts that fills ctx.out_dir from the directories in ctx.inputs."""
+"""The stage interface: what a stage module defines and what the runner gives it.
+
+Each stage module defines `STAGE = Stage(...)`: a config dataclass and a function run(config, ctx) -> counts that
+fills ctx.out_dir from the directories in ctx.inputs."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,17 +10,32 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
+from pipeline.parallel import Executor, LocalExecutor
+
 
 @dataclasses.dataclass(frozen=True)
 class StageContext:
     lang: str
-    lang_dir: Path  # <workdir>/<lang>
     out_dir: Path  # temporary directory; renamed into place by the runner when run() returns
     inputs: dict[str, Path]  # upstream stage name -> its completed directory
     cache_dir: Path  # survives failed attempts (e.g. partial downloads); <workdir>/<lang>/.cache/<stage>
-    workers: int = 1
+    workers: int = 1  # --workers: processes of the local executor, threads of in-process libraries
     quiet: bool = False
     log: logging.Logger = logging.getLogger("wiki2bert")
+    executor: Executor | None = None  # runs the stage's parallel tasks; None: LocalExecutor(workers)
+    # temporary files of one attempt (template blobs, trainer files); the runner empties it before and after the
+    # stage, so a killed attempt's files go with the next run. None: <cache_dir>/scratch
+    scratch_dir: Path | None = None
+
+    def __post_init__(self):
+        if self.executor is None:
+            object.__setattr__(self, "executor", LocalExecutor(self.workers))
+
+    def scratch(self) -> Path:
+        """The scratch directory, created."""
+        directory = self.scratch_dir or self.cache_dir / "scratch"
+        directory.mkdir(parents=True, exist_ok=True)
+        return directory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +46,9 @@ class Stage:
     inputs: tuple[str, ...] = ()  # stages whose output directories this one reads
     tools: tuple[str, ...] = ()  # distributions whose versions go into the manifest
     runtime_fields: tuple[str, ...] = ()  # config fields that never change the output (left out of the config hash)
+    # files read from outside the work directory (a local dump): config -> {label: fingerprint}; a change makes the
+    # stage stale
+    sources: Callable[[Any], dict] | None = None
 
 
 def stage_by_name(name: str) -> Stage:

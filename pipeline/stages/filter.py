@@ -18,11 +18,9 @@ the same way; a document's reason is its first failing check:
 A word is 2+ letters of `word_chars` with an optional capital first (any letters when `word_chars` is null);
 characters are those of the sentences, newlines excluded. A null threshold turns its check off.
 
-Language identification: py3langid by default. On 2,000 Hungarian lines (../shared/data/hu) py3langid was right
-on 100% and langdetect on 99.95%, py3langid at ~6,300 lines/s against langdetect's ~700 (9x); the whole
-stage ran at 1.9 MB/s with py3langid against 0.4-0.5 MB/s with langdetect (bench/sentences_filter.py).
-Both are deterministic (langdetect is seeded). Each gets the first `langid_chars` characters of the document:
-py3langid reads ~1-2 MB/s, and a Wikipedia lead is in the article's language. A language the identifier does
+Language identification: py3langid by default, langdetect on request (README.md compares their accuracy and
+speed). Both are deterministic (langdetect is seeded). Each gets the first `langid_chars` characters of the
+document: identification is the slowest check, and a Wikipedia lead is in the article's language. A language the identifier does
 not know skips the check, with a warning and a note in the report.
 
 Two passes over the parts, both parallel: checks and text hashes per part, then (in the main process, in part
@@ -47,7 +45,6 @@ from core.errors import PipelineError
 from core.fileio import atomic_write, write_json
 from pipeline.fileio import iter_documents, list_parts, write_document
 from core.log import progress
-from pipeline.parallel import imap_ordered
 from pipeline.stages import Stage, StageContext
 
 REASONS = ("avg_words", "min_sentences", "max_sentences", "min_tokens", "max_tokens", "no_word_ratio", "punct_ratio",
@@ -58,37 +55,37 @@ DUPLICATE = REASONS.index("duplicate") + 1
 
 @dataclasses.dataclass(frozen=True)
 class FilterConfig:
-    min_avg_words: float | None = 4.0
-    min_sentences: int | None = 3
-    max_sentences: int | None = 1000
-    min_tokens: int | None = 20
-    max_tokens: int | None = 10000
-    max_no_word_ratio: float | None = 0.2
-    max_punct_ratio: float | None = 0.075
-    max_upper_ratio: float | None = 0.1
-    max_digit_ratio: float | None = 0.075
-    max_foreign_ratio: float | None = 0.02
-    min_words: int | None = 30
-    word_chars: str | None = None  # the language's lowercase letters; null: any letter, no foreign_ratio check
-    langid: Literal["py3langid", "langdetect", "none"] = "py3langid"
+    """The rules and defaults of TurkuNLP's filterdocs.py (module docstring); None (null) turns a check off."""
+    min_avg_words: float | None = 4.0  # words per sentence, at least
+    min_sentences: int | None = 3  # sentences per document, at least
+    max_sentences: int | None = 1000  # sentences per document, at most
+    min_tokens: int | None = 20  # whitespace-separated tokens per document, at least
+    max_tokens: int | None = 10000  # whitespace-separated tokens per document, at most
+    max_no_word_ratio: float | None = 0.2  # share of sentences without a word
+    max_punct_ratio: float | None = 0.075  # ASCII punctuation / characters
+    max_upper_ratio: float | None = 0.1  # uppercase / characters
+    max_digit_ratio: float | None = 0.075  # digits / characters
+    max_foreign_ratio: float | None = 0.02  # letters outside word_chars / characters (off while word_chars is null)
+    min_words: int | None = 30  # a word: 2+ letters of word_chars, optionally capitalized
+    word_chars: str | None = None  # the language's lowercase alphabet; null: any letter
+    langid: Literal["py3langid", "langdetect", "none"] = "py3langid"  # py3langid, langdetect (seeded) or none
     language: str | None = None  # the code langid must return; null: --lang
-    langid_chars: int = 2000
-    dedup: bool = True
+    langid_chars: int = 2000  # characters of each document given to langid
+    dedup: bool = True  # drop exact duplicates (whitespace-normalized, casefolded text)
     examples: int = 5  # example titles per reason in report.json
 
 
 def run(config: FilterConfig, ctx: StageContext) -> dict:
     parts = list_parts(ctx.inputs["sentences"], ".txt")
     language = config.language or ctx.lang
-    check_language, language_note = _language_check(config, language, ctx)  # loads the model: workers inherit it
-    _char_flags()
+    check_language, language_note = _language_check(config, language, ctx)
 
     tasks = [(path, config, language, check_language) for path in parts]
     part_codes, seen = [], np.empty(0, dtype=np.uint64)
     documents = np.zeros(len(REASONS) + 1, dtype=np.int64)
     sentences = np.zeros(len(REASONS) + 1, dtype=np.int64)
     with progress(sum(p.stat().st_size for p in parts), "filter: checking", unit="B", quiet=ctx.quiet) as bar:
-        for path, (codes, sentence_counts, hashes) in zip(parts, imap_ordered(_check_part, tasks, ctx.workers)):
+        for path, (codes, sentence_counts, hashes) in zip(parts, ctx.executor.map(_check_part, tasks)):
             if config.dedup:
                 seen = _mark_duplicates(codes, hashes, seen)
             documents += np.bincount(codes, minlength=len(REASONS) + 1)
@@ -106,7 +103,7 @@ def run(config: FilterConfig, ctx: StageContext) -> dict:
     examples: dict[int, list[str]] = {}
     tasks = [(path, codes, ctx.out_dir, config.examples) for path, codes in zip(parts, part_codes)]
     with progress(len(parts), "filter: writing", unit="part", quiet=ctx.quiet) as bar:
-        for part_examples in imap_ordered(_write_part, tasks, ctx.workers):
+        for part_examples in ctx.executor.map(_write_part, tasks):
             for code, titles in part_examples.items():
                 examples.setdefault(code, []).extend(titles[:config.examples - len(examples.get(code, []))])
             bar.update(1)
@@ -240,6 +237,8 @@ def _identifier(name: str):
 
 @functools.cache
 def _checker(config: FilterConfig, language: str, check_language: bool) -> DocumentChecker:
+    """The checker of this process: each worker process loads the character table and the language identifier once,
+    on its first part (nothing is inherited from the parent, so any executor works)."""
     return DocumentChecker(config, language, check_language)
 
 

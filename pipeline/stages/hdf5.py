@@ -41,7 +41,6 @@ from core.fileio import remove_tree, write_json
 from pipeline.fileio import iter_documents
 from pipeline.instances import DATASETS, MaskingVocab, TokenizedDocuments, make_instances, plan_instances
 from core.log import LOGGER_NAME, progress
-from pipeline.parallel import imap_ordered
 from pipeline.stages import Stage, StageContext
 from core.wordpiece import load_tokenizer, read_vocab, special_token_ids
 
@@ -59,13 +58,14 @@ class Variant:
 
 @dataclasses.dataclass(frozen=True)
 class Hdf5Config:
+    # one output directory per variant; NVIDIA's phase 1 and phase 2 settings
     variants: list[Variant] = dataclasses.field(default_factory=lambda: [Variant(128, 20), Variant(512, 80)])
-    masked_lm_prob: float = 0.15
-    dupe_factor: int = 5
-    short_seq_prob: float = 0.1
-    random_seed: int = 12345
-    whole_word_masking: bool = False
-    gzip_level: int = 1
+    masked_lm_prob: float = 0.15  # share of tokens to predict (up to max_predictions_per_seq)
+    dupe_factor: int = 5  # rounds over the data, each with other masks and sentence pairs
+    short_seq_prob: float = 0.1  # share of (document, round) pairs that aim at a random shorter length
+    random_seed: int = 12345  # with the shard's name and the variant, seeds each file's random stream
+    whole_word_masking: bool = False  # mask all ## pieces of a word together
+    gzip_level: int = 1  # HDF5 gzip level (with the shuffle filter): higher levels write smaller files, more slowly
 
     def __post_init__(self):
         if not self.variants:
@@ -163,7 +163,7 @@ def _tokenize_shards(shards: list[tuple[str, Path]], tokenizer: Tokenizer, speci
     totals = {"shards": len(shards), "documents": 0, "sentences": 0, "input_tokens": 0}
     sizes = [path.stat().st_size for _, path in shards]
     with progress(sum(sizes), "hdf5: tokenize", "B", quiet=ctx.quiet) as bar:
-        for size, counts in zip(sizes, imap_ordered(_tokenize_shard, tasks, ctx.workers)):
+        for size, counts in zip(sizes, ctx.executor.map(_tokenize_shard, tasks)):
             for key, value in counts.items():
                 totals[key] += value
             bar.update(size)
@@ -183,7 +183,7 @@ def _write_instance_files(config: Hdf5Config, shards: list[tuple[str, Path]], to
             sizes.append(path.stat().st_size)
     per_file = {}
     with progress(sum(sizes), "hdf5: instances", "B", quiet=ctx.quiet) as bar:
-        for task, size, counts in zip(tasks, sizes, imap_ordered(_write_instances, tasks, ctx.workers)):
+        for task, size, counts in zip(tasks, sizes, ctx.executor.map(_write_instances, tasks)):
             per_file[task.out_file] = counts
             bar.update(size)
     return per_file
@@ -204,7 +204,7 @@ def run_standalone(config: Hdf5Config, inputs: Path, vocab: Path, out: Path, low
         tmp = out.with_name(out.name + ".tmp")
         remove_tree(tmp)
         tmp.mkdir(parents=True)
-        ctx = StageContext(lang="", lang_dir=scratch, out_dir=tmp, inputs={"shard": shard_dir, "vocab": vocab_dir},
+        ctx = StageContext(lang="", out_dir=tmp, inputs={"shard": shard_dir, "vocab": vocab_dir},
                            cache_dir=scratch / "cache", workers=workers, quiet=quiet,
                            log=log or logging.getLogger(LOGGER_NAME))
         try:

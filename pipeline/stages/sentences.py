@@ -18,20 +18,21 @@ from core.errors import PipelineError
 from core.fileio import atomic_write
 from pipeline.fileio import iter_jsonl, list_parts, write_document
 from core.log import progress
-from pipeline.parallel import imap_ordered
 from pipeline.stages import Stage, StageContext
 from pipeline.text import check_quntoken, make_splitter, normalize_paragraph, split_paragraphs
 
-# Paragraph characters per splitter call: quntoken starts a pipe of binaries per call (~5 ms), so a
-# call gets ~8,000 sentences (start-up ~2% of its time), and memory stays bounded by the batch.
+# Paragraph characters per splitter call: quntoken starts a pipe of binaries per call, so a call gets thousands
+# of sentences (its start-up is a small share of the call), and memory stays bounded by the batch.
 BATCH_CHARS = 1 << 20
 
 
 @dataclasses.dataclass(frozen=True)
 class SentencesConfig:
+    # rules: our rule splitter (pipeline/text.py), any language; quntoken: Hungarian, Linux x86-64
     splitter: Literal["rules", "quntoken"] = "rules"
-    language: str | None = None  # abbreviation list of the rule splitter; None: --lang
-    extra_abbreviations: list[str] = dataclasses.field(default_factory=list)  # words that never end a sentence
+    language: str | None = None  # abbreviation list of the rule splitter; null: --lang
+    # rule splitter: more words that never end a sentence (e.g. [Hauptstr, approx])
+    extra_abbreviations: list[str] = dataclasses.field(default_factory=list)
 
 
 def run(config: SentencesConfig, ctx: StageContext) -> dict:
@@ -44,7 +45,7 @@ def run(config: SentencesConfig, ctx: StageContext) -> dict:
     tasks = [(path, ctx.out_dir, config.splitter, language, tuple(config.extra_abbreviations)) for path in parts]
     totals = {"articles": 0, "documents": 0, "sentences": 0, "empty_articles": 0}
     with progress(sum(p.stat().st_size for p in parts), "sentences", unit="B", quiet=ctx.quiet) as bar:
-        for counts in imap_ordered(_split_part, tasks, ctx.workers):
+        for counts in ctx.executor.map(_split_part, tasks):
             for key in totals:
                 totals[key] += counts[key]
             bar.update(counts["bytes"])

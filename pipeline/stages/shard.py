@@ -31,9 +31,9 @@ MIN_SHARD_BUFFER = 16 << 10
 
 @dataclasses.dataclass(frozen=True)
 class ShardConfig:
-    num_shards: int = 50  # training shards
-    test_fraction: float = 0.1  # share of documents in the test split (0 = no test split)
-    num_test_shards: int = 1
+    num_shards: int = 50  # training shards, balanced by size, whole documents only
+    test_fraction: float = 0.1  # share of documents in the test split (picked by a seeded hash of the text); 0: none
+    num_test_shards: int = 1  # shards the test split is spread over
     seed: int = 12345  # keys the hash that picks the test documents
 
     def __post_init__(self):

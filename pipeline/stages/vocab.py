@@ -23,7 +23,6 @@ import dataclasses
 import io
 import itertools
 import re
-import tempfile
 import unicodedata
 from pathlib import Path
 from typing import Iterable, Iterator, Literal
@@ -49,17 +48,19 @@ SAMPLE_SENTENCES = 1_000  # sentences tokenized with the result to report [UNK] 
 
 @dataclasses.dataclass(frozen=True)
 class VocabConfig:
+    # sentencepiece (BPE converted as TurkuNLP's sent2wordpiece) or tokenizers (HF WordPiece)
     method: Literal["sentencepiece", "tokenizers"] = "sentencepiece"
-    vocab_size: int = 32000  # sentencepiece: pieces before conversion (as WikiBERT); tokenizers: the final size
-    lowercase: bool = False
-    strip_accents: bool = False
-    unused_tokens: int = 100  # [unused0].. after [PAD]: room for tokens added when fine-tuning
-    character_coverage: float = 0.9999  # sentencepiece
-    input_sentence_size: int = 100_000_000  # sentencepiece: at most this many sentences (sampled), 0 = all
-    shuffle_input_sentence: bool = True  # sentencepiece
-    seed: int = 12345  # sentencepiece's sampling and shuffling
-    min_frequency: int = 2  # tokenizers
-    limit_alphabet: int = 1000  # tokenizers: the most frequent characters kept
+    # sentencepiece: pieces before conversion (+105 special/unused, + missing characters); tokenizers: the final size
+    vocab_size: int = 32000
+    lowercase: bool = False  # lowercase before training and tokenizing (uncased BERT)
+    strip_accents: bool = False  # drop combining accents (NFD); true would turn ő into o
+    unused_tokens: int = 100  # [unused0].. after [PAD], room for tokens added when fine-tuning
+    character_coverage: float = 0.9999  # sentencepiece: share of characters the vocabulary must cover
+    input_sentence_size: int = 100_000_000  # sentencepiece: sentences it samples and holds in memory (0 = all)
+    shuffle_input_sentence: bool = True  # sentencepiece: sample at random (seeded), not the first ones
+    seed: int = 12345  # sentencepiece's random seed (sampling, shuffling)
+    min_frequency: int = 2  # tokenizers: merges seen fewer times are not made
+    limit_alphabet: int = 1000  # tokenizers: the most frequent characters kept as the alphabet
 
     def __post_init__(self):
         if self.vocab_size < 1:
@@ -81,7 +82,7 @@ class VocabConfig:
 def run(config: VocabConfig, ctx: StageContext) -> dict:
     filter_dir = ctx.inputs["filter"]
     parts = list_parts(filter_dir, ".txt")
-    corpus = _Corpus(parts, quiet=ctx.quiet)
+    corpus = _CorpusSentences(parts, quiet=ctx.quiet)
     train = _train_sentencepiece if config.method == "sentencepiece" else _train_tokenizers
     trained = train(config, corpus, ctx)
     tokens = bert_vocabulary(trained, config.unused_tokens)
@@ -128,7 +129,7 @@ def sentencepiece_to_wordpiece(pieces: Iterable[str]) -> list[str]:
     return tokens
 
 
-class _Corpus:
+class _CorpusSentences:
     """The filter stage's sentences (non-blank lines), read ~1 MiB at a time, checked to be UTF-8, with a progress
     bar; counts them and keeps the first SAMPLE_SENTENCES for the quality figures."""
 
@@ -172,7 +173,7 @@ class _Corpus:
 
 # --- sentencepiece -------------------------------------------------------------------------------------------------
 
-def _train_sentencepiece(config: VocabConfig, corpus: _Corpus, ctx: StageContext) -> list[str]:
+def _train_sentencepiece(config: VocabConfig, corpus: _CorpusSentences, ctx: StageContext) -> list[str]:
     failure: list[BaseException] = []
 
     def sentences() -> Iterator[str]:
@@ -187,20 +188,19 @@ def _train_sentencepiece(config: VocabConfig, corpus: _Corpus, ctx: StageContext
     model = io.BytesIO()
     spm.set_random_generator_seed(config.seed)
     ctx.log.info("vocab: training sentencepiece BPE, %d pieces", config.vocab_size)
-    with tempfile.TemporaryDirectory(prefix="wiki2bert-vocab-") as tmp:
-        rules = Path(tmp) / "bert_basic_tokenization.tsv"
-        rules.write_text(bert_normalization_rules(config.lowercase, config.strip_accents), encoding="utf-8")
-        try:
-            spm.SentencePieceTrainer.train(
-                sentence_iterator=sentences(), model_writer=model, model_type="bpe", vocab_size=config.vocab_size,
-                character_coverage=config.character_coverage, input_sentence_size=config.input_sentence_size,
-                shuffle_input_sentence=config.shuffle_input_sentence, normalization_rule_tsv=str(rules),
-                max_sentence_length=SENTENCEPIECE_MAX_SENTENCE_BYTES, num_threads=ctx.workers, minloglevel=2)
-        except RuntimeError as e:
-            if failure:
-                raise failure[0] from None
-            corpus.check_not_empty()
-            raise _sentencepiece_error(str(e), config, corpus.parts[0].parent) from None
+    rules = ctx.scratch() / "bert_basic_tokenization.tsv"  # the runner removes it, also after a kill
+    rules.write_text(bert_normalization_rules(config.lowercase, config.strip_accents), encoding="utf-8")
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=sentences(), model_writer=model, model_type="bpe", vocab_size=config.vocab_size,
+            character_coverage=config.character_coverage, input_sentence_size=config.input_sentence_size,
+            shuffle_input_sentence=config.shuffle_input_sentence, normalization_rule_tsv=str(rules),
+            max_sentence_length=SENTENCEPIECE_MAX_SENTENCE_BYTES, num_threads=ctx.workers, minloglevel=2)
+    except RuntimeError as e:
+        if failure:
+            raise failure[0] from None
+        corpus.check_not_empty()
+        raise _sentencepiece_error(str(e), config, corpus.parts[0].parent) from None
     if corpus.too_long:
         ctx.log.warning("vocab: sentencepiece skipped %d sentences longer than %d bytes (is sentence splitting "
                         "working for this language?)", corpus.too_long, SENTENCEPIECE_MAX_SENTENCE_BYTES)
@@ -238,7 +238,7 @@ def bert_normalization_rules(lowercase: bool, strip_accents: bool) -> str:
     character what BertNormalizer and BertPreTokenizer do: control and format characters removed, whitespace to a
     space, punctuation and CJK characters set apart by spaces (so that no piece crosses a BERT word boundary),
     then the optional accent stripping (NFD, combining marks dropped) and lowercasing. sentencepiece applies them
-    in C++ while it reads the sentences, at no measurable cost (the same in Python cost ~25% of training time).
+    in C++ while it reads the sentences, at no measurable cost (the same in Python was a large share of training time).
     Outside the CJK blocks, only planes 0, 1 and 14 hold characters that these rules change."""
     rules = [f"{code:X}\t20 {code:X} 20\n" for lo, hi in _CJK_RANGES for code in range(lo, hi + 1)]
     cjk = {code for lo, hi in _CJK_RANGES if hi < 0x20000 for code in range(lo, hi + 1)}
@@ -268,7 +268,7 @@ def bert_normalization_rules(lowercase: bool, strip_accents: bool) -> str:
 
 # --- tokenizers ----------------------------------------------------------------------------------------------------
 
-def _train_tokenizers(config: VocabConfig, corpus: _Corpus, ctx: StageContext) -> list[str]:
+def _train_tokenizers(config: VocabConfig, corpus: _CorpusSentences, ctx: StageContext) -> list[str]:
     normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
                                             strip_accents=config.strip_accents, lowercase=config.lowercase)
     code_counts = np.zeros(0x110000, dtype=np.int64)

@@ -1,0 +1,100 @@
+"""Benchmark of packed against padded micro-batches on CPU: real (non-padding) tokens per second of a training step
+(forward, backward, LAMB) of the mini model at seq 128 and 512, on the same instances of an HDF5 variant, measured
+in alternating rounds in one process (so that load on a shared machine hits all layouts alike).
+
+Layouts: "padded" (one instance a row, SDPA with a padding mask, as without `pack_sequences`), "packed" (the same
+instances packed into as few rows as first-fit decreasing finds, block-diagonal mask) and "packed, nested" (the
+packed batch through the unpadded nested-jagged kernel, computing real tokens only).
+
+    .venv/bin/python bench/packing.py --hdf5 /tmp/packing-data/hu/hdf5 [--micro-batch 64] [--rounds 3]
+
+--hdf5 is the `hdf5` stage directory of a pipeline work dir (its seq-128 and seq-512 variants are used).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYOUTS = {"padded": (False, "mask"), "packed": (True, "mask"), "packed, nested": (True, "nested")}
+
+
+def variant_dir(hdf5_dir: Path, seq_len: int) -> Path:
+    found = sorted(hdf5_dir.glob(f"*seq_len_{seq_len}_*"))
+    if not found:
+        sys.exit(f"error: {hdf5_dir}: no HDF5 variant for seq_len {seq_len}")
+    return found[0]
+
+
+def measure(hdf5_dir: Path, seq_len: int, micro_batch: int, batches: int, rounds: int) -> dict[str, dict]:
+    import torch
+
+    from core.wordpiece import read_vocab
+    from pretrain.data import find_vocab_dir, make_loader, open_data
+    from pretrain.model import BertForPreTraining, model_config
+    from pretrain.optimizers import build_optimizer
+    from pretrain.packing import pack_batch
+
+    variant = variant_dir(hdf5_dir, seq_len)
+    vocab_size = len(read_vocab(find_vocab_dir(variant) / "vocab.txt"))
+    data = open_data(variant, seq_len, vocab_size)
+    unpacked = []
+    for batch, _ in zip(make_loader(data, micro_batch, vocab_size, seed=1, workers=0), range(batches)):
+        batch.pop("data_state"), batch.pop("problem")
+        unpacked.append(batch)
+    inputs = {name: [pack_batch(b) if packed else b for b in unpacked] for name, (packed, _) in LAYOUTS.items()}
+    real_tokens = sum(int(b["attention_mask"].sum()) for b in unpacked)
+    torch.manual_seed(0)
+    model = BertForPreTraining(model_config("mini", vocab_size, max_position_embeddings=max(512, seq_len))).train()
+    optimizer = build_optimizer(model, "lamb", lr=1e-4)
+    seconds: dict[str, list[float]] = {name: [] for name in LAYOUTS}
+    for round_ in range(rounds + 1):  # round 0 warms up and is not counted
+        for name, (_, kernel) in LAYOUTS.items():
+            model.attention = kernel
+            start = time.perf_counter()
+            for b in inputs[name]:
+                optimizer.zero_grad(set_to_none=True)
+                model(**b).loss.backward()
+                optimizer.step()
+            if round_:
+                seconds[name].append(time.perf_counter() - start)
+    results = {}
+    for name in LAYOUTS:
+        rows = sum(b["input_ids"].shape[0] for b in inputs[name])
+        results[name] = {"best": real_tokens / min(seconds[name]),
+                         "mean": real_tokens * len(seconds[name]) / sum(seconds[name]),
+                         "rows": rows / batches, "padding": 1 - real_tokens / (rows * seq_len)}
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hdf5", type=Path, required=True, help="a pipeline work dir's hdf5 stage directory")
+    parser.add_argument("--micro-batch", type=int, default=64, help="instances per micro-batch")
+    parser.add_argument("--batches", type=int, default=2, help="micro-batches per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seq", type=int, nargs="+", default=[128, 512])
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    import torch
+
+    print(f"CPU, {os.cpu_count()} cores (shared machine), torch threads {torch.get_num_threads()}, preset mini, fp32, "
+          f"{args.micro_batch} instances per micro-batch, {args.batches} micro-batches per round, "
+          f"{args.rounds} rounds after a warm-up, data {args.hdf5}")
+    for seq_len in args.seq:
+        results = measure(args.hdf5, seq_len, args.micro_batch, args.batches, args.rounds)
+        print(f"seq {seq_len}:")
+        for name, r in results.items():
+            print(f"  {name:<15} {r['best']:>8,.0f} real tokens/s best round, {r['mean']:>8,.0f} mean; "
+                  f"{r['rows']:5.1f} rows per micro-batch, padding {100 * r['padding']:4.1f}%")
+        padded = results["padded"]
+        for name in ("packed", "packed, nested"):
+            print(f"  {name} / padded: {results[name]['best'] / padded['best']:.2f}x best round, "
+                  f"{results[name]['mean'] / padded['mean']:.2f}x mean")
+
+
+if __name__ == "__main__":
+    main()

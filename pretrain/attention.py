@@ -1,0 +1,129 @@
+"""Self-attention kernels over rows that hold one or several whole instances, and the choice among them.
+
+A batch's `attention_mask` [R, L] numbers the instances of each row 1, 2, ... (a row read from the HDF5 files holds
+one instance, numbered 1) and marks padding 0; an instance is a contiguous run of one number. Attention never
+crosses from one instance to another, whatever the kernel:
+
+- "mask": `scaled_dot_product_attention` over the padded rows [R, L, H] with a boolean mask: a key-padding mask
+  for rows of one instance, a block-diagonal one for packed rows (padding attends to padding only, so no query row
+  is empty). Runs everywhere; every position of every row is computed.
+- "nested": the real tokens only, [T, H] (T = real tokens of the batch), attention over PyTorch's nested jagged
+  tensors, one ragged sequence per instance; no FLOPs go to padding.
+- "flash": the same unpadded layout through flash-attention's varlen kernel (when the package is importable, CUDA).
+
+`choose_attention` measures the kernels that run on the device and keeps the fastest.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import time
+import warnings
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+KERNELS = ("mask", "nested", "flash")
+# the nested kernel's CPU fallback goes through the older nested-tensor API, which warns on every call
+warnings.filterwarnings("ignore", message="The PyTorch API of nested tensors is in prototype stage")
+
+
+@dataclasses.dataclass
+class TokenLayout:
+    """Where a batch's tokens are, for the encoder: padded rows ("mask") or the real tokens only (unpadded)."""
+    kernel: str
+    mask: Tensor | None = None  # "mask": [R, 1, 1 or L, L] bool, True where a query may attend to a key
+    real: Tensor | None = None  # unpadded: [T] flat (row-major) indices of the real tokens
+    offsets: Tensor | None = None  # unpadded: [K + 1] start of each instance in the real tokens, then T
+    max_len: int = 0  # unpadded: the longest instance
+
+    @property
+    def unpadded(self) -> bool:
+        return self.kernel != "mask"
+
+    def flat_index(self, flat_positions: Tensor, rows: int, length: int) -> Tensor:
+        """Indices into the encoder's output [N, H] of row-major positions r * L + c (real tokens only when
+        unpadded)."""
+        if not self.unpadded:
+            return flat_positions
+        lookup = torch.zeros(rows * length, dtype=torch.long, device=flat_positions.device)
+        lookup[self.real] = torch.arange(self.real.numel(), device=lookup.device)
+        return lookup[flat_positions]
+
+
+def token_layout(attention_mask: Tensor, packed: bool, kernel: str) -> TokenLayout:
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown attention kernel {kernel!r}; known: {', '.join(KERNELS)}")
+    if kernel == "mask":
+        if packed:
+            mask = attention_mask[:, None, :, None] == attention_mask[:, None, None, :]
+        else:
+            mask = attention_mask.bool()[:, None, None, :]
+        return TokenLayout(kernel, mask=mask)
+    real = torch.nonzero(attention_mask.reshape(-1), as_tuple=True)[0]
+    lengths = instance_lengths(attention_mask)
+    offsets = F.pad(lengths.cumsum(0), (1, 0))
+    return TokenLayout(kernel, real=real, offsets=offsets, max_len=int(lengths.max()) if lengths.numel() else 0)
+
+
+def instance_lengths(attention_mask: Tensor) -> Tensor:
+    """The number of tokens of each instance [K], in row-major order of the instances."""
+    rows, length = attention_mask.shape
+    flat = attention_mask.reshape(-1).long()
+    real = torch.nonzero(flat, as_tuple=True)[0]
+    # (row, instance number) names an instance; the instances' tokens are contiguous
+    key = real // length * (length + 1) + flat[real]
+    return torch.unique_consecutive(key, return_counts=True)[1]
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, layout: TokenLayout, dropout_p: float) -> Tensor:
+    """q, k, v: [R, L, heads, d] (padded rows) or [T, heads, d] (unpadded); the output has the same shape."""
+    if layout.kernel == "mask":
+        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                           attn_mask=layout.mask, dropout_p=dropout_p)
+        return y.transpose(1, 2)
+    if layout.kernel == "flash":
+        from flash_attn import flash_attn_varlen_func
+
+        cu = layout.offsets.to(torch.int32)
+        return flash_attn_varlen_func(q, k, v, cu, cu, layout.max_len, layout.max_len, dropout_p=dropout_p)
+
+    def jagged(t: Tensor) -> Tensor:  # [K, heads, j, d]; SDPA needs the values contiguous
+        return torch.nested.nested_tensor_from_jagged(t.contiguous(), layout.offsets,
+                                                      max_seqlen=layout.max_len).transpose(1, 2)
+
+    y = F.scaled_dot_product_attention(jagged(q), jagged(k), jagged(v), dropout_p=dropout_p)
+    return y.transpose(1, 2).values()
+
+
+def available_kernels(device: torch.device) -> list[str]:
+    kernels = ["mask", "nested"]
+    if device.type == "cuda" and importlib.util.find_spec("flash_attn") is not None:
+        kernels.append("flash")
+    return kernels
+
+
+def choose_attention(run_step: Callable[[str], None], device: torch.device, repeats: int = 3
+                     ) -> tuple[str, dict[str, float]]:
+    """The fastest kernel for `run_step(kernel)` (one forward and backward on a representative batch) on this
+    device, and the seconds each took (best of `repeats` after a warm-up). On CPU, "mask" without measuring: the
+    nested kernel runs there through a slow per-sequence fallback."""
+    if device.type != "cuda":
+        return "mask", {}
+    seconds = {}
+    for kernel in available_kernels(device):
+        try:
+            run_step(kernel)  # warm-up (kernel selection, allocator)
+            times = []
+            for _ in range(repeats):
+                torch.cuda.synchronize(device)
+                start = time.perf_counter()
+                run_step(kernel)
+                torch.cuda.synchronize(device)
+                times.append(time.perf_counter() - start)
+            seconds[kernel] = min(times)
+        except (RuntimeError, NotImplementedError):  # a kernel this GPU, dtype or head size does not support
+            continue
+    return min(seconds, key=seconds.get), seconds

@@ -1,0 +1,107 @@
+"""Fixtures shared by the test modules: running one stage function on directories a test made, without the
+runner, and the small corpora and vocabularies several stages' tests read."""
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+from pathlib import Path
+from typing import Callable, Iterable
+
+import pytest
+
+from core.wordpiece import read_vocab
+from pipeline.fileio import part_name, write_document
+from pipeline.stages import StageContext
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+SUFFIXES = ["s", "ed", "ing"]
+
+
+@pytest.fixture(scope="session")
+def stage_context() -> Callable[..., StageContext]:
+    """make(base, inputs, name="out", lang="hu", workers=1): the context of a stage writing into the new directory
+    base/name and reading the directories in `inputs` (upstream stage -> directory)."""
+    def make(base: Path, inputs: dict[str, Path], name: str = "out", lang: str = "hu",
+             workers: int = 1) -> StageContext:
+        out = base / name
+        out.mkdir()
+        return StageContext(lang=lang, out_dir=out, inputs=inputs, cache_dir=base / f"cache-{name}", workers=workers,
+                            quiet=True, log=logging.getLogger("test"))
+    return make
+
+
+@pytest.fixture(scope="session")
+def run_stage_function(stage_context) -> Callable[..., tuple[Path, dict]]:
+    """run(fn, config, base, inputs, name="out", workers=1, lang="hu"): fn(config, ctx) into base/name; returns
+    (that directory, the counts)."""
+    def run(fn: Callable, config, base: Path, inputs: dict[str, Path], name: str = "out", workers: int = 1,
+            lang: str = "hu") -> tuple[Path, dict]:
+        ctx = stage_context(base, inputs, name, lang, workers)
+        return ctx.out_dir, fn(config, ctx)
+    return run
+
+
+@pytest.fixture(scope="session")
+def write_document_parts() -> Callable[[Path, Iterable[list[str]], int], Path]:
+    """write(directory, documents, parts): documents (lists of sentences) dealt round-robin into part-NNNNN.txt
+    files of the filter format; returns the directory."""
+    def write(directory: Path, documents: Iterable[list[str]], parts: int) -> Path:
+        directory.mkdir(parents=True, exist_ok=True)
+        with contextlib.ExitStack() as stack:
+            files = [stack.enter_context(open(directory / part_name(i, ".txt"), "w", encoding="utf-8"))
+                     for i in range(parts)]
+            for d, sentences in enumerate(documents):
+                write_document(files[d % parts], sentences)
+        return directory
+    return write
+
+
+@pytest.fixture(scope="session")
+def write_vocab() -> Callable[..., dict[str, int]]:
+    """write(path, words=300, special_at=None): w0..w{words-1}, ##s/##ed/##ing, punctuation, and the special tokens
+    (by default first, Google-style ids otherwise differ: pass special_at to put them elsewhere); returns the vocab."""
+    def write(path: Path, words: int = 300, special_at: dict[str, int] | None = None) -> dict[str, int]:
+        tokens = [f"w{i}" for i in range(words)] + [f"##{s}" for s in SUFFIXES] + [".", ","]
+        special_at = special_at or {t: i for i, t in enumerate(SPECIALS)}
+        for token, index in sorted(special_at.items(), key=lambda item: item[1]):
+            tokens.insert(index, token)
+        path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+        return read_vocab(path)
+    return write
+
+
+@pytest.fixture(scope="session")
+def write_corpus() -> Callable[..., None]:
+    """write(path, documents, seed=0, ...): random sentences of w<i> words (some with a ##-suffix), a blank line
+    after each document: the text the hdf5 stage reads, for the vocabulary of write_vocab."""
+    def write(path: Path, documents: int, seed: int = 0, words: int = 300, sentences=(1, 12),
+              sentence_words=(3, 25), suffix_share: float = 0.3) -> None:
+        rnd = random.Random(seed)
+        with open(path, "w", encoding="utf-8") as f:
+            for _ in range(documents):
+                for _ in range(rnd.randint(*sentences)):
+                    sentence = [f"w{rnd.randrange(words)}" + (rnd.choice(SUFFIXES) if rnd.random() < suffix_share
+                                                               else "")
+                                for _ in range(rnd.randint(*sentence_words))]
+                    f.write(" ".join(sentence) + " .\n")
+                f.write("\n")
+    return write
+
+
+@pytest.fixture(scope="session")
+def run_hdf5_stage(stage_context) -> Callable[..., Path]:
+    """run(base, shard_dir, vocab_file, config, workers=1, out_name="out"): the hdf5 stage on a shard directory and
+    a vocab.txt (its tokenizer.json made here); returns the output directory."""
+    from core.wordpiece import wordpiece_tokenizer
+    from pipeline.stages.hdf5 import STAGE
+
+    def run(base: Path, shard_dir: Path, vocab_file: Path, config, workers: int = 1, out_name: str = "out") -> Path:
+        vocab_dir = base / f"vocab-{out_name}"
+        vocab_dir.mkdir()
+        (vocab_dir / "vocab.txt").write_bytes(vocab_file.read_bytes())
+        wordpiece_tokenizer(read_vocab(vocab_file)).save(str(vocab_dir / "tokenizer.json"))
+        ctx = stage_context(base, {"shard": shard_dir, "vocab": vocab_dir}, out_name, "xx", workers)
+        STAGE.run(config, ctx)
+        return ctx.out_dir
+    return run

@@ -1,0 +1,103 @@
+"""The Dask executor: the whole pipeline on a LocalCluster writes the same bytes as the local process pool; results
+come back in task order; a scheduler whose workers cannot see the work dir is refused in one line."""
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from core.errors import ConfigError, PipelineError
+from pipeline import dask_executor
+from pipeline.sample import write_sample_dump
+from pipeline.runner import MANIFEST
+
+distributed = pytest.importorskip("distributed")
+
+STAGES = ["download", "extract", "sentences", "filter", "vocab", "shard", "hdf5"]
+SETTINGS = ["--set", "vocab.vocab_size=2000", "--set", "shard.num_shards=3", "--set", "hdf5.dupe_factor=2",
+            "--set", "extract.articles_per_part=40"]
+
+
+@pytest.fixture(scope="module")
+def threads_cluster():
+    """A cluster inside the test process (worker threads): quick to start, and monkeypatching reaches it."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as c:
+        yield c
+
+
+def _pipeline(workdir: Path, dump: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--lang", "hu", "--workdir", str(workdir),
+                           "--dump", str(dump), "--workers", "2", "--quiet", *SETTINGS, *extra],
+                          capture_output=True, text=True, cwd=workdir.parent)
+
+
+def _outputs(lang_dir: Path) -> dict[str, dict]:
+    return {stage: json.loads((lang_dir / stage / MANIFEST).read_text(encoding="utf-8")) for stage in STAGES}
+
+
+def _bytes(manifest: dict) -> dict[str, tuple]:
+    return {name: (meta["size"], meta["sha256"]) for name, meta in manifest["outputs"].items()}
+
+
+@pytest.mark.slow
+def test_whole_pipeline_on_a_local_cluster_writes_the_same_bytes_as_the_process_pool(tmp_path):
+    dump = write_sample_dump(tmp_path / "dump", 150, 2)
+    local = _pipeline(tmp_path / "local", dump)
+    assert local.returncode == 0, local.stderr
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+        on_dask = _pipeline(tmp_path / "dask", dump, "--executor", "dask", "--scheduler", c.scheduler_address)
+        assert on_dask.returncode == 0, on_dask.stderr
+        local_manifests, dask_manifests = _outputs(tmp_path / "local/hu"), _outputs(tmp_path / "dask/hu")
+        for stage in STAGES:
+            assert dask_manifests[stage]["executor"] == "dask" and local_manifests[stage]["executor"] == "local"
+            assert _bytes(dask_manifests[stage]) == _bytes(local_manifests[stage]), stage
+        assert len(dask_manifests["extract"]["outputs"]) > 1 and len(dask_manifests["hdf5"]["outputs"]) > 4
+
+        again = _pipeline(tmp_path / "dask", dump, "--executor", "dask", "--scheduler", c.scheduler_address)
+        assert again.returncode == 0, again.stderr
+        assert _outputs(tmp_path / "dask/hu") == dask_manifests  # every stage skipped: manifests untouched
+    assert not list((tmp_path / "dask/hu/.state").glob("dask-token-*"))
+
+
+def _square_at_a_random_pace(x: int) -> int:
+    time.sleep(random.random() / 100)
+    return x * x
+
+
+def _fail_at_seven(x: int) -> int:
+    if x == 7:
+        raise PipelineError("part 7: bad")
+    return x
+
+
+def test_results_come_back_in_task_order_and_errors_as_raised(threads_cluster):
+    with distributed.Client(threads_cluster) as client:
+        executor = dask_executor.DaskExecutor(client, workers=2)
+        assert list(executor.map(_square_at_a_random_pace, range(30))) == [x * x for x in range(30)]
+        with pytest.raises(PipelineError, match="part 7: bad"):
+            list(executor.map(_fail_at_seven, range(30)))
+
+
+def test_a_scheduler_whose_workers_cannot_see_the_work_dir_is_refused(threads_cluster, tmp_path, monkeypatch):
+    with dask_executor.dask_executor(threads_cluster.scheduler_address, 2, tmp_path) as executor:
+        assert executor.workers == 2
+    monkeypatch.setattr(dask_executor, "read_token", lambda path: None)  # as a worker on another machine
+    with pytest.raises(ConfigError) as error:
+        with dask_executor.dask_executor(threads_cluster.scheduler_address, 2, tmp_path):
+            pass
+    message = str(error.value)
+    assert "\n" not in message and "cannot see the work dir" in message and str(tmp_path) in message
+    assert "and 1 more" in message
+    assert not list((tmp_path / ".state").glob("dask-token-*"))
+
+
+def test_an_unreachable_scheduler_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(dask_executor, "CONNECT_TIMEOUT_S", 1)
+    with pytest.raises(ConfigError, match=r"--scheduler tcp://127.0.0.1:9: cannot connect"):
+        with dask_executor.dask_executor("tcp://127.0.0.1:9", 2, tmp_path):
+            pass
