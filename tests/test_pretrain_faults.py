@@ -166,8 +166,8 @@ def test_a_full_disk_while_saving_a_checkpoint_is_one_line_and_keeps_latest(data
 @pytest.fixture(scope="module")
 def two_checkpoints(data, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("runs")
-    done = pretrain("phase1", "--data", str(data), "--out", str(out), *TINY, "--set", "steps=2",
-                    "--set", "checkpoint_every=1")
+    done = pretrain("phase1", "--data", str(data), "--out", str(out), *TINY, "--set", "steps=3",
+                    "--set", "checkpoint_every=1", "--set", "steps_this_run=2")
     assert done.returncode == 0, done.stderr
     return out / "phase1"
 
@@ -199,7 +199,11 @@ def test_a_damaged_latest_checkpoint_is_refused_naming_the_previous_good_one(dat
         assert lines[-1].startswith("error: ") and str(states.parent) in lines[-1], lines[-1]
         assert f"the previous complete checkpoint is {previous}" in lines[-1], lines[-1]
     assert not (tmp_path / "hf").exists()
-    assert checkpoint.latest(phase).tag == "step00000002"  # left as it was, for the user to look at
+    latest = checkpoint.checkpoint_dir(phase) / checkpoint.LATEST
+    assert latest.read_text() == "step00000002"  # left as it was, for the user to look at
+    if damage == "missing":  # doing what the message says works
+        latest.write_text("step00000001")
+        assert pretrain("export", str(phase), "--out", str(tmp_path / "hf")).returncode == 0
 
 
 @pytest.mark.slow
