@@ -1,19 +1,29 @@
-"""Benchmark of the hdf5 stage: input tokens/s per core (seq 128, seq 512, both; dupe_factor 5), scaling from
-1 to 2 workers, the Rust tokenizer alone as the baseline, and peak memory per worker, also on a ~100 MB shard.
+"""Benchmark of the hdf5 stage: against NVIDIA's create_pretraining_data.py per core, peak memory against shard
+size, and input tokens/s per core (seq 128, seq 512, both; dupe_factor 5) with scaling from 1 to 2 workers.
 
-Shards are built from ../shared/data/hu/ (documents: the Bible's chapters, LibreOffice help in runs of 20
-paragraphs) with ../shared/data/vocab/wikibert-hu-cased-vocab.txt. Each measurement runs in a fresh process;
-peak RSS is the largest of that process and its workers (ru_maxrss).
+Text: ../shared/data/hu/ as documents (the Bible's chapters, LibreOffice help in runs of 20 paragraphs), 6.9 MB.
+- nvidia: NVIDIA's script, run unmodified from ../shared/reference/nvidia-bert/ (its file_utils.py imports
+  boto3/requests for downloads it never makes here: empty stand-ins go on its PYTHONPATH when those are not
+  installed), and `pipeline hdf5`, alternately, on the same text with the same uncased vocabulary
+  (bert-base-uncased-vocab.txt, lowercasing), seq 128, max_pred 20, dupe_factor 5, one process and one core
+  each. CPU time (user + sys of the process) is the per-core figure: the machine may be shared.
+- memory: the default stage (both variants, 1 worker) on one shard of each size in --shard-mb, built by
+  repeating the text, with TurkuNLP's Hungarian vocabulary; peak RSS of the process (ru_maxrss).
+- throughput: the stage on the text in 2 shards; the Rust tokenizer alone as the baseline.
 
-    .venv/bin/python bench/hdf5.py [--big-mb 100] [--skip-big]
+    .venv/bin/python bench/hdf5.py [--only nvidia|memory|throughput] [--rounds 3] [--shard-mb 25,100,200]
+        [--data ../shared/data]
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import multiprocessing
 import os
 import resource
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -21,13 +31,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data"
-TEXTS = [DATA / "hu" / "karoli_1908_verses.txt", DATA / "hu" / "libreoffice-help-hu.hu.txt"]
-VOCAB = DATA / "vocab" / "wikibert-hu-cased-vocab.txt"
+TEXTS = [Path("hu") / "karoli_1908_verses.txt", Path("hu") / "libreoffice-help-hu.hu.txt"]
+VOCAB = Path("vocab") / "wikibert-hu-cased-vocab.txt"
+UNCASED_VOCAB = Path("vocab") / "bert-base-uncased-vocab.txt"
+NVIDIA = Path("reference") / "nvidia-bert" / "create_pretraining_data.py"  # under the data dir's parent
 
 
 def hu_documents() -> list[list[str]]:
     docs, doc = [], []
-    for line in TEXTS[0].read_text(encoding="utf-8").splitlines():
+    for line in (DATA / TEXTS[0]).read_text(encoding="utf-8").splitlines():
         if line.startswith("## "):
             if doc:
                 docs.append(doc)
@@ -36,7 +48,8 @@ def hu_documents() -> list[list[str]]:
             doc.append(line.strip())
     if doc:
         docs.append(doc)
-    paragraphs = [line.strip() for line in TEXTS[1].read_text(encoding="utf-8").splitlines() if line.strip()]
+    paragraphs = [line.strip() for line in (DATA / TEXTS[1]).read_text(encoding="utf-8").splitlines()
+                  if line.strip()]
     docs += [paragraphs[i:i + 20] for i in range(0, len(paragraphs), 20)]
     return docs
 
@@ -53,12 +66,12 @@ def write_shards(docs: list[list[str]], directory: Path, shards: int, repeat: in
         f.close()
 
 
-def run_stage(shard_dir: str, out: str, variants: list[tuple[int, int]], workers: int, queue) -> None:
+def run_stage(shard_dir: str, out: str, variants: list[tuple[int, int]], workers: int, vocab: str, queue) -> None:
     from pipeline.stages.hdf5 import Hdf5Config, Variant, run_standalone
 
     config = Hdf5Config(variants=[Variant(seq, preds) for seq, preds in variants], dupe_factor=5)
     started, cpu_started = time.perf_counter(), _cpu_seconds()
-    counts = run_standalone(config, Path(shard_dir), VOCAB, Path(out), workers=workers, force=True, quiet=True)
+    counts = run_standalone(config, Path(shard_dir), Path(vocab), Path(out), workers=workers, force=True, quiet=True)
     seconds, cpu = time.perf_counter() - started, _cpu_seconds() - cpu_started
     peak_kib = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                    resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
@@ -71,12 +84,12 @@ def _cpu_seconds() -> float:
     return sum(u.ru_utime + u.ru_stime for u in usage)
 
 
-def tokenizer_alone(shard_dir: str, queue) -> None:
+def tokenizer_alone(shard_dir: str, vocab: str, queue) -> None:
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     from pipeline.fileio import iter_documents
     from core.wordpiece import load_tokenizer
 
-    tokenizer = load_tokenizer(VOCAB)
+    tokenizer = load_tokenizer(Path(vocab))
     sentences = [s for path in sorted(Path(shard_dir).glob("*.txt")) for doc in iter_documents(path) for s in doc]
     started, cpu_started = time.perf_counter(), time.process_time()
     tokens = sum(len(e.ids) for e in tokenizer.encode_batch(sentences, add_special_tokens=False))
@@ -93,31 +106,127 @@ def in_fresh_process(fn, *args):
     return result
 
 
+def timed_command(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, float]:
+    """Run a command to its end; its wall seconds, CPU seconds (user + sys) and peak RSS in MiB."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - started
+    if status != 0:
+        raise SystemExit(f"failed ({status}): {' '.join(command)}\n{process.stderr.read().decode()[-2000:]}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def nvidia_comparison(docs: list[list[str]], tmp: Path, rounds: int) -> None:
+    import h5py
+
+    script = DATA.parent / NVIDIA
+    if not script.is_file():
+        print(f"nvidia: skipped, {script} not found")
+        return
+    text = tmp / "hu.txt"
+    write_shards(docs, tmp / "nvidia-text", shards=1)
+    (tmp / "nvidia-text" / "training_0000.txt").rename(text)
+    stubs = _download_module_stand_ins(tmp / "stand-ins")
+    one_core = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                "USE_TORCH": "0", "USE_TF": "0"}
+    vocab = str(DATA / UNCASED_VOCAB)
+    theirs = [sys.executable, str(script), "--vocab_file", vocab, "--input_file", str(text),
+              "--output_file", str(tmp / "nvidia.hdf5"), "--max_seq_length", "128", "--max_predictions_per_seq",
+              "20", "--dupe_factor", "5", "--masked_lm_prob", "0.15", "--short_seq_prob", "0.1", "--do_lower_case",
+              "--random_seed", "12345"]
+    ours = [sys.executable, "-m", "pipeline.cli", "hdf5", "--input", str(text), "--vocab", vocab, "--lowercase",
+            "--out", str(tmp / "ours"), "--force", "--quiet", "--workers", "1",
+            "--set", "hdf5.variants=[{max_seq_length: 128, max_predictions_per_seq: 20}]"]
+    their_env = {**one_core, "PYTHONPATH": os.pathsep.join(filter(None, [str(script.parent), stubs]))}
+    our_env = {**one_core, "PYTHONPATH": str(ROOT)}
+    print(f"nvidia: {text.stat().st_size / 1e6:.1f} MB of Hungarian text, {len(docs):,} documents, "
+          "bert-base-uncased vocabulary, seq 128, max_pred 20, dupe_factor 5, one process each, alternating")
+    print(f"{'round':>5} {'run':<28} {'wall s':>7} {'CPU s':>7} {'peak RSS MiB':>12} {'instances':>10} {'load':>5}")
+    ratios, wall_ratios = [], []
+    for round_ in range(1, rounds + 1):
+        results = {}
+        for name, command, env in (("NVIDIA create_pretraining_data", theirs, their_env),
+                                   ("wiki2bert pipeline hdf5", ours, our_env)):
+            load = os.getloadavg()[0]
+            wall, cpu, peak = timed_command(command, script.parent if env is their_env else ROOT, env)
+            if env is their_env:
+                with h5py.File(tmp / "nvidia.hdf5", "r") as f:
+                    instances = len(f["input_ids"])
+            else:
+                instances = sum(len(h5py.File(p, "r")["input_ids"]) for p in (tmp / "ours").rglob("*.hdf5"))
+            results[name] = (wall, cpu)
+            print(f"{round_:>5} {name:<28} {wall:>7.2f} {cpu:>7.2f} {peak:>12.0f} {instances:>10,} {load:>5.1f}")
+        (their_wall, their_cpu), (our_wall, our_cpu) = results.values()
+        ratios.append(their_cpu / our_cpu)
+        wall_ratios.append(their_wall / our_wall)
+    print(f"wiki2bert vs NVIDIA per core: {statistics.median(ratios):.1f}x CPU time (median of {rounds} rounds: "
+          f"{', '.join(f'{r:.1f}' for r in ratios)}), {statistics.median(wall_ratios):.1f}x wall time")
+
+
+def _download_module_stand_ins(directory: Path) -> str:
+    """Empty modules for what NVIDIA's file_utils.py imports only to download models (boto3, requests,
+    botocore), when they are not installed; returns the directory to put on PYTHONPATH ("" if none needed)."""
+    missing = [m for m in ("boto3", "requests", "botocore") if importlib.util.find_spec(m) is None]
+    if not missing:
+        return ""
+    for module in missing:
+        (directory / module).mkdir(parents=True)
+        (directory / module / "__init__.py").write_text("")
+    if "botocore" in missing:
+        (directory / "botocore" / "exceptions.py").write_text("class ClientError(Exception):\n    pass\n")
+    return str(directory)
+
+
+def memory_runs(docs: list[list[str]], tmp: Path, sizes_mb: list[int]) -> None:
+    """Peak RSS of the default stage (both variants, 1 worker) against the size of its one shard."""
+    size = sum(len(s.encode("utf-8")) + 1 for d in docs for s in d) + len(docs)
+    print("memory: default stage (seq 128 + seq 512), 1 worker, one shard, TurkuNLP Hungarian vocabulary")
+    print(f"{'shard MB':>8} {'tokens':>12} {'instances':>10} {'wall s':>7} {'CPU s':>7} {'peak RSS MiB':>12}")
+    for mb in sizes_mb:
+        shard_dir = tmp / f"shard-{mb}"
+        write_shards(docs, shard_dir, shards=1, repeat=max(1, round(mb * 1e6 / size)))
+        actual = (shard_dir / "training_0000.txt").stat().st_size / 1e6
+        tokens, instances, seconds, cpu, peak = in_fresh_process(run_stage, str(shard_dir), str(tmp / "out"),
+                                                                 [(128, 20), (512, 80)], 1, str(DATA / VOCAB))
+        print(f"{actual:>8.0f} {tokens:>12,} {instances:>10,} {seconds:>7.1f} {cpu:>7.1f} {peak:>12.0f}")
+        shutil.rmtree(shard_dir)
+        shutil.rmtree(tmp / "out")
+
+
 def main() -> None:
+    global DATA
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--big-mb", type=int, default=100, help="size of the large shard for the memory run")
-    parser.add_argument("--skip-big", action="store_true", help="only the small corpus")
-    parser.add_argument("--only-big", action="store_true", help="only the large-shard memory run")
+    parser.add_argument("--only", choices=["nvidia", "memory", "throughput"], help="run one part only")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of NVIDIA's script and ours")
+    parser.add_argument("--shard-mb", default="25,100,200", help="shard sizes (MB) for the memory runs")
+    parser.add_argument("--data", type=Path, default=DATA, help="the shared data dir (hu/, vocab/)")
     args = parser.parse_args()
-    if not all(p.is_file() for p in TEXTS + [VOCAB]):
-        print(f"skipped: needs {', '.join(str(p) for p in TEXTS + [VOCAB])}")
+    DATA = args.data.resolve()
+    needed = [DATA / p for p in TEXTS + [VOCAB, UNCASED_VOCAB]]
+    if not all(p.is_file() for p in needed):
+        print(f"skipped: needs {', '.join(str(p) for p in needed)}")
         return
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores "
-          "(shared machine: figures vary with the other users' load)")
+          "(shared machine: wall figures vary with the other users' load; CPU time much less)")
     with tempfile.TemporaryDirectory(prefix="bench-hdf5-") as tmp:
         tmp = Path(tmp)
         docs = hu_documents()
-        if not args.only_big:
+        if args.only in (None, "nvidia"):
+            nvidia_comparison(docs, tmp, args.rounds)
+        if args.only in (None, "memory"):
+            memory_runs(docs, tmp, [int(x) for x in args.shard_mb.split(",")])
+        if args.only in (None, "throughput"):
             small_corpus_runs(docs, tmp)
-        if not args.skip_big:
-            large_shard_run(docs, tmp, args.big_mb)
 
 
 def small_corpus_runs(docs: list[list[str]], tmp: Path) -> None:
     write_shards(docs, tmp / "two", shards=2)
-    tokens, seconds, cpu = in_fresh_process(tokenizer_alone, str(tmp / "two"))
+    vocab = str(DATA / VOCAB)
+    tokens, seconds, cpu = in_fresh_process(tokenizer_alone, str(tmp / "two"), vocab)
     base = tokens / cpu
-    print(f"corpus: {sum(len(d) for d in docs):,} lines in {len(docs):,} documents, {tokens:,} tokens, 2 shards")
+    print(f"throughput: {sum(len(d) for d in docs):,} lines in {len(docs):,} documents, {tokens:,} tokens, "
+          "2 shards, TurkuNLP Hungarian vocabulary")
     print(f"baseline, Rust tokenizer alone (encode_batch, 1 thread): {tokens / seconds:,.0f} tokens/s wall, "
           f"{base:,.0f} tokens per CPU-second")
     print("tokens/s/core = input tokens / wall seconds / workers; tokens/CPU-s = per CPU-second of all processes")
@@ -130,25 +239,13 @@ def small_corpus_runs(docs: list[list[str]], tmp: Path) -> None:
                                      ("both (default stage)", [(128, 20), (512, 80)], 1),
                                      ("both (default stage)", [(128, 20), (512, 80)], 2)]:
         tokens, instances, seconds, cpu, peak = in_fresh_process(run_stage, str(tmp / "two"),
-                                                                 str(tmp / "out"), variants, workers)
+                                                                 str(tmp / "out"), variants, workers, vocab)
         rates[(label, workers)] = tokens / seconds
         print(f"{label:<24} {workers:>7} {instances:>10,} {seconds:>7.2f} {tokens / seconds / workers:>14,.0f} "
               f"{tokens / cpu:>13,.0f} {tokens / cpu / base:>12.2f} {peak:>12.0f}")
     speedup = rates[("both (default stage)", 2)] / rates[("both (default stage)", 1)]
     print(f"scaling 1 -> 2 workers: {speedup:.2f}x (ideal 2.00x on 2 idle cores)")
     shutil.rmtree(tmp / "out")
-
-
-def large_shard_run(docs: list[list[str]], tmp: Path, big_mb: int) -> None:
-        size = sum(len(s.encode("utf-8")) + 1 for d in docs for s in d) + len(docs)
-        repeat = max(1, round(big_mb * 1e6 / size))
-        write_shards(docs, tmp / "big", shards=1, repeat=repeat)
-        mb = (tmp / "big" / "training_0000.txt").stat().st_size / 1e6
-        tokens, instances, seconds, cpu, peak = in_fresh_process(run_stage, str(tmp / "big"), str(tmp / "out"),
-                                                                 [(512, 80)], 1)
-        print(f"large shard: {mb:.0f} MB, {tokens:,} tokens, seq 512, dupe_factor 5, 1 worker: "
-              f"{instances:,} instances in {seconds:.1f} s ({tokens / seconds:,.0f} tokens/s wall, "
-              f"{tokens / cpu:,.0f} per CPU-s), peak RSS {peak:.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -33,13 +33,13 @@ def measure(hdf5_dir: Path, seq_len: int, micro_batch: int, batches: int, rounds
     import torch
 
     from core.wordpiece import read_vocab
-    from pretrain.data import find_vocab_dir, make_loader, open_data
+    from pretrain.data import find_vocab_file, make_loader, open_data
     from pretrain.model import BertForPreTraining, model_config
     from pretrain.optimizers import build_optimizer
     from pretrain.packing import pack_batch
 
     variant = variant_dir(hdf5_dir, seq_len)
-    vocab_size = len(read_vocab(find_vocab_dir(variant) / "vocab.txt"))
+    vocab_size = len(read_vocab(find_vocab_file(variant)))
     data = open_data(variant, seq_len, vocab_size)
     unpacked = []
     for batch, _ in zip(make_loader(data, micro_batch, vocab_size, seed=1, workers=0), range(batches)):

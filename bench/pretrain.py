@@ -3,7 +3,7 @@ size, with the same micro-batch, the same DeepSpeed config and optimizer and the
 (measured in alternating rounds, so that load on a shared machine hits both alike); then `pretrain phase1
 --preset mini` itself, end to end, for its tokens/s and the share of time spent waiting for data.
 
-Data: --data DIR (an HDF5 variant directory at seq 128, with --vocab if the vocabulary is not above it), else
+Data: --data DIR (an HDF5 variant directory at seq 128, with --vocab DIR if it holds no vocab.txt), else
 random ids in NVIDIA's layout with BERT's vocabulary size (30,522; throughput does not depend on the ids).
 
     .venv/bin/python bench/pretrain.py [--data DIR] [--micro-batch 32] [--rounds 5] [--steps-per-round 4]
@@ -28,25 +28,27 @@ SEQ_LEN, MAX_PREDICTIONS, VOCAB_SIZE = 128, 20, 30522
 
 
 def write_random_data(root: Path, files: int = 4, samples: int = 512) -> Path:
-    """data/hu/{vocab/vocab.txt, hdf5/seq128/training/*.hdf5}: random ids, 20 masked positions per sequence."""
+    """A variant directory hdf5/seq128/ with vocab.txt and training/*.hdf5: random ids, 20 masked positions per
+    sequence."""
+    from core.hdf5_format import (INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS, NEXT_SENTENCE_LABELS,
+                                  SEGMENT_IDS)
     from core.wordpiece import SPECIAL_TOKENS
 
-    (root / "vocab").mkdir(parents=True)
-    tokens = list(SPECIAL_TOKENS) + [f"w{i}" for i in range(VOCAB_SIZE - len(SPECIAL_TOKENS))]
-    (root / "vocab" / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
     variant = root / "hdf5" / "seq128"
     (variant / "training").mkdir(parents=True)
+    tokens = list(SPECIAL_TOKENS) + [f"w{i}" for i in range(VOCAB_SIZE - len(SPECIAL_TOKENS))]
+    (variant / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
     rng = np.random.default_rng(0)
     for i in range(files):
         positions = np.sort(np.stack([rng.choice(np.arange(1, SEQ_LEN - 1), MAX_PREDICTIONS, replace=False)
                                       for _ in range(samples)]), axis=1)
         with h5py.File(variant / "training" / f"training_{i:04d}.hdf5", "w") as f:
-            f["input_ids"] = rng.integers(5, VOCAB_SIZE, (samples, SEQ_LEN), dtype=np.int32)
-            f["input_mask"] = np.ones((samples, SEQ_LEN), np.int8)
-            f["segment_ids"] = (np.arange(SEQ_LEN) >= SEQ_LEN // 2).astype(np.int8)[None].repeat(samples, 0)
-            f["masked_lm_positions"] = positions.astype(np.int32)
-            f["masked_lm_ids"] = rng.integers(5, VOCAB_SIZE, (samples, MAX_PREDICTIONS), dtype=np.int32)
-            f["next_sentence_labels"] = rng.integers(0, 2, samples, dtype=np.int8)
+            f[INPUT_IDS] = rng.integers(5, VOCAB_SIZE, (samples, SEQ_LEN), dtype=np.int32)
+            f[INPUT_MASK] = np.ones((samples, SEQ_LEN), np.int8)
+            f[SEGMENT_IDS] = (np.arange(SEQ_LEN) >= SEQ_LEN // 2).astype(np.int8)[None].repeat(samples, 0)
+            f[MASKED_LM_POSITIONS] = positions.astype(np.int32)
+            f[MASKED_LM_IDS] = rng.integers(5, VOCAB_SIZE, (samples, MAX_PREDICTIONS), dtype=np.int32)
+            f[NEXT_SENTENCE_LABELS] = rng.integers(0, 2, samples, dtype=np.int8)
     return variant
 
 
@@ -129,7 +131,7 @@ def _children_rss_gb() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, help="HDF5 variant directory (seq 128); default: random data")
-    parser.add_argument("--vocab", type=Path, help="vocab stage directory, if not found above --data")
+    parser.add_argument("--vocab", type=Path, help="directory with vocab.txt, if --data has none")
     parser.add_argument("--micro-batch", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps-per-round", type=int, default=4)
@@ -138,12 +140,11 @@ def main() -> None:
     os.chdir(ROOT)
     sys.path.insert(0, str(ROOT))
     from core.wordpiece import read_vocab
-    from pretrain.data import find_vocab_dir
+    from pretrain.data import find_vocab_file
 
     with tempfile.TemporaryDirectory(prefix="bench_pretrain_") as tmp:
         data = args.data or write_random_data(Path(tmp) / "hu")
-        vocab_dir = args.vocab or find_vocab_dir(data)
-        vocab_size = len(read_vocab(vocab_dir / "vocab.txt"))
+        vocab_size = len(read_vocab(find_vocab_file(data, args.vocab)))
         print(f"CPU, {os.cpu_count()} cores (shared machine), torch threads {_threads()}, preset mini, seq {SEQ_LEN}, "
               f"micro-batch {args.micro_batch}, vocabulary {vocab_size:,}, data {'random' if not args.data else data}")
         cli = run_cli(data, args.vocab, Path(tmp) / "run", args.micro_batch, args.cli_steps)

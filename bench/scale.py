@@ -131,12 +131,14 @@ def report(results: Path) -> None:
     rows = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines() if line.strip()]
     latest = {(r["factor"], r["stage"]): r for r in rows}
     factors = sorted({f for f, _ in latest})
-    print("| size | stage | wall s | CPU s | s per MB XML | peak RSS main | peak RSS largest worker | tree peak | load |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| size | stage | wall s | CPU s | wall s per MB XML | CPU s per MB XML | peak RSS main | "
+          "peak RSS largest worker | tree peak | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for (factor, stage), r in sorted(latest.items(), key=lambda kv: (kv[0][0], _order(kv[0][1]))):
         worker = f"{r['worker_mib']:,} MiB" if r["worker_mib"] else "-"
         print(f"| {factor}x ({r['xml_mb']:,.0f} MB XML, {r['articles']:,} articles) | {stage} | {r['wall_s']:,.1f} | "
-              f"{r['cpu_s']:,.1f} | {r['wall_s'] / r['xml_mb']:.3f} | {r['main_mib']:,} MiB | "
+              f"{r['cpu_s']:,.1f} | {r['wall_s'] / r['xml_mb']:.3f} | {r['cpu_s'] / r['xml_mb']:.3f} | "
+              f"{r['main_mib']:,} MiB | "
               f"{worker} | {r['tree_mib']:,} MiB | {r['load']} |")
     if len(factors) < 2:
         return

@@ -82,6 +82,14 @@ def write_tokenizer_dir(directory: Path, tokens: list[str], lowercase: bool = Fa
     vocab = read_vocab(directory / "vocab.txt")
     if len(vocab) != len(tokens):
         raise PipelineError(f"{directory / 'vocab.txt'}: a token contains a line break")
+    write_tokenizer_files(directory, vocab, lowercase, strip_accents, model_max_length)
+    return vocab
+
+
+def write_tokenizer_files(directory: Path, vocab: dict[str, int], lowercase: bool = False,
+                          strip_accents: bool = False, model_max_length: int = 512) -> None:
+    """Write tokenizer.json, tokenizer_config.json and special_tokens_map.json for the vocab.txt in `directory`."""
+    directory = Path(directory)
     wordpiece_tokenizer(vocab, lowercase=lowercase, strip_accents=strip_accents).save(str(directory / "tokenizer.json"))
     special = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
                "mask_token": "[MASK]"}
@@ -89,7 +97,6 @@ def write_tokenizer_dir(directory: Path, tokens: list[str], lowercase: bool = Fa
         "tokenizer_class": "BertTokenizer", "do_lower_case": lowercase, "strip_accents": strip_accents,
         "tokenize_chinese_chars": True, "model_max_length": model_max_length, **special})
     write_json(directory / "special_tokens_map.json", special)
-    return vocab
 
 
 def copy_tokenizer_files(source: Path, target: Path) -> list[str]:

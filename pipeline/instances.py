@@ -11,10 +11,7 @@ The algorithm is the one of Google's `create_pretraining_data.py`, in two steps:
    `min(max_predictions_per_seq, max(1, round(len * masked_lm_prob)))` tokens, each replaced by
    `[MASK]` 80%, kept 10%, a random vocabulary token 10%.
 
-NVIDIA's arrays (N instances, L = max_seq_length, P = max_predictions_per_seq): input_ids int32 [N, L] padded
-with 0, input_mask int8 [N, L], segment_ids int8 [N, L], masked_lm_positions int32 [N, P] (sorted) and
-masked_lm_ids int32 [N, P], zero-padded (readers stop at the first 0 position, 0 being [CLS]), and
-next_sentence_labels int8 [N] (1 = B is the random sentence).
+The arrays are NVIDIA's six datasets, as core/hdf5_format.py defines them.
 
 Planning first costs ~40 bytes per instance, so a whole shard's instances can be shuffled (as Google does)
 and then built and written in small blocks: memory does not grow with shard size times `dupe_factor`.
@@ -34,8 +31,8 @@ from typing import Iterator
 
 import numpy as np
 
-DATASETS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-            "next_sentence_labels")
+from core.hdf5_format import (DTYPES, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS, NEXT_SENTENCE_LABELS,
+                              SEGMENT_IDS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,45 +138,48 @@ def make_instances(ids: np.ndarray, plan: InstancePlan, max_seq_length: int, max
     """NVIDIA's six arrays for the planned instances, in plan order."""
     n, width = len(plan), max_seq_length
     a_start, a_len, b_start, b_len = _truncate(plan, max_seq_length - 3, rng)
-    pos = np.arange(width, dtype=np.int64)[None, :]
-    a_len, b_len = a_len[:, None], b_len[:, None]
-    length = a_len + b_len + 3
-    in_a = (pos >= 1) & (pos <= a_len)
-    in_b = (pos >= a_len + 2) & (pos < length - 1)
-    source = np.where(pos <= a_len, a_start[:, None] - 1, b_start[:, None] - a_len - 2) + pos
-    candidates = in_a | in_b
-    tokens = np.where(candidates, ids[np.clip(source, 0, len(ids) - 1)], 0).astype(np.int32)
-    rows = np.arange(n)
+    rows, pos = np.arange(n), np.arange(width, dtype=np.int32)[None, :]
+    length = (a_len + b_len + 3).astype(np.int32)
+    sep = a_len.astype(np.int32)[:, None] + 1  # position of the first [SEP]
+    in_sequence = pos < length[:, None]
+    in_b = (pos > sep) & in_sequence
+    candidates = (pos > 0) & in_sequence & (pos != sep)
+    candidates[rows, length - 1] = False
+    source = np.where(in_b, (b_start - sep[:, 0] - 1)[:, None], (a_start - 1)[:, None])
+    source += pos
+    tokens = ids.take(source, mode="clip").astype(DTYPES[INPUT_IDS])
+    tokens *= candidates
     tokens[:, 0] = vocab.cls_id
-    tokens[rows, a_len[:, 0] + 1] = vocab.sep_id
-    tokens[rows, length[:, 0] - 1] = vocab.sep_id
+    tokens[rows, sep[:, 0]] = vocab.sep_id
+    tokens[rows, length - 1] = vocab.sep_id
 
-    to_predict = np.minimum(max_predictions_per_seq,
-                            np.maximum(1, np.rint(length[:, 0] * masked_lm_prob).astype(np.int64)))
+    to_predict = np.minimum(max_predictions_per_seq, np.maximum(1, np.rint(length * masked_lm_prob).astype(np.int64)))
     if whole_word_masking:
-        word_start = candidates & (~vocab.is_subword[tokens] | (pos == 1) | (pos == a_len + 2))
+        word_start = candidates & (~vocab.is_subword[tokens] | (pos == 1) | (pos == sep + 1))
         selected = _select_whole_words(candidates, word_start, to_predict, rng)
     else:
         selected = _select_tokens(candidates, to_predict, max_predictions_per_seq, rng)
 
-    sel_rows, sel_pos = np.nonzero(selected)  # row-major: positions come out sorted within each row
-    labels = tokens[sel_rows, sel_pos]
-    draw = rng.random(len(sel_rows))
-    random_tokens = vocab.replacement_ids[rng.integers(0, len(vocab.replacement_ids), len(sel_rows))]
-    tokens[sel_rows, sel_pos] = np.where(draw < 0.8, vocab.mask_id, np.where(draw < 0.9, labels, random_tokens))
+    flat = np.flatnonzero(selected)  # row-major: positions come out sorted within each row
+    sel_rows, sel_pos = np.divmod(flat, width)
+    flat_tokens = tokens.reshape(-1)
+    labels = flat_tokens[flat]
+    draw = rng.random(len(flat))
+    random_tokens = vocab.replacement_ids[rng.integers(0, len(vocab.replacement_ids), len(flat))]
+    flat_tokens[flat] = np.where(draw < 0.8, vocab.mask_id, np.where(draw < 0.9, labels, random_tokens))
     counts = np.bincount(sel_rows, minlength=n)
-    slot = np.arange(len(sel_rows)) - np.repeat(np.cumsum(counts) - counts, counts)
-    masked_positions = np.zeros((n, max_predictions_per_seq), dtype=np.int32)
-    masked_ids = np.zeros((n, max_predictions_per_seq), dtype=np.int32)
+    slot = np.arange(len(flat)) - np.repeat(np.cumsum(counts) - counts, counts)
+    masked_positions = np.zeros((n, max_predictions_per_seq), dtype=DTYPES[MASKED_LM_POSITIONS])
+    masked_ids = np.zeros((n, max_predictions_per_seq), dtype=DTYPES[MASKED_LM_IDS])
     masked_positions[sel_rows, slot] = sel_pos
     masked_ids[sel_rows, slot] = labels
     return {
-        "input_ids": tokens,
-        "input_mask": (pos < length).astype(np.int8),
-        "segment_ids": ((pos >= a_len + 2) & (pos < length)).astype(np.int8),
-        "masked_lm_positions": masked_positions,
-        "masked_lm_ids": masked_ids,
-        "next_sentence_labels": plan.random_next.astype(np.int8),
+        INPUT_IDS: tokens,
+        INPUT_MASK: in_sequence.view(DTYPES[INPUT_MASK]),
+        SEGMENT_IDS: in_b.view(DTYPES[SEGMENT_IDS]),
+        MASKED_LM_POSITIONS: masked_positions,
+        MASKED_LM_IDS: masked_ids,
+        NEXT_SENTENCE_LABELS: plan.random_next.astype(DTYPES[NEXT_SENTENCE_LABELS]),
     }
 
 
@@ -200,19 +200,25 @@ def _truncate(plan: InstancePlan, max_tokens: int, rng: np.random.Generator):
 
 def _select_tokens(candidates: np.ndarray, to_predict: np.ndarray, max_predictions: int,
                    rng: np.random.Generator) -> np.ndarray:
-    """A uniformly random set of to_predict[i] candidate positions per row (the first ones of a shuffle)."""
+    """A uniformly random set of to_predict[i] candidate positions per row: those with the smallest of one
+    random key per position (the first ones of a shuffle)."""
     n, width = candidates.shape
     keys = rng.random((n, width))
     keys[~candidates] = 2.0
     top = min(max_predictions, width)
-    if top < width:
-        first = np.argpartition(keys, top - 1, axis=1)[:, :top]
-    else:
-        first = np.broadcast_to(np.arange(width), (n, width))
-    order = np.take_along_axis(first, np.argsort(np.take_along_axis(keys, first, axis=1), axis=1), axis=1)
-    take = np.arange(top)[None, :] < np.minimum(to_predict, candidates.sum(axis=1))[:, None]
-    selected = np.zeros((n, width), dtype=bool)
-    np.put_along_axis(selected, order, take, axis=1)
+    smallest = np.partition(keys, top - 1, axis=1)[:, :top] if top < width else keys.copy()
+    smallest.sort(axis=1)
+    take = np.minimum(to_predict, candidates.sum(axis=1))
+    threshold = np.where(take > 0, smallest[np.arange(n), np.maximum(take - 1, 0)], -1.0)
+    selected = keys <= threshold[:, None]
+    tied = np.flatnonzero(selected.sum(axis=1) != take)  # equal keys at the threshold (~1e-12 per row):
+    if len(tied):  # then the first `take` of a sort of the `top` smallest, whatever order the sort gives ties
+        first = np.argpartition(keys[tied], top - 1, axis=1)[:, :top] if top < width \
+            else np.broadcast_to(np.arange(width), (len(tied), width))
+        order = np.take_along_axis(first, np.argsort(np.take_along_axis(keys[tied], first, axis=1), axis=1), axis=1)
+        redone = np.zeros((len(tied), width), dtype=bool)
+        np.put_along_axis(redone, order, np.arange(top)[None, :] < take[tied, None], axis=1)
+        selected[tied] = redone
     return selected
 
 

@@ -14,12 +14,11 @@ import numpy as np
 
 from core.errors import PipelineError
 from core.fileio import read_json
-from pipeline.instances import DATASETS
+from core.hdf5_format import (DATASETS, DTYPES, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS,
+                              NEXT_SENTENCE_LABELS, SEGMENT_IDS, SUFFIXES, dataset_width, missing_datasets,
+                              read_rows, used_positions)
 from core.wordpiece import read_vocab, special_token_ids
 
-DTYPES = {"input_ids": np.int32, "input_mask": np.int8, "segment_ids": np.int8, "masked_lm_positions": np.int32,
-          "masked_lm_ids": np.int32, "next_sentence_labels": np.int8}
-SUFFIXES = (".hdf5", ".h5")
 BLOCK_CELLS = 1 << 22  # rows are checked in blocks of about this many input_ids cells
 
 
@@ -100,12 +99,12 @@ def verify_file(path: Path, vocab: _Vocab, params: dict | None = None
             problems = _check_layout(f, params)
             if problems:
                 return None, None, problems
-            n, width = f["input_ids"].shape
-            preds = f["masked_lm_positions"].shape[1]
+            n, width = f[INPUT_IDS].shape
+            preds = f[MASKED_LM_POSITIONS].shape[1]
             stats, counts = Stats(files=1), {}
             block = max(1, BLOCK_CELLS // max(1, width))
             for start in range(0, n, block):
-                arrays = {name: f[name][start:start + block] for name in DATASETS}
+                arrays = read_rows(f, slice(start, start + block))
                 _check_rows(arrays, start, vocab, params, counts, stats)
     except (OSError, KeyError, ValueError, RuntimeError) as e:
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -116,27 +115,27 @@ def verify_file(path: Path, vocab: _Vocab, params: dict | None = None
 
 
 def _check_layout(f: h5py.File, params: dict | None) -> list[str]:
-    missing = [name for name in DATASETS if name not in f or not isinstance(f[name], h5py.Dataset)]
+    missing = missing_datasets(f)
     if missing:
         return [f"missing dataset{'s' if len(missing) > 1 else ''} {', '.join(missing)}"]
-    problems = [f"{name}: dtype {f[name].dtype}, expected {np.dtype(dtype)}"
-                for name, dtype in DTYPES.items() if f[name].dtype != np.dtype(dtype)]
+    problems = [f"{name}: dtype {f[name].dtype}, expected {dtype}"
+                for name, dtype in DTYPES.items() if f[name].dtype != dtype]
     shapes = {name: f[name].shape for name in DATASETS}
-    n = shapes["input_ids"][0] if shapes["input_ids"] else None
+    n = shapes[INPUT_IDS][0] if shapes[INPUT_IDS] else None
     for name, shape in shapes.items():
-        ndim = 1 if name == "next_sentence_labels" else 2
+        ndim = 1 + len(dataset_width(name, 0, 0))
         if len(shape) != ndim or shape[0] != n:
             problems.append(f"{name}: shape {shape}, expected {'[N]' if ndim == 1 else '[N, width]'} "
                             f"with N = {n} (the rows of input_ids)")
     if not problems:
-        for name in ("input_mask", "segment_ids"):
-            if shapes[name] != shapes["input_ids"]:
+        for name in (INPUT_MASK, SEGMENT_IDS):
+            if shapes[name] != shapes[INPUT_IDS]:
                 problems.append(f"{name}: shape {shapes[name]} differs from input_ids {shapes['input_ids']}")
-        if shapes["masked_lm_ids"] != shapes["masked_lm_positions"]:
+        if shapes[MASKED_LM_IDS] != shapes[MASKED_LM_POSITIONS]:
             problems.append(f"masked_lm_ids: shape {shapes['masked_lm_ids']} differs from masked_lm_positions "
                             f"{shapes['masked_lm_positions']}")
     if not problems and params is not None:
-        for name, key in (("input_ids", "max_seq_length"), ("masked_lm_positions", "max_predictions_per_seq")):
+        for name, key in ((INPUT_IDS, "max_seq_length"), (MASKED_LM_POSITIONS, "max_predictions_per_seq")):
             if shapes[name][1] != params.get(key):
                 problems.append(f"{name}: width {shapes[name][1]}, but variant.json says {key} {params.get(key)}")
     return problems
@@ -144,8 +143,8 @@ def _check_layout(f: h5py.File, params: dict | None) -> list[str]:
 
 def _check_rows(a: dict[str, np.ndarray], start: int, vocab: _Vocab, params: dict | None, counts: dict,
                 stats: Stats) -> None:
-    ids, mask, seg = a["input_ids"].astype(np.int64), a["input_mask"], a["segment_ids"]
-    positions, labels, nsp = a["masked_lm_positions"].astype(np.int64), a["masked_lm_ids"], a["next_sentence_labels"]
+    ids, mask, seg = a[INPUT_IDS].astype(np.int64), a[INPUT_MASK], a[SEGMENT_IDS]
+    positions, labels, nsp = a[MASKED_LM_POSITIONS].astype(np.int64), a[MASKED_LM_IDS], a[NEXT_SENTENCE_LABELS]
     n, width = ids.shape
     cls_id, sep_id, mask_id = vocab.special["[CLS]"], vocab.special["[SEP]"], vocab.special["[MASK]"]
     specials = np.array([vocab.special[t] for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]")])
@@ -180,7 +179,7 @@ def _check_rows(a: dict[str, np.ndarray], start: int, vocab: _Vocab, params: dic
     bad("no [SEP] at the last real token", ids[rows, last] != sep_id)
     bad("next_sentence_labels other than 0 and 1", (nsp != 0) & (nsp != 1))
 
-    used = positions != 0  # readers stop at the first 0 (position 0 is [CLS])
+    used = used_positions(positions)  # readers stop at the first unused slot
     k = used.sum(axis=1)
     bad("no masked positions", k == 0)
     bad("masked_lm_positions has a 0 ([CLS]) before a later masked position", used[:, 1:] & ~used[:, :-1])

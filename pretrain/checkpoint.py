@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-import json
 import pickle
 import random
 import shutil
@@ -32,7 +31,7 @@ import numpy as np
 import torch
 
 from core.errors import ConfigError, PipelineError
-from core.fileio import atomic_write, write_json
+from core.fileio import atomic_write, read_json, write_json
 from pretrain.model import ModelConfig
 
 CHECKPOINTS = "checkpoints"
@@ -75,16 +74,15 @@ def latest(phase_dir: Path) -> Checkpoint | None:
     damage = _damage(ckpt, tag)
     if damage:
         raise PipelineError(f"{damage}; {_previous_good(ckpt, tag)}")
-    return Checkpoint(Path(phase_dir), tag, json.loads((ckpt / tag / META).read_text(encoding="utf-8")))
+    return Checkpoint(Path(phase_dir), tag, read_json(ckpt / tag / META))
 
 
 def _damage(ckpt: Path, tag: str) -> str | None:
     """What is wrong with checkpoint `tag`, as far as can be seen without loading it ("<path>: <problem>")."""
     if not tag or not (ckpt / tag).is_dir():
         return f"{ckpt / LATEST}: names checkpoint {tag!r}, which does not exist"
-    try:
-        meta = json.loads((ckpt / tag / META).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    meta = read_json(ckpt / tag / META, default=None)
+    if not isinstance(meta, dict):
         return f"{ckpt / tag / META}: missing or unreadable, so checkpoint {tag} is incomplete"
     for name, size in meta.get("files", {}).items():  # checkpoints written before the list was kept have none
         path = ckpt / tag / name
@@ -117,9 +115,10 @@ def read_model_config(phase_dir: Path) -> ModelConfig:
     path = Path(phase_dir) / MODEL_CONFIG
     if not path.is_file():
         raise ConfigError(f"{path}: not found (is {phase_dir} a pretraining phase directory?)")
+    fields = read_json(path)
     try:
-        return ModelConfig(**json.loads(path.read_text(encoding="utf-8")))
-    except (UnicodeDecodeError, json.JSONDecodeError, TypeError, ValueError) as e:
+        return ModelConfig(**fields)
+    except (TypeError, ValueError) as e:
         raise PipelineError(f"{path}: not a model config ({e})") from None
 
 

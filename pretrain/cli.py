@@ -21,7 +21,8 @@ ConfigOpt = typer.Option(None, "--config", help="YAML file of settings over the 
 SetOpt = typer.Option(None, "--set", help="Override a setting: KEY=VALUE, e.g. micro_batch=32 or "
                                           "model.hidden_dropout_prob=0 (repeatable)")
 DsOpt = typer.Option(None, "--deepspeed-config", help="JSON merged over the generated DeepSpeed config")
-VocabOpt = typer.Option(None, "--vocab", help="vocab stage directory (default: found above --data)")
+VocabOpt = typer.Option(None, "--vocab", help="Directory with vocab.txt (default: the one in --data; needed for "
+                                           "HDF5 directories without one, e.g. NVIDIA's)")
 
 
 @app.callback()

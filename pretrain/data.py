@@ -1,7 +1,5 @@
-"""Pretraining batches from the HDF5 files of a variant directory, in NVIDIA's layout (files made by NVIDIA's
-own scripts work too). Each file holds N samples:
-input_ids, input_mask, segment_ids [N, seq_len]; masked_lm_positions, masked_lm_ids [N, max_predictions]
-(zero-padded); next_sentence_labels [N].
+"""Pretraining batches from the HDF5 files of a variant directory, in NVIDIA's layout (core/hdf5_format.py; files
+made by NVIDIA's own scripts work too).
 
 Order: in epoch e, rank r of W reads the files permutation(seed, e)[r::W], each file's rows in the order
 permutation(seed, e, file); micro-batches run on across file and epoch boundaries. `BatchPlan`, the DataLoader's
@@ -25,19 +23,16 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from core.errors import ConfigError
+from core.errors import ConfigError, PipelineError
+from core.hdf5_format import (DATASETS, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS,
+                              NEXT_SENTENCE_LABELS, PREDICTION_DATASETS, SEGMENT_IDS, SEQUENCE_DATASETS, SUFFIXES,
+                              TOKEN_DATASETS, missing_datasets, read_rows)
 from pretrain.packing import pack_batch
 
-SEQUENCE_KEYS = ("input_ids", "input_mask", "segment_ids")
-PREDICTION_KEYS = ("masked_lm_positions", "masked_lm_ids")
-LABEL_KEY = "next_sentence_labels"
-TOKEN_KEYS = ("input_ids", "masked_lm_ids")  # vocabulary ids
-KEYS = SEQUENCE_KEYS + PREDICTION_KEYS + (LABEL_KEY,)
-# HDF5 key -> the model's argument name
-MODEL_ARGS = {"input_ids": "input_ids", "segment_ids": "token_type_ids", "input_mask": "attention_mask",
-              "masked_lm_positions": "masked_lm_positions", "masked_lm_ids": "masked_lm_ids",
-              "next_sentence_labels": "next_sentence_labels"}
-SUFFIXES = (".hdf5", ".h5")
+# HDF5 dataset -> the model's argument name
+MODEL_ARGS = {INPUT_IDS: "input_ids", SEGMENT_IDS: "token_type_ids", INPUT_MASK: "attention_mask",
+              MASKED_LM_POSITIONS: "masked_lm_positions", MASKED_LM_IDS: "masked_lm_ids",
+              NEXT_SENTENCE_LABELS: "next_sentence_labels"}
 CHECK_ROWS = 256  # rows per file whose values are checked before training (all rows are, as they are read)
 CACHED_FILES = 2  # per reading process: a micro-batch can end one file and start the next
 
@@ -49,7 +44,8 @@ class DataFile:
 
 
 @dataclasses.dataclass(frozen=True)
-class PretrainingData:
+class DataDirectory:
+    """A checked data directory: its HDF5 files and their common shapes."""
     data_dir: Path
     files: list[DataFile]  # sorted by name; files without samples are left out
     seq_len: int
@@ -79,14 +75,19 @@ class DataState:
                    row=int(d["row"]))
 
 
-def find_vocab_dir(data_dir: Path) -> Path:
-    """The `vocab` stage directory of the pipeline work directory a data directory lies in
-    (data/hu/hdf5/<variant> -> data/hu/vocab)."""
-    data_dir = Path(data_dir).resolve()
-    for parent in (data_dir, *data_dir.parents):
-        if (parent / "vocab" / "vocab.txt").is_file():
-            return parent / "vocab"
-    raise ConfigError(f"{data_dir}: no vocab/vocab.txt in it or above it; pass --vocab DIR (a vocab stage directory)")
+def find_vocab_file(data_dir: Path, vocab_dir: Path | None = None) -> Path:
+    """The vocab.txt the data's token ids index: `vocab_dir`'s if given, else the data directory's own (the hdf5
+    stage writes one, with the tokenizer files, into each variant directory)."""
+    if vocab_dir is not None:
+        path = Path(vocab_dir) / "vocab.txt"
+        if not path.is_file():
+            raise ConfigError(f"{path}: not found; --vocab takes a directory with vocab.txt")
+        return path
+    path = Path(data_dir) / "vocab.txt"
+    if not path.is_file():
+        raise ConfigError(f"{data_dir}: no vocab.txt in this data directory; pass --vocab DIR (a directory with "
+                          f"vocab.txt, e.g. for NVIDIA's own HDF5 directories)")
+    return path
 
 
 def find_data_files(data_dir: Path) -> list[Path]:
@@ -103,66 +104,68 @@ def find_data_files(data_dir: Path) -> list[Path]:
     return files
 
 
-def open_data(data_dir: Path, seq_len: int, vocab_size: int, world_size: int = 1) -> PretrainingData:
+def open_data(data_dir: Path, seq_len: int, vocab_size: int, world_size: int = 1) -> DataDirectory:
     """Check every file's layout, its sequence length against `seq_len` and a sample of its token ids against
-    `vocab_size`; ConfigError (one line naming the file) on the first problem."""
+    `vocab_size`; one line naming the file on the first problem: PipelineError for a bad or damaged file,
+    ConfigError for files that do not fit the settings (seq_len, the number of ranks)."""
     files, max_predictions = [], None
     for path in find_data_files(data_dir):
         samples, predictions = _inspect(path, seq_len, vocab_size)
         if max_predictions not in (None, predictions):
-            raise ConfigError(f"{path}: {predictions} masked positions per sample, other files have "
+            raise PipelineError(f"{path}: {predictions} masked positions per sample, other files have "
                               f"{max_predictions}; mixed HDF5 variants in one directory?")
         max_predictions = predictions
         if samples:
             files.append(DataFile(path, samples))
     if not files:
-        raise ConfigError(f"{data_dir}: the HDF5 files hold no samples")
+        raise PipelineError(f"{data_dir}: the HDF5 files hold no samples")
     if len(files) < world_size:
         raise ConfigError(f"{data_dir}: {len(files)} HDF5 file(s) for {world_size} data-parallel ranks; every rank "
                           f"needs at least one file (make more, smaller shards)")
-    return PretrainingData(Path(data_dir), files, seq_len, max_predictions)
+    return DataDirectory(Path(data_dir), files, seq_len, max_predictions)
 
 
 def _inspect(path: Path, seq_len: int, vocab_size: int) -> tuple[int, int]:
     try:
         f = h5py.File(path, "r")
     except OSError as e:
-        raise ConfigError(f"{path}: not a readable HDF5 file ({e})") from None
+        raise PipelineError(f"{path}: not a readable HDF5 file ({e})") from None
     try:
         with f:
             return _check_layout(f, path, seq_len, vocab_size)
     except OSError as e:  # the file opens but a dataset's chunks do not decompress
-        raise ConfigError(f"{path}: cannot read its datasets ({e}); the file is damaged") from None
+        raise PipelineError(f"{path}: cannot read its datasets ({e}); the file is damaged") from None
 
 
 def _check_layout(f: h5py.File, path: Path, seq_len: int, vocab_size: int) -> tuple[int, int]:
-    missing = [k for k in KEYS if k not in f]
+    missing = missing_datasets(f)
     if missing:
-        raise ConfigError(f"{path}: missing dataset(s) {', '.join(missing)}; expected NVIDIA's BERT layout "
-                          f"({', '.join(KEYS)})")
-    if f["input_ids"].ndim != 2:
-        raise ConfigError(f"{path}: input_ids has shape {f['input_ids'].shape}, expected [samples, seq_len]")
-    n, length = f["input_ids"].shape
+        raise PipelineError(f"{path}: missing dataset(s) {', '.join(missing)}; expected NVIDIA's BERT layout "
+                            f"({', '.join(DATASETS)})")
+    if f[INPUT_IDS].ndim != 2:
+        raise PipelineError(f"{path}: input_ids has shape {f[INPUT_IDS].shape}, expected [samples, seq_len]")
+    n, length = f[INPUT_IDS].shape
     if length != seq_len:
         raise ConfigError(f"{path}: sequences of length {length}, but this phase trains on seq_len {seq_len} "
                           f"(use the HDF5 variant made for {seq_len}, or --set seq_len={length})")
-    if f["masked_lm_positions"].ndim != 2:
-        raise ConfigError(f"{path}: masked_lm_positions has shape {f['masked_lm_positions'].shape}, "
-                          f"expected [samples, max_predictions]")
-    predictions = f["masked_lm_positions"].shape[1]
-    expected = {**{k: (n, length) for k in SEQUENCE_KEYS}, **{k: (n, predictions) for k in PREDICTION_KEYS}}
+    if f[MASKED_LM_POSITIONS].ndim != 2:
+        raise PipelineError(f"{path}: masked_lm_positions has shape {f[MASKED_LM_POSITIONS].shape}, "
+                            f"expected [samples, max_predictions]")
+    predictions = f[MASKED_LM_POSITIONS].shape[1]
+    expected = {**{k: (n, length) for k in SEQUENCE_DATASETS}, **{k: (n, predictions) for k in PREDICTION_DATASETS}}
     for key, shape in expected.items():
         if f[key].shape != shape:
-            raise ConfigError(f"{path}: {key} has shape {f[key].shape}, expected {shape}")
-    if f[LABEL_KEY].shape not in ((n,), (n, 1)):
-        raise ConfigError(f"{path}: {LABEL_KEY} has shape {f[LABEL_KEY].shape}, expected ({n},)")
-    head = {key: f[key][:CHECK_ROWS] for key in KEYS}
+            raise PipelineError(f"{path}: {key} has shape {f[key].shape}, expected {shape}")
+    if f[NEXT_SENTENCE_LABELS].shape not in ((n,), (n, 1)):
+        raise PipelineError(f"{path}: {NEXT_SENTENCE_LABELS} has shape {f[NEXT_SENTENCE_LABELS].shape}, "
+                            f"expected ({n},)")
+    head = read_rows(f, slice(0, CHECK_ROWS))
     bad = _out_of_range(head, vocab_size, seq_len)
-    if bad and bad[0] in TOKEN_KEYS:
-        raise ConfigError(f"{path}: {bad[0]} holds token id {bad[2]}, outside the vocabulary of {vocab_size} "
+    if bad and bad[0] in TOKEN_DATASETS:
+        raise PipelineError(f"{path}: {bad[0]} holds token id {bad[2]}, outside the vocabulary of {vocab_size} "
                           f"tokens; were these files made with another vocab.txt?")
     if bad:
-        raise ConfigError(f"{path}: row {bad[1]}: {bad[0]} holds {_range_text(bad[0], vocab_size, seq_len)} "
+        raise PipelineError(f"{path}: row {bad[1]}: {bad[0]} holds {_range_text(bad[0], vocab_size, seq_len)} "
                           f"({bad[2]})")
     return n, predictions
 
@@ -170,8 +173,8 @@ def _check_layout(f: h5py.File, path: Path, seq_len: int, vocab_size: int) -> tu
 def _out_of_range(columns: dict[str, np.ndarray], vocab_size: int, seq_len: int) -> tuple[str, int, int] | None:
     """The first value (key, row, value) of these rows that the model cannot take: a token id outside the
     vocabulary, a masked position outside the sequence, a segment id, mask or label other than 0 or 1."""
-    limits = {**{key: vocab_size for key in TOKEN_KEYS}, "masked_lm_positions": seq_len, "segment_ids": 2,
-              "input_mask": 2, LABEL_KEY: 2}
+    limits = {**{key: vocab_size for key in TOKEN_DATASETS}, MASKED_LM_POSITIONS: seq_len, SEGMENT_IDS: 2,
+              INPUT_MASK: 2, NEXT_SENTENCE_LABELS: 2}
     for key, limit in limits.items():
         values = columns[key].reshape(len(columns[key]), -1)
         bad = (values >= limit) | (values < 0)
@@ -182,9 +185,9 @@ def _out_of_range(columns: dict[str, np.ndarray], vocab_size: int, seq_len: int)
 
 
 def _range_text(key: str, vocab_size: int, seq_len: int) -> str:
-    if key in TOKEN_KEYS:
+    if key in TOKEN_DATASETS:
         return f"a token id outside the vocabulary of {vocab_size} tokens"
-    if key == "masked_lm_positions":
+    if key == MASKED_LM_POSITIONS:
         return f"a position outside the sequence of {seq_len} tokens"
     return "a value other than 0 or 1"
 
@@ -193,7 +196,7 @@ class BatchPlan(Sampler):
     """An endless sampler of micro-batches for one data-parallel rank. Yields (pieces, state): pieces are
     (file index, rows) to read in that order, state the DataState after the micro-batch (as a dict)."""
 
-    def __init__(self, data: PretrainingData, micro_batch: int, rank: int = 0, world_size: int = 1,
+    def __init__(self, data: DataDirectory, micro_batch: int, rank: int = 0, world_size: int = 1,
                  seed: int = 0, state: DataState | None = None):
         self.sizes = [f.samples for f in data.files]
         self.names = [f.path.name for f in data.files]
@@ -203,8 +206,8 @@ class BatchPlan(Sampler):
         if self.start.files is not None:
             missing = [name for name in self.start.files if name not in self.index]
             if missing:
-                raise ConfigError(f"{data.data_dir}: {missing[0]} is gone, but the checkpoint's data position is "
-                                  f"in a file order that uses it; resume with the same data")
+                raise PipelineError(f"{data.data_dir}: {missing[0]} is gone, but the checkpoint's data position is "
+                                    f"in a file order that uses it; resume with the same data")
 
     def epoch_files(self, epoch: int) -> list[int]:
         order = np.random.default_rng([self.seed, epoch]).permutation(len(self.sizes))
@@ -236,32 +239,32 @@ class BatchPlan(Sampler):
             yield pieces, state.to_dict()
 
 
-class PretrainingDataset(Dataset):
+class BatchReader(Dataset):
     """Reads the micro-batches a BatchPlan names: a dict of int64 tensors under the model's argument names, plus
     `data_state` (the position after it) and `problem` ("" or one line naming a file and what is wrong with it:
     a value the model cannot take, or data that does not read); a batch with a problem holds nothing else."""
 
-    def __init__(self, data: PretrainingData, vocab_size: int, pack: bool = False):
+    def __init__(self, data: DataDirectory, vocab_size: int, pack: bool = False):
         self.paths = [f.path for f in data.files]
         self.vocab_size, self.seq_len, self.pack = vocab_size, data.seq_len, pack
         self._cache: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
 
     def __getitem__(self, item) -> dict:
         pieces, state = item
-        columns = {key: [] for key in KEYS}
+        columns = {key: [] for key in DATASETS}
         for file_index, rows in pieces:
             try:
                 arrays = self._arrays(file_index)
             except OSError as e:  # a chunk the check before training did not read does not decompress
                 return {"data_state": state, "problem": f"{self.paths[file_index]}: cannot read its datasets ({e}); "
                                                         f"the file is damaged"}
-            piece = {key: arrays[key][rows] for key in KEYS}
+            piece = {key: arrays[key][rows] for key in DATASETS}
             bad = _out_of_range(piece, self.vocab_size, self.seq_len)
             if bad:
                 key, row, value = bad
                 return {"data_state": state, "problem": f"{self.paths[file_index]}: row {int(rows[row])}: {key} holds "
                                                         f"{_range_text(key, self.vocab_size, self.seq_len)}"}
-            for key in KEYS:
+            for key in DATASETS:
                 columns[key].append(piece[key])
         batch = {MODEL_ARGS[key]: torch.from_numpy(np.concatenate(parts).astype(np.int64, copy=False))
                  for key, parts in columns.items()}
@@ -276,19 +279,19 @@ class PretrainingDataset(Dataset):
             self._cache.move_to_end(file_index)
         else:
             with h5py.File(self.paths[file_index], "r") as f:
-                arrays = {key: f[key][()] for key in KEYS}
-            arrays[LABEL_KEY] = arrays[LABEL_KEY].reshape(-1)  # some writers store [N, 1]
+                arrays = read_rows(f)
+            arrays[NEXT_SENTENCE_LABELS] = arrays[NEXT_SENTENCE_LABELS].reshape(-1)  # some writers store [N, 1]
             self._cache[file_index] = arrays
             while len(self._cache) > CACHED_FILES:
                 self._cache.popitem(last=False)
         return self._cache[file_index]
 
 
-def make_loader(data: PretrainingData, micro_batch: int, vocab_size: int, rank: int = 0, world_size: int = 1,
+def make_loader(data: DataDirectory, micro_batch: int, vocab_size: int, rank: int = 0, world_size: int = 1,
                 seed: int = 0, workers: int = 2, state: DataState | None = None,
                 pin_memory: bool = False, pack: bool = False) -> DataLoader:
     """Micro-batches of `micro_batch` instances each; `pack`: in the packed layout of packing.py."""
-    return DataLoader(PretrainingDataset(data, vocab_size, pack),
+    return DataLoader(BatchReader(data, vocab_size, pack),
                       sampler=BatchPlan(data, micro_batch, rank, world_size, seed, state),
                       batch_size=None, num_workers=workers, pin_memory=pin_memory,
                       prefetch_factor=4 if workers else None, worker_init_fn=_ignore_stop_signals,

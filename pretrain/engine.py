@@ -2,7 +2,6 @@
 user's) and the rendezvous environment of a run without a launcher."""
 from __future__ import annotations
 
-import json
 import os
 import socket
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from core.errors import ConfigError
+from core.fileio import read_json
 from pretrain.config import deep_merge
 from pretrain.ds_keys import check_deepspeed_keys
 
@@ -48,10 +48,7 @@ def read_user_ds_config(path: Path | None) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: DeepSpeed config file not found")
-    try:
-        user_ds = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{path}: not valid JSON ({e})") from None
+    user_ds = read_json(path, error=ConfigError)
     if not isinstance(user_ds, dict):
         raise ConfigError(f"{path}: expected a JSON object")
     forbidden = [k for k in USER_DS_FORBIDDEN if k in user_ds]

@@ -6,11 +6,11 @@ through the kernels of `attention.py` (SDPA with a mask, or over the real tokens
 (transform + vocabulary projection) runs only on the masked positions, gathered first, and a row may hold several
 instances (packed, see packing.py).
 
-Inputs are the rows of NVIDIA's HDF5 files: `masked_lm_positions` is zero-padded (position 0 is [CLS], never
-masked, so a 0 marks an unused slot) and `next_sentence_labels` is 1 where segment B is a random sentence. Packed
-rows add `position_ids` (restarting at 0 for each instance) and `cls_positions` (the row-major position r * L + c
-of each instance's [CLS]); `attention_mask` then numbers the instances of a row 1, 2, ..., and each instance's
-`masked_lm_positions` stay relative to its own [CLS].
+Inputs are the rows of NVIDIA's HDF5 files (core/hdf5_format.py): `masked_lm_positions` is padded with unused
+slots and `next_sentence_labels` is 1 where segment B is a random sentence. Packed rows add `position_ids`
+(restarting at 0 for each instance) and `cls_positions` (the row-major position r * L + c of each instance's
+[CLS]); `attention_mask` then numbers the instances of a row 1, 2, ..., and each instance's `masked_lm_positions`
+stay relative to its own [CLS].
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from core.hdf5_format import used_positions
 from pretrain.attention import TokenLayout, attend, token_layout
 
 
@@ -301,7 +302,7 @@ class BertForPreTraining(nn.Module):
                 cls_positions: Tensor | None = None) -> PretrainOutput:
         mlm_logits, nsp_logits = self.logits(input_ids, token_type_ids, attention_mask, masked_lm_positions,
                                              position_ids, cls_positions)
-        valid = masked_lm_positions != 0
+        valid = used_positions(masked_lm_positions)
         mlm_labels = masked_lm_ids.long().masked_fill(~valid, -100)
         mlm_count = valid.sum()
         # losses in fp32 whatever the compute precision: log-softmax over the vocabulary loses too much in 16 bits

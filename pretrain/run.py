@@ -3,17 +3,17 @@ start from) before anything is written or DeepSpeed is imported, gathered into a
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from pathlib import Path
 
 from core.config import config_to_dict
-from core.errors import ConfigError, PipelineError
+from core.errors import ConfigError
+from core.fileio import read_json
 from core.wordpiece import read_vocab
 from pretrain import checkpoint
 from pretrain.checkpoint import Checkpoint
 from pretrain.config import CHANGEABLE_ON_RESUME, TrainConfig
-from pretrain.data import PretrainingData, find_data_files, find_vocab_dir, open_data
+from pretrain.data import DataDirectory, find_data_files, find_vocab_file, open_data
 from pretrain.engine import choose_precision, read_user_ds_config
 from pretrain.model import ModelConfig, model_config
 
@@ -47,7 +47,7 @@ class Run:
     phase_dir: Path
     config: TrainConfig
     model: ModelConfig
-    data: PretrainingData
+    data: DataDirectory
     vocab_dir: Path
     vocab_size: int  # tokens in vocab.txt (the model's vocabulary is this padded to a multiple of 8)
     init: InitFrom | None  # phase 2: the phase-1 checkpoint it started from
@@ -72,12 +72,9 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
         raise ConfigError(f"global_batch {config.global_batch} is not a multiple of micro_batch {config.micro_batch}"
                           f" x {world_size} rank(s) = {per_step}; change global_batch or micro_batch")
     phase_dir = Path(out_dir) / phase
-    find_data_files(data_dir)  # a wrong --data is reported as such, before the vocabulary search fails
-    vocab_dir = Path(vocab_dir) if vocab_dir else find_vocab_dir(data_dir)
-    try:
-        vocab = read_vocab(vocab_dir / "vocab.txt")
-    except PipelineError as e:
-        raise ConfigError(str(e)) from None
+    find_data_files(data_dir)  # a wrong --data is reported as such, before the vocabulary is looked for
+    vocab_dir = find_vocab_file(data_dir, vocab_dir).parent
+    vocab = read_vocab(vocab_dir / "vocab.txt")
 
     resume = checkpoint.latest(phase_dir)
     if resume is not None and not (phase_dir / "hparams.json").is_file():
@@ -97,7 +94,6 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
     if resume or init:
         _check_same_vocab(vocab_dir / "vocab.txt", (phase_dir if resume else init.phase_dir) / "tokenizer" /
                           "vocab.txt", "the vocabulary the model was trained with")
-    _check_same_vocab(vocab_dir / "vocab.txt", Path(data_dir) / "vocab.txt", "the vocabulary of the HDF5 files")
     if len(vocab) > model.vocab_size:
         raise ConfigError(f"{vocab_dir / 'vocab.txt'}: {len(vocab)} tokens, more than the model's vocabulary "
                           f"({model.vocab_size})")
@@ -114,17 +110,6 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
                vocab_size=len(vocab), init=init, resume=resume, world_size=world_size,
                grad_accumulation=config.global_batch // per_step, precision=choose_precision(config.precision),
                user_ds_config=user_ds)
-
-
-def read_json(path: Path) -> dict | None:
-    """The JSON file's content, None if it does not exist."""
-    path = Path(path)
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{path}: not valid JSON ({e})") from None
 
 
 def _check_resumable(resume: Checkpoint, hparams: dict, config: TrainConfig, world_size: int) -> None:
@@ -149,7 +134,8 @@ def _continued_model(source_dir: Path, config: TrainConfig, preset_flag: str | N
     """Phase 2's model: that of the phase-1 run it starts from (or of its own run, when resuming), where only
     training-time settings may change."""
     saved = dataclasses.asdict(checkpoint.read_model_config(source_dir))
-    preset = (read_json(source_dir / "hparams.json") or {}).get("config", {}).get("preset", config.preset)
+    hparams = read_json(source_dir / "hparams.json") if (source_dir / "hparams.json").is_file() else {}
+    preset = hparams.get("config", {}).get("preset", config.preset)
     if preset_flag is not None and preset_flag != preset:
         raise ConfigError(f"--preset {preset_flag}: phase 2 continues the {preset} model of {source_dir}")
     changed = [k for k in config.model if k not in TRAINING_ONLY_FIELDS and config.model[k] != saved.get(k)]

@@ -17,7 +17,8 @@ from core.errors import ConfigError
 from core.config import build_dataclass
 from core.errors import PipelineError
 from pipeline.instances import InstancePlan, MaskingVocab, TokenizedDocuments, _truncate, make_instances, plan_instances
-from pipeline.stages.hdf5 import STAGE, Hdf5Config, Variant, tokenize_documents, variant_dir_name
+from pipeline.stages.hdf5 import STAGE, Hdf5Config, Variant, variant_dir_name
+from pipeline.tokenize import tokenize_documents
 from pipeline.verify import verify_path
 from core.wordpiece import special_token_ids, wordpiece_tokenizer
 
@@ -238,8 +239,9 @@ def test_nvidia_layout_and_determinism_across_workers(tmp_path, run_hdf5_stage, 
     name = variant_dir_name(config, config.variants[0], lower_case=False)
     assert name == "hdf5_lower_case_0_seq_len_64_max_pred_10_masked_lm_prob_0.15_random_seed_12345_dupe_factor_2"
     assert {f"{name}/training/training_0000.hdf5", f"{name}/training/training_0002.hdf5",
-            f"{name}/test/test_0000.hdf5", f"{name}/vocab.txt", f"{name}/variant.json"} <= set(files)
-    assert len(files) == 2 * 6
+            f"{name}/test/test_0000.hdf5", f"{name}/vocab.txt", f"{name}/tokenizer.json",
+            f"{name}/variant.json"} <= set(files)
+    assert len(files) == 2 * 7  # each variant directory is self-contained: its vocabulary and tokenizer
     seed_name = name.replace("random_seed_12345", "random_seed_1")
     assert digests(other_seed)[f"{seed_name}/training/training_0000.hdf5"] != files[f"{name}/training/training_0000.hdf5"]
     expected = {"input_ids": ("int32", 64), "input_mask": ("int8", 64), "segment_ids": ("int8", 64),

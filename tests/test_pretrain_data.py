@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 import torch
 
-from core.errors import ConfigError
+from core.errors import ConfigError, PipelineError
 from core.wordpiece import SPECIAL_TOKENS, read_vocab, wordpiece_tokenizer
-from pretrain.data import BatchPlan, DataState, find_data_files, find_vocab_dir, make_loader, open_data
+from pretrain.data import BatchPlan, DataState, find_data_files, find_vocab_file, make_loader, open_data
 
 VOCAB_SIZE = 60
 PAD, UNK, CLS, SEP, MASK = range(5)  # the order write_vocab gives SPECIAL_TOKENS
 
 
 def write_vocab(vocab_dir: Path, size: int = VOCAB_SIZE) -> Path:
-    """A vocab stage directory: vocab.txt (specials first, then made-up words) and tokenizer.json."""
+    """vocab.txt (specials first, then made-up words) and tokenizer.json, as in a vocab stage or variant directory."""
     vocab_dir.mkdir(parents=True, exist_ok=True)
     tokens = list(SPECIAL_TOKENS) + [f"w{i}" for i in range(size - len(SPECIAL_TOKENS))]
     (vocab_dir / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
@@ -56,9 +56,9 @@ def write_hdf5(path: Path, samples: int, seq_len: int = 32, max_predictions: int
 
 
 def write_dataset(root: Path, sizes: list[int], seq_len: int = 32, max_predictions: int = 5) -> Path:
-    """A pipeline work directory <root>/hu/{vocab,hdf5/<variant>/training}; returns the variant directory."""
-    write_vocab(root / "hu" / "vocab")
+    """A variant directory <root>/hu/hdf5/<variant> as the hdf5 stage writes it: training/*.hdf5 and the vocabulary."""
     variant = root / "hu" / "hdf5" / f"seq_len_{seq_len}"
+    write_vocab(variant)
     for i, n in enumerate(sizes):
         write_hdf5(variant / "training" / f"training_{i:04d}.hdf5", n, seq_len, max_predictions, seed=i)
     return variant
@@ -71,11 +71,14 @@ def rows_of(plan: BatchPlan, batches: int) -> list[list[tuple[int, int]]]:
     return out
 
 
-def test_vocab_is_found_above_the_data_dir(tmp_path):
+def test_the_vocabulary_is_the_data_directorys_own_or_the_one_passed(tmp_path):
     variant = write_dataset(tmp_path / "data", [4])
-    assert find_vocab_dir(variant) == (tmp_path / "data" / "hu" / "vocab").resolve()
-    with pytest.raises(ConfigError, match="--vocab"):
-        find_vocab_dir(tmp_path)
+    assert find_vocab_file(variant) == variant / "vocab.txt"
+    assert find_vocab_file(tmp_path, vocab_dir=variant) == variant / "vocab.txt"
+    with pytest.raises(ConfigError, match="no vocab.txt in this data directory; pass --vocab DIR"):
+        find_vocab_file(tmp_path)
+    with pytest.raises(ConfigError, match="vocab.txt: not found"):
+        find_vocab_file(variant, vocab_dir=tmp_path)
 
 
 def test_bad_data_is_refused_with_one_line_naming_the_file(tmp_path):
@@ -88,7 +91,7 @@ def test_bad_data_is_refused_with_one_line_naming_the_file(tmp_path):
     with pytest.raises(ConfigError, match=r"training_0000\.hdf5: sequences of length 32, but this phase trains on "
                                           r"seq_len 128"):
         open_data(variant, 128, VOCAB_SIZE)
-    with pytest.raises(ConfigError, match=r"training_0000\.hdf5: input_ids holds token id \d+, outside the "
+    with pytest.raises(PipelineError, match=r"training_0000\.hdf5: input_ids holds token id \d+, outside the "
                                           r"vocabulary of 20 tokens"):
         open_data(variant, 32, 20)
     with pytest.raises(ConfigError, match=r"2 HDF5 file\(s\) for 3 data-parallel ranks"):
@@ -96,10 +99,10 @@ def test_bad_data_is_refused_with_one_line_naming_the_file(tmp_path):
 
     with h5py.File(variant / "training" / "training_0001.hdf5", "a") as f:
         del f["masked_lm_ids"]
-    with pytest.raises(ConfigError, match=r"training_0001\.hdf5: missing dataset\(s\) masked_lm_ids"):
+    with pytest.raises(PipelineError, match=r"training_0001\.hdf5: missing dataset\(s\) masked_lm_ids"):
         open_data(variant, 32, VOCAB_SIZE)
     (variant / "training" / "training_0001.hdf5").write_bytes(b"not hdf5")
-    with pytest.raises(ConfigError, match=r"training_0001\.hdf5: not a readable HDF5 file"):
+    with pytest.raises(PipelineError, match=r"training_0001\.hdf5: not a readable HDF5 file"):
         open_data(variant, 32, VOCAB_SIZE)
 
 
@@ -134,7 +137,7 @@ def test_resuming_from_a_saved_state_continues_with_the_same_batches(tmp_path):
     for k in (2, 5, 6):  # mid-file, at the epoch end, in the next epoch
         resumed = BatchPlan(data, 4, seed=3, state=DataState.from_dict(states[k - 1]))
         assert rows_of(resumed, 12 - k) == batches[k:]
-    with pytest.raises(ConfigError, match="is gone"):
+    with pytest.raises(PipelineError, match="is gone"):
         BatchPlan(data, 4, seed=3, state=DataState(0, ("missing.hdf5",), 0, 0))
 
 
@@ -183,7 +186,7 @@ def test_a_file_whose_data_does_not_decompress_is_refused_with_one_line(tmp_path
     data = bytearray(path.read_bytes())
     data[chunk.byte_offset:chunk.byte_offset + chunk.size] = b"\xff" * chunk.size
     path.write_bytes(bytes(data))
-    with pytest.raises(ConfigError, match=r"training_0000\.hdf5: cannot read its datasets .*damaged") as e:
+    with pytest.raises(PipelineError, match=r"training_0000\.hdf5: cannot read its datasets .*damaged") as e:
         open_data(variant, 32, VOCAB_SIZE)
     assert "\n" not in str(e.value)
 
@@ -229,5 +232,5 @@ def test_values_the_model_cannot_take_past_the_checked_rows_name_file_and_row(tm
     assert problems - {""} == {f"{path}: row 290: {message}"}
     with h5py.File(path, "a") as f:
         f[key][3] = value
-    with pytest.raises(ConfigError, match=rf"training_0000\.hdf5: row 3: {message} \({value}\)$"):
+    with pytest.raises(PipelineError, match=rf"training_0000\.hdf5: row 3: {message} \({value}\)$"):
         open_data(variant, 32, VOCAB_SIZE)

@@ -24,6 +24,7 @@ from pretrain.metrics import metrics_step
 from pretrain.run import prepare
 from pretrain.schedule import WarmupPolyDecay
 from test_pretrain_data import write_dataset, write_hdf5
+from test_pretrain_data import write_vocab as write_vocab_dir
 
 TINY = ["--preset", "tiny", "--set", "seq_len=32", "--set", "global_batch=8", "--set", "micro_batch=4",
         "--set", "log_every=1"]
@@ -51,6 +52,7 @@ def data(tmp_path_factory) -> Path:
     variant = write_dataset(root, [40, 40, 40], seq_len=32)
     for i in range(2):
         write_hdf5(root / "hu" / "hdf5" / "seq_len_64" / "training" / f"training_{i:04d}.hdf5", 20, 64, 10, seed=9 + i)
+    write_vocab_dir(root / "hu" / "hdf5" / "seq_len_64")
     return variant
 
 
@@ -179,26 +181,27 @@ def test_bad_settings_exit_2_with_one_line_before_training(data, tmp_path, monke
     assert not (tmp_path / "r").exists()  # nothing written
 
 
-def test_bad_data_vocab_and_init_exit_2_before_training(data, tmp_path, monkeypatch, capsys):
+def test_bad_data_exits_1_bad_vocab_and_init_exit_2_before_training(data, tmp_path, monkeypatch, capsys):
     (tmp_path / "empty" / "training").mkdir(parents=True)
     big = tmp_path / "big" / "training" / "big.hdf5"
     write_hdf5(big, 10, 32, 5, vocab_size=500)
     bad_config = tmp_path / "bad.yaml"
     bad_config.write_text("micro_batch: 4\nwarmup_steps: 100\n")
-    vocab = data.parents[1] / "vocab"
+    vocab = data  # a variant directory holds its vocabulary
     cases = [
-        (["phase1", "--data", str(tmp_path / "empty")], "empty/training: no HDF5 files"),
+        (["phase1", "--data", str(tmp_path / "empty")], "empty/training: no HDF5 files", 2),
         (["phase1", "--data", str(big.parents[1]), "--vocab", str(vocab)],
-         "big.hdf5: input_ids holds token id"),
-        (["phase2", "--data", str(data), "--init", str(tmp_path / "empty")], "no checkpoint to start phase 2 from"),
-        (["phase2", "--data", str(data)], "phase1: no checkpoint to start phase 2 from"),
-        (["phase1", "--data", str(data), "--config", str(bad_config)], "bad.yaml: phase1.warmup_steps: unknown key"),
-        (["phase1", "--data", str(big.parents[1])], "no vocab/vocab.txt in it or above it; pass --vocab DIR"),
+         "big.hdf5: input_ids holds token id", 1),
+        (["phase2", "--data", str(data), "--init", str(tmp_path / "empty")], "no checkpoint to start phase 2 from", 2),
+        (["phase2", "--data", str(data)], "phase1: no checkpoint to start phase 2 from", 2),
+        (["phase1", "--data", str(data), "--config", str(bad_config)], "bad.yaml: phase1.warmup_steps: unknown key",
+         2),
+        (["phase1", "--data", str(big.parents[1])], "no vocab.txt in this data directory; pass --vocab DIR", 2),
     ]
-    for args, message in cases:
+    for args, message, expected_code in cases:
         code = _exit_code(monkeypatch, [*args, "--out", str(tmp_path / "r"), *TINY])
         err = capsys.readouterr().err
-        assert code == 2 and err.count("\n") == 1 and message in err, (args, err)
+        assert code == expected_code and err.count("\n") == 1 and message in err, (args, err)
     assert not (tmp_path / "r").exists()
 
 
@@ -273,3 +276,36 @@ def test_metrics_rows_cut_off_by_a_crash_are_dropped_on_resume():
     rows = ['{"step": 1, "loss": 2.0}\n', '{"step": 2, "loss": 1.9}\n', '{"step": 3, "lo']
     assert [row for row in rows if metrics_step(row) <= 2] == rows[:2]
     assert metrics_step("\n") == float("inf")
+
+
+@pytest.mark.slow
+def test_a_variant_directory_copied_alone_trains_and_exports(tmp_path, run_hdf5_stage, write_corpus, write_vocab):
+    """The hdf5 stage's variant directory holds its vocabulary and tokenizer: moved elsewhere on its own (as to a
+    cluster), it trains and the export loads in transformers with its tokenizer."""
+    import shutil
+
+    import transformers
+
+    from pipeline.stages.hdf5 import Hdf5Config, Variant
+
+    build = tmp_path / "build"
+    (build / "shard").mkdir(parents=True)
+    write_corpus(build / "shard" / "training_0000.txt", 120, seed=1)
+    write_vocab(build / "vocab.txt")
+    out = run_hdf5_stage(build, build / "shard", build / "vocab.txt",
+                         Hdf5Config(variants=[Variant(32, 5)], dupe_factor=2))
+    variant = tmp_path / "cluster" / "variant"
+    [made] = [d for d in out.iterdir() if d.is_dir()]
+    shutil.copytree(made, variant)
+    shutil.rmtree(build)  # nothing of the pipeline's work directory is left
+
+    done = pretrain("phase1", "--data", str(variant), "--out", str(tmp_path / "run"), *TINY, "--set", "steps=2")
+    assert done.returncode == 0, done.stderr
+    exported = pretrain("export", str(tmp_path / "run" / "phase1"), "--out", str(tmp_path / "hf"))
+    assert exported.returncode == 0, exported.stderr
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
+    model, info = transformers.BertForPreTraining.from_pretrained(str(tmp_path / "hf"), output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    assert tokenizer.convert_ids_to_tokens(tokenizer("w1 w2s .")["input_ids"]) == \
+        ["[CLS]", "w1", "w2", "##s", ".", "[SEP]"]
+    assert model.config.vocab_size >= len(tokenizer)

@@ -313,3 +313,14 @@ def test_status_verify_exits_1_naming_the_changed_file(tmp_path):
     assert result.returncode == 1
     assert result.stderr.strip() == (f"error: 1 stage(s) changed since they finished: {info}: sha256 differs from "
                                      "its manifest; `pipeline run --verify` runs them again")
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--scheduler", "tcp://127.0.0.1:8786"], "--scheduler: only with --executor dask"),
+    (["--executor", "spark"], "--executor spark: unknown executor (local or dask)"),
+])
+def test_executor_options_are_checked_in_one_line(tmp_path, options, message):
+    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--lang", "hu", "--workdir", str(tmp_path),
+                             *options], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: {message}"

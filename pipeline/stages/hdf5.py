@@ -3,10 +3,11 @@
 Output: `hdf5/<variant>/training/<shard>.hdf5` and `hdf5/<variant>/test/<shard>.hdf5`, where <variant> spells
 out the parameters as NVIDIA's directories do (`hdf5_lower_case_0_seq_len_128_max_pred_20_masked_lm_prob_0.15_
 random_seed_12345_dupe_factor_5`; lower_case is read from the tokenizer's normalizer). Each file holds NVIDIA's
-six datasets (see pipeline/instances.py), chunked (~1 MiB of input_ids per chunk) and gzip-compressed with
-HDF5's shuffle filter, which any HDF5 reader decodes. Each variant directory also gets `vocab.txt` (a copy of
-the vocabulary the ids index; `pipeline verify` and the pretraining runner read it) and `variant.json` (the
-parameters, the vocabulary size, the special-token ids and the instances per file).
+six datasets (see core/hdf5_format.py), chunked (~1 MiB of input_ids per chunk) and gzip-compressed with
+HDF5's shuffle filter, which any HDF5 reader decodes. Each variant directory is self-contained: it also gets
+`vocab.txt` and the tokenizer files (copies of the vocabulary the ids index and of its tokenizer;
+`pipeline verify` and the pretraining runner read them from there) and `variant.json` (the parameters, the
+vocabulary size, the special-token ids and the instances per file).
 
 Two parallel passes over the shards, so that each shard is tokenized once for all variants:
 1. tokenize: each shard into a flat id array + sentence and document offsets, as `.npy` files in the cache
@@ -23,7 +24,6 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
-import itertools
 import json
 import logging
 import os
@@ -38,16 +38,16 @@ from tokenizers import Tokenizer
 from core.errors import ConfigError
 from core.errors import PipelineError
 from core.fileio import remove_tree, write_json
-from pipeline.fileio import iter_documents
-from pipeline.instances import DATASETS, MaskingVocab, TokenizedDocuments, make_instances, plan_instances
+from core.hdf5_format import MASKED_LM_POSITIONS, create_datasets, used_positions
+from pipeline.instances import MaskingVocab, TokenizedDocuments, make_instances, plan_instances
 from core.log import LOGGER_NAME, progress
+from pipeline.tokenize import tokenize_documents
 from pipeline.stages import Stage, StageContext
-from core.wordpiece import load_tokenizer, read_vocab, special_token_ids
+from core.wordpiece import copy_tokenizer_files, load_tokenizer, read_vocab, special_token_ids, write_tokenizer_files
 
 SPLITS = ("training", "test")
 CHUNK_BYTES = 1 << 20  # HDF5 chunk of input_ids: fits h5py's default 1 MiB chunk cache
 CHUNKS_PER_BLOCK = 4  # instances are built and written this many chunks at a time
-TOKENIZE_BATCH_SENTENCES = 8192
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,7 +136,7 @@ def run(config: Hdf5Config, ctx: StageContext) -> dict:
 
     variants = {}
     for variant, variant_dir in variant_dirs.items():
-        shutil.copyfile(vocab_dir / "vocab.txt", variant_dir / "vocab.txt")
+        copy_tokenizer_files(vocab_dir, variant_dir)
         files = {str(p.relative_to(variant_dir)): c for p, c in per_file.items() if p.parent.parent == variant_dir}
         summary = _variant_summary(files)
         write_json(variant_dir / "variant.json", {
@@ -237,11 +237,11 @@ def _standalone_vocab(vocab: Path, vocab_dir: Path, lowercase: bool | None, stri
         return vocab
     vocab_file = vocab / "vocab.txt" if vocab.is_dir() else vocab
     lowercase = bool(lowercase)
-    tokenizer = load_tokenizer(vocab_file, lowercase=lowercase,
-                               strip_accents=lowercase if strip_accents is None else strip_accents)
+    vocab = read_vocab(vocab_file)
     vocab_dir.mkdir(parents=True)
     shutil.copyfile(vocab_file, vocab_dir / "vocab.txt")
-    tokenizer.save(str(vocab_dir / "tokenizer.json"))
+    write_tokenizer_files(vocab_dir, vocab, lowercase=lowercase,
+                          strip_accents=lowercase if strip_accents is None else strip_accents)
     return vocab_dir
 
 
@@ -302,45 +302,6 @@ def _one_tokenizer_thread():
             os.environ["TOKENIZERS_PARALLELISM"] = previous
 
 
-def tokenize_documents(path: Path, tokenizer: Tokenizer, special_ids: dict[str, int]) -> TokenizedDocuments:
-    """A document-text file as flat ids; sentences without tokens and documents without sentences are
-    dropped, and special tokens spelled out in the text ("[SEP]") become [UNK]. Ids are kept as uint16 when
-    the vocabulary allows (BERT vocabularies are ~30k): half the memory and cache disk of int32."""
-    special = np.array([i for t, i in special_ids.items() if t != "[UNK]"], dtype=np.int32)
-    id_dtype = np.uint16 if tokenizer.get_vocab_size(with_added_tokens=True) <= 1 << 16 else np.int32
-    id_parts, sentence_lengths, doc_sizes = [], [], []
-    batch: list[str] = []
-    batch_doc_sizes: list[int] = []
-
-    def encode_batch():
-        encodings = tokenizer.encode_batch(batch, add_special_tokens=False)
-        ids = [e.ids for e in encodings]
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lengths.sum()))
-        flat[np.isin(flat, special)] = special_ids["[UNK]"]
-        kept = np.add.reduceat((lengths > 0).astype(np.int64), np.cumsum([0] + batch_doc_sizes[:-1]))
-        id_parts.append(flat.astype(id_dtype))
-        sentence_lengths.append(lengths[lengths > 0])
-        doc_sizes.append(kept[kept > 0])
-        batch.clear()
-        batch_doc_sizes.clear()
-
-    for doc in iter_documents(path):
-        batch.extend(doc)
-        batch_doc_sizes.append(len(doc))
-        if len(batch) >= TOKENIZE_BATCH_SENTENCES:
-            encode_batch()
-    if batch:
-        encode_batch()
-    ids = np.concatenate(id_parts) if id_parts else np.zeros(0, id_dtype)
-    return TokenizedDocuments(ids, _offsets(sentence_lengths), _offsets(doc_sizes))
-
-
-def _offsets(length_parts: list[np.ndarray]) -> np.ndarray:
-    lengths = np.concatenate(length_parts) if length_parts else np.zeros(0, np.int64)
-    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-
-
 def _write_instances(task: _InstancesTask) -> dict:
     config, variant = task.config, task.variant
     seq, preds = variant.max_seq_length, variant.max_predictions_per_seq
@@ -353,21 +314,14 @@ def _write_instances(task: _InstancesTask) -> dict:
     block_rows = chunk_rows * CHUNKS_PER_BLOCK
     masked = 0
     with h5py.File(task.out_file, "w") as f:
-        datasets = {}
-        for name in DATASETS:
-            width = {"next_sentence_labels": (), "masked_lm_positions": (preds,), "masked_lm_ids": (preds,)}.get(
-                name, (seq,))
-            dtype = np.int32 if name in ("input_ids", "masked_lm_positions", "masked_lm_ids") else np.int8
-            datasets[name] = f.create_dataset(name, shape=(len(plan), *width), maxshape=(None, *width),
-                                              chunks=(chunk_rows, *width), dtype=dtype, compression="gzip",
-                                              compression_opts=config.gzip_level, shuffle=True,
-                                              track_times=False)
+        datasets = create_datasets(f, len(plan), seq, preds, chunk_rows, compression="gzip",
+                                   compression_opts=config.gzip_level, shuffle=True, track_times=False)
         for start in range(0, len(plan), block_rows):
             block = make_instances(docs.ids, plan.take(order[start:start + block_rows]), seq, preds,
                                    config.masked_lm_prob, task.vocab, config.whole_word_masking, rng)
             for name, values in block.items():
                 datasets[name][start:start + len(values)] = values
-            masked += int(np.count_nonzero(block["masked_lm_positions"]))
+            masked += int(np.count_nonzero(used_positions(block[MASKED_LM_POSITIONS])))
     return {"instances": len(plan), "random_next": int(plan.random_next.sum()), "masked_tokens": masked,
             "short_targets": plan.short_targets, "document_rounds": plan.document_rounds}
 

@@ -13,7 +13,8 @@ Two trainers (`method`):
   characters before training, which removes both sources of randomness (`_train_tokenizers`).
 
 Both stream the corpus (sentencepiece reads sentences from an iterator; it then keeps up to `input_sentence_size`
-sentences in memory itself). Outputs: vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json
+sentences in memory itself, a seeded sample: that setting, not the corpus size, decides the stage's memory; HF
+tokenizers holds word counts, which grow with the distinct words). Outputs: vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json
 (pipeline.wordpiece.write_tokenizer_dir); lowercasing and accent stripping are explicit and off for Hungarian.
 """
 from __future__ import annotations
@@ -56,7 +57,10 @@ class VocabConfig:
     strip_accents: bool = False  # drop combining accents (NFD); true would turn ő into o
     unused_tokens: int = 100  # [unused0].. after [PAD], room for tokens added when fine-tuning
     character_coverage: float = 0.9999  # sentencepiece: share of characters the vocabulary must cover
-    input_sentence_size: int = 100_000_000  # sentencepiece: sentences it samples and holds in memory (0 = all)
+    # sentencepiece: sentences it samples (seeded) and holds in memory, 0 = all: the stage's memory is ~85 MiB plus
+    # ~4x the sampled text (~170 B per 44-byte sentence, bench/vocab_memory.py), so 10M Wikipedia sentences
+    # (~130 B each) would take about 5 GB (extrapolated), whatever the corpus size
+    input_sentence_size: int = 10_000_000
     shuffle_input_sentence: bool = True  # sentencepiece: sample at random (seeded), not the first ones
     seed: int = 12345  # sentencepiece's random seed (sampling, shuffling)
     min_frequency: int = 2  # tokenizers: merges seen fewer times are not made

@@ -1,0 +1,66 @@
+"""NVIDIA's BERT pretraining HDF5 layout, defined once: the dataset names, dtypes and shapes, the zero-padding of
+the masked positions, and small helpers to create, check and read the datasets (the hdf5 stage writes it,
+`pipeline verify` checks it, pretraining reads it; files made by NVIDIA's own scripts have the same layout).
+
+One file holds N instances (L = max_seq_length, P = max_predictions_per_seq):
+
+    input_ids            int32 [N, L]  token ids, [CLS] A [SEP] B [SEP], 0-padded
+    input_mask           int8  [N, L]  1 on the real tokens, then 0
+    segment_ids          int8  [N, L]  0 for [CLS] A [SEP], 1 for B [SEP], 0 in the padding
+    masked_lm_positions  int32 [N, P]  sorted positions of the masked tokens, 0-padded
+    masked_lm_ids        int32 [N, P]  the original tokens at those positions, 0-padded
+    next_sentence_labels int8  [N]     1 = B is a random sentence, 0 = B follows A
+
+Position 0 is always [CLS] and never masked, so a masked_lm_positions slot of 0 is an unused one (readers stop at
+the first 0), and its masked_lm_ids slot is 0 too.
+"""
+from __future__ import annotations
+
+import h5py
+import numpy as np
+
+INPUT_IDS, INPUT_MASK, SEGMENT_IDS = "input_ids", "input_mask", "segment_ids"
+MASKED_LM_POSITIONS, MASKED_LM_IDS, NEXT_SENTENCE_LABELS = "masked_lm_positions", "masked_lm_ids", \
+    "next_sentence_labels"
+DTYPES = {INPUT_IDS: np.dtype(np.int32), INPUT_MASK: np.dtype(np.int8), SEGMENT_IDS: np.dtype(np.int8),
+          MASKED_LM_POSITIONS: np.dtype(np.int32), MASKED_LM_IDS: np.dtype(np.int32),
+          NEXT_SENTENCE_LABELS: np.dtype(np.int8)}
+DATASETS = tuple(DTYPES)
+SEQUENCE_DATASETS = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS)  # [N, max_seq_length]
+PREDICTION_DATASETS = (MASKED_LM_POSITIONS, MASKED_LM_IDS)  # [N, max_predictions_per_seq], 0-padded
+TOKEN_DATASETS = (INPUT_IDS, MASKED_LM_IDS)  # hold vocabulary ids
+UNUSED_POSITION = 0  # a masked_lm_positions slot holding this ([CLS]'s position) is padding
+SUFFIXES = (".hdf5", ".h5")
+
+
+def dataset_width(name: str, max_seq_length: int, max_predictions: int) -> tuple[int, ...]:
+    """The shape of one row of dataset `name`."""
+    if name == NEXT_SENTENCE_LABELS:
+        return ()
+    return (max_predictions,) if name in PREDICTION_DATASETS else (max_seq_length,)
+
+
+def used_positions(masked_lm_positions):
+    """True on the masked_lm_positions slots that hold a masked token (numpy or torch)."""
+    return masked_lm_positions != UNUSED_POSITION
+
+
+def create_datasets(f: h5py.File, rows: int, max_seq_length: int, max_predictions: int, chunk_rows: int,
+                    **h5_options) -> dict[str, h5py.Dataset]:
+    """The six datasets, empty, with `rows` rows chunked `chunk_rows` at a time (h5_options: compression...)."""
+    datasets = {}
+    for name, dtype in DTYPES.items():
+        width = dataset_width(name, max_seq_length, max_predictions)
+        datasets[name] = f.create_dataset(name, shape=(rows, *width), maxshape=(None, *width),
+                                          chunks=(chunk_rows, *width), dtype=dtype, **h5_options)
+    return datasets
+
+
+def missing_datasets(f: h5py.File) -> list[str]:
+    """The layout's datasets that `f` lacks (or holds as something other than a dataset)."""
+    return [name for name in DATASETS if name not in f or not isinstance(f[name], h5py.Dataset)]
+
+
+def read_rows(f: h5py.File, rows=slice(None)) -> dict[str, np.ndarray]:
+    """The six datasets' `rows` (a slice or index array; all rows by default), as numpy arrays."""
+    return {name: f[name][rows] for name in DATASETS}

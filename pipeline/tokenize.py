@@ -1,0 +1,219 @@
+"""Document text -> flat WordPiece ids, each distinct word sent through the tokenizer once.
+
+BERT's tokenization (HF `BertNormalizer` + `BertPreTokenizer` + `WordPiece`) works character by character up to
+the word: normalizing a text is normalizing each character (clean-up, accent stripping, lowercasing, padding of
+CJK characters all act on one character), the pre-tokenizer splits at whitespace and around each punctuation
+character, and WordPiece then sees each word alone. So instead of the tokenizer's per-sentence machinery
+(offsets, alignments, one `Encoding` per sentence), `WordCache`:
+- maps every character to its normalized and pre-tokenized form once (asking the tokenizer itself, so the
+  answers are the tokenizer's, whatever its Unicode tables) and applies that table with `str.translate`;
+- splits the result at spaces and looks each word up in a word -> pieces cache (word frequencies are Zipfian:
+  most words were seen before), sending only new words to the tokenizer's own WordPiece model.
+The ids are exactly the tokenizer's: characters whose forms could interact with their neighbours (combining
+marks, which Unicode normalization reorders) and text containing an added token make their sentence go through
+the full tokenizer, and tokenizers of any other make-up go through it entirely (`tests/test_tokenize.py` checks
+both paths against `Tokenizer.encode_batch` on adversarial text).
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from pipeline.fileio import iter_documents
+from pipeline.instances import TokenizedDocuments
+
+BATCH_SENTENCES = 8192
+MAX_CACHED_CHUNKS = 1 << 18  # ~40 MB of cached text; the caches start afresh past this: memory stays flat
+_EMPTY, _BREAK = 0, 1  # codes of "" (two spaces in a row) and of the sentence break "\n"
+
+
+def tokenize_documents(path: Path, tokenizer: Tokenizer, special_ids: dict[str, int]) -> TokenizedDocuments:
+    """A document-text file as flat ids; sentences without tokens and documents without sentences are
+    dropped, and special tokens spelled out in the text ("[SEP]") become [UNK]. Ids are kept as uint16 when
+    the vocabulary allows (BERT vocabularies are ~30k): half the memory and cache disk of int32."""
+    encoder = WordCache(tokenizer, special_ids)
+    id_dtype = np.uint16 if tokenizer.get_vocab_size(with_added_tokens=True) <= 1 << 16 else np.int32
+    id_parts, sentence_lengths, doc_sizes = [], [], []
+    batch: list[str] = []
+    batch_doc_sizes: list[int] = []
+
+    def encode_batch():
+        flat, lengths = encoder.encode(batch)
+        kept = np.add.reduceat((lengths > 0).astype(np.int64), np.cumsum([0] + batch_doc_sizes[:-1]))
+        id_parts.append(flat.astype(id_dtype))
+        sentence_lengths.append(lengths[lengths > 0])
+        doc_sizes.append(kept[kept > 0])
+        batch.clear()
+        batch_doc_sizes.clear()
+
+    for doc in iter_documents(path):
+        batch.extend(doc)
+        batch_doc_sizes.append(len(doc))
+        if len(batch) >= BATCH_SENTENCES:
+            encode_batch()
+    if batch:
+        encode_batch()
+    ids = np.concatenate(id_parts) if id_parts else np.zeros(0, id_dtype)
+    return TokenizedDocuments(ids, _offsets(sentence_lengths), _offsets(doc_sizes))
+
+
+def _offsets(length_parts: list[np.ndarray]) -> np.ndarray:
+    lengths = np.concatenate(length_parts) if length_parts else np.zeros(0, np.int64)
+    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+
+
+class WordCache:
+    """encode(sentences) -> (flat ids, tokens per sentence), equal to the tokenizer's encode_batch without
+    special tokens, with the special ids other than [UNK] spelled out in the text turned into [UNK].
+
+    Two caches: space-separated chunks of the raw text ("Isten," "(1912)") -> pieces, and the words that
+    normalizing and pre-tokenizing new chunks gives -> pieces. Only new words reach the WordPiece model."""
+
+    def __init__(self, tokenizer: Tokenizer, special_ids: dict[str, int], max_chunks: int = MAX_CACHED_CHUNKS):
+        self.tokenizer = tokenizer
+        self.unk_id = special_ids["[UNK]"]
+        self.special = np.array([i for t, i in special_ids.items() if t != "[UNK]"], dtype=np.int32)
+        self.max_chunks = max_chunks
+        self.by_chunk = _acts_per_character(tokenizer)
+        self.model_only = Tokenizer(tokenizer.model)
+        self.added = [t.content for t in tokenizer.get_added_tokens_decoder().values()]
+        self.table: dict[int, str] = {ord("\n"): " \n "}  # character -> its normalized, pre-tokenized form
+        self.interacting: set[str] = set()  # characters whose chunks take the full tokenizer
+        self.needs_full = _any_of(self.added, self.interacting)
+        self.chunks, self.words = _Pieces(), _Pieces()
+
+    def encode(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        if not self.by_chunk:
+            return self._encode_full(sentences)
+        if len(self.chunks.code) > self.max_chunks:
+            self.chunks, self.words = _Pieces(), _Pieces()
+        codes, new = self.chunks.codes(" \n ".join(sentences).split(" "))
+        if new:
+            self._tokenize_new_chunks(new)
+        return self.chunks.gather(codes, len(sentences))
+
+    def _tokenize_new_chunks(self, new: list[str]) -> None:
+        codes = np.arange(len(self.chunks.code) - len(new), len(self.chunks.code))
+        joined = "\n".join(new)
+        self._learn_characters(set(joined))
+        full = np.zeros(len(new), dtype=bool)
+        if self.needs_full is not None and (hits := [m.start() for m in self.needs_full.finditer(joined)]):
+            ends = np.cumsum([len(c) + 1 for c in new])
+            full[np.searchsorted(ends, hits, side="right")] = True
+            self.chunks.add(codes[full], *self._encode_full([new[i] for i in np.flatnonzero(full)]))
+            joined = "\n".join(new[i] for i in np.flatnonzero(~full))
+        if not full.all():
+            word_codes, new_words = self.words.codes(joined.translate(self.table).split(" "))
+            if new_words:
+                encoding = self.model_only.encode(new_words, is_pretokenized=True, add_special_tokens=False)
+                counts = np.bincount(np.array(encoding.word_ids, dtype=np.int64), minlength=len(new_words))
+                self.words.add(np.arange(len(self.words.code) - len(new_words), len(self.words.code)),
+                               self._unk_specials(np.array(encoding.ids, dtype=np.int32)), counts)
+            self.chunks.add(codes[~full], *self.words.gather(word_codes, int((~full).sum())))
+
+    def _encode_full(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        ids = [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lengths.sum()))
+        return self._unk_specials(flat), lengths
+
+    def _unk_specials(self, ids: np.ndarray) -> np.ndarray:
+        ids[np.isin(ids, self.special)] = self.unk_id
+        return ids
+
+    def _learn_characters(self, characters: set[str]) -> None:
+        """Add the characters not yet in the table, as the tokenizer's normalizer and pre-tokenizer treat them."""
+        normalizer = self.tokenizer.normalizer
+        for c in characters:
+            if ord(c) in self.table or c in self.interacting:
+                continue
+            normalized = normalizer.normalize_str(c) if normalizer is not None else c
+            if any(unicodedata.category(n)[0] == "M" or unicodedata.category(n) == "Cn"
+                   or unicodedata.combining(n) for n in normalized):
+                self.interacting.add(c)  # combining marks reorder with their neighbours under NFD
+                self.needs_full = _any_of(self.added, self.interacting)
+            else:
+                self.table[ord(c)] = "".join(map(self._pre_tokenized, normalized))
+
+    def _pre_tokenized(self, c: str) -> str:
+        words = [w for w, _ in self.tokenizer.pre_tokenizer.pre_tokenize_str(f"a{c}a")]
+        if words == ["a", "a"]:
+            return " "  # whitespace: a word boundary
+        if words == ["a", c, "a"]:
+            return f" {c} "  # punctuation: a word of its own
+        if words == [f"a{c}a"]:
+            return c
+        raise AssertionError(f"pre-tokenizer splits {c!r} in an unexpected way: {words}")
+
+
+class _Pieces:
+    """key -> code -> pieces (a slice of one flat id array). Codes 0 and 1 are "" and the sentence break "\n",
+    both without pieces; the caller adds the pieces of the unseen keys that `codes` reports."""
+
+    def __init__(self):
+        self.code = _CodeOf({"": _EMPTY, "\n": _BREAK})
+        self.ids = np.zeros(0, np.int32)
+        self.starts = np.zeros(2, np.int64)
+        self.counts = np.zeros(2, np.int64)
+
+    def codes(self, keys: list[str]) -> tuple[np.ndarray, list[str]]:
+        """The keys' codes, unseen keys getting the next ones; and the unseen keys in code order."""
+        codes = np.fromiter(map(self.code.__getitem__, keys), dtype=np.int64, count=len(keys))
+        new, self.code.new = self.code.new, []
+        return codes, new
+
+    def add(self, codes: np.ndarray, ids: np.ndarray, counts: np.ndarray) -> None:
+        """The pieces of the keys `codes`: concatenated in `ids`, `counts` of them for each key."""
+        if len(self.starts) < len(self.code):
+            grow = max(len(self.code), 2 * len(self.starts)) - len(self.starts)
+            self.starts = np.concatenate([self.starts, np.zeros(grow, np.int64)])
+            self.counts = np.concatenate([self.counts, np.zeros(grow, np.int64)])
+        self.starts[codes] = len(self.ids) + np.cumsum(counts) - counts
+        self.counts[codes] = counts
+        self.ids = np.concatenate([self.ids, ids])
+
+    def gather(self, codes: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
+        """The pieces of a run of keys as one flat array, and the number of pieces in each group of keys
+        (groups are separated by the break code)."""
+        counts, starts = self.counts[codes], self.starts[codes]
+        ends = np.cumsum(counts)
+        flat = self.ids[np.repeat(starts - ends + counts, counts) + np.arange(ends[-1] if len(ends) else 0)]
+        per_group = np.bincount(np.cumsum(codes == _BREAK), weights=counts, minlength=groups).astype(np.int64)
+        return flat, per_group
+
+
+class _CodeOf(dict):
+    """key -> code, giving each unseen key the next code and listing it in `new` (a __missing__ hook costs
+    less than dict.setdefault with a counter: hits stay in C)."""
+
+    def __init__(self, known: dict[str, int]):
+        super().__init__(known)
+        self.new: list[str] = []
+
+    def __missing__(self, key: str) -> int:
+        code = self[key] = len(self)
+        self.new.append(key)
+        return code
+
+
+def _any_of(strings: list[str], characters: set[str]) -> re.Pattern | None:
+    """A pattern matching any of the strings or characters; None for none."""
+    alternatives = [re.escape(t) for t in strings] + [re.escape(c) for c in sorted(characters)]
+    return re.compile("|".join(alternatives)) if alternatives else None
+
+
+def _acts_per_character(tokenizer: Tokenizer) -> bool:
+    """Whether the tokenizer is made of the parts the module doc describes (else WordCache uses it whole)."""
+    spec = json.loads(tokenizer.to_str())
+    normalizer, pre_tokenizer, model = spec.get("normalizer"), spec.get("pre_tokenizer"), spec.get("model", {})
+    added_ok = all(not t.get("normalized", True) and not any(c.isspace() for c in t["content"])
+                   for t in spec.get("added_tokens") or [])
+    return (normalizer is None or normalizer.get("type") == "BertNormalizer") \
+        and (pre_tokenizer or {}).get("type") == "BertPreTokenizer" and model.get("type") == "WordPiece" \
+        and spec.get("truncation") is None and spec.get("padding") is None and added_ok
