@@ -159,8 +159,6 @@ def test_a_full_disk_while_saving_a_checkpoint_is_one_line_and_keeps_latest(data
     assert last.startswith(f"error: {step2}: saving the checkpoint failed"), last
     assert "the latest checkpoint is still step00000001" in last
     assert checkpoint.latest(tmp_path / "phase1").tag == "step00000001" and not step2.exists()
-    again = pretrain(*args)  # space again: resumes from step 1
-    assert again.returncode == 0 and "resumed from" in again.stderr, again.stderr
 
 
 @pytest.fixture(scope="module")
