@@ -125,7 +125,7 @@ def hdf5(input_: Path = typer.Option(..., "--input", help="Sentence-per-line tex
     """Run the hdf5 stage on your own text and vocabulary (as NVIDIA's create_pretraining_data.py users do)."""
     from core.config import build_dataclass
     from pipeline.config import parse_override
-    from pipeline.fileio import warn_about_text_shape
+    from pipeline.fileio import check_text_shape
     from pipeline.stages.hdf5 import STAGE, run_standalone
 
     values = {}
@@ -135,7 +135,7 @@ def hdf5(input_: Path = typer.Option(..., "--input", help="Sentence-per-line tex
     config = build_dataclass(STAGE.config_cls, values)
     log = setup_logging(None, quiet=quiet)
     texts = sorted(input_.glob("*.txt")) if input_.is_dir() else [input_] if input_.is_file() else []
-    warn_about_text_shape(texts, max(v.max_seq_length for v in config.variants), log)
+    check_text_shape(input_, texts, max(v.max_seq_length for v in config.variants), log)
     run_standalone(config, input_, vocab, out, lowercase=lowercase, strip_accents=strip_accents, workers=workers,
                    force=force, quiet=quiet, log=log)
 

@@ -93,13 +93,16 @@ def text_shape(path: Path, long_line_bytes: int) -> TextShape:
     return shape
 
 
-def warn_about_text_shape(files: list[Path], max_tokens: int, log: logging.Logger) -> None:
-    """Warn, with counts, about document text that the instance algorithm would silently mangle: lines far longer
-    than an instance (all but its first `max_tokens` tokens are dropped) and files without blank lines (one
+def check_text_shape(inputs: Path, files: list[Path], max_tokens: int, log: logging.Logger) -> None:
+    """Before making instances from the user's text (`files`, given as `inputs`): PipelineError naming the input if
+    there is no text at all; a warning with counts for text the instance algorithm would silently mangle: lines far
+    longer than an instance (all but its first `max_tokens` tokens are dropped) and files without blank lines (one
     document, so no "random next" sentence can come from another document)."""
     long_line_bytes = 16 * max_tokens  # a BERT token averages 4-6 bytes: such a line holds 3 times max_tokens
+    sentences = 0
     for path in files:
         shape = text_shape(path, long_line_bytes)
+        sentences += shape.lines
         if shape.long_lines:
             log.warning("%s: %d line(s) longer than %d bytes (the longest: line %d, %d bytes); an instance holds at "
                         "most %d tokens, the rest of such a line is dropped: is the text one sentence per line?",
@@ -108,3 +111,5 @@ def warn_about_text_shape(files: list[Path], max_tokens: int, log: logging.Logge
             log.warning("%s: no blank line between its %d sentences, so the whole file is one document and no "
                         "random next sentence can come from another document: put a blank line after each document",
                         path, shape.lines)
+    if files and not sentences:
+        raise PipelineError(f"{inputs}: no text to make instances from (only blank lines)")

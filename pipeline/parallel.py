@@ -4,7 +4,7 @@ A stage calls `ctx.executor.map(fn, tasks)` and gets fn(task) back in task order
 whatever the executor and the number of workers. fn must be a module-level function and the tasks plain data
 (both pickle), and a task must carry everything fn needs: under Dask, fn runs in a process (maybe on another
 machine) that inherited nothing from the one that runs the stage.
-- `LocalExecutor` (the default): a process pool on this machine, or the calling process itself with 1 worker.
+- `LocalExecutor` (the default): worker processes on this machine, or the calling process itself with 1 worker.
 - `pipeline.dask_executor.DaskExecutor` (`--executor dask`): the workers of a Dask distributed cluster.
 """
 from __future__ import annotations
@@ -12,8 +12,12 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import multiprocessing
+import multiprocessing.connection
+import pickle
 import signal
 from typing import Callable, ClassVar, Iterable, Iterator, Protocol, TypeVar
+
+from core.errors import PipelineError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -30,6 +34,10 @@ class Executor(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class LocalExecutor:
+    """Forked worker processes, each with its own pipe: no lock is shared between processes, so a worker killed at
+    any moment (a signal to the whole process group, the OOM killer) cannot hang the others or the main process,
+    as multiprocessing.Pool's shared queues can. A worker that dies is an error; on any exception (Ctrl-C
+    included) the workers are killed at once."""
     workers: int = 1
     name: ClassVar[str] = "local"
 
@@ -38,14 +46,80 @@ class LocalExecutor:
             for task in tasks:
                 yield fn(task)
             return
-        with multiprocessing.get_context("fork").Pool(self.workers, initializer=_worker_signals,
-                                                      maxtasksperchild=None) as pool:
-            yield from pool.imap(fn, tasks, chunksize=1)
+        context = multiprocessing.get_context("fork")
+        pipes, processes = [], []
+        try:
+            for _ in range(self.workers):
+                mine, theirs = context.Pipe()
+                process = context.Process(target=_serve, args=(fn, theirs), daemon=True)
+                process.start()
+                theirs.close()
+                pipes.append(mine)
+                processes.append(process)
+            yield from _ordered_results(enumerate(tasks), pipes, processes, window=4 * self.workers)
+        finally:
+            for process in processes:
+                process.kill()
+            for process in processes:
+                process.join()
+
+
+def _ordered_results(tasks: Iterator[tuple[int, T]], pipes: list, processes: list, window: int) -> Iterator[R]:
+    """Hand each idle worker the next task (at most `window` ahead of the next result due) and yield the results in
+    task order."""
+    idle, busy = list(pipes), {}  # busy: pipe -> task number
+    done: dict[int, R] = {}  # results that came back before an earlier one
+    next_out, sent, exhausted = 0, 0, False
+    while True:
+        while idle and not exhausted and sent < next_out + window:
+            item = next(tasks, None)
+            if item is None:
+                exhausted = True
+                break
+            pipe = idle.pop()
+            pipe.send(item[1])
+            busy[pipe] = item[0]
+            sent += 1
+        if not busy:
+            return
+        for pipe in multiprocessing.connection.wait(list(busy)):
+            try:
+                ok, value = pipe.recv()
+            except EOFError:
+                process = processes[pipes.index(pipe)]
+                process.join()
+                raise PipelineError(f"a worker process died (exit code {process.exitcode}) while running task "
+                                    f"{busy[pipe]}: killed for lack of memory?") from None
+            if not ok:
+                raise value
+            done[busy.pop(pipe)] = value
+            idle.append(pipe)
+        while next_out in done:
+            yield done.pop(next_out)
+            next_out += 1
+
+
+def _serve(fn: Callable[[T], R], pipe) -> None:
+    """A worker: fn(task) for each task that comes down the pipe, the result (or the exception) sent back."""
+    _worker_signals()
+    while True:
+        try:
+            task = pipe.recv()
+        except EOFError:  # the main process closed its end: done
+            return
+        try:
+            result = (True, fn(task))
+        except Exception as e:
+            result = (False, e)
+        try:
+            pipe.send(result)
+        except (TypeError, AttributeError, pickle.PicklingError) as e:  # an exception (or result) that cannot pickle
+            pipe.send((False, RuntimeError(f"{result[1]!r} (not picklable: {e})")))
 
 
 def _worker_signals() -> None:
-    """Ctrl-C is the main process's to handle (it stops the pool: SIGTERM, which ends a worker at once), and a
-    worker dies with the main process even when that one is killed with SIGKILL."""
+    """Ctrl-C is the main process's to handle (it kills the workers), and a worker dies with the main process even
+    when that one is killed with SIGKILL."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:

@@ -25,13 +25,14 @@ import io
 import pickle
 import random
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from core.errors import ConfigError, PipelineError
-from core.fileio import atomic_write, read_json, write_json
+from core.fileio import atomic_write, read_json, remove_tree, write_json
 from pretrain.model import ModelConfig
 
 CHECKPOINTS = "checkpoints"
@@ -39,6 +40,7 @@ LATEST = "latest"
 META = "meta.json"
 MODEL_CONFIG = "model_config.json"
 MODEL_STATES = "mp_rank_00_model_states.pt"
+UNIVERSAL = "universal"  # <tag>/universal/: the checkpoint as DeepSpeed's universal checkpoint, for other rank counts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,14 +169,40 @@ def save(engine, phase_dir: Path, step: int, meta: dict, client_state: dict, kee
     return tag
 
 
-def load(engine, checkpoint: Checkpoint) -> dict:
-    """Loads model, optimizer and LR-scheduler states into `engine`; returns the client state."""
+def load(engine, checkpoint: Checkpoint, universal: bool = False) -> dict:
+    """Loads model, optimizer and LR-scheduler states into `engine`; returns the client state. `universal`: the
+    checkpoint was written under ZeRO 1/2 by another number of ranks; it is read as DeepSpeed's universal checkpoint
+    (made once, into `<tag>/universal/`), which needs `checkpoint.load_universal` in the engine's config."""
+    load_dir, tag = checkpoint_dir(checkpoint.phase_dir), checkpoint.tag
     with _unloadable(checkpoint):
-        path, client_state = engine.load_checkpoint(str(checkpoint_dir(checkpoint.phase_dir)), tag=checkpoint.tag)
+        if universal:
+            load_dir, tag = make_universal(checkpoint).parent, UNIVERSAL
+        path, client_state = engine.load_checkpoint(str(load_dir), tag=tag)
     if path is None:
         raise PipelineError(f"{checkpoint.path}: DeepSpeed could not load this checkpoint; "
                             f"{_previous_good(checkpoint_dir(checkpoint.phase_dir), checkpoint.tag)}")
     return client_state
+
+
+def make_universal(checkpoint: Checkpoint) -> Path:
+    """DeepSpeed's `ds_to_universal` of the checkpoint (per-tensor fp32 weights and optimizer states, whatever the
+    ranks and ZeRO partitions that wrote it) into `<tag>/universal/`: by rank 0, once, into a temporary directory
+    renamed into place. Collective: every rank waits for it."""
+    out = checkpoint.path / UNIVERSAL
+    if _rank() == 0 and not out.is_dir():
+        import argparse
+
+        from deepspeed.checkpoint.ds_to_universal import main as ds_to_universal
+
+        partial = checkpoint.path / f"{UNIVERSAL}.partial"
+        remove_tree(partial)
+        with contextlib.redirect_stdout(sys.stderr):  # its progress report is not our output
+            ds_to_universal(argparse.Namespace(input_folder=str(checkpoint.path), output_folder=str(partial),
+                                               num_extract_workers=1, num_merge_workers=1, keep_temp_folder=False,
+                                               strict=True, inject_missing_state=True))
+        partial.rename(out)
+    _barrier()
+    return out
 
 
 @contextlib.contextmanager
@@ -213,6 +241,10 @@ def _prune(ckpt: Path, keep: int, current: str) -> None:
     for d in tags:
         if (d in complete[:-keep] or d not in complete) and d.name != current:
             shutil.rmtree(d, ignore_errors=True)
+
+
+def _rank() -> int:
+    return torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
 
 
 def _barrier() -> None:

@@ -75,6 +75,16 @@ class DataState:
                    row=int(d["row"]))
 
 
+def redistribute(states: list[DataState], world_size: int) -> list[DataState]:
+    """The data positions of a checkpoint's ranks, dealt out to `world_size` ranks (a resume on another number of
+    ranks): the files that the saved ranks had not finished in the earliest epoch any of them is in go round-robin
+    to the new ranks (a file begun is read again from its first row); later epochs split as usual, r::world_size.
+    A rank that was already in a later epoch has its reads there repeated."""
+    epoch = min(s.epoch for s in states)
+    left = [name for s in states if s.epoch == epoch for name in (s.files or ())[s.files_done:]]
+    return [DataState(epoch, tuple(left[r::world_size]), 0, 0) for r in range(world_size)]
+
+
 def find_vocab_file(data_dir: Path, vocab_dir: Path | None = None) -> Path:
     """The vocab.txt the data's token ids index: `vocab_dir`'s if given, else the data directory's own (the hdf5
     stage writes one, with the tokenizer files, into each variant directory)."""

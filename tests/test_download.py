@@ -296,12 +296,18 @@ def test_http_source_fetches_the_sibling_index_when_there_is_one(tmp_path, serve
     assert sorted(p.name for p in out_dir(tmp_path).iterdir()) == [MANIFEST, "dump.json", DUMP]
 
 
-def test_file_that_changed_on_the_server_is_downloaded_whole_not_spliced(tmp_path, server):
-    old, _ = server.publish()
-    url = f"{server.url}/{WIKI}/{DATE}/{DUMP}"
+def interrupted_download(tmp_path: Path, server: DumpServer, url: str) -> int:
+    """A first attempt that gets a third of the dump and gives up (no retries); returns the size of its .part."""
     server.faults[f"/{WIKI}/{DATE}/{DUMP}"] = ["drop"]
     with pytest.raises(PipelineError, match="giving up after 0 retries"):
         run_download(tmp_path, server, "download.retries=0", source=url)
+    return (tmp_path / "data" / "hu" / ".cache" / "download" / f"{DUMP}.part").stat().st_size
+
+
+def test_file_that_changed_on_the_server_is_downloaded_whole_not_spliced(tmp_path, server):
+    old, _ = server.publish()
+    url = f"{server.url}/{WIKI}/{DATE}/{DUMP}"
+    interrupted_download(tmp_path, server, url)
     new, _ = server.publish(seed=5)
     run_download(tmp_path, server, source=url)
     first, second = server.served(DUMP)
@@ -379,11 +385,7 @@ def test_resumed_download_must_reach_the_announced_size(tmp_path, server):
     """A .part resumed after a kill is done only at the Content-Length the server announced when it began."""
     dump, _ = server.publish()
     url = f"{server.url}/{WIKI}/{DATE}/{DUMP}"
-    server.faults[f"/{WIKI}/{DATE}/{DUMP}"] = ["drop"]
-    with pytest.raises(PipelineError, match="giving up after 0 retries"):
-        run_download(tmp_path, server, "download.retries=0", source=url)
-    part = tmp_path / "data" / "hu" / ".cache" / "download" / f"{DUMP}.part"
-    kept = part.stat().st_size
+    kept = interrupted_download(tmp_path, server, url)
     server.faults[f"/{WIKI}/{DATE}/{DUMP}"] = ["416"]  # a proxy that claims the file ends where the .part does
     with pytest.raises(PipelineError, match=f"downloaded {kept} bytes, expected {len(dump)}"):
         run_download(tmp_path, server, source=url)

@@ -50,3 +50,11 @@ def test_bad_text_is_named_as_the_user_gave_it(tmp_path, hdf5_cli, write_corpus)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {text}: line ") and "not UTF-8" in lines[0]
+
+
+def test_input_without_text_is_named_as_the_user_gave_it(tmp_path, hdf5_cli):
+    text = tmp_path / "empty.txt"
+    text.write_text("\n\n")
+    result = hdf5_cli(tmp_path, text)
+    assert result.returncode == 1
+    assert result.stderr.strip() == f"error: {text}: no text to make instances from (only blank lines)"

@@ -272,3 +272,30 @@ def test_killed_vocab_leaves_nothing_after_one_rerun(tmp_path, dump):
                             env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert list(private_tmp.iterdir()) == [] and leftovers(lang_dir) == []
+
+
+def test_sigterm_to_the_whole_group_stops_a_parallel_stage_promptly(tmp_path, dump):
+    """Workers killed by the signal while waiting for a task used to take the pool's queue lock with them, and the
+    main process hung for ever in Pool.terminate()."""
+    work = tmp_path / "data"
+    lang_dir = work / "hu"
+    args = ["run", "--lang", "hu", "--workdir", work, "--dump", dump, "--to", "extract", "--workers", "2", "--quiet",
+            "--set", "extract.articles_per_part=20"]
+    for attempt in range(3):
+        proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", *map(str, args)], cwd=tmp_path,
+                                env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 120
+        while not (lang_dir / ".extract.tmp" / f"part-0000{attempt + 1}.jsonl").exists():
+            assert time.time() < deadline and proc.poll() is None
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            code = proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            pytest.fail(f"attempt {attempt}: still running 30 s after SIGTERM")
+        assert code == 128 + signal.SIGTERM
+        assert proc.stderr.read().strip().splitlines()[-1] == "interrupted; re-run the same command to continue"
+        assert not (lang_dir / "extract").exists() and leftovers(lang_dir) == []

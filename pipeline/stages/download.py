@@ -15,9 +15,10 @@ Each file goes to
 `<cache>/<name>.part`, resumes with a Range request after a dropped connection or a killed run, retries
 with exponential backoff on connection errors, timeouts, 408/429 and 5xx, and is checked against the
 expected size and checksum before it moves into place (without a dumpstatus.json: the Content-Length the
-server announced, and the compression format's magic bytes, so an HTML error page sent with HTTP 200 is refused); the .part files stay in the cache until the stage
-succeeds, so a re-run continues where the last one stopped. Beside each .part, `<name>.part.json` keeps the
-URL and the server's ETag (or Last-Modified): a .part from another URL starts over, and the resume sends
+server announced, and the compression format's magic bytes, so an HTML error page sent with HTTP 200 is refused);
+the .part files stay in the cache until the stage succeeds, so a re-run continues where the last one stopped.
+Beside each .part, `<name>.part.json` keeps the URL, the announced size and the server's ETag (or
+Last-Modified): a .part from another URL starts over, and the resume sends
 If-Range, so a file that changed on the server (the rolling `latest` names) comes whole, not spliced.
 """
 from __future__ import annotations

@@ -10,13 +10,19 @@ HDF5's shuffle filter, which any HDF5 reader decodes. Each variant directory is 
 vocabulary size, the special-token ids and the instances per file).
 
 Two parallel passes over the shards, so that each shard is tokenized once for all variants:
-1. tokenize: each shard into a flat id array + sentence and document offsets, as `.npy` files in the cache
-   dir (2 bytes a token for vocabularies up to 65,536; deleted when the stage ends);
+1. tokenize: each shard into a flat id array + sentence and document offsets, as `.npy` files in the stage's
+   scratch dir (2 bytes a token for vocabularies up to 65,536; deleted when the stage ends); see
+   pipeline/tokenize.py;
 2. instances: for each (variant, shard), plan all instances of all `dupe_factor` rounds as token spans,
    shuffle them all with a seeded permutation (a full shuffle, as Google's), then build and write them in
    blocks of whole HDF5 chunks. Memory: the shard's ids + ~40 bytes per instance + one block.
 Each (variant, shard) draws from its own random stream, seeded from `random_seed`, the shard's name and the
 variant, so the bytes do not depend on `--workers`. Each worker uses one core (tokenizers' threads are off).
+
+Resume: each file is written in the stage's cache dir and recorded there as finished (pipeline/finished_files.py)
+as soon as it is complete, keyed by what decides its bytes; a re-run after a kill reuses the finished files whose
+key and sha256 still match (and skips tokenizing shards whose files all are), then hard-links every file into
+the output directory.
 """
 from __future__ import annotations
 
@@ -28,17 +34,18 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import h5py
 import numpy as np
+import tokenizers
 from tokenizers import Tokenizer
 
 from core.errors import ConfigError
 from core.errors import PipelineError
-from core.fileio import remove_tree, write_json
+from core.fileio import remove_tree, sha256_file, write_json
 from core.hdf5_format import MASKED_LM_POSITIONS, create_datasets, used_positions
+from pipeline.finished_files import FinishedFiles, file_key
 from pipeline.instances import MaskingVocab, TokenizedDocuments, make_instances, plan_instances
 from core.log import LOGGER_NAME, progress
 from pipeline.tokenize import tokenize_documents
@@ -48,6 +55,7 @@ from core.wordpiece import copy_tokenizer_files, load_tokenizer, read_vocab, spe
 SPLITS = ("training", "test")
 CHUNK_BYTES = 1 << 20  # HDF5 chunk of input_ids: fits h5py's default 1 MiB chunk cache
 CHUNKS_PER_BLOCK = 4  # instances are built and written this many chunks at a time
+FILE_FORMAT = 1  # part of each file's key: a change to how bytes are made must change it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +117,10 @@ class _TokenizeTask:
 class _InstancesTask:
     name: str  # "<split>_<shard>": names the file and seeds its random stream
     tokens_dir: Path
-    out_file: Path
+    finished_root: Path  # the file goes to FinishedFiles(finished_root) under `relative`
+    relative: str  # "<variant dir>/<split>/<shard>.hdf5"
+    key: str  # what decides the file's bytes (see _file_keys)
+    shard_counts: dict  # the shard's tokenize counts, recorded with the file for a re-run that reuses it
     vocab: MaskingVocab
     variant: Variant
     config: Hdf5Config
@@ -123,21 +134,35 @@ def run(config: Hdf5Config, ctx: StageContext) -> dict:
     _check_tokenizer_matches(tokenizer, vocab, vocab_dir)
     lower_case = _lowercases(tokenizer)
     variant_dirs = {v: ctx.out_dir / variant_dir_name(config, v, lower_case) for v in config.variants}
-    tokens_root = ctx.cache_dir / "tokens"
-    remove_tree(tokens_root)
-    try:
-        totals, token_dirs = _tokenize_shards(shards, tokenizer, special_token_ids(vocab), tokens_root, ctx)
-        if totals["input_tokens"] == 0:
-            raise PipelineError(f"{shard_dir}: the shards hold no text to make instances from")
-        per_file = _write_instance_files(config, shards, token_dirs, variant_dirs, MaskingVocab.from_vocab(vocab),
-                                         ctx)
-    finally:
-        remove_tree(tokens_root)
+    files = {(v, split, path): f"{variant_dirs[v].name}/{split}/{path.stem}.hdf5"
+             for v in config.variants for split, path in shards}
+    keys = _file_keys(config, shards, files, vocab_dir, tokenizer, ctx)
+    finished = FinishedFiles(ctx.cache_dir / "files")
+    finished.prune(set(files.values()))
+    reused = {file: counts for file, relative in files.items()
+              if (counts := finished.reusable(relative, keys[file])) is not None}
+    if reused:
+        ctx.log.info("hdf5: reusing %d of %d files finished by an earlier attempt", len(reused), len(files))
+    to_tokenize = [(split, path) for split, path in shards if any((v, split, path) not in reused for v in variant_dirs)]
+    shard_counts = {path: c["shard"] for (_, _, path), c in reused.items()}
+    shard_counts.update(_tokenize_shards(to_tokenize, tokenizer, special_token_ids(vocab), ctx))
+    totals = {"shards": len(shards), **{key: sum(c[key] for c in shard_counts.values())
+                                        for key in ("documents", "sentences", "input_tokens")}}
+    if totals["input_tokens"] == 0:
+        raise PipelineError(f"{shard_dir}: the shards hold no text to make instances from")
+    tasks = [_InstancesTask(path.stem, ctx.scratch() / "tokens" / path.stem, finished.root, relative,
+                            keys[(v, split, path)], shard_counts[path], MaskingVocab.from_vocab(vocab), v, config)
+             for (v, split, path), relative in files.items() if (v, split, path) not in reused]
+    per_file = {**{files[file]: counts for file, counts in reused.items()}, **_write_instance_files(tasks, ctx)}
+    for relative in files.values():
+        finished.place(relative, ctx.out_dir / relative)
+    remove_tree(ctx.scratch() / "tokens")
 
     variants = {}
     for variant, variant_dir in variant_dirs.items():
         copy_tokenizer_files(vocab_dir, variant_dir)
-        files = {str(p.relative_to(variant_dir)): c for p, c in per_file.items() if p.parent.parent == variant_dir}
+        files = {relative.split("/", 1)[1]: c for relative, c in per_file.items()
+                 if relative.startswith(variant_dir.name + "/")}
         summary = _variant_summary(files)
         write_json(variant_dir / "variant.json", {
             **dataclasses.asdict(variant),
@@ -156,64 +181,75 @@ def run(config: Hdf5Config, ctx: StageContext) -> dict:
 
 
 def _tokenize_shards(shards: list[tuple[str, Path]], tokenizer: Tokenizer, special_ids: dict[str, int],
-                     tokens_root: Path, ctx: StageContext) -> tuple[dict, list[Path]]:
-    """Pass 1: each shard's token ids into tokens_root/<shard>/; returns the totals and those directories."""
+                     ctx: StageContext) -> dict[Path, dict]:
+    """Pass 1: each shard's token ids into <scratch>/tokens/<shard>/; returns each shard's counts."""
     tokenizer_json = tokenizer.to_str()
-    tasks = [_TokenizeTask(path, tokenizer_json, special_ids, tokens_root / path.stem) for _, path in shards]
-    totals = {"shards": len(shards), "documents": 0, "sentences": 0, "input_tokens": 0}
+    tasks = [_TokenizeTask(path, tokenizer_json, special_ids, ctx.scratch() / "tokens" / path.stem)
+             for _, path in shards]
     sizes = [path.stat().st_size for _, path in shards]
-    with progress(sum(sizes), "hdf5: tokenize", "B", quiet=ctx.quiet) as bar:
-        for size, counts in zip(sizes, ctx.executor.map(_tokenize_shard, tasks)):
-            for key, value in counts.items():
-                totals[key] += value
-            bar.update(size)
-    return totals, [task.tokens_dir for task in tasks]
+    return {task.text: shard for task, shard in _map_with_progress(_tokenize_shard, tasks, sizes, "hdf5: tokenize",
+                                                                   "B", ctx)}
 
 
-def _write_instance_files(config: Hdf5Config, shards: list[tuple[str, Path]], token_dirs: list[Path],
-                          variant_dirs: dict[Variant, Path], vocab: MaskingVocab,
-                          ctx: StageContext) -> dict[Path, dict]:
-    """Pass 2: one HDF5 file per (variant, shard); returns each file's counts."""
-    tasks, sizes = [], []
-    for variant, variant_dir in variant_dirs.items():
-        for (split, path), tokens_dir in zip(shards, token_dirs):
-            (variant_dir / split).mkdir(parents=True, exist_ok=True)
-            tasks.append(_InstancesTask(path.stem, tokens_dir, variant_dir / split / f"{path.stem}.hdf5", vocab,
-                                        variant, config))
-            sizes.append(path.stat().st_size)
-    per_file = {}
-    with progress(sum(sizes), "hdf5: instances", "B", quiet=ctx.quiet) as bar:
-        for task, size, counts in zip(tasks, sizes, ctx.executor.map(_write_instances, tasks)):
-            per_file[task.out_file] = counts
+def _write_instance_files(tasks: list[_InstancesTask], ctx: StageContext) -> dict[str, dict]:
+    """Pass 2: one HDF5 file per (variant, shard), each recorded as finished as soon as it is written; returns
+    each file's counts."""
+    sizes = [int(task.shard_counts["input_tokens"]) for task in tasks]
+    return {task.relative: counts for task, counts in _map_with_progress(_write_instances, tasks, sizes,
+                                                                         "hdf5: instances", "tokens", ctx)}
+
+
+def _map_with_progress(fn, tasks: list, sizes: list[int], label: str, unit: str, ctx: StageContext):
+    """(task, fn(task)) for each task through the executor, in order, with a progress bar advanced by its size."""
+    with progress(sum(sizes), label, unit, quiet=ctx.quiet) as bar:
+        for task, size, result in zip(tasks, sizes, ctx.executor.map(fn, tasks)):
             bar.update(size)
-    return per_file
+            yield task, result
+
+
+def _file_keys(config: Hdf5Config, shards: list[tuple[str, Path]], files: dict, vocab_dir: Path,
+               tokenizer: Tokenizer, ctx: StageContext) -> dict[tuple, str]:
+    """What decides each output file's bytes: the config, its variant, the shard's name and bytes, the
+    vocabulary and tokenizer, and the versions of the libraries that compute and write it."""
+    shard_sha = dict(zip([path for _, path in shards], ctx.executor.map(sha256_file, [path for _, path in shards])))
+    common = {"format": FILE_FORMAT, "config": {k: v for k, v in dataclasses.asdict(config).items() if k != "variants"},
+              "vocab": sha256_file(vocab_dir / "vocab.txt"),
+              "tokenizer": hashlib.sha256(tokenizer.to_str().encode("utf-8")).hexdigest(),
+              "versions": [np.__version__, h5py.__version__, h5py.version.hdf5_version, tokenizers.__version__]}
+    return {(v, split, path): file_key(**common, variant=dataclasses.asdict(v), shard=path.stem,
+                                       shard_sha256=shard_sha[path])
+            for v, split, path in files}
 
 
 def run_standalone(config: Hdf5Config, inputs: Path, vocab: Path, out: Path, lowercase: bool | None = None,
                    strip_accents: bool | None = None, workers: int = 1, force: bool = False, quiet: bool = False,
                    log: logging.Logger | None = None) -> dict:
     """The stage on the user's own sentence-per-line text (a file, or a directory of *.txt files or of
-    training_*/test_* shards) and vocabulary (a vocab.txt, or a directory with vocab.txt + tokenizer.json)."""
+    training_*/test_* shards) and vocabulary (a vocab.txt, or a directory with vocab.txt + tokenizer.json).
+    `<out>.partial/` keeps the files finished by a killed run for the next run of the same command, which
+    removes it when done."""
     out = Path(out)
     if out.exists() and not force and (not out.is_dir() or any(out.iterdir())):
         raise PipelineError(f"{out}: exists (pass --force to replace it)")
-    with tempfile.TemporaryDirectory(prefix="wiki2bert-hdf5-") as scratch:
-        scratch = Path(scratch)
+    partial, tmp = out.with_name(out.name + ".partial"), out.with_name(out.name + ".tmp")
+    scratch = partial / "scratch"  # one attempt's: shard links, tokenizer, token arrays
+    for leftover in (scratch, tmp):
+        remove_tree(leftover)
+    tmp.mkdir(parents=True)
+    try:
         shard_dir = _standalone_shards(Path(inputs), scratch / "shard")
         vocab_dir = _standalone_vocab(Path(vocab), scratch / "vocab", lowercase, strip_accents)
-        tmp = out.with_name(out.name + ".tmp")
-        remove_tree(tmp)
-        tmp.mkdir(parents=True)
         ctx = StageContext(lang="", out_dir=tmp, inputs={"shard": shard_dir, "vocab": vocab_dir},
-                           cache_dir=scratch / "cache", workers=workers, quiet=quiet,
+                           cache_dir=partial, scratch_dir=scratch / "stage", workers=workers, quiet=quiet,
                            log=log or logging.getLogger(LOGGER_NAME))
-        try:
-            counts = run(config, ctx)
-        except BaseException:
-            remove_tree(tmp)
-            raise
+        counts = run(config, ctx)
+    except BaseException:
+        remove_tree(tmp)
+        remove_tree(scratch)
+        raise
     remove_tree(out)
     tmp.rename(out)
+    remove_tree(partial)
     return counts
 
 
@@ -313,7 +349,11 @@ def _write_instances(task: _InstancesTask) -> dict:
     chunk_rows = max(1, min(len(plan), CHUNK_BYTES // (4 * seq)))
     block_rows = chunk_rows * CHUNKS_PER_BLOCK
     masked = 0
-    with h5py.File(task.out_file, "w") as f:
+    finished = FinishedFiles(task.finished_root)
+    out_file = finished.path(task.relative)
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    partial = out_file.with_name(out_file.name + ".tmp")
+    with h5py.File(partial, "w") as f:
         datasets = create_datasets(f, len(plan), seq, preds, chunk_rows, compression="gzip",
                                    compression_opts=config.gzip_level, shuffle=True, track_times=False)
         for start in range(0, len(plan), block_rows):
@@ -322,8 +362,11 @@ def _write_instances(task: _InstancesTask) -> dict:
             for name, values in block.items():
                 datasets[name][start:start + len(values)] = values
             masked += int(np.count_nonzero(used_positions(block[MASKED_LM_POSITIONS])))
-    return {"instances": len(plan), "random_next": int(plan.random_next.sum()), "masked_tokens": masked,
-            "short_targets": plan.short_targets, "document_rounds": plan.document_rounds}
+    partial.rename(out_file)
+    counts = {"instances": len(plan), "random_next": int(plan.random_next.sum()), "masked_tokens": masked,
+              "short_targets": plan.short_targets, "document_rounds": plan.document_rounds, "shard": task.shard_counts}
+    finished.record(task.relative, task.key, counts)
+    return counts
 
 
 def _rng(seed: int, name: str) -> np.random.Generator:

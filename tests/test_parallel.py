@@ -1,0 +1,44 @@
+"""LocalExecutor: results in task order, a task's exception re-raised, a worker killed mid-task an error (not a hang)."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from core.errors import PipelineError
+from pipeline.parallel import LocalExecutor
+
+
+def slow_square(n: int) -> int:
+    time.sleep(0.02 * (n % 3))  # later tasks often finish first
+    return n * n
+
+
+def fail_on_five(n: int) -> int:
+    if n == 5:
+        raise ValueError("task 5 is bad")
+    return n
+
+
+def killed_on_three(n: int) -> int:
+    if n == 3:
+        os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would
+    return n
+
+
+def test_results_come_in_task_order():
+    assert list(LocalExecutor(3).map(slow_square, iter(range(40)))) == [n * n for n in range(40)]
+
+
+def test_a_tasks_exception_is_raised_in_the_caller():
+    with pytest.raises(ValueError, match="task 5 is bad"):
+        list(LocalExecutor(2).map(fail_on_five, range(10)))
+
+
+def test_a_killed_worker_is_an_error_not_a_hang():
+    started = time.time()
+    with pytest.raises(PipelineError, match=r"a worker process died \(exit code -9\) while running task 3"):
+        list(LocalExecutor(2).map(killed_on_three, range(10)))
+    assert time.time() - started < 30
