@@ -5,9 +5,11 @@ SIGTERM part-way into step 2 and prints the seconds from the signal to the proce
 abandoned step and what waiting for the step to end would have cost (the old behaviour); then re-runs the same
 command and checks that its losses, learning rates and gradient norms equal the uninterrupted run's bit for bit.
 
-Data: random ids in NVIDIA's layout (bench/pretrain.py's generator).
+Data: random ids in NVIDIA's layout (bench/pretrain.py's generator) over a small vocabulary (1,024 tokens), so that
+micro-batches are quick: the time from SIGTERM to exit does not depend on the step's length, only on the micro-batch
+in progress, the checkpoint and the process's teardown.
 
-    .venv/bin/python bench/preemption.py [--accumulation 2048] [--micro-batch 2] [--into-step 0.4]
+    .venv/bin/python bench/preemption.py [--accumulation 2048] [--micro-batch 1] [--vocab-size 1024] [--into-step 0.4]
 """
 from __future__ import annotations
 
@@ -26,10 +28,11 @@ ROOT = Path(__file__).resolve().parent.parent
 COMPARED = ("loss", "mlm_loss", "nsp_loss", "lr", "grad_norm")
 
 
-def random_data(root: Path) -> Path:
+def random_data(root: Path, vocab_size: int) -> Path:
     spec = importlib.util.spec_from_file_location("bench_pretrain", ROOT / "bench" / "pretrain.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    module.VOCAB_SIZE = vocab_size  # a small vocabulary: the micro-batches are fast, the accumulation is what counts
     return module.write_random_data(root)
 
 
@@ -41,13 +44,14 @@ def rows(out: Path) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--accumulation", type=int, default=2048)
-    parser.add_argument("--micro-batch", type=int, default=2)
+    parser.add_argument("--micro-batch", type=int, default=1)
+    parser.add_argument("--vocab-size", type=int, default=1024)
     parser.add_argument("--into-step", type=float, default=0.4, help="when to send SIGTERM, as a fraction of step 1's "
                                                                      "duration after step 1 ends")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        data = random_data(tmp / "data")
+        data = random_data(tmp / "data", args.vocab_size)
 
         def command(out: Path) -> list[str]:
             return [sys.executable, "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(out),

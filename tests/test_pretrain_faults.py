@@ -27,7 +27,7 @@ from core.errors import ConfigError
 from pretrain import checkpoint
 from pretrain.config import load_train_config
 from pretrain.run import prepare
-from test_pretrain_data import rechunk, write_dataset
+from test_pretrain_data import rechunk
 from test_pretrain_loop import ENV, TINY, metrics, pretrain
 
 ACCUMULATION = 64
@@ -36,7 +36,7 @@ ABANDONED = re.compile(r"step (\d+) abandoned after (\d+) of (\d+) micro-batches
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory) -> Path:
+def data(tmp_path_factory, write_dataset) -> Path:
     return write_dataset(tmp_path_factory.mktemp("data"), [40, 40, 40], seq_len=32)
 
 
@@ -206,7 +206,7 @@ def test_a_damaged_latest_checkpoint_is_refused_naming_the_previous_good_one(dat
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fault", ["damaged chunk", "masked position"])
-def test_bad_data_met_during_training_is_one_line_and_saves_nothing(tmp_path, fault):
+def test_bad_data_met_during_training_is_one_line_and_saves_nothing(tmp_path, fault, write_dataset):
     variant = write_dataset(tmp_path / "data", [400], seq_len=32)
     path = variant / "training" / "training_0000.hdf5"
     if fault == "damaged chunk":
