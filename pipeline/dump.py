@@ -21,6 +21,7 @@ from core.errors import PipelineError
 
 TEMPLATE_NS = 10
 READ_CHUNK = 1 << 20
+_TIMESTAMP_RE = re.compile(r"<timestamp>(\d{4})-(\d\d)-(\d\d)T")
 BZ2_CHECK_AHEAD = 4 << 20  # a bz2 block is at most 900 kB of text: its CRC check comes within this many bytes
 
 
@@ -89,6 +90,15 @@ class DumpFile:
             yield from parser.pages(lines)
             parser.check_closed()
 
+    def newest_revision_date(self, executor) -> tuple[str, str, str] | None:
+        """(YYYY, MM, DD) of the newest <timestamp> in the dump (a full read: for dumps whose name carries no date),
+        or None when it has none. A multistream dump is read a stream per task on the executor."""
+        if self.multistream:
+            tasks = [(str(self.path), self.encoding, stream) for stream in self.streams]
+            return max((d for d in executor.map(_newest_date_in_stream, tasks) if d is not None), default=None)
+        with self._open_sequential() as (lines, _):
+            return max((m.groups() for line in lines if (m := _TIMESTAMP_RE.search(line))), default=None)
+
     def _index_lines(self) -> Iterator[tuple[int, int, str]]:
         """(line number, stream offset, title) of the index's `offset:page_id:title` lines."""
         try:
@@ -148,6 +158,12 @@ class DumpFile:
             if bom:
                 text.read(1)
             yield _split_lines(_read_chunks(text, where, damage)), where
+
+
+def _newest_date_in_stream(task) -> tuple[str, str, str] | None:
+    path, encoding, stream = task
+    data = _decompress_stream(path, stream.start, stream.end, _read_range(path, stream.start, stream.end))
+    return max((m.groups() for m in _TIMESTAMP_RE.finditer(_decode(data, encoding, path, stream.start))), default=None)
 
 
 def read_stream(path: str, encoding: str, stream: Stream, check_pages: bool = True) -> Iterator[RawPage]:

@@ -345,3 +345,26 @@ def test_literal_special_tokens_tokenize_alike_for_training_and_inference(tmp_pa
     inference = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "tok"))
     assert inference(extracted, add_special_tokens=False)["input_ids"] == training.tolist()
     assert vocab["mask"] in training.tolist() and vocab["[MASK]"] not in training.tolist()
+
+
+@pytest.mark.parametrize("layout", ["xml", "multistream"])
+def test_date_magic_words_take_the_dump_date(tmp_path, layout, run_extract):
+    """{{CURRENTYEAR}} & co. expand to the date in the dump's name, else to its newest revision (not to 2000)."""
+    text = "'''Ár''' 5 dollár ({{CURRENTYEAR}}. {{CURRENTMONTH}}. havi áron), és még egy mondat a lapon."
+    pages = [sample.Page(i, f"Ár {i}", 0, text, "article") for i in (1, 2, 3)]  # revisions 2024-09-02 .. 2024-09-04
+    if layout == "xml":
+        dump, index = tmp_path / "huwiki-latest-pages-articles.xml", None
+        sample.write_xml(pages, dump)
+    else:
+        dump, index = tmp_path / "x-multistream.xml.bz2", tmp_path / "x-multistream-index.txt.bz2"
+        sample.write_multistream(pages, dump, index, pages_per_stream=1)
+    (tmp_path / "undated").mkdir()
+    counts, articles, _ = run_extract(tmp_path / "undated", dump, index)
+    assert counts["dump_date"] == "2024-09-04" and counts["dump_date_from"] == "newest revision timestamp"
+    assert "(2024. 09. havi áron)" in articles[0]["text"] and "2000" not in articles[0]["text"]
+    dated = tmp_path / "dated" / "huwiki-20231105-pages-articles.xml"
+    dated.parent.mkdir()
+    sample.write_xml(pages, dated)
+    counts, articles, _ = run_extract(tmp_path / "dated", dated)
+    assert counts["dump_date"] == "2023-11-05" and counts["dump_date_from"] == "file name"
+    assert "(2023. 11. havi áron)" in articles[0]["text"]

@@ -35,6 +35,7 @@ from wikiextractor.extract import (_DEFAULT_IGNORED_TAG_PATTERNS, Extractor, Mag
                                    resolve_template_page)
 
 from core.errors import ConfigError, PipelineError
+from core.fileio import read_json
 from core.log import progress
 from core.wordpiece import neutralize_special_tokens
 from pipeline.dump import TEMPLATE_NS, DumpFile, RawPage, SiteInfo, Stream, read_stream
@@ -92,6 +93,8 @@ def run(config: ExtractConfig, ctx: StageContext) -> dict:
         site = dataclasses.replace(site, urlbase=f"https://{ctx.lang}.wikipedia.org/wiki")
     ctx.log.info("extract: %s (%s), template namespace %r", dump.name, dump_file.layout, site.template_prefix[:-1])
     redirect_re = _redirect_pattern(config.redirect_words)
+    dump_date, dump_date_from = _dump_date(dump, ctx.inputs["download"], dump_file, ctx)
+    ctx.log.info("extract: {{CURRENTYEAR}} & co. at %s (from the %s)", "-".join(dump_date), dump_date_from)
     counts: collections.Counter = collections.Counter()
     with contextlib.ExitStack() as stack:
         template_names = redirect_names = None
@@ -106,7 +109,7 @@ def run(config: ExtractConfig, ctx: StageContext) -> dict:
                                    template_redirects=redirect_names,
                                    redirect_re=redirect_re,
                                    disambiguation_re=_disambiguation_pattern(config.disambiguation_templates),
-                                   keep_sections=config.keep_sections, dump_date=_dump_date(dump.name))
+                                   keep_sections=config.keep_sections, dump_date=dump_date)
         with _PartWriter(ctx.out_dir, config.articles_per_part) as writer:
             for extracted in _extract(dump_file, settings, ctx.executor, ctx.quiet):
                 for line in extracted.lines:
@@ -122,6 +125,8 @@ def run(config: ExtractConfig, ctx: StageContext) -> dict:
         "skipped": {reason: counts[f"skipped_{reason}"]
                     for reason in ("namespace", "redirect", "disambiguation", "empty")},
         "articles_with_template_errors": counts["template_errors"],
+        "dump_date": "-".join(dump_date),
+        "dump_date_from": dump_date_from,
     }
 
 
@@ -355,9 +360,19 @@ def _disambiguation_pattern(templates: list[str]) -> str:
     return pattern
 
 
-def _dump_date(name: str) -> tuple[str, str, str]:
-    m = re.search(r"-(\d{4})(\d\d)(\d\d)-", name)
-    return m.groups() if m else ("2000", "01", "01")
+def _dump_date(dump: Path, download_dir: Path, dump_file: DumpFile, ctx: StageContext
+               ) -> tuple[tuple[str, str, str], str]:
+    """The dump's date (YYYY, MM, DD) and where it was found: the run date in the dump's file name or in the URL it
+    was downloaded from (Wikimedia's `<wiki>/<YYYYMMDD>/`), else the newest revision timestamp in the dump."""
+    source = str(read_json(download_dir / "dump.json").get("source") or "")
+    for text, where in ((dump.name, "file name"), (source, "download URL")):
+        if m := re.search(r"(?:^|[-/_.])((?:19|20)\d\d)(\d\d)(\d\d)(?=[-/_.]|$)", text):
+            return m.groups(), where
+    date = dump_file.newest_revision_date(ctx.executor)
+    if date is None:
+        raise PipelineError(f"{dump}: no date in its name and no <timestamp> in it: cannot date "
+                            "{{CURRENTYEAR}} & co.")
+    return date, "newest revision timestamp"
 
 
 class _PartWriter:
