@@ -4,9 +4,9 @@ in alternating rounds in one process (so that load on a shared machine hits all 
 
 Layouts: "padded" (one instance a row, SDPA with a padding mask, as without `pack_sequences`), "packed" (the same
 instances packed into as few rows as first-fit decreasing finds, block-diagonal mask) and "packed, nested" (the
-packed batch through the unpadded nested-jagged kernel, computing real tokens only).
+packed batch through the unpadded nested-jagged kernel, computing real tokens only; with --nested).
 
-    .venv/bin/python bench/packing.py --hdf5 /tmp/packing-data/hu/hdf5 [--micro-batch 64] [--rounds 3]
+    .venv/bin/python bench/packing.py --hdf5 /tmp/packing-data/hu/hdf5 [--micro-batch 32] [--rounds 3] [--nested]
 
 --hdf5 is the `hdf5` stage directory of a pipeline work dir (its seq-128 and seq-512 variants are used).
 """
@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYOUTS = {"padded": (False, "mask"), "packed": (True, "mask"), "packed, nested": (True, "nested")}
+LAYOUTS = {"padded": (False, "mask"), "packed": (True, "mask")}
+NESTED = {"packed, nested": (True, "nested")}  # --nested
 
 
 def variant_dir(hdf5_dir: Path, seq_len: int) -> Path:
@@ -29,7 +30,8 @@ def variant_dir(hdf5_dir: Path, seq_len: int) -> Path:
     return found[0]
 
 
-def measure(hdf5_dir: Path, seq_len: int, micro_batch: int, batches: int, rounds: int) -> dict[str, dict]:
+def measure(hdf5_dir: Path, seq_len: int, micro_batch: int, batches: int, rounds: int, layouts: dict
+            ) -> dict[str, dict]:
     import torch
 
     from core.wordpiece import read_vocab
@@ -45,14 +47,14 @@ def measure(hdf5_dir: Path, seq_len: int, micro_batch: int, batches: int, rounds
     for batch, _ in zip(make_loader(data, micro_batch, vocab_size, seed=1, workers=0), range(batches)):
         batch.pop("data_state"), batch.pop("problem")
         unpacked.append(batch)
-    inputs = {name: [pack_batch(b) if packed else b for b in unpacked] for name, (packed, _) in LAYOUTS.items()}
+    inputs = {name: [pack_batch(b) if packed else b for b in unpacked] for name, (packed, _) in layouts.items()}
     real_tokens = sum(int(b["attention_mask"].sum()) for b in unpacked)
     torch.manual_seed(0)
     model = BertForPreTraining(model_config("mini", vocab_size, max_position_embeddings=max(512, seq_len))).train()
     optimizer = build_optimizer(model, "lamb", lr=1e-4)
-    seconds: dict[str, list[float]] = {name: [] for name in LAYOUTS}
+    seconds: dict[str, list[float]] = {name: [] for name in layouts}
     for round_ in range(rounds + 1):  # round 0 warms up and is not counted
-        for name, (_, kernel) in LAYOUTS.items():
+        for name, (_, kernel) in layouts.items():
             model.attention = kernel
             start = time.perf_counter()
             for b in inputs[name]:
@@ -62,7 +64,7 @@ def measure(hdf5_dir: Path, seq_len: int, micro_batch: int, batches: int, rounds
             if round_:
                 seconds[name].append(time.perf_counter() - start)
     results = {}
-    for name in LAYOUTS:
+    for name in layouts:
         rows = sum(b["input_ids"].shape[0] for b in inputs[name])
         results[name] = {"best": real_tokens / min(seconds[name]),
                          "mean": real_tokens * len(seconds[name]) / sum(seconds[name]),
@@ -73,10 +75,11 @@ def measure(hdf5_dir: Path, seq_len: int, micro_batch: int, batches: int, rounds
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hdf5", type=Path, required=True, help="a pipeline work dir's hdf5 stage directory")
-    parser.add_argument("--micro-batch", type=int, default=64, help="instances per micro-batch")
+    parser.add_argument("--micro-batch", type=int, default=32, help="instances per micro-batch")
     parser.add_argument("--batches", type=int, default=2, help="micro-batches per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seq", type=int, nargs="+", default=[128, 512])
+    parser.add_argument("--nested", action="store_true", help="also the packed batch through the nested kernel")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     import torch
@@ -85,13 +88,14 @@ def main() -> None:
           f"{args.micro_batch} instances per micro-batch, {args.batches} micro-batches per round, "
           f"{args.rounds} rounds after a warm-up, data {args.hdf5}")
     for seq_len in args.seq:
-        results = measure(args.hdf5, seq_len, args.micro_batch, args.batches, args.rounds)
+        layouts = {**LAYOUTS, **(NESTED if args.nested else {})}
+        results = measure(args.hdf5, seq_len, args.micro_batch, args.batches, args.rounds, layouts)
         print(f"seq {seq_len}:")
         for name, r in results.items():
             print(f"  {name:<15} {r['best']:>8,.0f} real tokens/s best round, {r['mean']:>8,.0f} mean; "
                   f"{r['rows']:5.1f} rows per micro-batch, padding {100 * r['padding']:4.1f}%")
         padded = results["padded"]
-        for name in ("packed", "packed, nested"):
+        for name in list(layouts)[1:]:
             print(f"  {name} / padded: {results[name]['best'] / padded['best']:.2f}x best round, "
                   f"{results[name]['mean'] / padded['mean']:.2f}x mean")
 

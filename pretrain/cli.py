@@ -20,7 +20,8 @@ PresetOpt = typer.Option(None, "--preset", help="Model size: tiny, mini, small, 
 ConfigOpt = typer.Option(None, "--config", help="YAML file of settings over the phase's recipe (same keys)")
 SetOpt = typer.Option(None, "--set", help="Override a setting: KEY=VALUE, e.g. micro_batch=32 or "
                                           "model.hidden_dropout_prob=0 (repeatable)")
-DsOpt = typer.Option(None, "--deepspeed-config", help="JSON merged over the generated DeepSpeed config")
+DsOpt = typer.Option(None, "--deepspeed-config", help="JSON merged over the generated DeepSpeed config "
+                                                        "(keys DeepSpeed does not know are refused)")
 VocabOpt = typer.Option(None, "--vocab", help="Directory with vocab.txt (default: the one in --data; needed for "
                                            "HDF5 directories without one, e.g. NVIDIA's)")
 

@@ -25,6 +25,10 @@ class TrainConfig:
     seq_len: int = 128  # must equal the sequence length of the HDF5 files
     global_batch: int = 65536  # sequences per optimizer step, all ranks together
     micro_batch: int = 64  # sequences per forward pass on one rank
+    # several whole sequences per row of seq_len (first-fit decreasing over each micro-batch's sequences), so
+    # little compute goes to padding; micro-batches and global_batch still count sequences, and losses and
+    # gradients are those of the unpacked run. Memory follows the rows: a packed run can take a larger micro_batch
+    pack_sequences: bool = True
     steps: int = 7038  # optimizer steps of the whole phase (the schedule's length)
     steps_this_run: int | None = None  # stop (checkpoint and exit) after this many steps; re-run to go on
     lr: float = 6e-3
@@ -35,6 +39,9 @@ class TrainConfig:
     eps: float = 1e-6
     weight_decay: float = 0.01  # not on biases and LayerNorm weights
     grad_clip: float = 1.0  # global gradient-norm clipping; 0 disables
+    # self-attention kernel (attention.py): mask (SDPA over padded rows), nested (real tokens only, nested jagged
+    # tensors), flash (real tokens only, flash-attn's varlen kernel); auto: mask on CPU, the fastest on GPU (measured)
+    attention: Literal["auto", "mask", "nested", "flash"] = "auto"
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: fp32 on CPU, bf16 (else fp16) on GPU
     zero_stage: int | None = None  # null: by model size (0 below 1B parameters, 1 up to 3B, 2 above)
     seed: int = 12345
@@ -47,8 +54,8 @@ class TrainConfig:
 
 
 # A resumed run may change these; any other difference from the run being resumed is refused.
-CHANGEABLE_ON_RESUME = ("steps_this_run", "loader_workers", "checkpoint_every", "keep_checkpoints", "log_every",
-                        "flops_profiler_step", "torch_profiler_steps")
+CHANGEABLE_ON_RESUME = ("steps_this_run", "attention", "loader_workers", "checkpoint_every", "keep_checkpoints",
+                        "log_every", "flops_profiler_step", "torch_profiler_steps")
 
 
 def recipe_path(phase: str) -> Path:

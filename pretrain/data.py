@@ -75,6 +75,16 @@ class DataState:
                    row=int(d["row"]))
 
 
+def redistribute(states: list[DataState], world_size: int) -> list[DataState]:
+    """The data positions of a checkpoint's ranks, dealt out to `world_size` ranks (a resume on another number of
+    ranks): the files that the saved ranks had not finished in the earliest epoch any of them is in go round-robin
+    to the new ranks (a file begun is read again from its first row); later epochs split as usual, r::world_size.
+    A rank that was already in a later epoch has its reads there repeated."""
+    epoch = min(s.epoch for s in states)
+    left = [name for s in states if s.epoch == epoch for name in (s.files or ())[s.files_done:]]
+    return [DataState(epoch, tuple(left[r::world_size]), 0, 0) for r in range(world_size)]
+
+
 def find_vocab_file(data_dir: Path, vocab_dir: Path | None = None) -> Path:
     """The vocab.txt the data's token ids index: `vocab_dir`'s if given, else the data directory's own (the hdf5
     stage writes one, with the tokenizer files, into each variant directory)."""
@@ -163,10 +173,10 @@ def _check_layout(f: h5py.File, path: Path, seq_len: int, vocab_size: int) -> tu
     bad = _out_of_range(head, vocab_size, seq_len)
     if bad and bad[0] in TOKEN_DATASETS:
         raise PipelineError(f"{path}: {bad[0]} holds token id {bad[2]}, outside the vocabulary of {vocab_size} "
-                          f"tokens; were these files made with another vocab.txt?")
+                            f"tokens; were these files made with another vocab.txt?")
     if bad:
         raise PipelineError(f"{path}: row {bad[1]}: {bad[0]} holds {_range_text(bad[0], vocab_size, seq_len)} "
-                          f"({bad[2]})")
+                            f"({bad[2]})")
     return n, predictions
 
 

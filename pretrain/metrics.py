@@ -1,15 +1,19 @@
 """Training metrics: per-step sums all-reduced over the ranks, written as metrics.jsonl rows and TensorBoard
-scalars (rank 0), with throughput, model FLOPs utilization and memory."""
+scalars (rank 0), with throughput, model FLOPs utilization and memory.
+
+Throughput counts real (non-padding) tokens beside the positions computed; model FLOPs (tflops, mfu) are those of
+the real tokens only, so padding, packed away or not, never counts as useful work."""
 from __future__ import annotations
 
 import json
 import resource
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
 from core.fileio import atomic_write
+from pretrain.attention import instance_lengths
 
 if TYPE_CHECKING:
     from pretrain.run import Run
@@ -19,15 +23,24 @@ PEAK_TFLOPS = (("H100 PCIe", 756.0), ("H100", 989.0), ("H200", 989.0), ("GH200",
                ("L40S", 362.0), ("A10", 125.0), ("L4", 121.0), ("V100", 125.0))
 # the sums a training step adds to its stats tensor, in this order
 STEP_STATS = ("loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_count", "nsp_correct", "nsp_count",
-              "micro_batches", "data_wait_s")
+              "micro_batches", "data_wait_s", "real_tokens", "positions", "attention_pairs", "predictions")
 
 
-def step_stats(out, wait_s: float, device) -> torch.Tensor:
-    """One micro-batch's contribution to the STEP_STATS sums, from the model's output and the data wait."""
-    return torch.stack([out.loss.detach().double(), out.mlm_loss.detach().double(), out.nsp_loss.detach().double(),
-                        out.mlm_correct.double(), out.mlm_count.double(), out.nsp_correct.double(),
-                        out.nsp_count.double(), torch.ones((), dtype=torch.float64, device=device),
-                        torch.tensor(wait_s, dtype=torch.float64, device=device)])
+def batch_counts(batch: dict[str, torch.Tensor]) -> list[float]:
+    """What a micro-batch (on the CPU, before it moves) holds: real tokens, positions (rows x seq_len), attention
+    pairs (the sum of the instances' squared lengths) and MLM slots, the last four STEP_STATS."""
+    lengths = instance_lengths(batch["attention_mask"]).double()
+    return [float(lengths.sum()), float(batch["input_ids"].numel()), float((lengths ** 2).sum()),
+            float(batch["masked_lm_positions"].numel())]
+
+
+def step_stats(out, wait_s: float, counts: list[float], device) -> torch.Tensor:
+    """One micro-batch's contribution to the STEP_STATS sums, from the model's output, the data wait and
+    `batch_counts`."""
+    losses = torch.stack([out.loss.detach().double(), out.mlm_loss.detach().double(), out.nsp_loss.detach().double(),
+                          out.mlm_correct.double(), out.mlm_count.double(), out.nsp_correct.double(),
+                          out.nsp_count.double()])
+    return torch.cat([losses, torch.tensor([1.0, wait_s, *counts], dtype=torch.float64, device=device)])
 
 
 def metrics_step(line: str) -> float:
@@ -41,8 +54,9 @@ def metrics_step(line: str) -> float:
 class MetricsLog:
     """Rows of metrics.jsonl and TensorBoard scalars (rank 0), from step sums all-reduced over the ranks."""
 
-    def __init__(self, run: Run, flops_per_sequence: float, writer: bool, start_step: int):
-        self.run, self.flops_per_sequence = run, flops_per_sequence
+    def __init__(self, run: Run, training_flops: Callable[[float, float, float, float], float], writer: bool,
+                 start_step: int):
+        self.run, self.training_flops = run, training_flops  # BertForPreTraining.training_flops
         self.file = self.tb = None
         if writer:
             path = run.phase_dir / "metrics.jsonl"
@@ -55,7 +69,7 @@ class MetricsLog:
 
             self.file = open(path, "a", encoding="utf-8")
             self.tb = SummaryWriter(str(run.phase_dir / "tb"))
-        self.peak = _peak_tflops() if run.precision != "fp32" else None
+        self.peak = peak_tflops() if run.precision != "fp32" else None
         self.restart_clock()
 
     def restart_clock(self) -> None:
@@ -68,14 +82,17 @@ class MetricsLog:
         stats.zero_()
         steps = s["micro_batches"] / (self.run.grad_accumulation * self.run.world_size)
         elapsed = time.perf_counter() - self.start
-        samples_per_s = steps * self.run.config.global_batch / elapsed
-        tflops = samples_per_s * self.flops_per_sequence / 1e12
+        sequences = steps * self.run.config.global_batch
+        samples_per_s = sequences / elapsed
+        flops = self.training_flops(s["real_tokens"], s["attention_pairs"], sequences, s["predictions"])
+        tflops = flops / elapsed / 1e12
         row = {"step": step, "loss": s["loss"] / s["micro_batches"], "mlm_loss": s["mlm_loss"] / s["micro_batches"],
                "nsp_loss": s["nsp_loss"] / s["micro_batches"],
                "mlm_accuracy": s["mlm_correct"] / max(1.0, s["mlm_count"]),
                "nsp_accuracy": s["nsp_correct"] / max(1.0, s["nsp_count"]), "lr": lr, "grad_norm": grad_norm,
-               "samples_per_s": samples_per_s, "tokens_per_s": samples_per_s * self.run.config.seq_len,
-               "tflops": tflops,
+               "samples_per_s": samples_per_s, "tokens_per_s": s["positions"] / elapsed,
+               "real_tokens_per_s": s["real_tokens"] / elapsed,
+               "padding_share": 1.0 - s["real_tokens"] / max(1.0, s["positions"]), "tflops": tflops,
                "data_wait_s": s["data_wait_s"] / self.run.world_size,
                "data_wait_share": s["data_wait_s"] / self.run.world_size / elapsed}
         if self.peak:
@@ -100,7 +117,8 @@ class MetricsLog:
             self.tb.close()
 
 
-def _peak_tflops() -> float | None:
+def peak_tflops() -> float | None:
+    """This GPU's dense bf16/fp16 peak TFLOP/s (None: no GPU, or one not in PEAK_TFLOPS)."""
     if not torch.cuda.is_available():
         return None
     name = torch.cuda.get_device_name()

@@ -6,11 +6,14 @@ import dataclasses
 import os
 from pathlib import Path
 
+import torch
+
 from core.config import config_to_dict
-from core.errors import ConfigError
+from core.errors import ConfigError, PipelineError
 from core.fileio import read_json
 from core.wordpiece import read_vocab
 from pretrain import checkpoint
+from pretrain.attention import available_kernels
 from pretrain.checkpoint import Checkpoint
 from pretrain.config import CHANGEABLE_ON_RESUME, TrainConfig
 from pretrain.data import DataDirectory, find_data_files, find_vocab_file, open_data
@@ -78,7 +81,7 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
 
     resume = checkpoint.latest(phase_dir)
     if resume is not None and not (phase_dir / "hparams.json").is_file():
-        raise ConfigError(f"{phase_dir / 'hparams.json'}: missing, so the checkpoint's settings are unknown")
+        raise PipelineError(f"{phase_dir / 'hparams.json'}: missing, so the checkpoint's settings are unknown")
     init = None
     if phase == "phase2":
         init = (InitFrom.from_dict(read_json(phase_dir / "hparams.json")["init"]) if resume
@@ -90,7 +93,7 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
         except ValueError as e:
             raise ConfigError(f"model: {e}") from None
     if resume:
-        _check_resumable(resume, read_json(phase_dir / "hparams.json"), config, world_size)
+        _check_resumable(resume, read_json(phase_dir / "hparams.json"), config)
     if resume or init:
         _check_same_vocab(vocab_dir / "vocab.txt", (phase_dir if resume else init.phase_dir) / "tokenizer" /
                           "vocab.txt", "the vocabulary the model was trained with")
@@ -100,6 +103,9 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
     if config.seq_len > model.max_position_embeddings:
         raise ConfigError(f"seq_len {config.seq_len} is longer than the model's max_position_embeddings "
                           f"{model.max_position_embeddings}")
+    if config.attention == "flash" and "flash" not in available_kernels(torch.device("cuda" if torch.cuda.is_available()
+                                                                                          else "cpu")):
+        raise ConfigError("attention flash: needs a CUDA GPU and the flash-attn package; use auto, mask or nested")
     data = open_data(data_dir, config.seq_len, len(vocab), world_size)
     user_ds = read_user_ds_config(deepspeed_config)
     stage = user_ds.get("zero_optimization", {}).get("stage", config.zero_stage)
@@ -112,10 +118,7 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
                user_ds_config=user_ds)
 
 
-def _check_resumable(resume: Checkpoint, hparams: dict, config: TrainConfig, world_size: int) -> None:
-    if resume.meta["world_size"] != world_size:
-        raise ConfigError(f"{resume.path}: written by {resume.meta['world_size']} rank(s); "
-                          f"resume it with the same number of processes (this run has {world_size})")
+def _check_resumable(resume: Checkpoint, hparams: dict, config: TrainConfig) -> None:
     before, now = hparams["config"], config_to_dict(config)
     for key, value in now.items():
         if key not in CHANGEABLE_ON_RESUME and before.get(key) != value:

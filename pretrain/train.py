@@ -7,6 +7,7 @@ Run directory (`<out>/<phase>/`): the provenance files (run_files.py), train.log
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import random
@@ -17,25 +18,40 @@ import torch
 
 from core.config import config_to_dict
 from core.errors import PipelineError
-from core.log import progress, setup_logging
+from core.log import LOGGER_NAME, progress, setup_logging
 from pretrain import checkpoint
-from pretrain.data import DataState, make_loader
+from pretrain.data import DataState, make_loader, redistribute
 from pretrain.engine import deepspeed_config, single_process_env, zero_stage_for
-from pretrain.metrics import STEP_STATS, MetricsLog, step_stats
+from pretrain.attention import choose_attention
+from pretrain.metrics import STEP_STATS, MetricsLog, batch_counts, step_stats
 from pretrain.model import BertForPreTraining
 from pretrain.profiling import profiling
 from pretrain.run import Run
 from pretrain.run_files import write_run_files
 from pretrain.schedule import WarmupPolyDecay
-from pretrain.signals import StopSignal, any_rank
+from pretrain.signals import StopSignal
 
 
-def train(run: Run) -> int:
-    """Train until the phase's last step, `steps_this_run` steps, or a stop signal; returns the exit code."""
+log = logging.getLogger(LOGGER_NAME)
+
+
+@dataclasses.dataclass
+class Started:
+    """A run's DeepSpeed engine, at the step it starts from (0, or the checkpoint's), with the data position and
+    RNG states to continue with (None: start afresh)."""
+    engine: object
+    zero_stage: int
+    step: int = 0
+    data_state: DataState | None = None
+    rng: dict | None = None
+
+
+def start(run: Run) -> Started:
+    """The engine of `run` (model, LAMB/LANS/AdamW, schedule, DeepSpeed config), resumed from the run's checkpoint
+    if it has one, also one written by another number of ranks. Writes the run files (rank 0)."""
     single_process_env()
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     c = run.config
-    log = setup_logging(run.phase_dir / "train.log" if rank == 0 else None, quiet=rank != 0)
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
     else:
@@ -52,60 +68,100 @@ def train(run: Run) -> int:
     if run.init is not None and run.resume is None:
         model.load_state_dict(checkpoint.load_weights(run.init.checkpoint))
         log.info("phase 2 starts from %s, step %d", run.init.phase_dir, run.init.step)
+    model.attention = _attention_kernel(run, model, rank, log)
     optimizer = build_optimizer(model, c.optimizer, lr=c.lr, weight_decay=c.weight_decay, betas=tuple(c.betas),
                                 eps=c.eps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, WarmupPolyDecay(c.steps, int(c.warmup * c.steps), c.decay_power))
     zero_stage = c.zero_stage if c.zero_stage is not None else zero_stage_for(model.num_parameters())
+    # a ZeRO checkpoint of another number of ranks is read as DeepSpeed's universal checkpoint (checkpoint.load)
+    universal = run.resume is not None and run.resume.meta["world_size"] != run.world_size and zero_stage > 0
     ds_config = deepspeed_config(run, zero_stage)
+    if universal:
+        ds_config["checkpoint"] = {**ds_config.get("checkpoint", {}), "load_universal": True}
     if rank == 0:
         write_run_files(run, ds_config, model.num_parameters(), zero_stage)
     engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
     use_tensor_trust_ratios(engine)  # under ZeRO 1/2: LAMB/LANS learn where each tensor lies in their partitions
+    started = Started(engine, zero_stage)
+    if run.resume is None:
+        return started
+    client = checkpoint.load(engine, run.resume, universal=universal)
+    started.step = client["step"]
+    saved_ranks = len(client["ranks"])
+    if saved_ranks == run.world_size:
+        started.data_state = DataState.from_dict(client["ranks"][rank]["data"])
+        started.rng = client["ranks"][rank]["rng"]
+        log.info("resumed from %s at step %d", run.resume.path, started.step)
+    else:  # the data order changes with the ranks (data.redistribute); fresh dropout streams
+        states = [DataState.from_dict(r["data"]) for r in client["ranks"]]
+        started.data_state = redistribute(states, run.world_size)[rank]
+        _seed(c.seed + rank + 1_000_003 * started.step)
+        log.info("resumed from %s at step %d: written by %d rank(s), resumed on %d; the rest of epoch %d is dealt "
+                 "out anew", run.resume.path, started.step, saved_ranks, run.world_size, started.data_state.epoch)
+    return started
 
-    step, data_state, rng = 0, None, None
-    if run.resume is not None:
-        client = checkpoint.load(engine, run.resume)
-        step = client["step"]
-        data_state = DataState.from_dict(client["ranks"][rank]["data"])
-        rng = client["ranks"][rank]["rng"]
-        log.info("resumed from %s at step %d", run.resume.path, step)
+
+def train(run: Run) -> int:
+    """Train until the phase's last step, `steps_this_run` steps, or a stop signal; returns the exit code."""
+    single_process_env()
+    rank = int(os.environ["RANK"])
+    c = run.config
+    log = setup_logging(run.phase_dir / "train.log" if rank == 0 else None, quiet=rank != 0)
+    started = start(run)
+    engine, zero_stage, step, data_state, rng = (started.engine, started.zero_stage, started.step,
+                                                 started.data_state, started.rng)
+    model = engine.module
     last = min(c.steps, step + c.steps_this_run) if c.steps_this_run else c.steps
     log.info("%s: steps %d..%d of %d, %s parameters, %d rank(s) x micro-batch %d x accumulation %d = %d, %s, "
              "ZeRO %d", run.phase, step + 1, last, c.steps, f"{model.num_parameters():,}", run.world_size,
              c.micro_batch, run.grad_accumulation, c.global_batch, run.precision, zero_stage)
     with contextlib.ExitStack() as cleanup:
         batches = iter(make_loader(run.data, c.micro_batch, run.vocab_size, rank, run.world_size, c.seed,
-                                   c.loader_workers, data_state, pin_memory=torch.cuda.is_available()))
+                                   c.loader_workers, data_state, pin_memory=torch.cuda.is_available(),
+                                   pack=c.pack_sequences))
         # the workers ignore SIGTERM (see data.py), so they are stopped here, whatever happens: at interpreter exit
         # multiprocessing would SIGTERM them and wait forever (e.g. after an exception that keeps the iterator)
         if c.loader_workers:  # a loader without workers has none to stop
             cleanup.callback(batches._shutdown_workers)
         if rng is not None:
             checkpoint.set_rng_state(rng)  # after the loader's workers are started: dropout continues exactly
-        metrics = MetricsLog(run, model.flops_per_sequence(c.seq_len, run.data.max_predictions), rank == 0, step)
+        metrics = MetricsLog(run, model.training_flops, rank == 0, step)
         cleanup.callback(metrics.close)
         bar = cleanup.enter_context(progress(total=c.steps, initial=step, desc=run.phase, unit="step",
                                              quiet=rank != 0))
-        stop = cleanup.enter_context(StopSignal(log))
+        stop = cleanup.enter_context(StopSignal(log, run.world_size))
         stats = torch.zeros(len(STEP_STATS), dtype=torch.float64, device=engine.device)
+        saved = logged = step
+        stopped = False
         while step < last:
             with profiling(engine, c, run.phase_dir, step + 1, rank):
-                lr, grad_norm, data_state = _train_step(engine, batches, run, stats, step + 1)
+                done = _train_step(engine, batches, run, stats, step + 1, stop)
+            if done is None:
+                stopped = True
+                break
+            lr, grad_norm, data_state = done
+            rng = checkpoint.rng_state()  # the state the next step starts with: saved with this step
             step += 1
             bar.update(1)
-            stopping = any_rank(stop.signum is not None, engine.device)
-            if step % c.log_every == 0 or step == last or stopping:
+            if step % c.log_every == 0 or step == last:
                 row = metrics.row(step, stats, lr, grad_norm)
-                bar.set_postfix(loss=f"{row['loss']:.4f}")
-            if step % c.checkpoint_every == 0 or step == last or stopping:
-                _save(engine, run, step, data_state)
+                bar.set_postfix(loss=f"{row['loss']:.4f}", real_tok_s=f"{row['real_tokens_per_s']:,.0f}",
+                                padding=f"{row['padding_share']:.0%}")
+                logged = step
+            if step % c.checkpoint_every == 0 or step == last:
+                _save(engine, run, step, data_state, rng)
                 metrics.restart_clock()
-            if stopping:
-                break
-    if stop.signum is not None:
-        log.warning("stopped by signal %d at step %d, checkpoint saved; re-run the same command to resume",
-                    stop.signum, step)
+                saved = step
+        if stopped and step > saved:  # the last completed step; the abandoned one left no trace in the engine
+            if step > logged:
+                metrics.row(step, stats, lr, grad_norm)
+            _save(engine, run, step, data_state, rng)
+            saved = step
+    if stopped:
+        log.warning("stopped by signal %d; %s", stop.signum,
+                    f"checkpoint of step {saved} saved; re-run the same command to resume" if saved else
+                    "no step was completed, nothing saved; re-run the same command to start")
         return 128 + stop.signum
     if step < c.steps:
         log.info("stopped after step %d of %d (steps_this_run); re-run the same command to continue", step, c.steps)
@@ -115,18 +171,28 @@ def train(run: Run) -> int:
     return 0
 
 
-def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int):
+def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int, stop: StopSignal):
     """One optimizer step (`grad_accumulation` micro-batches). Adds the step's sums to `stats`; returns the
-    learning rate used, the gradient norm (None if not measured) and the data position after the step."""
+    learning rate used, the gradient norm (None if not measured) and the data position after the step.
+
+    Returns None, adding nothing, when a stop signal is agreed before one of its micro-batches: the step is
+    abandoned. DeepSpeed changes the weights, optimizer, schedule and its step counters only in the step() of the
+    last micro-batch, and gradients are not part of a checkpoint, so the engine then still holds the state of the
+    last completed step; the gradients it has accumulated are dropped with the process."""
     log_step = step % run.config.log_every == 0
     lr = grad_norm = None
+    sums = torch.zeros_like(stats)
     for micro in range(run.grad_accumulation):
+        if stop.agreed():
+            log.warning("step %d abandoned after %d of %d micro-batches", step, micro, run.grad_accumulation)
+            return None
         start = time.perf_counter()
         batch = next(batches)
         wait = time.perf_counter() - start
         data_state, problem = batch.pop("data_state"), batch.pop("problem")
         if problem:
             raise PipelineError(problem)
+        counts = batch_counts(batch)
         batch = {k: v.to(engine.device, non_blocking=True) for k, v in batch.items()}
         out = engine(**batch)
         engine.backward(out.loss)
@@ -135,13 +201,42 @@ def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int):
             if log_step and engine.zero_optimization_stage() == 0:
                 grad_norm = _grad_norm(engine)  # DeepSpeed keeps no norm without ZeRO
         engine.step()
-        stats += step_stats(out, wait, stats.device)
+        sums += step_stats(out, wait, counts, stats.device)
+    stats += sums
     ds_norm = engine.get_global_grad_norm()
     return lr, float(ds_norm) if ds_norm is not None else grad_norm, data_state
 
 
-def _save(engine, run: Run, step: int, data_state: dict) -> None:
-    mine = {"data": data_state, "rng": checkpoint.rng_state()}
+def _attention_kernel(run: Run, model: BertForPreTraining, rank: int, log: logging.Logger) -> str:
+    """The configured kernel; for `auto`, "mask" on CPU and on GPU the fastest on the first micro-batch of this
+    rank's data (read once more here), measured with the run's precision. Measuring draws none of the run's random
+    numbers."""
+    c = run.config
+    device = next(model.parameters()).device
+    if c.attention != "auto" or device.type != "cuda":
+        kernel = "mask" if c.attention == "auto" else c.attention
+        log.info("attention kernel: %s", kernel)
+        return kernel
+    batch = next(iter(make_loader(run.data, c.micro_batch, run.vocab_size, rank, run.world_size, c.seed, workers=0,
+                                  pack=c.pack_sequences)))
+    batch = {k: v.to(device) for k, v in batch.items() if isinstance(v, torch.Tensor)}
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(run.precision)
+
+    def step(kernel: str) -> None:
+        model.attention = kernel
+        with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
+            model(**batch).loss.backward()
+        model.zero_grad(set_to_none=True)
+
+    with torch.random.fork_rng(devices=[device]):
+        kernel, seconds = choose_attention(step, device)
+    log.info("attention kernel: %s (fastest of %s)", kernel,
+             ", ".join(f"{k} {1000 * s:.1f} ms" for k, s in seconds.items()))
+    return kernel
+
+
+def _save(engine, run: Run, step: int, data_state: dict, rng: dict) -> None:
+    mine = {"data": data_state, "rng": rng}
     ranks = [None] * run.world_size
     torch.distributed.all_gather_object(ranks, mine)
     client = {"phase": run.phase, "step": step, "world_size": run.world_size, "ranks": ranks,

@@ -1,5 +1,5 @@
 """Fixtures shared by the test modules: running one stage function on directories a test made, without the
-runner, and the small corpora and vocabularies several stages' tests read."""
+runner; the small corpora, vocabularies and HDF5 files several modules' tests read."""
 from __future__ import annotations
 
 import contextlib
@@ -8,9 +8,11 @@ import random
 from pathlib import Path
 from typing import Callable, Iterable
 
+import h5py
+import numpy as np
 import pytest
 
-from core.wordpiece import read_vocab
+from core.wordpiece import SPECIAL_TOKENS, read_vocab, wordpiece_tokenizer
 from pipeline.fileio import part_name, write_document
 from pipeline.stages import StageContext
 
@@ -93,7 +95,6 @@ def write_corpus() -> Callable[..., None]:
 def run_hdf5_stage(stage_context) -> Callable[..., Path]:
     """run(base, shard_dir, vocab_file, config, workers=1, out_name="out"): the hdf5 stage on a shard directory and
     a vocab.txt (its tokenizer.json made here); returns the output directory."""
-    from core.wordpiece import wordpiece_tokenizer
     from pipeline.stages.hdf5 import STAGE
 
     def run(base: Path, shard_dir: Path, vocab_file: Path, config, workers: int = 1, out_name: str = "out") -> Path:
@@ -105,3 +106,69 @@ def run_hdf5_stage(stage_context) -> Callable[..., Path]:
         STAGE.run(config, ctx)
         return ctx.out_dir
     return run
+
+
+PRETRAIN_VOCAB_SIZE = 60  # write_vocab_dir's default size, the ids write_hdf5 draws from
+
+
+@pytest.fixture(scope="session")
+def write_vocab_dir() -> Callable[..., Path]:
+    """write(vocab_dir, size=60): vocab.txt (SPECIAL_TOKENS first, then made-up words w0, w1, ...) and
+    tokenizer.json, as in a vocab stage or variant directory; returns vocab_dir."""
+    def write(vocab_dir: Path, size: int = PRETRAIN_VOCAB_SIZE) -> Path:
+        vocab_dir.mkdir(parents=True, exist_ok=True)
+        tokens = list(SPECIAL_TOKENS) + [f"w{i}" for i in range(size - len(SPECIAL_TOKENS))]
+        (vocab_dir / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
+        wordpiece_tokenizer(read_vocab(vocab_dir / "vocab.txt")).save(str(vocab_dir / "tokenizer.json"))
+        return vocab_dir
+    return write
+
+
+@pytest.fixture(scope="session")
+def write_hdf5() -> Callable[..., dict[str, np.ndarray]]:
+    """write(path, samples, seq_len=32, max_predictions=5, ...): a file in NVIDIA's layout: [CLS] A [SEP] B [SEP] +
+    padding, random word ids, masked positions (sorted, zero-padded) replaced by [MASK] in input_ids, random
+    next-sentence labels; returns the arrays written."""
+    cls_id, sep_id, mask_id = (SPECIAL_TOKENS.index(t) for t in ("[CLS]", "[SEP]", "[MASK]"))
+
+    def write(path: Path, samples: int, seq_len: int = 32, max_predictions: int = 5,
+              vocab_size: int = PRETRAIN_VOCAB_SIZE, seed: int = 0, dtype=np.int32,
+              labels_2d: bool = False) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(seed)
+        arrays = {k: np.zeros((samples, seq_len), dtype) for k in ("input_ids", "input_mask", "segment_ids")}
+        arrays["masked_lm_positions"] = np.zeros((samples, max_predictions), dtype)
+        arrays["masked_lm_ids"] = np.zeros((samples, max_predictions), dtype)
+        arrays["next_sentence_labels"] = rng.integers(0, 2, (samples, 1) if labels_2d else samples).astype(dtype)
+        for i in range(samples):
+            length = int(rng.integers(8, seq_len + 1))
+            sep = int(rng.integers(2, length - 2))  # A = 1..sep-1, B = sep+1..length-2
+            ids = rng.integers(len(SPECIAL_TOKENS), vocab_size, length)
+            ids[0], ids[sep], ids[length - 1] = cls_id, sep_id, sep_id
+            words = [p for p in range(1, length - 1) if p != sep]
+            chosen = np.sort(rng.choice(words, size=min(max_predictions, max(1, round(0.15 * length))),
+                                        replace=False))
+            arrays["masked_lm_positions"][i, :len(chosen)] = chosen
+            arrays["masked_lm_ids"][i, :len(chosen)] = ids[chosen]
+            ids[chosen] = mask_id
+            arrays["input_ids"][i, :length] = ids
+            arrays["input_mask"][i, :length] = 1
+            arrays["segment_ids"][i, sep + 1:length] = 1
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with h5py.File(path, "w") as f:
+            for key, value in arrays.items():
+                f.create_dataset(key, data=value, compression="gzip")
+        return arrays
+    return write
+
+
+@pytest.fixture(scope="session")
+def write_dataset(write_vocab_dir, write_hdf5) -> Callable[..., Path]:
+    """write(root, sizes, seq_len=32, max_predictions=5): a variant directory <root>/hu/hdf5/seq_len_<seq_len> as
+    the hdf5 stage writes it: training/training_NNNN.hdf5 of `sizes` rows each, and the vocabulary."""
+    def write(root: Path, sizes: list[int], seq_len: int = 32, max_predictions: int = 5) -> Path:
+        variant = root / "hu" / "hdf5" / f"seq_len_{seq_len}"
+        write_vocab_dir(variant)
+        for i, n in enumerate(sizes):
+            write_hdf5(variant / "training" / f"training_{i:04d}.hdf5", n, seq_len, max_predictions, seed=i)
+        return variant
+    return write

@@ -16,6 +16,8 @@ from core.errors import PipelineError
 from pipeline.dump import DumpFile
 from pipeline.runner import read_manifest, run_stages
 from pipeline.stages import extract
+from pipeline.tokenize import WordCache
+from core.wordpiece import SPECIAL_TOKENS, load_tokenizer, read_vocab, special_token_ids, write_tokenizer_dir
 
 HU = dict(redirect_words=["ÁTIRÁNYÍTÁS", "REDIRECT"], disambiguation_templates=["egyért"])
 
@@ -323,3 +325,23 @@ def test_articles_per_part_must_be_positive(tmp_path, multistream, run_extract):
 
     with pytest.raises(ConfigError, match="articles_per_part"):
         run_extract(tmp_path, *multistream, articles_per_part=0)
+
+
+def test_literal_special_tokens_tokenize_alike_for_training_and_inference(tmp_path, run_extract):
+    """A "[MASK]" written in an article: the data tokenizer splits it into pieces, transformers' tokenizer of the
+    exported model would read it as the mask token; extract spaces it out so both give the same ids."""
+    transformers = pytest.importorskip("transformers")
+    text = "A BERT a [MASK] jelet tanulja, a [SEP] és [CLS] jel is [PAD] [UNK] lehet a szövegben."
+    pages = [sample.Page(1, "BERT", 0, text, "article")]
+    sample.write_xml(pages, tmp_path / "special.xml")
+    _, articles, _ = run_extract(tmp_path, tmp_path / "special.xml")
+    extracted = articles[0]["text"]
+    assert not re.search(r"\[(MASK|SEP|CLS|PAD|UNK)\]", extracted) and "[ MASK ]" in extracted
+    words = sorted(set(re.findall(r"\w+", text.lower())) | {"[", "]", ",", "."})
+    (tmp_path / "tok").mkdir()
+    write_tokenizer_dir(tmp_path / "tok", list(SPECIAL_TOKENS) + words, lowercase=True)
+    vocab = read_vocab(tmp_path / "tok" / "vocab.txt")
+    training, _ = WordCache(load_tokenizer(tmp_path / "tok"), special_token_ids(vocab)).encode([extracted])
+    inference = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "tok"))
+    assert inference(extracted, add_special_tokens=False)["input_ids"] == training.tolist()
+    assert vocab["mask"] in training.tolist() and vocab["[MASK]"] not in training.tolist()

@@ -1,5 +1,5 @@
 """pretrain/data.py: NVIDIA-layout HDF5 files, checks before training, file split across ranks, order by seed and
-epoch, exact mid-epoch resume, workers that open files lazily. Also the fixture writers test_pretrain_loop uses."""
+epoch, exact mid-epoch resume, workers that open files lazily. The writers of vocabularies and data are fixtures in conftest.py."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,58 +10,9 @@ import pytest
 import torch
 
 from core.errors import ConfigError, PipelineError
-from core.wordpiece import SPECIAL_TOKENS, read_vocab, wordpiece_tokenizer
 from pretrain.data import BatchPlan, DataState, find_data_files, find_vocab_file, make_loader, open_data
 
 VOCAB_SIZE = 60
-PAD, UNK, CLS, SEP, MASK = range(5)  # the order write_vocab gives SPECIAL_TOKENS
-
-
-def write_vocab(vocab_dir: Path, size: int = VOCAB_SIZE) -> Path:
-    """vocab.txt (specials first, then made-up words) and tokenizer.json, as in a vocab stage or variant directory."""
-    vocab_dir.mkdir(parents=True, exist_ok=True)
-    tokens = list(SPECIAL_TOKENS) + [f"w{i}" for i in range(size - len(SPECIAL_TOKENS))]
-    (vocab_dir / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
-    wordpiece_tokenizer(read_vocab(vocab_dir / "vocab.txt")).save(str(vocab_dir / "tokenizer.json"))
-    return vocab_dir
-
-
-def write_hdf5(path: Path, samples: int, seq_len: int = 32, max_predictions: int = 5, vocab_size: int = VOCAB_SIZE,
-               seed: int = 0, dtype=np.int32, labels_2d: bool = False) -> dict[str, np.ndarray]:
-    """A file in NVIDIA's layout: [CLS] A [SEP] B [SEP] + padding, random word ids, masked positions (sorted,
-    zero-padded) replaced by [MASK] in input_ids, random next-sentence labels."""
-    rng = np.random.default_rng(seed)
-    arrays = {k: np.zeros((samples, seq_len), dtype) for k in ("input_ids", "input_mask", "segment_ids")}
-    arrays["masked_lm_positions"] = np.zeros((samples, max_predictions), dtype)
-    arrays["masked_lm_ids"] = np.zeros((samples, max_predictions), dtype)
-    arrays["next_sentence_labels"] = rng.integers(0, 2, (samples, 1) if labels_2d else samples).astype(dtype)
-    for i in range(samples):
-        length = int(rng.integers(8, seq_len + 1))
-        sep = int(rng.integers(2, length - 2))  # A = 1..sep-1, B = sep+1..length-2
-        ids = rng.integers(len(SPECIAL_TOKENS), vocab_size, length)
-        ids[0], ids[sep], ids[length - 1] = CLS, SEP, SEP
-        words = [p for p in range(1, length - 1) if p != sep]
-        chosen = np.sort(rng.choice(words, size=min(max_predictions, max(1, round(0.15 * length))), replace=False))
-        arrays["masked_lm_positions"][i, :len(chosen)] = chosen
-        arrays["masked_lm_ids"][i, :len(chosen)] = ids[chosen]
-        ids[chosen] = MASK
-        arrays["input_ids"][i, :length] = ids
-        arrays["input_mask"][i, :length] = 1
-        arrays["segment_ids"][i, sep + 1:length] = 1
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with h5py.File(path, "w") as f:
-        for key, value in arrays.items():
-            f.create_dataset(key, data=value, compression="gzip")
-    return arrays
-
-
-def write_dataset(root: Path, sizes: list[int], seq_len: int = 32, max_predictions: int = 5) -> Path:
-    """A variant directory <root>/hu/hdf5/<variant> as the hdf5 stage writes it: training/*.hdf5 and the vocabulary."""
-    variant = root / "hu" / "hdf5" / f"seq_len_{seq_len}"
-    write_vocab(variant)
-    for i, n in enumerate(sizes):
-        write_hdf5(variant / "training" / f"training_{i:04d}.hdf5", n, seq_len, max_predictions, seed=i)
-    return variant
 
 
 def rows_of(plan: BatchPlan, batches: int) -> list[list[tuple[int, int]]]:
@@ -71,7 +22,7 @@ def rows_of(plan: BatchPlan, batches: int) -> list[list[tuple[int, int]]]:
     return out
 
 
-def test_the_vocabulary_is_the_data_directorys_own_or_the_one_passed(tmp_path):
+def test_the_vocabulary_is_the_data_directorys_own_or_the_one_passed(tmp_path, write_dataset):
     variant = write_dataset(tmp_path / "data", [4])
     assert find_vocab_file(variant) == variant / "vocab.txt"
     assert find_vocab_file(tmp_path, vocab_dir=variant) == variant / "vocab.txt"
@@ -81,7 +32,7 @@ def test_the_vocabulary_is_the_data_directorys_own_or_the_one_passed(tmp_path):
         find_vocab_file(variant, vocab_dir=tmp_path)
 
 
-def test_bad_data_is_refused_with_one_line_naming_the_file(tmp_path):
+def test_bad_data_is_refused_with_one_line_naming_the_file(tmp_path, write_dataset):
     empty = tmp_path / "empty"
     (empty / "training").mkdir(parents=True)
     with pytest.raises(ConfigError, match=r"empty/training: no HDF5 files"):
@@ -106,7 +57,7 @@ def test_bad_data_is_refused_with_one_line_naming_the_file(tmp_path):
         open_data(variant, 32, VOCAB_SIZE)
 
 
-def test_ranks_read_disjoint_files_in_an_order_set_by_seed_and_epoch(tmp_path):
+def test_ranks_read_disjoint_files_in_an_order_set_by_seed_and_epoch(tmp_path, write_dataset):
     data = open_data(write_dataset(tmp_path, [3] * 7), 32, VOCAB_SIZE, world_size=2)
     plans = [BatchPlan(data, 2, rank=r, world_size=2, seed=5) for r in (0, 1)]
     for epoch in (0, 1):
@@ -117,7 +68,7 @@ def test_ranks_read_disjoint_files_in_an_order_set_by_seed_and_epoch(tmp_path):
     assert plans[0].epoch_files(0) != BatchPlan(data, 2, rank=0, world_size=2, seed=6).epoch_files(0)
 
 
-def test_an_epoch_reads_every_row_once_across_file_boundaries(tmp_path):
+def test_an_epoch_reads_every_row_once_across_file_boundaries(tmp_path, write_dataset):
     data = open_data(write_dataset(tmp_path, [7, 5, 9]), 32, VOCAB_SIZE)
     plan = BatchPlan(data, 4, seed=1)
     batches = rows_of(plan, 8)  # 32 rows: one epoch of 21, then 11 of the next
@@ -127,7 +78,7 @@ def test_an_epoch_reads_every_row_once_across_file_boundaries(tmp_path):
     assert flat[21:] != flat[:11]  # the next epoch has another order
 
 
-def test_resuming_from_a_saved_state_continues_with_the_same_batches(tmp_path):
+def test_resuming_from_a_saved_state_continues_with_the_same_batches(tmp_path, write_dataset):
     data = open_data(write_dataset(tmp_path, [7, 5, 9]), 32, VOCAB_SIZE)
     plan = BatchPlan(data, 4, seed=3)
     states, batches = [], []
@@ -141,7 +92,7 @@ def test_resuming_from_a_saved_state_continues_with_the_same_batches(tmp_path):
         BatchPlan(data, 4, seed=3, state=DataState(0, ("missing.hdf5",), 0, 0))
 
 
-def test_loader_batches_match_the_files_and_do_not_depend_on_workers(tmp_path):
+def test_loader_batches_match_the_files_and_do_not_depend_on_workers(tmp_path, write_dataset, write_hdf5):
     variant = write_dataset(tmp_path, [6, 5])
     write_hdf5(variant / "training" / "training_0001.hdf5", 5, dtype=np.int16, labels_2d=True, seed=1)
     data = open_data(variant, 32, VOCAB_SIZE)
@@ -166,7 +117,7 @@ def test_loader_batches_match_the_files_and_do_not_depend_on_workers(tmp_path):
             f.close()
 
 
-def test_ids_beyond_the_vocabulary_past_the_checked_rows_name_file_and_row(tmp_path):
+def test_ids_beyond_the_vocabulary_past_the_checked_rows_name_file_and_row(tmp_path, write_dataset):
     variant = write_dataset(tmp_path, [300])
     path = variant / "training" / "training_0000.hdf5"
     with h5py.File(path, "a") as f:
@@ -178,7 +129,7 @@ def test_ids_beyond_the_vocabulary_past_the_checked_rows_name_file_and_row(tmp_p
     assert problems - {""} == {f"{path}: row 290: input_ids holds a token id outside the vocabulary of 60 tokens"}
 
 
-def test_a_file_whose_data_does_not_decompress_is_refused_with_one_line(tmp_path):
+def test_a_file_whose_data_does_not_decompress_is_refused_with_one_line(tmp_path, write_dataset):
     variant = write_dataset(tmp_path, [40, 40], seq_len=32)
     path = variant / "training" / "training_0000.hdf5"
     with h5py.File(path, "r") as f:
@@ -200,7 +151,7 @@ def rechunk(path: Path, rows: int) -> None:
             f.create_dataset(key, data=value, compression="gzip", chunks=(rows,) + value.shape[1:])
 
 
-def test_a_damaged_chunk_past_the_checked_rows_is_one_problem_line_not_a_crash(tmp_path):
+def test_a_damaged_chunk_past_the_checked_rows_is_one_problem_line_not_a_crash(tmp_path, write_dataset):
     variant = write_dataset(tmp_path, [400])
     path = variant / "training" / "training_0000.hdf5"
     rechunk(path, 50)
@@ -222,7 +173,7 @@ def test_a_damaged_chunk_past_the_checked_rows_is_one_problem_line_not_a_crash(t
     ("segment_ids", 2, "segment_ids holds a value other than 0 or 1"),
     ("next_sentence_labels", 7, "next_sentence_labels holds a value other than 0 or 1"),
 ])
-def test_values_the_model_cannot_take_past_the_checked_rows_name_file_and_row(tmp_path, key, value, message):
+def test_values_the_model_cannot_take_past_the_checked_rows_name_file_and_row(tmp_path, key, value, message, write_dataset):
     variant = write_dataset(tmp_path, [300])
     path = variant / "training" / "training_0000.hdf5"
     with h5py.File(path, "a") as f:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.errors import ConfigError
+from core.errors import ConfigError, PipelineError
 from pretrain import checkpoint
 from pretrain.cli import main
 from pretrain.config import load_train_config
@@ -23,8 +23,6 @@ from pretrain.engine import deepspeed_config
 from pretrain.metrics import metrics_step
 from pretrain.run import prepare
 from pretrain.schedule import WarmupPolyDecay
-from test_pretrain_data import write_dataset, write_hdf5
-from test_pretrain_data import write_vocab as write_vocab_dir
 
 TINY = ["--preset", "tiny", "--set", "seq_len=32", "--set", "global_batch=8", "--set", "micro_batch=4",
         "--set", "log_every=1"]
@@ -47,7 +45,7 @@ def tags(phase_dir: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory) -> Path:
+def data(tmp_path_factory, write_dataset, write_hdf5, write_vocab_dir) -> Path:
     root = tmp_path_factory.mktemp("data")
     variant = write_dataset(root, [40, 40, 40], seq_len=32)
     for i in range(2):
@@ -79,6 +77,7 @@ def test_a_stopped_run_resumes_with_exactly_the_losses_of_an_uninterrupted_one(d
     second = pretrain(*args)  # same command: resumes from step 3 (dropout RNG, data position, optimizer)
     assert second.returncode == 0, second.stderr
     assert "resumed from" in second.stderr
+    assert "real_tok_s=" in second.stderr and "padding=" in second.stderr  # the progress bar
 
     expected, resumed = metrics(full_run), metrics(out / "phase1")
     assert [m["step"] for m in resumed] == list(range(1, 9))
@@ -96,7 +95,9 @@ def test_a_stopped_run_resumes_with_exactly_the_losses_of_an_uninterrupted_one(d
     assert hparams["config"]["steps"] == 8 and hparams["seed"] == 12345 and hparams["gradient_accumulation"] == 2
     assert "torch==" in (full_run / "pip_freeze.txt").read_text()
     assert list((full_run / "tb").glob("events.out.tfevents.*"))
-    assert {"mlm_accuracy", "nsp_loss", "tokens_per_s", "tflops", "data_wait_share"} <= set(expected[0])
+    assert {"mlm_accuracy", "nsp_loss", "tokens_per_s", "real_tokens_per_s", "padding_share", "tflops",
+            "data_wait_share"} <= set(expected[0])
+    assert hparams["config"]["pack_sequences"] is True  # the default: this test resumes a packed run
 
     again = pretrain(*args)
     assert again.returncode == 0 and "complete" in again.stderr
@@ -149,14 +150,11 @@ def test_two_processes_split_the_files_stop_on_sigterm_and_resume(data, tmp_path
     tag, meta = latest.tag, latest.meta
     stopped_at = metrics(out / "phase1")[-1]["step"]
     assert meta["step"] == stopped_at and meta["world_size"] == 2 and stopped_at < 200, stderr
-    assert stderr.count("finishing this step") == 2
+    assert stderr.count("abandoning the step in progress") == 2
     client = torch.load(checkpoint.checkpoint_dir(out / "phase1") / tag / MODEL_STATES,
                         weights_only=False)
     files = [set(rank["data"]["files"]) for rank in client["ranks"]]
     assert not files[0] & files[1] and files[0] | files[1] == {p.name for p in (data / "training").iterdir()}
-
-    alone = pretrain(*args)
-    assert alone.returncode == 2 and "written by 2 rank(s)" in alone.stderr
 
     resumed = subprocess.run(torchrun + args + ["--set", "steps_this_run=2"], env=ENV, capture_output=True,
                              text=True, timeout=300)
@@ -181,7 +179,7 @@ def test_bad_settings_exit_2_with_one_line_before_training(data, tmp_path, monke
     assert not (tmp_path / "r").exists()  # nothing written
 
 
-def test_bad_data_exits_1_bad_vocab_and_init_exit_2_before_training(data, tmp_path, monkeypatch, capsys):
+def test_bad_data_exits_1_bad_vocab_and_init_exit_2_before_training(data, tmp_path, monkeypatch, capsys, write_hdf5):
     (tmp_path / "empty" / "training").mkdir(parents=True)
     big = tmp_path / "big" / "training" / "big.hdf5"
     write_hdf5(big, 10, 32, 5, vocab_size=500)
@@ -221,13 +219,15 @@ def test_a_crash_while_saving_leaves_latest_on_the_previous_checkpoint(tmp_path)
     for step in (1, 2):
         checkpoint.save(engine, tmp_path, step, {"world_size": 1}, {}, keep=2)
     engine.fail = True
-    with pytest.raises(OSError):
+    with pytest.raises(PipelineError, match=r"step00000003: saving the checkpoint failed \(OSError: disk full\); "
+                                             r".* GiB free there; the latest checkpoint is still step00000002$"):
         checkpoint.save(engine, tmp_path, 3, {"world_size": 1}, {}, keep=2)
-    assert checkpoint.latest(tmp_path).tag == "step00000002"
+    assert checkpoint.latest(tmp_path).tag == "step00000002" and "step00000003" not in tags(tmp_path)
     engine.fail = False
     checkpoint.save(engine, tmp_path, 4, {"world_size": 1}, {}, keep=2)
     latest = checkpoint.latest(tmp_path)
-    assert (latest.tag, latest.meta) == ("step00000004", {"world_size": 1, "tag": "step00000004", "step": 4})
+    assert (latest.tag, latest.meta) == ("step00000004", {"world_size": 1, "tag": "step00000004", "step": 4,
+                                                          "files": {MODEL_STATES: 17}})
     assert tags(tmp_path) == ["step00000002", "step00000004"]  # the broken step 3 and the oldest are gone
 
 
@@ -274,6 +274,47 @@ def test_metrics_rows_cut_off_by_a_crash_are_dropped_on_resume():
     rows = ['{"step": 1, "loss": 2.0}\n', '{"step": 2, "loss": 1.9}\n', '{"step": 3, "lo']
     assert [row for row in rows if metrics_step(row) <= 2] == rows[:2]
     assert metrics_step("\n") == float("inf")
+
+
+@pytest.mark.slow
+def test_an_unpacked_run_resumes_exactly_too(data, full_run, tmp_path):
+    """pack_sequences=false (one sequence a row); the test above runs the default, packed."""
+    unpacked = ("--set", "pack_sequences=false", "--set", "steps=6", "--set", "checkpoint_every=3")
+    whole = pretrain("phase1", "--data", str(data), "--out", str(tmp_path / "whole"), *TINY, *unpacked)
+    assert whole.returncode == 0, whole.stderr
+    args = ("phase1", "--data", str(data), "--out", str(tmp_path / "stopped"), *TINY, *unpacked)
+    first = pretrain(*args, "--set", "steps_this_run=2")
+    assert first.returncode == 0, first.stderr
+    second = pretrain(*args)
+    assert second.returncode == 0 and "resumed from" in second.stderr, second.stderr
+    expected, resumed = metrics(tmp_path / "whole" / "phase1"), metrics(tmp_path / "stopped" / "phase1")
+    assert [m["step"] for m in resumed] == list(range(1, 7))
+    for a, b in zip(expected, resumed):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-6, abs=1e-7), a["step"]
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-5), a["step"]
+    packed = metrics(full_run)
+    for a, b in zip(expected, packed):  # the same sequences, packed into as many rows or fewer
+        assert b["padding_share"] <= a["padding_share"]
+        assert b["real_tokens_per_s"] / b["samples_per_s"] == pytest.approx(a["real_tokens_per_s"] / a["samples_per_s"])
+    assert sum(b["padding_share"] for b in packed) < sum(a["padding_share"] for a in expected)
+
+
+@pytest.mark.slow
+def test_packed_and_unpacked_runs_have_the_same_losses_and_gradients(data, tmp_path):
+    """Without dropout, the same sequences packed give the same losses and gradient norms over optimizer steps of
+    two accumulated micro-batches: packing changes neither the loss normalization nor what global_batch counts."""
+    runs = {}
+    for pack in ("false", "true"):
+        done = pretrain("phase1", "--data", str(data), "--out", str(tmp_path / pack), *TINY, "--set", "steps=4",
+                        "--set", f"pack_sequences={pack}", "--set", "model.hidden_dropout_prob=0",
+                        "--set", "model.attention_probs_dropout_prob=0")
+        assert done.returncode == 0, done.stderr
+        runs[pack] = metrics(tmp_path / pack / "phase1")
+    for a, b in zip(runs["false"], runs["true"]):
+        for key in ("loss", "mlm_loss", "nsp_loss", "grad_norm", "mlm_accuracy", "nsp_accuracy"):
+            assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6), (a["step"], key)
+        assert b["padding_share"] <= a["padding_share"]
+    assert runs["false"][0]["loss"] != runs["false"][-1]["loss"]
 
 
 @pytest.mark.slow

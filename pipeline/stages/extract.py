@@ -11,9 +11,11 @@ a multistream dump by its index, and keeps disambiguation pages and text-only re
 - single-stream `.bz2` or plain `.xml` (UTF-8 or UTF-16): read sequentially; batches of pages go to the workers.
 Cheap checks run before the expensive cleaning: namespace 0 only, no redirects (the `<redirect>` element or a
 localized `#REDIRECT` text), no disambiguation pages (per-language templates, `__DISAMBIG__`); pages that clean to
-nothing are counted as empty. Templates live in files mapped into memory (wikiextractor's `template_blob` layout, in
-the stage's scratch directory: pipeline/template_files.py), so a worker's memory does not grow with the template
-namespace and a killed run leaves no shared-memory segment behind. Output is in dump order, parts of
+nothing are counted as empty. A special token spelled out in an article ("[MASK]") is spaced out ("[ MASK ]"), so
+that a transformers tokenizer does not read it as the special token (core/wordpiece.py). Templates live in files
+mapped into memory (wikiextractor's `template_blob` layout, in the stage's scratch directory:
+pipeline/template_files.py), so a worker's memory does not grow with the template namespace and a killed run leaves
+no shared-memory segment behind. Output is in dump order, parts of
 `articles_per_part` articles, so the bytes do not depend on the number of workers.
 """
 from __future__ import annotations
@@ -34,6 +36,7 @@ from wikiextractor.extract import (_DEFAULT_IGNORED_TAG_PATTERNS, Extractor, Mag
 
 from core.errors import ConfigError, PipelineError
 from core.log import progress
+from core.wordpiece import neutralize_special_tokens
 from pipeline.dump import TEMPLATE_NS, DumpFile, RawPage, SiteInfo, Stream, read_stream
 from pipeline.fileio import part_name
 from pipeline.parallel import Executor
@@ -260,7 +263,7 @@ class _PageCleaner:
                               ignored_tag_patterns=self.ignored_tags, keepSections=self.settings.keep_sections)
         extractor.magicWords = _FrozenClock(self.clock)
         paragraphs = extractor.clean_text(page.text, expand_templates=self.templates is not None, html_safe=False)
-        text = "\n".join(p.strip() for p in paragraphs if p.strip())
+        text = neutralize_special_tokens("\n".join(p.strip() for p in paragraphs if p.strip()))
         if extractor.template_title_errs or extractor.recursion_exceeded_1_errs or \
                 extractor.recursion_exceeded_2_errs or extractor.recursion_exceeded_3_errs or \
                 extractor.template_loop_errs or extractor.malformed_expr_errs:
