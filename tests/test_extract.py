@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import bz2
+import gzip
+import lzma
 import collections
 import dataclasses
 import json
@@ -368,3 +370,44 @@ def test_date_magic_words_take_the_dump_date(tmp_path, layout, run_extract):
     counts, articles, _ = run_extract(tmp_path / "dated", dated)
     assert counts["dump_date"] == "2023-11-05" and counts["dump_date_from"] == "file name"
     assert "(2023. 11. havi áron)" in articles[0]["text"]
+
+
+@pytest.mark.parametrize("suffix, compress", [(".xz", lzma.compress), (".gz", gzip.compress)])
+def test_xz_and_gzip_dumps_read_like_plain_xml(tmp_path, pages, reference, suffix, compress, run_extract):
+    plain = tmp_path / "dump.xml"
+    sample.write_xml(pages, plain)
+    dump = tmp_path / f"dump.xml{suffix}"
+    dump.write_bytes(compress(plain.read_bytes()))
+    (tmp_path / "ok").mkdir()
+    counts, articles, data = run_extract(tmp_path / "ok", dump, workers=2)
+    assert data == reference[2] and counts["articles"] == reference[0]["articles"]
+    dump.write_bytes(dump.read_bytes()[:dump.stat().st_size * 2 // 3])
+    (tmp_path / "cut").mkdir()
+    name = {".xz": "xz", ".gz": "gzip"}[suffix]
+    with pytest.raises(PipelineError, match=rf"{dump.name}: near compressed byte [\d,]+: the compressed data ends "
+                                            rf"before the end of its {name} stream: truncated dump"):
+        run_extract(tmp_path / "cut", dump)
+
+
+@pytest.mark.parametrize("layout", ["xml", "multistream"])
+def test_allow_truncated_keeps_the_complete_pages_and_says_where_it_stopped(tmp_path, pages, reference, layout,
+                                                                           run_extract):
+    if layout == "xml":
+        dump, index = tmp_path / "dump.xml", None
+        sample.write_xml(pages, dump)
+        dump.write_text(dump.read_text(encoding="utf-8").replace(sample.CLOSING, ""), encoding="utf-8")
+    else:
+        dump, index = tmp_path / "x-multistream.xml.bz2", tmp_path / "x-multistream-index.txt.bz2"
+        sample.write_multistream(pages, dump, index, pages_per_stream=10)
+        data = dump.read_bytes()
+        closing = bz2.compress(sample.CLOSING.encode())
+        assert data.endswith(closing)
+        dump.write_bytes(data[:-len(closing)])
+    (tmp_path / "refused").mkdir()
+    with pytest.raises(PipelineError, match=r"ends before </mediawiki> .*extract.allow_truncated: true keeps"):
+        run_extract(tmp_path / "refused", dump, index)
+    (tmp_path / "kept").mkdir()
+    counts, articles, data = run_extract(tmp_path / "kept", dump, index, allow_truncated=True)
+    assert data == reference[2]
+    assert re.search(rf"{dump.name}: .*ends before </mediawiki>, after page '{re.escape(pages[-1].title)}'",
+                     counts["truncated"])
