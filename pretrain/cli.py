@@ -20,7 +20,8 @@ PresetOpt = typer.Option(None, "--preset", help="Model size: tiny, mini, small, 
 ConfigOpt = typer.Option(None, "--config", help="YAML file of settings over the phase's recipe (same keys)")
 SetOpt = typer.Option(None, "--set", help="Override a setting: KEY=VALUE, e.g. micro_batch=32 or "
                                           "model.hidden_dropout_prob=0 (repeatable)")
-DsOpt = typer.Option(None, "--deepspeed-config", help="JSON merged over the generated DeepSpeed config")
+DsOpt = typer.Option(None, "--deepspeed-config", help="JSON merged over the generated DeepSpeed config "
+                                                        "(keys DeepSpeed does not know are refused)")
 EvalDataOpt = typer.Option(None, "--eval-data", help="Held-out HDF5 directory to evaluate on (default: the data "
                                                      "directory's test/ split); same as --set eval_data=DIR")
 VocabOpt = typer.Option(None, "--vocab", help="Directory with vocab.txt (default: the one in --data; needed for "
@@ -81,12 +82,12 @@ def eval_(path: Path = typer.Argument(..., help="A phase directory (its latest c
     from pretrain.evaluate import HeldOut, evaluate, eval_files, load_model
 
     held_out = HeldOut.read(eval_files(data), samples)
-    model, source = load_model(path, tag)
-    held_out.check_vocabulary(model.config.vocab_size, data)
+    model, vocab_size, source = load_model(path, tag)
+    held_out.check_vocabulary(vocab_size, data)
     if torch.cuda.is_available():
         model = model.cuda()
     typer.echo(f"{source} on {held_out.total:,} instances of {data}", err=True)
-    for key, value in evaluate(model, held_out, batch).items():
+    for key, value in evaluate(model, held_out, batch, vocab_size).items():
         typer.echo(f"{key} {value:.6f}")
 
 

@@ -13,9 +13,11 @@ from pathlib import Path
 import h5py
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from core.errors import ConfigError, PipelineError
-from core.hdf5_format import NEXT_SENTENCE_LABELS, SUFFIXES, read_rows
+from core.hdf5_format import NEXT_SENTENCE_LABELS, SUFFIXES, read_rows, used_positions
+from core.wordpiece import read_vocab
 from pretrain import checkpoint
 from pretrain.data import MODEL_ARGS
 from pretrain.model import BertForPreTraining, ModelConfig
@@ -80,9 +82,11 @@ class HeldOut:
             yield {k: v[start:start + batch_size] for k, v in self.columns.items()}
 
 
-def evaluate(model: torch.nn.Module, held_out: HeldOut, batch_size: int, autocast_dtype=None) -> dict[str, float]:
-    """The EVAL_KEYS figures of `model` (our BertForPreTraining) on `held_out`, summed over all ranks when
-    torch.distributed is initialized (every rank must call it)."""
+def evaluate(model: BertForPreTraining, held_out: HeldOut, batch_size: int, vocab_size: int,
+             autocast_dtype=None) -> dict[str, float]:
+    """The EVAL_KEYS figures of `model` on `held_out`, over the first `vocab_size` tokens (the tokenizer's; the
+    model's rows beyond them pad its vocabulary to a multiple of 8 and are left out, as the export leaves them out),
+    summed over all ranks when torch.distributed is initialized (every rank must call it)."""
     device = next(model.parameters()).device
     sums = torch.zeros(len(_SUMS), dtype=torch.float64, device=device)
     was_training = model.training
@@ -92,10 +96,7 @@ def evaluate(model: torch.nn.Module, held_out: HeldOut, batch_size: int, autocas
         with torch.random.fork_rng(devices=devices), torch.no_grad(), \
                 torch.autocast(device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
             for batch in held_out.batches(batch_size):
-                out = model(**{k: v.to(device) for k, v in batch.items()})
-                sums += torch.stack([out.mlm_loss.double() * out.mlm_count, out.mlm_correct.double(),
-                                     out.mlm_count.double(), out.nsp_loss.double() * out.nsp_count,
-                                     out.nsp_correct.double(), out.nsp_count.double()])
+                sums += _batch_sums(model, {k: v.to(device) for k, v in batch.items()}, vocab_size)
     finally:
         model.train(was_training)
     if torch.distributed.is_initialized():
@@ -107,16 +108,31 @@ def evaluate(model: torch.nn.Module, held_out: HeldOut, batch_size: int, autocas
             "eval_nsp_loss": s["nsp_loss"] / max(1.0, s["nsp_count"])}
 
 
-def load_model(path: Path, tag: str | None = None) -> tuple[BertForPreTraining, str]:
+def _batch_sums(model: BertForPreTraining, batch: dict[str, torch.Tensor], vocab_size: int) -> torch.Tensor:
+    mlm_logits, nsp_logits = model.logits(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
+                                          batch["masked_lm_positions"])
+    mlm_logits = mlm_logits[..., :vocab_size].float()
+    valid = used_positions(batch["masked_lm_positions"])
+    labels = batch["masked_lm_ids"].masked_fill(~valid, -100)
+    nsp_labels = batch["next_sentence_labels"].view(-1)
+    return torch.stack([
+        F.cross_entropy(mlm_logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum").double(),
+        ((mlm_logits.argmax(-1) == labels) & valid).sum().double(), valid.sum().double(),
+        F.cross_entropy(nsp_logits.float(), nsp_labels, reduction="sum").double(),
+        (nsp_logits.argmax(-1) == nsp_labels).sum().double(), torch.tensor(float(len(nsp_labels)), dtype=torch.float64,
+                                                                            device=nsp_labels.device)])
+
+
+def load_model(path: Path, tag: str | None = None) -> tuple[BertForPreTraining, int, str]:
     """Our model with the weights of a phase directory's latest checkpoint (or `tag`'s), or of an exported Hugging
-    Face directory (loaded with transformers' BertForPreTraining, whose parameter names are ours); with what was
-    loaded, in words."""
+    Face directory (loaded with transformers' BertForPreTraining, whose parameter names are ours); with the size of
+    its tokenizer's vocabulary and what was loaded, in words."""
     path = Path(path)
     if (path / checkpoint.MODEL_CONFIG).is_file():
         found = checkpoint.by_tag(path, tag) if tag else checkpoint.require_latest(path, "to evaluate")
         model = BertForPreTraining(checkpoint.read_model_config(path))
         _load(model, checkpoint.load_weights(found), found.path)
-        return model, f"{found.path} (step {found.step})"
+        return model, len(read_vocab(path / "tokenizer" / "vocab.txt")), f"{found.path} (step {found.step})"
     if (path / "config.json").is_file():
         if tag:
             raise ConfigError(f"--tag {tag}: {path} is a Hugging Face directory, which has one set of weights")
@@ -131,7 +147,7 @@ def load_model(path: Path, tag: str | None = None) -> tuple[BertForPreTraining, 
                              initializer_range=c.initializer_range, pad_token_id=c.pad_token_id or 0)
         model = BertForPreTraining(config)
         _load(model, hf.state_dict(), path)
-        return model, f"{path} (Hugging Face)"
+        return model, c.vocab_size, f"{path} (Hugging Face)"
     raise ConfigError(f"{path}: neither a phase directory ({checkpoint.MODEL_CONFIG}) nor a Hugging Face model "
                       f"directory (config.json)")
 
