@@ -1,4 +1,4 @@
-"""`pretrain` command line: phase1, phase2, export, eval, estimate.
+"""`pretrain` command line: phase1, phase2, export, eval, plot, estimate.
 
 Multi-process runs start the same entry point through a launcher, e.g.
 `deepspeed --num_gpus 8 --module pretrain.cli phase1 ...` or `torchrun --nproc_per_node 8 -m pretrain.cli phase1 ...`
@@ -89,6 +89,18 @@ def eval_(path: Path = typer.Argument(..., help="A phase directory (its latest c
     typer.echo(f"{source} on {held_out.total:,} instances of {data}", err=True)
     for key, value in evaluate(model, held_out, batch, vocab_size).items():
         typer.echo(f"{key} {value:.6f}")
+
+
+@app.command()
+def plot(run_dir: Path = typer.Argument(..., help="Run directory (--out of phase1/phase2) or one phase directory"),
+         out: Optional[Path] = typer.Option(None, "--out", help="Directory for the PNGs (default: RUN_DIR/plots)")
+         ) -> None:
+    """PNG figures of metrics.jsonl: loss, MLM/NSP accuracy (train and held-out), learning rate, gradient norm and
+    throughput against step; phase 1 and 2 on one axis. Prints the paths."""
+    from pretrain.plots import plot_run
+
+    for path in plot_run(run_dir, out):
+        typer.echo(path)
 
 
 @app.command()
