@@ -1,4 +1,4 @@
-"""The two kinds of user-facing error, and how the command lines report them."""
+"""The two kinds of user-facing error and the exit codes the command lines give them (policy: docs/errors.md)."""
 from __future__ import annotations
 
 import sys
@@ -6,11 +6,13 @@ from typing import Callable
 
 
 class PipelineError(Exception):
-    """Bad input or a failed step the user must act on; str(e) is one line naming the file and the problem."""
+    """Bad or damaged data, or a failed step (exit 1), in either half; str(e) is one line naming the file and the
+    problem."""
 
 
 class ConfigError(Exception):
-    """A user mistake in a config file or on the command line; the message is one line naming file and key."""
+    """A usage or configuration mistake (exit 2): a config file, a flag, a setting that does not fit, a path that
+    names nothing usable; the message is one line naming file and key."""
 
 
 def run_cli(app: Callable[[], object], interrupted: str) -> None:

@@ -2,7 +2,7 @@
 
 Model states, bytes per parameter (Rajbhandari et al., ZeRO, 2020), each GPU's share after ZeRO partitioning:
 - ZeRO 0 (any precision): 4 (fp32 weights) + 4 (fp32 gradients) + 8 (the two Adam moments, which LAMB and LANS
-  keep too) = 16. In 16 bits `pretrain` uses torch.autocast here (see train.deepspeed_config), which holds 16-bit
+  keep too) = 16. In 16 bits `pretrain` uses torch.autocast here (see engine.deepspeed_config), which holds 16-bit
   copies of the weights (2 bytes) for the forward/backward pass.
 - ZeRO 1-3 (DeepSpeed's mixed precision): 2 (16-bit weights) + 2 (16-bit gradients) + 12 (fp32 master weights and
   the moments) + 4 (the fp32 gradient partition the optimizer reads) = the "20 bytes per parameter" rule (20 in

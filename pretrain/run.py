@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from core.config import config_to_dict
-from core.errors import ConfigError
+from core.errors import ConfigError, PipelineError
 from core.fileio import read_json
 from core.wordpiece import read_vocab
 from pretrain import checkpoint
@@ -81,7 +81,7 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
 
     resume = checkpoint.latest(phase_dir)
     if resume is not None and not (phase_dir / "hparams.json").is_file():
-        raise ConfigError(f"{phase_dir / 'hparams.json'}: missing, so the checkpoint's settings are unknown")
+        raise PipelineError(f"{phase_dir / 'hparams.json'}: missing, so the checkpoint's settings are unknown")
     init = None
     if phase == "phase2":
         init = (InitFrom.from_dict(read_json(phase_dir / "hparams.json")["init"]) if resume

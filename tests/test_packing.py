@@ -154,13 +154,15 @@ def test_no_attention_weight_crosses_instances(tiny, kernel):
 
 
 
-def test_packed_loader_reads_the_same_instances_and_positions_as_the_unpacked_one(tmp_path):
+def test_packed_loader_reads_the_same_instances_and_positions_as_the_unpacked_one(tmp_path, write_dataset):
+    from core.wordpiece import read_vocab
     from pretrain.data import make_loader, open_data
-    from test_pretrain_data import VOCAB_SIZE, write_dataset
 
-    data = open_data(write_dataset(tmp_path, [40, 30]), 32, VOCAB_SIZE)
-    for plain, packed, _ in zip(make_loader(data, 16, VOCAB_SIZE, seed=3, workers=0),
-                                make_loader(data, 16, VOCAB_SIZE, seed=3, workers=0, pack=True), range(6)):
+    variant = write_dataset(tmp_path, [40, 30])
+    vocab_size = len(read_vocab(variant / "vocab.txt"))
+    data = open_data(variant, 32, vocab_size)
+    for plain, packed, _ in zip(make_loader(data, 16, vocab_size, seed=3, workers=0),
+                                make_loader(data, 16, vocab_size, seed=3, workers=0, pack=True), range(6)):
         assert packed["data_state"] == plain["data_state"]
         assert packed["input_ids"].shape[0] < 16  # the instances are 8..32 tokens long: several share a row
         assert torch.equal(packed["input_ids"], pack_batch(plain)["input_ids"])

@@ -187,24 +187,24 @@ def _tokenize_shards(shards: list[tuple[str, Path]], tokenizer: Tokenizer, speci
     tasks = [_TokenizeTask(path, tokenizer_json, special_ids, ctx.scratch() / "tokens" / path.stem)
              for _, path in shards]
     sizes = [path.stat().st_size for _, path in shards]
-    counts = {}
-    with progress(sum(sizes), "hdf5: tokenize", "B", quiet=ctx.quiet) as bar:
-        for task, size, shard in zip(tasks, sizes, ctx.executor.map(_tokenize_shard, tasks)):
-            counts[task.text] = shard
-            bar.update(size)
-    return counts
+    return {task.text: shard for task, shard in _map_with_progress(_tokenize_shard, tasks, sizes, "hdf5: tokenize",
+                                                                   "B", ctx)}
 
 
 def _write_instance_files(tasks: list[_InstancesTask], ctx: StageContext) -> dict[str, dict]:
     """Pass 2: one HDF5 file per (variant, shard), each recorded as finished as soon as it is written; returns
     each file's counts."""
     sizes = [int(task.shard_counts["input_tokens"]) for task in tasks]
-    per_file = {}
-    with progress(sum(sizes), "hdf5: instances", "tokens", quiet=ctx.quiet) as bar:
-        for task, size, counts in zip(tasks, sizes, ctx.executor.map(_write_instances, tasks)):
-            per_file[task.relative] = counts
+    return {task.relative: counts for task, counts in _map_with_progress(_write_instances, tasks, sizes,
+                                                                         "hdf5: instances", "tokens", ctx)}
+
+
+def _map_with_progress(fn, tasks: list, sizes: list[int], label: str, unit: str, ctx: StageContext):
+    """(task, fn(task)) for each task through the executor, in order, with a progress bar advanced by its size."""
+    with progress(sum(sizes), label, unit, quiet=ctx.quiet) as bar:
+        for task, size, result in zip(tasks, sizes, ctx.executor.map(fn, tasks)):
             bar.update(size)
-    return per_file
+            yield task, result
 
 
 def _file_keys(config: Hdf5Config, shards: list[tuple[str, Path]], files: dict, vocab_dir: Path,
