@@ -1,8 +1,8 @@
 """The parallel stages on Dask distributed: `pipeline run --executor dask [--scheduler tcp://HOST:PORT]`.
 
 Without a scheduler address, `dask_executor` starts a LocalCluster of `--workers` single-threaded worker processes
-on this machine for the command's duration; with one, it connects to that scheduler's workers (Slurm, Kubernetes:
-docs/cluster.md). Workers read the stage inputs and write the stage outputs themselves, so the work dir must be on
+on this machine for the command's duration; with one, it connects to that scheduler and waits for its first worker
+(Slurm, Kubernetes: docs/cluster.md). Workers read the stage inputs and write the stage outputs themselves, so the work dir must be on
 a filesystem every worker mounts at the same path: each worker must find a token file the client wrote there,
 or the command stops before any stage runs. Dask is an optional extra: `pip install 'wiki2bert[dask]'`.
 """
@@ -21,6 +21,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 TASKS_PER_WORKER = 2  # tasks queued per worker thread ahead of the result the stage waits for
 CONNECT_TIMEOUT_S = 30
+FIRST_WORKER_TIMEOUT_S = 600  # a batch system may take a while to start the first worker job
 
 
 class DaskExecutor:
@@ -58,17 +59,19 @@ def dask_executor(scheduler: str | None, workers: int, workdir: Path) -> Iterato
     with contextlib.ExitStack() as stack:
         if scheduler is None:
             cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                                       dashboard_address=None, silence_logs=logging.ERROR))
+                                                       dashboard_address=":0", silence_logs=logging.ERROR))
             client = stack.enter_context(Client(cluster))
         else:
             try:
                 client = stack.enter_context(Client(scheduler, timeout=CONNECT_TIMEOUT_S))
             except (OSError, TimeoutError, ValueError) as e:
                 raise ConfigError(f"--scheduler {scheduler}: cannot connect ({e})") from None
-        threads = sum(client.nthreads().values())
-        if threads == 0:
-            raise ConfigError(f"--scheduler {scheduler}: the scheduler has no workers")
+        try:
+            client.wait_for_workers(1, timeout=FIRST_WORKER_TIMEOUT_S)
+        except TimeoutError:
+            raise ConfigError(f"--scheduler {scheduler}: no worker joined in {FIRST_WORKER_TIMEOUT_S} s") from None
         check_workers_see(client, workdir, scheduler or "LocalCluster")
+        threads = sum(client.nthreads().values())
         yield DaskExecutor(client, threads)
 
 

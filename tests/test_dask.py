@@ -26,7 +26,7 @@ SETTINGS = ["--set", "vocab.vocab_size=2000", "--set", "shard.num_shards=3", "--
 @pytest.fixture(scope="module")
 def threads_cluster():
     """A cluster inside the test process (worker threads): quick to start, and monkeypatching reaches it."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as c:
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as c:
         yield c
 
 
@@ -49,7 +49,7 @@ def test_whole_pipeline_on_a_local_cluster_writes_the_same_bytes_as_the_process_
     dump = write_sample_dump(tmp_path / "dump", 150, 2)
     local = _pipeline(tmp_path / "local", dump)
     assert local.returncode == 0, local.stderr
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
         on_dask = _pipeline(tmp_path / "dask", dump, "--executor", "dask", "--scheduler", c.scheduler_address)
         assert on_dask.returncode == 0, on_dask.stderr
         local_manifests, dask_manifests = _outputs(tmp_path / "local/hu"), _outputs(tmp_path / "dask/hu")
@@ -101,3 +101,11 @@ def test_an_unreachable_scheduler_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match=r"--scheduler tcp://127.0.0.1:9: cannot connect"):
         with dask_executor.dask_executor("tcp://127.0.0.1:9", 2, tmp_path):
             pass
+
+
+def test_a_scheduler_without_workers_is_refused_after_the_wait(tmp_path, monkeypatch):
+    monkeypatch.setattr(dask_executor, "FIRST_WORKER_TIMEOUT_S", 1)
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as empty:
+        with pytest.raises(ConfigError, match=r"--scheduler .*: no worker joined in 1 s"):
+            with dask_executor.dask_executor(empty.scheduler_address, 2, tmp_path):
+                pass
