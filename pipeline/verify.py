@@ -2,7 +2,9 @@
 
 The vocabulary comes from --vocab, else from the nearest `vocab.txt` in the file's directory or the two above
 it (the `hdf5` stage writes one into each variant directory, with `variant.json`; when a `variant.json` is
-found the same way, the shapes and the number of masked positions are checked against its parameters too).
+found the same way, the shapes and the number of masked positions are checked against its parameters too, and
+the share of rows labelled random next whose B comes from A's own document is reported as the hdf5 stage measured
+it on the instance plan: the rows alone do not say which document a segment came from).
 """
 from __future__ import annotations
 

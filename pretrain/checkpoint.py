@@ -104,6 +104,16 @@ def _previous_good(ckpt: Path, tag: str) -> str:
     return "no earlier complete checkpoint is left"
 
 
+def by_tag(phase_dir: Path, tag: str) -> Checkpoint:
+    """The complete checkpoint `tag` of the phase; ConfigError if there is none of that name."""
+    meta = read_json(checkpoint_dir(phase_dir) / tag / META, default=None)
+    if not isinstance(meta, dict):
+        known = sorted(d.name for d in checkpoint_dir(phase_dir).glob("step*") if (d / META).is_file())
+        raise ConfigError(f"{checkpoint_dir(phase_dir) / tag}: no complete checkpoint of that tag "
+                          f"(complete: {', '.join(known) or 'none'})")
+    return Checkpoint(Path(phase_dir), tag, meta)
+
+
 def require_latest(phase_dir: Path, purpose: str) -> Checkpoint:
     """The latest checkpoint; ConfigError (the user named a directory without one) if there is none."""
     found = latest(phase_dir) if Path(phase_dir).is_dir() else None

@@ -310,7 +310,8 @@ def make_loader(data: DataDirectory, micro_batch: int, vocab_size: int, rank: in
 
 
 def _ignore_stop_signals(worker_id: int) -> None:
-    """SIGINT/SIGTERM reach the whole process group; the main process finishes its step and checkpoints, which
-    may need more batches, so workers must outlive the signal (they exit with the main process)."""
+    """SIGINT/SIGTERM reach the whole process group; the main process stops at its next micro-batch, checkpoints
+    and then shuts the workers down, so they must not die of the signal first (the loop would see a dead worker
+    instead of the signal; they exit with the main process)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

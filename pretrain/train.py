@@ -22,6 +22,7 @@ from core.log import LOGGER_NAME, progress, setup_logging
 from pretrain import checkpoint
 from pretrain.data import DataState, make_loader, redistribute
 from pretrain.engine import deepspeed_config, single_process_env, zero_stage_for
+from pretrain.evaluate import HeldOut, evaluate, format_figures
 from pretrain.attention import choose_attention
 from pretrain.metrics import STEP_STATS, MetricsLog, batch_counts, step_stats
 from pretrain.model import BertForPreTraining
@@ -132,6 +133,7 @@ def train(run: Run) -> int:
                                              quiet=rank != 0))
         stop = cleanup.enter_context(StopSignal(log, run.world_size))
         stats = torch.zeros(len(STEP_STATS), dtype=torch.float64, device=engine.device)
+        held_out = _held_out(run, rank, log)
         saved = logged = step
         stopped = False
         while step < last:
@@ -149,6 +151,8 @@ def train(run: Run) -> int:
                 bar.set_postfix(loss=f"{row['loss']:.4f}", real_tok_s=f"{row['real_tokens_per_s']:,.0f}",
                                 padding=f"{row['padding_share']:.0%}")
                 logged = step
+            if held_out and (step % run.eval_every == 0 or step == c.steps):
+                _evaluate(model, held_out, run, step, metrics, log)
             if step % c.checkpoint_every == 0 or step == last:
                 _save(engine, run, step, data_state, rng)
                 metrics.restart_clock()
@@ -205,6 +209,25 @@ def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int, stop:
     stats += sums
     ds_norm = engine.get_global_grad_norm()
     return lr, float(ds_norm) if ds_norm is not None else grad_norm, data_state
+
+
+def _held_out(run: Run, rank: int, log: logging.Logger) -> HeldOut | None:
+    if not run.eval_files:
+        log.info("held-out evaluation: off (%s)", "eval_every 0" if run.eval_every == 0 else
+                 f"no test/ split in {run.data.data_dir}; pass --eval-data DIR")
+        return None
+    held_out = HeldOut.read(run.eval_files, run.config.eval_samples, rank, run.world_size)
+    log.info("held-out evaluation: every %d steps on the first %s instances of %s", run.eval_every,
+             f"{held_out.total:,}", run.eval_files[0].parent)
+    return held_out
+
+
+def _evaluate(model, held_out: HeldOut, run: Run, step: int, metrics: MetricsLog, log: logging.Logger) -> None:
+    start = time.perf_counter()
+    figures = evaluate(model, held_out, run.config.micro_batch, run.vocab_size,
+                       {"bf16": torch.bfloat16, "fp16": torch.float16}.get(run.precision))
+    metrics.eval_row(step, figures, time.perf_counter() - start)
+    log.info("step %d: %s", step, format_figures(figures))
 
 
 def _attention_kernel(run: Run, model: BertForPreTraining, rank: int, log: logging.Logger) -> str:
