@@ -1,4 +1,5 @@
-"""LocalExecutor: results in task order, a task's exception re-raised, a worker killed mid-task an error (not a hang)."""
+"""LocalExecutor: results in task order, a task's exception re-raised, a killed worker an error (not a hang),
+stopped workers remove their half-written files."""
 from __future__ import annotations
 
 import os
