@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: the whole chain on a generated sample dump (no network), small settings so it runs in minutes
-# on 2 CPU cores: dump -> every pipeline stage -> verify -> pretrain phase 1 + 2 (tiny preset) -> export -> fill-mask.
+# on 2 CPU cores: dump -> every pipeline stage -> verify -> pretrain phase 1 + 2 (tiny preset) -> export -> fill-mask
+# -> held-out evaluation of the export, plots of the run, the data report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -16,9 +17,9 @@ pipeline verify "$work/hu/hdf5"
 
 variant() { ls -d "$work"/hu/hdf5/*_seq_len_"$1"_*; }
 pretrain phase1 --data "$(variant 128)" --out "$run" --preset tiny \
-  --set steps=150 --set global_batch=64 --set micro_batch=32 --set lr=5e-3 --set checkpoint_every=50 --set log_every=10
+  --set steps=150 --set global_batch=64 --set micro_batch=32 --set lr=5e-3 --set checkpoint_every=50 --set log_every=10 --set eval_every=50 --set eval_samples=2000
 pretrain phase2 --data "$(variant 512)" --out "$run" --preset tiny \
-  --set steps=30 --set global_batch=16 --set micro_batch=8 --set lr=2e-3 --set checkpoint_every=30 --set log_every=5
+  --set steps=30 --set global_batch=16 --set micro_batch=8 --set lr=2e-3 --set checkpoint_every=30 --set log_every=5 --set eval_every=10 --set eval_samples=500
 pretrain export "$run/phase2" --out "$run/hf"
 python - "$run/hf" <<'PY'
 import sys
@@ -28,3 +29,11 @@ print(f"fill-mask on {text!r}:")
 for token, score in fill_mask(sys.argv[1], text, top_k=5):
     print(f"  {token:15s} {score:.3f}")
 PY
+
+plots=$(pretrain plot "$run")
+report=$(pipeline report --lang hu --workdir "$work")
+accuracy=$(pretrain eval "$run/hf" --data "$(variant 128)" --samples 2000 | awk '$1 == "eval_mlm_accuracy" {print $2}')
+echo "held-out MLM accuracy of the exported model ($run/hf, 2,000 test instances of seq_len 128): $accuracy"
+echo "plots:"
+echo "$plots" | sed 's/^/  /'
+echo "data report: $report"
