@@ -125,7 +125,8 @@ def _variant(variant_dir: Path, out_dir: Path, headline: list) -> str:
     ax.hist(lengths, bins=min(64, width), color="C2")
     ax.axvline(lengths.mean(), color="k", ls="--", lw=1, label=f"mean {lengths.mean():.0f}")
     ax.set_xlabel(f"real (non-padding) tokens of {width} positions")
-    ax.set_ylabel(f"instances ({files[0].parent.name} split)")
+    ax.set_yscale("log")  # full rows would dwarf the rest
+    ax.set_ylabel(f"instances ({files[0].parent.name} split, log scale)")
     ax.legend()
     png = save_png(fig, out_dir / f"real_tokens_seq_len_{width}.png")
     headline += [(f"seq_len {width}: instances", f"{stats.instances:,}"),
