@@ -117,9 +117,7 @@ def run_size(factor: int, args, results: Path) -> None:
         executor = ["--executor", args.executor] if args.executor != "local" else []
         for stage in STAGES:
             command = [str(BIN / "pipeline"), "stage", stage, "--lang", "hu", "--workdir", str(size_dir / "work"),
-                       "--workers", str(args.workers), "--quiet", *executor, *settings]
-            if stage == "download":
-                command += ["--dump", str(dump)]
+                       "--dump", str(dump), "--workers", str(args.workers), "--quiet", *executor, *settings]
             row = measure(command, log)
             _record(results, {"factor": factor, "articles": articles, "xml_mb": round(xml_mb, 1), "stage": stage,
                               **row})

@@ -1,30 +1,37 @@
-"""Document text -> flat WordPiece ids, each distinct word sent through the tokenizer once.
+"""Document text -> flat WordPiece ids (in memory, or streamed to disk as TokenFiles), each distinct word sent through
+the tokenizer once.
 
 BERT's tokenization (HF `BertNormalizer` + `BertPreTokenizer` + `WordPiece`) works character by character up to
 the word: normalizing a text is normalizing each character (clean-up, accent stripping, lowercasing, padding of
 CJK characters all act on one character), the pre-tokenizer splits at whitespace and around each punctuation
-character, and WordPiece then sees each word alone. So instead of the tokenizer's per-sentence machinery
-(offsets, alignments, one `Encoding` per sentence), `WordCache`:
-- maps every character to its normalized and pre-tokenized form once (asking the tokenizer itself, so the
-  answers are the tokenizer's, whatever its Unicode tables) and applies that table with `str.translate`;
-- splits the result at spaces and looks each word up in a word -> pieces cache (word frequencies are Zipfian:
-  most words were seen before), sending only new words to the tokenizer's own WordPiece model.
-The ids are exactly the tokenizer's: characters whose forms could interact with their neighbours (combining
-marks, which Unicode normalization reorders) and text containing an added token make their sentence go through
-the full tokenizer, and tokenizers of any other make-up go through it entirely (`tests/test_tokenize.py` checks
-both paths against `Tokenizer.encode_batch` on adversarial text).
+character, and WordPiece then sees each word alone. A space is a boundary for all three, so the ids of a text
+are the ids of its space-separated chunks one after the other. Instead of the tokenizer's per-sentence machinery
+(offsets, alignments, one `Encoding` per sentence), `WordCache` therefore:
+- looks each chunk ("Isten," "(1912)") up in a chunk -> pieces cache (frequencies are Zipfian: most chunks
+  were seen before);
+- turns only new chunks into words with a table of each character's normalized, pre-tokenized form (made by
+  asking the tokenizer itself, so the answers are the tokenizer's whatever its Unicode tables) and
+  `str.translate`, and looks those up in a word -> pieces cache;
+- sends only new words to the tokenizer's own WordPiece model.
+The ids are exactly the tokenizer's: a chunk holding a character whose form could interact with its neighbours
+(combining marks, which Unicode normalization reorders) or an added token's text goes through the full tokenizer
+alone, and tokenizers of any other make-up are used whole (`tests/test_tokenize.py` checks both paths against
+`Tokenizer.encode_batch` on adversarial text and random Unicode). Both caches are bounded (MAX_CACHED_CHUNKS).
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
 import unicodedata
 from pathlib import Path
+from typing import Iterable, Iterator
 
 import numpy as np
 from tokenizers import Tokenizer
 
+from core.fileio import write_json
 from pipeline.fileio import iter_documents
 from pipeline.instances import TokenizedDocuments
 
@@ -33,39 +40,98 @@ MAX_CACHED_CHUNKS = 1 << 18  # ~40 MB of cached text; the caches start afresh pa
 _EMPTY, _BREAK = 0, 1  # codes of "" (two spaces in a row) and of the sentence break "\n"
 
 
-def tokenize_documents(path: Path, tokenizer: Tokenizer, special_ids: dict[str, int]) -> TokenizedDocuments:
-    """A document-text file as flat ids; sentences without tokens and documents without sentences are
-    dropped, and special tokens spelled out in the text ("[SEP]") become [UNK]. Ids are kept as uint16 when
-    the vocabulary allows (BERT vocabularies are ~30k): half the memory and cache disk of int32."""
+def token_batches(path: Path, tokenizer: Tokenizer, special_ids: dict[str, int]) \
+        -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """A document-text file as (ids, tokens of each sentence, sentences of each document), ~BATCH_SENTENCES
+    sentences at a time: sentences without tokens and documents without sentences are dropped, and special
+    tokens spelled out in the text ("[SEP]") become [UNK]. Ids are uint16 when the vocabulary allows (BERT
+    vocabularies are ~30k): half the memory and disk of int32."""
     encoder = WordCache(tokenizer, special_ids)
-    id_dtype = np.uint16 if tokenizer.get_vocab_size(with_added_tokens=True) <= 1 << 16 else np.int32
-    id_parts, sentence_lengths, doc_sizes = [], [], []
+    dtype = id_dtype(tokenizer)
     batch: list[str] = []
-    batch_doc_sizes: list[int] = []
+    doc_sizes: list[int] = []
+    for doc in itertools.chain(iter_documents(path), [None]):
+        if doc is not None:
+            batch.extend(doc)
+            doc_sizes.append(len(doc))
+        if batch and (doc is None or len(batch) >= BATCH_SENTENCES):
+            flat, lengths = encoder.encode(batch)
+            kept = np.add.reduceat((lengths > 0).astype(np.int64), np.cumsum([0] + doc_sizes[:-1]))
+            yield flat.astype(dtype), lengths[lengths > 0], kept[kept > 0]
+            batch, doc_sizes = [], []
 
-    def encode_batch():
-        flat, lengths = encoder.encode(batch)
-        kept = np.add.reduceat((lengths > 0).astype(np.int64), np.cumsum([0] + batch_doc_sizes[:-1]))
-        id_parts.append(flat.astype(id_dtype))
-        sentence_lengths.append(lengths[lengths > 0])
-        doc_sizes.append(kept[kept > 0])
-        batch.clear()
-        batch_doc_sizes.clear()
 
-    for doc in iter_documents(path):
-        batch.extend(doc)
-        batch_doc_sizes.append(len(doc))
-        if len(batch) >= BATCH_SENTENCES:
-            encode_batch()
-    if batch:
-        encode_batch()
-    ids = np.concatenate(id_parts) if id_parts else np.zeros(0, id_dtype)
-    return TokenizedDocuments(ids, _offsets(sentence_lengths), _offsets(doc_sizes))
+def id_dtype(tokenizer: Tokenizer) -> np.dtype:
+    return np.dtype(np.uint16 if tokenizer.get_vocab_size(with_added_tokens=True) <= 1 << 16 else np.int32)
+
+
+def tokenize_documents(path: Path, tokenizer: Tokenizer, special_ids: dict[str, int]) -> TokenizedDocuments:
+    """A whole document-text file in memory (see token_batches; the hdf5 stage streams them to TokenFiles)."""
+    batches = list(token_batches(path, tokenizer, special_ids))
+    ids = np.concatenate([b[0] for b in batches]) if batches else np.zeros(0, id_dtype(tokenizer))
+    return TokenizedDocuments(ids, _offsets([b[1] for b in batches]), _offsets([b[2] for b in batches]))
 
 
 def _offsets(length_parts: list[np.ndarray]) -> np.ndarray:
     lengths = np.concatenate(length_parts) if length_parts else np.zeros(0, np.int64)
     return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+
+
+class TokenFiles:
+    """A shard's tokens on disk, written a batch at a time and read a window of documents at a time, so that
+    memory does not grow with the shard: raw arrays of the ids, of each sentence's first token (+ the end), of
+    each document's first sentence and first token (+ the ends), and meta.json (dtype and counts)."""
+
+    def __init__(self, directory: Path):
+        self.directory = Path(directory)
+
+    def write(self, batches: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]], dtype: np.dtype) -> dict:
+        """Store token_batches' output; returns the counts of documents, sentences and tokens."""
+        self.directory.mkdir(parents=True)
+        tokens = sentences = documents = 0
+        names = ("ids", "sentence_tokens", "document_sentences", "document_tokens")
+        with contextlib.ExitStack() as stack:
+            ids_file, sentence_tokens, document_sentences, document_tokens = (
+                stack.enter_context(open(self.directory / f"{name}.bin", "wb")) for name in names)
+            for ids, lengths, sizes in batches:
+                starts = tokens + np.cumsum(lengths) - lengths
+                first_sentences = np.cumsum(sizes) - sizes
+                ids_file.write(ids.tobytes())
+                sentence_tokens.write(starts.astype("<i8").tobytes())
+                document_sentences.write((sentences + first_sentences).astype("<i8").tobytes())
+                document_tokens.write(starts[first_sentences].astype("<i8").tobytes())
+                tokens, sentences, documents = tokens + len(ids), sentences + len(lengths), documents + len(sizes)
+            for f, end in ((sentence_tokens, tokens), (document_sentences, sentences), (document_tokens, tokens)):
+                f.write(np.array([end], "<i8").tobytes())
+        counts = {"documents": documents, "sentences": sentences, "input_tokens": tokens}
+        write_json(self.directory / "meta.json", {"dtype": np.dtype(dtype).str, **counts})
+        return counts
+
+    def windows(self, max_tokens: int) -> list[tuple[int, int]]:
+        """Runs of whole documents [first, end) of at most max_tokens tokens each (or one document)."""
+        starts = self._read("document_tokens", 0, None)
+        if starts[-1] <= max_tokens:
+            return [(0, len(starts) - 1)]
+        bounds, first_token = [0], starts[0]
+        for d in range(1, len(starts) - 1):
+            if starts[d + 1] - first_token > max_tokens:
+                bounds.append(d)
+                first_token = starts[d]
+        return list(zip(bounds, bounds[1:] + [len(starts) - 1]))
+
+    def read(self, first: int, end: int) -> TokenizedDocuments:
+        """Documents first..end-1, their offsets counted from their first sentence and token."""
+        document_sentences = self._read("document_sentences", first, end + 1)
+        s0, s1 = int(document_sentences[0]), int(document_sentences[-1])
+        sentence_tokens = self._read("sentence_tokens", s0, s1 + 1)
+        t0, t1 = int(sentence_tokens[0]), int(sentence_tokens[-1])
+        dtype = np.dtype(json.loads((self.directory / "meta.json").read_text(encoding="utf-8"))["dtype"])
+        ids = np.fromfile(self.directory / "ids.bin", dtype=dtype, count=t1 - t0, offset=t0 * dtype.itemsize)
+        return TokenizedDocuments(ids, sentence_tokens - t0, document_sentences - s0)
+
+    def _read(self, name: str, first: int, end: int | None) -> np.ndarray:
+        count = -1 if end is None else end - first
+        return np.fromfile(self.directory / f"{name}.bin", dtype="<i8", count=count, offset=first * 8).astype(np.int64)
 
 
 class WordCache:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import random
 from pathlib import Path
 
@@ -16,9 +17,10 @@ from pipeline.cli import app
 from core.errors import ConfigError
 from core.config import build_dataclass
 from core.errors import PipelineError
-from pipeline.instances import InstancePlan, MaskingVocab, TokenizedDocuments, _truncate, make_instances, plan_instances
+from pipeline.instances import (InstancePlan, MaskingVocab, TokenizedDocuments, _truncate, make_instances, plan_instances,
+                                random_next_from_own_document)
 from pipeline.stages.hdf5 import STAGE, Hdf5Config, Variant, variant_dir_name
-from pipeline.tokenize import tokenize_documents
+from pipeline.tokenize import TokenFiles, token_batches, tokenize_documents
 from pipeline.verify import verify_path
 from core.wordpiece import special_token_ids, wordpiece_tokenizer
 
@@ -124,6 +126,19 @@ def test_masking_statistics(positional):
     assert abs(other.sum() / n - 0.1) < 0.01
     assert not np.isin(current[other], [0, 1, 2, 3, 4]).any()  # random replacements are never special tokens
     assert (a["input_ids"] == vocab.mask_id).sum() == (current == vocab.mask_id).sum()  # [MASK] only where masked
+
+
+def test_random_next_never_labels_b_from_its_own_document():
+    """In a shard of one document every "random" B comes from A's own document: those rows are labelled not
+    random (NVIDIA's rule; Google's labels them random). Few documents: the rare same-document draws too."""
+    one = flat_documents([[12] * 30])
+    plan = plan_instances(one, 128, 0.1, 5, np.random.default_rng(1))
+    assert len(plan) > 20 and plan.random_next.sum() == 0
+    two = flat_documents([[12] * 30, [7] * 3])
+    plan = plan_instances(two, 128, 0.1, 50, np.random.default_rng(1))
+    assert plan.random_next.sum() > 0 and random_next_from_own_document(two, plan) == 0
+    unlabelled = dataclasses.replace(plan, random_next=np.ones_like(plan.random_next))
+    assert random_next_from_own_document(two, unlabelled) > 0  # the measure sees own-document B
 
 
 def test_short_sequence_share():
@@ -311,3 +326,51 @@ def test_bring_your_own_text_and_vocab(tmp_path, write_corpus, write_vocab):
     assert runner.invoke(app, dir_args).exit_code == 0
     assert sorted(p.name for p in (tmp_path / "dir_out").rglob("*.hdf5")) == ["training_a.hdf5", "training_a.hdf5",
                                                                              "training_b.hdf5", "training_b.hdf5"]
+
+
+def test_token_files_windows(tmp_path, write_corpus, write_vocab):
+    """A shard's tokens on disk read back a window of whole documents at a time, each window within the limit."""
+    vocab = write_vocab(tmp_path / "vocab.txt")
+    write_corpus(tmp_path / "t.txt", 80, seed=3)
+    tokenizer = wordpiece_tokenizer(vocab)
+    whole = tokenize_documents(tmp_path / "t.txt", tokenizer, special_token_ids(vocab))
+    files = TokenFiles(tmp_path / "tokens")
+    counts = files.write(token_batches(tmp_path / "t.txt", tokenizer, special_token_ids(vocab)), whole.ids.dtype)
+    assert counts == {"documents": 80, "sentences": len(whole.sentence_starts) - 1, "input_tokens": len(whole.ids)}
+    assert files.windows(len(whole.ids)) == [(0, 80)]
+    windows = files.windows(500)
+    assert len(windows) > 3 and windows[0][0] == 0 and windows[-1][1] == 80
+    assert all(a[1] == b[0] for a, b in zip(windows, windows[1:]))
+    for first, end in windows:
+        part = files.read(first, end)
+        t0 = whole.sentence_starts[whole.document_starts[first]]
+        t1 = whole.sentence_starts[whole.document_starts[end]]
+        assert len(part.ids) <= 500 or end - first == 1
+        assert part.ids.tolist() == whole.ids[t0:t1].tolist() and part.ids.dtype == whole.ids.dtype
+        assert part.sentence_starts.tolist() == (whole.sentence_starts[whole.document_starts[first]:
+                                                 whole.document_starts[end] + 1] - t0).tolist()
+        assert part.document_starts.tolist() == (whole.document_starts[first:end + 1]
+                                                 - whole.document_starts[first]).tolist()
+
+
+def test_a_shard_above_the_window_is_made_window_by_window(tmp_path, run_hdf5_stage, write_corpus, write_vocab):
+    """Below the window the bytes do not depend on the window size; above it the file is still complete and valid,
+    every document made into instances in each round (random next sentences then come from the same window)."""
+    vocab_file = tmp_path / "vocab.txt"
+    write_vocab(vocab_file)
+    (tmp_path / "shard").mkdir()
+    write_corpus(tmp_path / "shard" / "training_0000.txt", 120, seed=5)
+    config = Hdf5Config(variants=[Variant(64, 10)], dupe_factor=2)
+    runs = {name: run_hdf5_stage(tmp_path, tmp_path / "shard", vocab_file,
+                                 dataclasses.replace(config, window_tokens=window), out_name=name)
+            for name, window in (("default", config.window_tokens), ("huge", 10 ** 12), ("small", 1500))}
+    variant = variant_dir_name(config, config.variants[0], lower_case=False)
+    files = {name: out / variant / "training" / "training_0000.hdf5" for name, out in runs.items()}
+    assert files["default"].read_bytes() == files["huge"].read_bytes()
+    assert files["small"].read_bytes() != files["default"].read_bytes()
+    report = verify_path(runs["small"] / variant)
+    assert report.ok, report.problems
+    summaries = {name: json.loads((out / variant / "variant.json").read_text()) for name, out in runs.items()}
+    with h5py.File(files["small"]) as small, h5py.File(files["default"]) as default:
+        assert len(small["input_ids"]) == summaries["small"]["training_instances"]
+        assert abs(len(small["input_ids"]) - len(default["input_ids"])) < 0.05 * len(default["input_ids"])

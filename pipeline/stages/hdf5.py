@@ -15,7 +15,8 @@ Two parallel passes over the shards, so that each shard is tokenized once for al
    pipeline/tokenize.py;
 2. instances: for each (variant, shard), plan all instances of all `dupe_factor` rounds as token spans,
    shuffle them all with a seeded permutation (a full shuffle, as Google's), then build and write them in
-   blocks of whole HDF5 chunks. Memory: the shard's ids + ~40 bytes per instance + one block.
+   blocks of whole HDF5 chunks (pipeline/instance_files.py). A shard above `window_tokens` is taken a window of
+   whole documents at a time, so memory is bounded by the window's ids + ~40 bytes per instance + one block.
 Each (variant, shard) draws from its own random stream, seeded from `random_seed`, the shard's name and the
 variant, so the bytes do not depend on `--workers`. Each worker uses one core (tokenizers' threads are off).
 
@@ -44,18 +45,16 @@ from tokenizers import Tokenizer
 from core.errors import ConfigError
 from core.errors import PipelineError
 from core.fileio import remove_tree, sha256_file, write_json
-from core.hdf5_format import MASKED_LM_POSITIONS, create_datasets, used_positions
 from pipeline.finished_files import FinishedFiles, file_key
-from pipeline.instances import MaskingVocab, TokenizedDocuments, make_instances, plan_instances
+from pipeline.instance_files import InstanceFile, write_instance_file
+from pipeline.instances import MaskingVocab
 from core.log import LOGGER_NAME, progress
-from pipeline.tokenize import tokenize_documents
+from pipeline.tokenize import TokenFiles, id_dtype, token_batches
 from pipeline.stages import Stage, StageContext
 from core.wordpiece import copy_tokenizer_files, load_tokenizer, read_vocab, special_token_ids, write_tokenizer_files
 
 SPLITS = ("training", "test")
-CHUNK_BYTES = 1 << 20  # HDF5 chunk of input_ids: fits h5py's default 1 MiB chunk cache
-CHUNKS_PER_BLOCK = 4  # instances are built and written this many chunks at a time
-FILE_FORMAT = 1  # part of each file's key: a change to how bytes are made must change it
+FILE_FORMAT = 2  # part of each file's key: a change to how bytes are made must change it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +73,10 @@ class Hdf5Config:
     random_seed: int = 12345  # with the shard's name and the variant, seeds each file's random stream
     whole_word_masking: bool = False  # mask all ## pieces of a word together
     gzip_level: int = 1  # HDF5 gzip level (with the shuffle filter): higher levels write smaller files, more slowly
+    # instances of a shard are made (random next sentences drawn, shuffled) within windows of whole documents of
+    # at most this many tokens: memory stays flat (~6 bytes a token of the window at seq 128) whatever the shard
+    # size; shards below it (the default 50 shards up to ~3 GB of text) are one window
+    window_tokens: int = 1 << 24
 
     def __post_init__(self):
         if not self.variants:
@@ -96,6 +99,8 @@ class Hdf5Config:
             raise ConfigError("hdf5.random_seed: must not be negative")
         if not 0 <= self.gzip_level <= 9:
             raise ConfigError("hdf5.gzip_level: must be in 0..9")
+        if self.window_tokens < 1:
+            raise ConfigError("hdf5.window_tokens: must be at least 1")
 
 
 def variant_dir_name(config: Hdf5Config, variant: Variant, lower_case: bool) -> str:
@@ -111,19 +116,6 @@ class _TokenizeTask:
     tokenizer_json: str  # the tokenizer itself: loaded once per worker process (see _tokenizer_from_json)
     special_ids: dict[str, int]
     tokens_dir: Path  # where the shard's .npy arrays go
-
-
-@dataclasses.dataclass(frozen=True)
-class _InstancesTask:
-    name: str  # "<split>_<shard>": names the file and seeds its random stream
-    tokens_dir: Path
-    finished_root: Path  # the file goes to FinishedFiles(finished_root) under `relative`
-    relative: str  # "<variant dir>/<split>/<shard>.hdf5"
-    key: str  # what decides the file's bytes (see _file_keys)
-    shard_counts: dict  # the shard's tokenize counts, recorded with the file for a re-run that reuses it
-    vocab: MaskingVocab
-    variant: Variant
-    config: Hdf5Config
 
 
 def run(config: Hdf5Config, ctx: StageContext) -> dict:
@@ -150,8 +142,10 @@ def run(config: Hdf5Config, ctx: StageContext) -> dict:
                                         for key in ("documents", "sentences", "input_tokens")}}
     if totals["input_tokens"] == 0:
         raise PipelineError(f"{shard_dir}: the shards hold no text to make instances from")
-    tasks = [_InstancesTask(path.stem, ctx.scratch() / "tokens" / path.stem, finished.root, relative,
-                            keys[(v, split, path)], shard_counts[path], MaskingVocab.from_vocab(vocab), v, config)
+    masking = MaskingVocab.from_vocab(vocab)
+    tasks = [InstanceFile(path.stem, ctx.scratch() / "tokens" / path.stem, finished.root, relative,
+                          keys[(v, split, path)], shard_counts[path], masking, v.max_seq_length,
+                          v.max_predictions_per_seq, config)
              for (v, split, path), relative in files.items() if (v, split, path) not in reused]
     per_file = {**{files[file]: counts for file, counts in reused.items()}, **_write_instance_files(tasks, ctx)}
     for relative in files.values():
@@ -171,6 +165,7 @@ def run(config: Hdf5Config, ctx: StageContext) -> dict:
             "whole_word_masking": config.whole_word_masking, "lower_case": lower_case,
             "vocab_size": len(vocab), "special_token_ids": special_token_ids(vocab),
             **summary, "files": {name: c["instances"] for name, c in files.items()},
+            "random_next_own_document": {name: c["random_next_own_document"] for name, c in files.items()},
         })
         variants[variant_dir.name] = summary
         ctx.log.info("hdf5: %s: %s training + %s test instances, short targets %.3f, random next %.3f",
@@ -191,11 +186,11 @@ def _tokenize_shards(shards: list[tuple[str, Path]], tokenizer: Tokenizer, speci
                                                                    "B", ctx)}
 
 
-def _write_instance_files(tasks: list[_InstancesTask], ctx: StageContext) -> dict[str, dict]:
+def _write_instance_files(tasks: list[InstanceFile], ctx: StageContext) -> dict[str, dict]:
     """Pass 2: one HDF5 file per (variant, shard), each recorded as finished as soon as it is written; returns
     each file's counts."""
     sizes = [int(task.shard_counts["input_tokens"]) for task in tasks]
-    return {task.relative: counts for task, counts in _map_with_progress(_write_instances, tasks, sizes,
+    return {task.relative: counts for task, counts in _map_with_progress(write_instance_file, tasks, sizes,
                                                                          "hdf5: instances", "tokens", ctx)}
 
 
@@ -311,12 +306,9 @@ def _lowercases(tokenizer) -> bool:
 
 def _tokenize_shard(task: _TokenizeTask) -> dict:
     with _one_tokenizer_thread():
-        docs = tokenize_documents(task.text, _tokenizer_from_json(task.tokenizer_json), task.special_ids)
-    task.tokens_dir.mkdir(parents=True)
-    for field in dataclasses.fields(docs):
-        np.save(task.tokens_dir / f"{field.name}.npy", getattr(docs, field.name))
-    return {"documents": len(docs.document_starts) - 1, "sentences": len(docs.sentence_starts) - 1,
-            "input_tokens": len(docs.ids)}
+        tokenizer = _tokenizer_from_json(task.tokenizer_json)
+        return TokenFiles(task.tokens_dir).write(token_batches(task.text, tokenizer, task.special_ids),
+                                                 id_dtype(tokenizer))
 
 
 @functools.lru_cache(maxsize=1)
@@ -336,42 +328,6 @@ def _one_tokenizer_thread():
             del os.environ["TOKENIZERS_PARALLELISM"]
         else:
             os.environ["TOKENIZERS_PARALLELISM"] = previous
-
-
-def _write_instances(task: _InstancesTask) -> dict:
-    config, variant = task.config, task.variant
-    seq, preds = variant.max_seq_length, variant.max_predictions_per_seq
-    docs = TokenizedDocuments(*(np.load(task.tokens_dir / f"{f.name}.npy", mmap_mode="r")
-                                for f in dataclasses.fields(TokenizedDocuments)))
-    rng = _rng(config.random_seed, f"{task.name}/{seq}/{preds}")
-    plan = plan_instances(docs, seq, config.short_seq_prob, config.dupe_factor, rng)
-    order = rng.permutation(len(plan))
-    chunk_rows = max(1, min(len(plan), CHUNK_BYTES // (4 * seq)))
-    block_rows = chunk_rows * CHUNKS_PER_BLOCK
-    masked = 0
-    finished = FinishedFiles(task.finished_root)
-    out_file = finished.path(task.relative)
-    out_file.parent.mkdir(parents=True, exist_ok=True)
-    partial = out_file.with_name(out_file.name + ".tmp")
-    with h5py.File(partial, "w") as f:
-        datasets = create_datasets(f, len(plan), seq, preds, chunk_rows, compression="gzip",
-                                   compression_opts=config.gzip_level, shuffle=True, track_times=False)
-        for start in range(0, len(plan), block_rows):
-            block = make_instances(docs.ids, plan.take(order[start:start + block_rows]), seq, preds,
-                                   config.masked_lm_prob, task.vocab, config.whole_word_masking, rng)
-            for name, values in block.items():
-                datasets[name][start:start + len(values)] = values
-            masked += int(np.count_nonzero(used_positions(block[MASKED_LM_POSITIONS])))
-    partial.rename(out_file)
-    counts = {"instances": len(plan), "random_next": int(plan.random_next.sum()), "masked_tokens": masked,
-              "short_targets": plan.short_targets, "document_rounds": plan.document_rounds, "shard": task.shard_counts}
-    finished.record(task.relative, task.key, counts)
-    return counts
-
-
-def _rng(seed: int, name: str) -> np.random.Generator:
-    words = np.frombuffer(hashlib.sha256(name.encode("utf-8")).digest(), dtype=np.uint32)
-    return np.random.default_rng([seed, *words.tolist()])
 
 
 def _variant_summary(files: dict[str, dict]) -> dict:
