@@ -20,10 +20,10 @@ from core.config import config_to_dict
 from core.errors import PipelineError
 from core.log import LOGGER_NAME, progress, setup_logging
 from pretrain import checkpoint
+from pretrain.attention import choose_attention
 from pretrain.data import DataState, make_loader, redistribute
 from pretrain.engine import deepspeed_config, single_process_env, zero_stage_for
 from pretrain.evaluate import HeldOut, evaluate, format_figures
-from pretrain.attention import choose_attention
 from pretrain.metrics import STEP_STATS, MetricsLog, batch_counts, step_stats
 from pretrain.model import BertForPreTraining
 from pretrain.profiling import profiling
