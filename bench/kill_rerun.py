@@ -5,12 +5,13 @@
 First one clean run (its duration sets the range of kill times), then --trials trials, each in a fresh work dir:
 `pipeline run` is sent SIGKILL, SIGTERM or SIGINT (chosen at random) after a random share of the clean run's
 duration, to the main process alone or to its whole process group (as a terminal's Ctrl-C or a cgroup kill do);
-in a third of the trials the first re-run is killed too; then the same command runs to the end (a run that finishes
-before its signal is not a trial: another is drawn). Printed: the trials
-by signal and by the stage that was running, re-runs that did not exit 0, stages whose output files differ from
-the clean run's (sha256 of every file, manifests aside), and what a killed run left behind after the re-run: `.tmp`,
-`.scratch` and `.old` directories, files in the stage caches, files in the trial's private TMPDIR, /dev/shm segments
-created during the trial, and processes still running with the trial's work dir on their command line.
+in a third of the trials the first re-run is killed too; then the same command runs to the end (a run that
+finishes before its signal is not a trial: another is drawn). Printed: the trials by signal and by the stage that
+was running, re-runs that did not exit 0, stages whose output files differ from the clean run's (sha256 of every
+file, manifests aside), and what the killed runs left behind after the re-run: `.tmp`, `.scratch` and `.old`
+directories, files in the stage caches that a clean run does not keep, files in the trial's private TMPDIR,
+/dev/shm segments created during the trial, and processes still running with the trial's work dir on their
+command line.
 Default dump: ../shared/data/wiki/huwiki-20240920-pages-articles-multistream.xml.bz2.
 """
 from __future__ import annotations
@@ -85,9 +86,15 @@ def kill_after(cmd: list[str], env: dict, delay: float, signum: int, group: bool
     return stage, code
 
 
-def leftovers(work: Path, lang_dir: Path, shm_before: set[str]) -> list[str]:
+def cache_files(lang_dir: Path) -> set[str]:
+    return {str(p.relative_to(lang_dir)) for p in (lang_dir / ".cache").rglob("*") if p.is_file()}
+
+
+def leftovers(work: Path, lang_dir: Path, shm_before: set[str], clean_cache: set[str]) -> list[str]:
+    """What the killed runs left that a clean run does not (a clean hdf5 stage keeps its finished files in its
+    cache for later runs)."""
     found = [p.name for pattern in (".*.tmp", ".*.scratch", ".*.old") for p in lang_dir.glob(pattern)]
-    found += [str(p.relative_to(lang_dir)) for p in (lang_dir / ".cache").rglob("*") if p.is_file()]
+    found += sorted(cache_files(lang_dir) - clean_cache)
     found += [f"TMPDIR/{p.name}" for p in (work / "tmp").iterdir()]
     found += [f"/dev/shm/{name}" for name in _shared_memory() - shm_before]
     found += [f"process {pid}" for pid in _processes_mentioning(str(work))]
@@ -127,7 +134,7 @@ def main() -> None:
     started = time.perf_counter()
     subprocess.run(command(args.dump, clean_dir, args.workers), env=environment(clean_dir), cwd=ROOT, check=True)
     clean_s = time.perf_counter() - started
-    clean = outputs(clean_dir / "hu")
+    clean, clean_cache = outputs(clean_dir / "hu"), cache_files(clean_dir / "hu")
     print(f"clean run: {clean_s:.1f} s, {sum(map(len, clean.values()))} files in {len(clean)} stages", flush=True)
 
     by_signal, by_stage = collections.Counter(), collections.Counter()
@@ -160,7 +167,7 @@ def main() -> None:
         diff = sorted(s for s in clean.keys() | got.keys() if clean.get(s) != got.get(s))
         if diff:
             differing.append(f"trial {trial} ({note}): {', '.join(diff)}")
-        found = leftovers(work, lang_dir, shm_before)
+        found = leftovers(work, lang_dir, shm_before, clean_cache)
         if found:
             left.append(f"trial {trial} ({note}): {', '.join(found)}")
         print(f"trial {trial:2d}: {note}: re-run exit {rerun.returncode}, {len(diff)} stages differ, "

@@ -6,6 +6,7 @@ ids always come from the vocabulary file, never from constants (Google's [UNK] i
 from __future__ import annotations
 
 import shutil
+import re
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
@@ -16,6 +17,17 @@ from core.fileio import atomic_write, write_json
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # what write_tokenizer_dir writes: a directory with these files is a self-contained tokenizer
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+_SPECIAL_IN_TEXT = re.compile(r"\[(%s)\]" % "|".join(t[1:-1] for t in SPECIAL_TOKENS))
+
+
+def neutralize_special_tokens(text: str) -> str:
+    """Text with each literal special token ("[MASK]") spaced out ("[ MASK ]"). BERT's tokenization splits at
+    punctuation, so our data tokenizer gives both spellings the same pieces ("[", "mask", "]"); transformers'
+    tokenizers, which match special tokens in the text before anything else, then give those pieces too instead of
+    the special token: training and inference read the text alike."""
+    return _SPECIAL_IN_TEXT.sub(r"[ \1 ]", text)
 
 
 def read_vocab(path: Path) -> dict[str, int]:

@@ -153,6 +153,16 @@ def verify(path: Path = typer.Argument(..., help="An HDF5 file, or a directory s
         raise typer.Exit(1)
 
 
+@app.command()
+def report(lang: str = LangOpt, workdir: Path = WorkdirOpt,
+           out: Optional[Path] = typer.Option(None, "--out", help="Directory for report.html and its PNGs "
+                                                               "(default: <workdir>/<lang>/report)")) -> None:
+    """A one-page HTML report with PNG figures of the data the finished stages made; prints its path."""
+    from pipeline.report import write_report
+
+    typer.echo(write_report(workdir / lang, out or workdir / lang / "report"))
+
+
 @app.command("sample-dump")
 def sample_dump(out_dir: Path = typer.Argument(..., help="Directory for the dump and its index"),
                 pages: int = typer.Option(400, "--pages", min=1, help="Articles (plus redirects, stubs, talk pages, ...)"),

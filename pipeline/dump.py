@@ -1,8 +1,8 @@
 """Read a MediaWiki XML dump: its layout, encoding, <siteinfo> and stream table, and its pages.
 
 Layouts: a multistream `.bz2` with its index (the index gives the byte range of every bz2 stream, 100 pages each, so
-streams can be read independently by workers), a single-stream `.bz2`, or plain `.xml` (UTF-8 or UTF-16), read
-sequentially. `DumpFile(path, index)` reads everything it knows about the dump in its constructor; its methods and
+streams can be read independently by workers), a single-stream `.bz2`, `.xz` or `.gz`, or plain `.xml` (UTF-8 or
+UTF-16), read sequentially (streaming: memory does not grow with the dump). `DumpFile(path, index)` reads everything it knows about the dump in its constructor; its methods and
 `read_stream` only read pages.
 """
 from __future__ import annotations
@@ -11,9 +11,12 @@ import bz2
 import codecs
 import contextlib
 import dataclasses
+import gzip
 import html
 import io
+import lzma
 import re
+import zlib
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -21,6 +24,10 @@ from core.errors import PipelineError
 
 TEMPLATE_NS = 10
 READ_CHUNK = 1 << 20
+_TIMESTAMP_RE = re.compile(r"<timestamp>(\d{4})-(\d\d)-(\d\d)T")
+# suffix -> (name, a streaming reader over a binary file object)
+COMPRESSIONS = {".bz2": ("bz2", bz2.BZ2File), ".xz": ("xz", lzma.LZMAFile),
+                ".gz": ("gzip", lambda raw: gzip.GzipFile(fileobj=raw))}
 BZ2_CHECK_AHEAD = 4 << 20  # a bz2 block is at most 900 kB of text: its CRC check comes within this many bytes
 
 
@@ -61,9 +68,10 @@ class DumpFile:
 
     def __init__(self, path: Path, index: Path | None):
         self.path = path
-        self.compressed = path.name.endswith(".bz2")
-        self.index = index if self.compressed else None
-        self.layout = "multistream" if self.index else ("bz2" if self.compressed else "xml")
+        self.compression = COMPRESSIONS.get(path.suffix.lower(), (None, None))[0]
+        self.compressed = self.compression is not None
+        self.index = index if self.compression == "bz2" else None
+        self.layout = "multistream" if self.index else (self.compression or "xml")
         if self.index is None:
             with self._open_sequential() as (lines, where):
                 self.site = _read_siteinfo(lines, where)
@@ -80,14 +88,24 @@ class DumpFile:
     def multistream(self) -> bool:
         return bool(self.streams)
 
-    def pages(self) -> Iterator[RawPage]:
-        """The pages of a sequential (single-stream .bz2 or plain XML) dump, in order; a dump that does not end
-        with </mediawiki> is an error once its last page is read."""
+    def pages(self, on_truncated: Callable[[str], None] | None = None) -> Iterator[RawPage]:
+        """The pages of a sequential (single-stream compressed or plain XML) dump, in order; a dump that does not
+        end with </mediawiki> is an error once its last page is read, or, with `on_truncated`, is passed to it as
+        where the dump stops."""
         with self._open_sequential() as (lines, where):
             parser = _PageParser(where)
             _read_siteinfo(lines, where)
             yield from parser.pages(lines)
-            parser.check_closed()
+            parser.check_closed(on_truncated)
+
+    def newest_revision_date(self, executor) -> tuple[str, str, str] | None:
+        """(YYYY, MM, DD) of the newest <timestamp> in the dump (a full read: for dumps whose name carries no date),
+        or None when it has none. A multistream dump is read a stream per task on the executor."""
+        if self.multistream:
+            tasks = [(str(self.path), self.encoding, stream) for stream in self.streams]
+            return max((d for d in executor.map(_newest_date_in_stream, tasks) if d is not None), default=None)
+        with self._open_sequential() as (lines, _):
+            return max((m.groups() for line in lines if (m := _TIMESTAMP_RE.search(line))), default=None)
 
     def _index_lines(self) -> Iterator[tuple[int, int, str]]:
         """(line number, stream offset, title) of the index's `offset:page_id:title` lines."""
@@ -139,20 +157,28 @@ class DumpFile:
                 return f"{self.path}: near {'compressed ' if self.compressed else ''}byte {raw.tell():,}"
 
             def damage() -> str | None:  # for a decoding error: garbage from damaged bz2 data, or really not text?
-                return _bz2_damage(self.path, raw.tell() + BZ2_CHECK_AHEAD) if self.compressed else None
+                return _bz2_damage(self.path, raw.tell() + BZ2_CHECK_AHEAD) if self.compression == "bz2" else None
 
-            binary = bz2.BZ2File(raw) if self.compressed else io.BufferedReader(raw)
-            with _read_errors(where, damage):
+            binary = COMPRESSIONS[self.path.suffix.lower()][1](raw) if self.compressed else io.BufferedReader(raw)
+            with _read_errors(where, damage, self.compression):
                 self.encoding, bom = _sniff_encoding(binary.peek(4)[:4])
             text = io.TextIOWrapper(binary, encoding=self.encoding, newline="\n")
             if bom:
                 text.read(1)
-            yield _split_lines(_read_chunks(text, where, damage)), where
+            yield _split_lines(_read_chunks(text, where, damage, self.compression)), where
 
 
-def read_stream(path: str, encoding: str, stream: Stream, check_pages: bool = True) -> Iterator[RawPage]:
+def _newest_date_in_stream(task) -> tuple[str, str, str] | None:
+    path, encoding, stream = task
+    data = _decompress_stream(path, stream.start, stream.end, _read_range(path, stream.start, stream.end))
+    return max((m.groups() for m in _TIMESTAMP_RE.finditer(_decode(data, encoding, path, stream.start))), default=None)
+
+
+def read_stream(path: str, encoding: str, stream: Stream, check_pages: bool = True,
+                on_truncated: Callable[[str], None] | None = None) -> Iterator[RawPage]:
     """The pages of one stream of a multistream dump (decompressed here, so a worker reads only its own bytes).
-    check_pages: the stream must hold as many pages as the index lists, and the last one must close the dump."""
+    check_pages: the stream must hold as many pages as the index lists, and the last one must close the dump (or,
+    with `on_truncated`, pass where the dump stops to it)."""
     where = _stream_where(path, stream.start)
     data = _decompress_stream(path, stream.start, stream.end, _read_range(path, stream.start, stream.end))
     parser = _PageParser(where)
@@ -166,7 +192,7 @@ def read_stream(path: str, encoding: str, stream: Stream, check_pages: bool = Tr
         raise PipelineError(f"{where()}: holds {count} pages but the index lists {stream.pages}: "
                             f"does the index belong to this dump?")
     if stream.last:
-        parser.check_closed()
+        parser.check_closed(on_truncated)
 
 
 class _PageParser:
@@ -246,10 +272,13 @@ class _PageParser:
         raise PipelineError(f"{self.where()}: page {title!r} (id {page_id}): raw markup inside <text> "
                             f"({line.strip()[:40]!r}): a </text> is missing or '<' is not escaped: malformed XML")
 
-    def check_closed(self) -> None:
-        if not self.closed:
+    def check_closed(self, on_truncated: Callable[[str], None] | None = None) -> None:
+        if self.closed:
+            return
+        if on_truncated is None:
             raise PipelineError(f"{self.where()}: ends before </mediawiki> (after page {self.last_title!r}): "
-                                f"truncated dump")
+                                f"truncated dump (extract.allow_truncated: true keeps its pages)")
+        on_truncated(f"{self.where()}: ends before </mediawiki>, after page {self.last_title!r}")
 
     @staticmethod
     def _guess_ns(title: str) -> int:
@@ -325,9 +354,10 @@ def _sniff_encoding(head: bytes) -> tuple[str, int]:
     return "utf-8", 0
 
 
-def _read_chunks(text: io.TextIOBase, where: Callable[[], str], damage: Callable[[], str | None]) -> Iterator[str]:
+def _read_chunks(text: io.TextIOBase, where: Callable[[], str], damage: Callable[[], str | None],
+                 compression: str | None) -> Iterator[str]:
     while True:
-        with _read_errors(where, damage):
+        with _read_errors(where, damage, compression):
             chunk = text.read(READ_CHUNK)
         if not chunk:
             return
@@ -335,16 +365,17 @@ def _read_chunks(text: io.TextIOBase, where: Callable[[], str], damage: Callable
 
 
 @contextlib.contextmanager
-def _read_errors(where: Callable[[], str], damage: Callable[[], str | None] = lambda: None):
+def _read_errors(where: Callable[[], str], damage: Callable[[], str | None] = lambda: None,
+                 compression: str | None = "bz2"):
     """Decompression and decoding errors of a sequential read as one PipelineError line. bzip2 checks a block's CRC
     only at its end, after handing out its bytes, so damaged data often first shows as undecodable text: `damage()`
     then tells which it is."""
     try:
         yield
     except EOFError:
-        raise PipelineError(f"{where()}: the compressed data ends before the end of its bz2 stream: "
+        raise PipelineError(f"{where()}: the compressed data ends before the end of its {compression} stream: "
                             f"truncated dump") from None
-    except OSError as e:
+    except (OSError, lzma.LZMAError, zlib.error) as e:
         raise PipelineError(f"{where()}: corrupt compressed data ({e})") from None
     except UnicodeDecodeError as e:
         found = damage()

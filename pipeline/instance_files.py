@@ -18,7 +18,7 @@ import numpy as np
 
 from core.hdf5_format import MASKED_LM_POSITIONS, create_datasets, used_positions
 from pipeline.finished_files import FinishedFiles
-from pipeline.instances import MaskingVocab, make_instances, plan_instances
+from pipeline.instances import MaskingVocab, make_instances, plan_instances, random_next_from_own_document
 from pipeline.tokenize import TokenFiles
 
 CHUNK_BYTES = 1 << 20  # HDF5 chunk of input_ids: fits h5py's default 1 MiB chunk cache
@@ -48,7 +48,8 @@ def write_instance_file(task: InstanceFile) -> dict:
     out_file = finished.path(task.relative)
     out_file.parent.mkdir(parents=True, exist_ok=True)
     partial = out_file.with_name(out_file.name + ".tmp")
-    counts = {"instances": 0, "random_next": 0, "masked_tokens": 0, "short_targets": 0, "document_rounds": 0}
+    counts = {"instances": 0, "random_next": 0, "random_next_own_document": 0, "masked_tokens": 0, "short_targets": 0,
+              "document_rounds": 0}
     with h5py.File(partial, "w") as f:
         datasets = None
         for first, end in tokens.windows(config.window_tokens):
@@ -72,6 +73,7 @@ def write_instance_file(task: InstanceFile) -> dict:
                 counts["masked_tokens"] += int(np.count_nonzero(used_positions(block[MASKED_LM_POSITIONS])))
             counts["instances"] += len(plan)
             counts["random_next"] += int(plan.random_next.sum())
+            counts["random_next_own_document"] += random_next_from_own_document(docs, plan)
             counts["short_targets"] += plan.short_targets
             counts["document_rounds"] += plan.document_rounds
     partial.rename(out_file)

@@ -20,7 +20,9 @@ Differences from Google's code (distributions are otherwise the same; the random
 - random replacement tokens never are `[PAD]`/`[UNK]`/`[CLS]`/`[SEP]`/`[MASK]`, so a row's structure
   stays checkable (`pipeline verify`);
 - with whole-word masking, a `##` piece at the start of segment B starts a word instead of joining the
-  last word of segment A across `[SEP]`.
+  last word of segment A across `[SEP]`;
+- a "random" segment B that comes from A's own document (10 draws all hit it: always so in a shard of one
+  document) is labelled not-random, as NVIDIA's script does; Google's labels it random, a wrong label.
 """
 from __future__ import annotations
 
@@ -120,7 +122,7 @@ def plan_instances(docs: TokenizedDocuments, max_seq_length: int, short_seq_prob
                     s_end = bisect_left(starts, starts[s] + b_target, s + 1, r_end)
                     b_start.append(starts[s])
                     b_len.append(starts[s_end] - starts[s])
-                    random_next.append(1)
+                    random_next.append(0 if r == d else 1)
                     c = a_end  # the chunk's unused sentences are put back
                 else:
                     b_start.append(starts[a_end])
@@ -130,6 +132,15 @@ def plan_instances(docs: TokenizedDocuments, max_seq_length: int, short_seq_prob
     return InstancePlan(np.frombuffer(a_start, np.int64), np.frombuffer(a_len, np.int64),
                         np.frombuffer(b_start, np.int64), np.frombuffer(b_len, np.int64),
                         np.frombuffer(random_next, np.int8), short_targets, n_docs * dupe_factor)
+
+
+def random_next_from_own_document(docs: TokenizedDocuments, plan: InstancePlan) -> int:
+    """Instances labelled random next whose segment B starts in segment A's document (measured on the spans)."""
+    document_token_starts = np.asarray(docs.sentence_starts)[np.asarray(docs.document_starts)]
+    labelled = plan.random_next == 1
+    a_doc = np.searchsorted(document_token_starts, plan.a_start[labelled], side="right")
+    b_doc = np.searchsorted(document_token_starts, plan.b_start[labelled], side="right")
+    return int(np.count_nonzero(a_doc == b_doc))
 
 
 def make_instances(ids: np.ndarray, plan: InstancePlan, max_seq_length: int, max_predictions_per_seq: int,

@@ -15,6 +15,7 @@ import multiprocessing
 import multiprocessing.connection
 import pickle
 import signal
+import time
 from typing import Callable, ClassVar, Iterable, Iterator, Protocol, TypeVar
 
 from core.errors import PipelineError
@@ -22,6 +23,7 @@ from core.errors import PipelineError
 T = TypeVar("T")
 R = TypeVar("R")
 PR_SET_PDEATHSIG = 1
+STOP_GRACE_S = 5.0  # how long stopped workers get to remove their half-written files before SIGKILL
 
 
 class Executor(Protocol):
@@ -37,7 +39,7 @@ class LocalExecutor:
     """Forked worker processes, each with its own pipe: no lock is shared between processes, so a worker killed at
     any moment (a signal to the whole process group, the OOM killer) cannot hang the others or the main process,
     as multiprocessing.Pool's shared queues can. A worker that dies is an error; on any exception (Ctrl-C
-    included) the workers are killed at once."""
+    included) the workers are stopped at once."""
     workers: int = 1
     name: ClassVar[str] = "local"
 
@@ -57,11 +59,15 @@ class LocalExecutor:
                 pipes.append(mine)
                 processes.append(process)
             yield from _ordered_results(enumerate(tasks), pipes, processes, window=4 * self.workers)
-        finally:
+        finally:  # SIGTERM first: a worker's half-written files go on its way out (atomic_write), then SIGKILL
             for process in processes:
-                process.kill()
+                process.terminate()
+            deadline = time.monotonic() + STOP_GRACE_S
             for process in processes:
-                process.join()
+                process.join(max(0.0, deadline - time.monotonic()))
+                if process.exitcode is None:
+                    process.kill()
+                    process.join()
 
 
 def _ordered_results(tasks: Iterator[tuple[int, T]], pipes: list, processes: list, window: int) -> Iterator[R]:
@@ -118,11 +124,16 @@ def _serve(fn: Callable[[T], R], pipe) -> None:
 
 
 def _worker_signals() -> None:
-    """Ctrl-C is the main process's to handle (it kills the workers), and a worker dies with the main process even
-    when that one is killed with SIGKILL."""
+    """Ctrl-C is the main process's to handle (it stops the workers); SIGTERM ends a worker by an exception, so that
+    the files it was writing are removed on the way out; and a worker dies with the main process even when that one
+    is killed with SIGKILL."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):  # not Linux
         pass
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signum)

@@ -142,6 +142,8 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
     failure = _failure_marker(lang_dir, name)
     for leftover in (tmp, old, scratch):  # a killed attempt's
         remove_tree(leftover)
+    for half_written in list((lang_dir / ".cache" / name).rglob("*.tmp")):  # atomic_write's, of a killed attempt
+        remove_tree(half_written)
     tmp.mkdir(parents=True)
     ctx = StageContext(lang=pcfg.lang, out_dir=tmp,
                        inputs={up: lang_dir / up for up in stage.inputs},

@@ -9,11 +9,13 @@ Two splitters, both taking a batch of normalized paragraphs and returning the se
   end: the sentences are cut from our own input by counting non-space characters, which quntoken
   preserves one for one. Paragraph ends always end a sentence.
 - `RuleSplitter`: every other language, no download at run time. Rules in the style of the Moses
-  splitter (Koehn & Schroeder), with our own per-language abbreviation lists. A period, "!" or "?"
+  splitter (Koehn & Schroeder), with our own per-language abbreviation lists and ordinal rules, kept as data
+  in `pipeline/sentence_rules.yaml`. A period, "!" or "?"
   followed by a space ends a sentence unless the next word starts with a lowercase letter or a
   symbol, or the word before is a known abbreviation, an initial ("J."), a dotted abbreviation
   ("U.S.", "i.e.") or, in languages that write ordinals with a period, an ordinal ("XIV.", a number
-  before a number as in "2001. 02. 28.", and in German "3." before any word).
+  before a number as in "2001. 02. 28.", a number in brackets "(2.)", a number after an article as in
+  "a 27. Sampras–Agassi", and in German "3." before any word).
 
 Why our own rule splitter rather than a library: README.md (Performance, sentences and filter) compares it
 with blingfire, syntok, sentence-splitter, sentencex and pysbd on 37 hand-written cases in 12 languages and on
@@ -25,13 +27,17 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
+import functools
 import importlib.util
 import io
 import itertools
 import platform
 import re
+from pathlib import Path
 
-from core.errors import PipelineError
+from core.config import read_yaml
+from core.errors import ConfigError, PipelineError
 
 # Control characters become spaces, invisible format characters (soft hyphen, zero-width space, word
 # joiner, byte order mark) go, lone surrogates (only possible through JSON escapes) become U+FFFD so the
@@ -55,49 +61,27 @@ def split_paragraphs(text: str) -> list[str]:
 
 # --- rule splitter -------------------------------------------------------------------------------
 
-# Abbreviations that never end a sentence (matched case-insensitively, without the final period).
-# Abbreviations that often do end one ("etc.", "stb.", "usw.") are left out: they split before a capital.
-ABBREVIATIONS: dict[str, str] = {
-    "en": "mr mrs ms dr prof rev st mt sr jr gen col lt capt sgt maj adm gov sen rep hon pres "
-          "approx ca cf vs esp incl dept univ al",
-    "hu": "dr prof id ifj özv pl kb ún ill ld vö szül megh ford kiad ált ker kr gr br",
-    "de": "dr prof hr fr bzw ca evtl ggf inkl vgl sog bspw hl st a d o s u v z",
-    "fr": "mm mme mlle dr pr st ste av bd cf env ex éd p",
-    "es": "sr sra srta dr dra d dña ud uds av avda ej p",
-    "it": "sig sigg dott prof ing avv sen on s ss",
-    "pt": "sr sra dr dra prof av ex",
-    "nl": "dhr mevr dr prof ir mr ing bijv ca jl resp vs nl",
-    "pl": "dr prof hab inż mgr św ul al im ok tzw np tj zob ds",
-    "cs": "dr prof ing mgr mudr sv ul nám tzv např tj resp čs",
-    "sk": "dr prof ing mgr sv ul nám tzv napr tj resp",
-    "fi": "esim ks mm n nk ns vrt os prof tri",
-    "sv": "dr prof st dvs el kl resp",
-    "da": "dr prof hr fr ca jf mht pga vedr st",
-    "no": "dr prof hr fr ca jf mht pga st",
-    "ru": "им ок св ср см",
-}
-# Abbreviations that do not end a sentence when a number follows ("No. 5", "márc. 5-én").
-NUMERIC_ABBREVIATIONS: dict[str, str] = {
-    "en": "no nos art p pp vol fig figs ch sec op nr jan feb mar apr jun jul aug sep sept oct nov dec",
-    "hu": "e sz no u krt tel évf köt old jan febr márc ápr máj jún júl aug szept okt nov dec",
-    "de": "nr abs art bd str jan feb febr mär apr jun jul aug sep sept okt nov dez",
-    "fr": "art vol no janv févr avr juil sept oct nov déc",
-    "es": "art pág núm vol",
-    "it": "art pag vol",
-    "pt": "art pág vol",
-    "nl": "art blz nr",
-    "pl": "art nr str",
-    "cs": "čl str",
-    "sk": "čl str",
-    "da": "nr",
-    "no": "nr",
-    "ru": "стр",
-}
-# Languages that write ordinals with a period: a roman numeral before a period ("IV. Béla", "Karl V.")
-# does not end a sentence, nor does a number followed by another number (dates: "2001. 02. 28.").
-ORDINAL_PERIOD_LANGUAGES = frozenset("de hu cs sk sl hr sr bs pl fi et lv da no nb nn is tr lb nds als bar".split())
-# ... and where a capitalized noun follows ordinals ("am 3. Oktober"), neither does a 1-2 digit number.
-CAPITALIZED_ORDINAL_LANGUAGES = frozenset("de lb nds als bar".split())
+RULES_PATH = Path(__file__).resolve().parent / "sentence_rules.yaml"  # per-language abbreviations and ordinals
+
+
+@dataclasses.dataclass(frozen=True)
+class LanguageRules:
+    """One language's entry of sentence_rules.yaml (see its header for what each field does)."""
+    abbreviations: str = ""
+    numeric_abbreviations: str = ""
+    ordinal_period: bool = False
+    ordinal_determiners: str = ""
+    capitalized_ordinals: bool = False
+
+
+@functools.lru_cache(maxsize=None)
+def language_rules(language: str) -> LanguageRules:
+    entry = read_yaml(RULES_PATH).get(language) or {}
+    try:
+        return LanguageRules(**entry)
+    except TypeError as e:
+        raise ConfigError(f"{RULES_PATH}: {language}: {e}") from None
+
 
 _CLOSERS = "'\"”’»)]"
 _OPENERS = "'\"“„‘«([¿¡"
@@ -114,10 +98,12 @@ class RuleSplitter:
     """Rule-based sentence splitter for `language` (any code; unknown languages get no abbreviations)."""
 
     def __init__(self, language: str, extra_abbreviations: list[str] = ()):
-        self.abbreviations = _word_set(ABBREVIATIONS.get(language, "").split() + list(extra_abbreviations))
-        self.numeric_abbreviations = _word_set(NUMERIC_ABBREVIATIONS.get(language, "").split())
-        self.ordinal_period = language in ORDINAL_PERIOD_LANGUAGES
-        self.capitalized_ordinals = language in CAPITALIZED_ORDINAL_LANGUAGES
+        rules = language_rules(language)
+        self.abbreviations = _word_set(rules.abbreviations.split() + list(extra_abbreviations))
+        self.numeric_abbreviations = _word_set(rules.numeric_abbreviations.split())
+        self.ordinal_period = rules.ordinal_period
+        self.ordinal_determiners = _word_set(rules.ordinal_determiners.split())
+        self.capitalized_ordinals = rules.capitalized_ordinals
 
     def split(self, paragraphs: list[str]) -> list[list[str]]:
         return [self.split_paragraph(p) for p in paragraphs]
@@ -139,10 +125,14 @@ class RuleSplitter:
         following = m.group(3)
         if following.islower() or not following.isalnum():  # "2021. márc.", "... * szám"
             return False
-        if m.group(1) != "." or m.group(2):  # "!", "?", "...", or a period inside quotes/brackets
+        if m.group(1) != ".":  # "!", "?", "..."
             return True
-        raw = text[text.rfind(" ", 0, m.start()) + 1:m.start()].lstrip(_OPENERS)
+        word_start = text.rfind(" ", 0, m.start()) + 1
+        raw = text[word_start:m.start()].lstrip(_OPENERS)
         word = raw.lower()
+        ordinal = self.ordinal_period and (raw.isdigit() or _ROMAN.match(raw))
+        if m.group(2):  # a period inside quotes/brackets ends a sentence, but for an ordinal in brackets: "(2.)"
+            return not (ordinal and m.group(2)[0] in ")]")
         if word in self.abbreviations:
             return False
         if following.isdigit() and word in self.numeric_abbreviations:
@@ -153,6 +143,10 @@ class RuleSplitter:
             return False
         if self.ordinal_period and (_ROMAN.match(raw) or (raw.isdigit() and following.isdigit())):
             return False
+        if ordinal and raw.isdigit() and self.ordinal_determiners:  # "a 27. Sampras–Agassi döntő"
+            previous = text[text.rfind(" ", 0, max(0, word_start - 1)) + 1:max(0, word_start - 1)]
+            if previous.lower() in self.ordinal_determiners:
+                return False
         if self.capitalized_ordinals and raw.isdigit() and len(raw) <= 2:
             return False
         return True

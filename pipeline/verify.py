@@ -2,7 +2,9 @@
 
 The vocabulary comes from --vocab, else from the nearest `vocab.txt` in the file's directory or the two above
 it (the `hdf5` stage writes one into each variant directory, with `variant.json`; when a `variant.json` is
-found the same way, the shapes and the number of masked positions are checked against its parameters too).
+found the same way, the shapes and the number of masked positions are checked against its parameters too, and
+the share of rows labelled random next whose B comes from A's own document is reported as the hdf5 stage measured
+it on the instance plan: the rows alone do not say which document a segment came from).
 """
 from __future__ import annotations
 
@@ -35,6 +37,8 @@ class Stats:
     masked_same: int = 0
     masked_other: int = 0
     random_next: int = 0
+    random_next_own_document: int = 0  # as variant.json records it: rows labelled random whose B is from A's document
+    recorded_instances: int = 0  # rows of the files variant.json has that record for
     full_predictions: int = 0  # rows with max_predictions_per_seq predictions
 
     def add(self, other: Stats) -> None:
@@ -81,6 +85,8 @@ def verify_path(path: Path, vocab: Path | None = None) -> VerifyReport:
             if params_file not in params:
                 params[params_file] = _load_params(params_file)
             shape, stats, problems = verify_file(file, vocabs[vocab_file], params[params_file])
+            if stats is not None:
+                _add_recorded(stats, file, params_file, params[params_file])
         except PipelineError as e:
             report.problems.append(str(e))
             continue
@@ -218,6 +224,16 @@ def _check_rows(a: dict[str, np.ndarray], start: int, vocab: _Vocab, params: dic
     stats.full_predictions += int((k == positions.shape[1]).sum())
 
 
+def _add_recorded(stats: Stats, file: Path, params_file: Path | None, params: dict | None) -> None:
+    """What the hdf5 stage measured on the instance plan and no row shows: the document each segment came from."""
+    recorded = (params or {}).get("random_next_own_document")
+    if isinstance(recorded, dict) and params_file is not None:
+        name = file.resolve().relative_to(params_file.parent.resolve()).as_posix()
+        if isinstance(recorded.get(name), int):
+            stats.random_next_own_document += recorded[name]
+            stats.recorded_instances += stats.instances
+
+
 def _find_up(file: Path, name: str) -> Path | None:
     for directory in list(file.resolve().parents)[:3]:
         if (directory / name).is_file():
@@ -254,6 +270,9 @@ def format_report(report: VerifyReport) -> str:
             f"  [MASK]/same/random   {s.masked_as_mask / masked:.3f} / {s.masked_same / masked:.3f} / "
             f"{s.masked_other / masked:.3f}",
             f"  NSP random next      {s.random_next / instances:.3f}",
+            f"  random next from A's own document  " + (
+                f"{s.random_next_own_document / s.recorded_instances:.4f} ({s.random_next_own_document:,} rows; "
+                f"from variant.json)" if s.recorded_instances else "unknown (no record in variant.json)"),
         ]
     if report.problems:
         lines.append(f"{len(report.problems)} problem{'s' if len(report.problems) > 1 else ''}:")

@@ -11,7 +11,8 @@ crosses from one instance to another, whatever the kernel:
   tensors, one ragged sequence per instance; no FLOPs go to padding.
 - "flash": the same unpadded layout through flash-attention's varlen kernel (when the package is importable, CUDA).
 
-`choose_attention` measures the kernels that run on the device and keeps the fastest.
+`choose_attention` measures the kernels that run on the device and keeps the fastest (the training loop does so on
+GPU; on CPU it takes "mask": there the nested kernel goes through a slow per-sequence fallback).
 """
 from __future__ import annotations
 
@@ -107,21 +108,22 @@ def available_kernels(device: torch.device) -> list[str]:
 
 def choose_attention(run_step: Callable[[str], None], device: torch.device, repeats: int = 3
                      ) -> tuple[str, dict[str, float]]:
-    """The fastest kernel for `run_step(kernel)` (one forward and backward on a representative batch) on this
-    device, and the seconds each took (best of `repeats` after a warm-up). On CPU, "mask" without measuring: the
-    nested kernel runs there through a slow per-sequence fallback."""
-    if device.type != "cuda":
-        return "mask", {}
+    """The fastest of the device's kernels for `run_step(kernel)` (one forward and backward on a representative
+    batch), and the seconds each took (best of `repeats` after a warm-up); a kernel that fails is left out."""
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     seconds = {}
     for kernel in available_kernels(device):
         try:
             run_step(kernel)  # warm-up (kernel selection, allocator)
             times = []
             for _ in range(repeats):
-                torch.cuda.synchronize(device)
+                sync()
                 start = time.perf_counter()
                 run_step(kernel)
-                torch.cuda.synchronize(device)
+                sync()
                 times.append(time.perf_counter() - start)
             seconds[kernel] = min(times)
         except (RuntimeError, NotImplementedError):  # a kernel this GPU, dtype or head size does not support

@@ -2,9 +2,14 @@
 `<phase_dir>/checkpoints/<tag>/`, our own `latest`, the weights alone and the phase's `model_config.json`.
 
 A checkpoint counts once it is complete: every rank has written its files (DeepSpeed's save ends with a barrier),
-then rank 0 writes `<tag>/meta.json` and only then replaces `latest`, atomically. A crash while saving therefore
-leaves `latest` on the previous checkpoint; DeepSpeed's own `latest` writing is off. The newest `keep` complete
-checkpoints are kept; directories of saves that never completed are removed.
+then rank 0 writes `<tag>/meta.json`, which lists the files and their sizes, and only then replaces `latest`,
+atomically. A crash while saving therefore leaves `latest` on the previous checkpoint; a save that fails (a full
+disk) removes its directory and is one error line; DeepSpeed's own `latest` writing is off. The newest `keep`
+complete checkpoints are kept; directories of saves that never completed are removed.
+
+Reading checks first that the files meta.json lists are there with their sizes (a truncated file is found without
+loading it); a checkpoint that is damaged anyway fails to load. Either is one error line naming the file and the
+previous complete checkpoint, which the user can make `latest` (docs/errors.md); nothing falls back silently.
 
 The client state holds, for every rank, its data position and its RNG states (python, numpy, torch, CUDA):
 DeepSpeed writes the client state only from rank 0, so the training loop gathers all ranks' states into it.
@@ -17,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import pickle
 import random
 import shutil
 import sys
@@ -67,11 +73,44 @@ def latest(phase_dir: Path) -> Checkpoint | None:
     if not (ckpt / LATEST).is_file():
         return None
     tag = (ckpt / LATEST).read_text(encoding="utf-8").strip()
+    damage = _damage(ckpt, tag)
+    if damage:
+        raise PipelineError(f"{damage}; {_previous_good(ckpt, tag)}")
+    return Checkpoint(Path(phase_dir), tag, read_json(ckpt / tag / META))
+
+
+def _damage(ckpt: Path, tag: str) -> str | None:
+    """What is wrong with checkpoint `tag`, as far as can be seen without loading it ("<path>: <problem>")."""
     if not tag or not (ckpt / tag).is_dir():
-        raise PipelineError(f"{ckpt / LATEST}: names checkpoint {tag!r}, which does not exist")
+        return f"{ckpt / LATEST}: names checkpoint {tag!r}, which does not exist"
     meta = read_json(ckpt / tag / META, default=None)
     if not isinstance(meta, dict):
-        raise PipelineError(f"{ckpt / LATEST}: names checkpoint {tag!r}, whose {META} is missing or unreadable")
+        return f"{ckpt / tag / META}: missing or unreadable, so checkpoint {tag} is incomplete"
+    for name, size in meta.get("files", {}).items():  # checkpoints written before the list was kept have none
+        path = ckpt / tag / name
+        if not path.is_file():
+            return f"{path}: missing from checkpoint {tag}"
+        if path.stat().st_size != size:
+            return f"{path}: {path.stat().st_size} bytes, but {size} were saved (truncated or overwritten)"
+    return None
+
+
+def _previous_good(ckpt: Path, tag: str) -> str:
+    """Names the newest complete checkpoint before `tag`, and how to use it."""
+    for earlier in sorted((d.name for d in ckpt.iterdir() if d.is_dir() and d.name < tag), reverse=True):
+        if _damage(ckpt, earlier) is None:
+            return (f"the previous complete checkpoint is {ckpt / earlier}: to go on from it, write "
+                    f"'{earlier}' into {ckpt / LATEST}")
+    return "no earlier complete checkpoint is left"
+
+
+def by_tag(phase_dir: Path, tag: str) -> Checkpoint:
+    """The complete checkpoint `tag` of the phase; ConfigError if there is none of that name."""
+    meta = read_json(checkpoint_dir(phase_dir) / tag / META, default=None)
+    if not isinstance(meta, dict):
+        known = sorted(d.name for d in checkpoint_dir(phase_dir).glob("step*") if (d / META).is_file())
+        raise ConfigError(f"{checkpoint_dir(phase_dir) / tag}: no complete checkpoint of that tag "
+                          f"(complete: {', '.join(known) or 'none'})")
     return Checkpoint(Path(phase_dir), tag, meta)
 
 
@@ -105,29 +144,36 @@ def load_weights(checkpoint: Checkpoint) -> dict[str, torch.Tensor]:
     if any(tag_dir.glob("zero_pp_rank_*_optim_states.pt")):
         from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
-        with contextlib.redirect_stdout(io.StringIO()):  # it prints its progress
-            try:
-                state = get_fp32_state_dict_from_zero_checkpoint(str(tag_dir.parent), checkpoint.tag)
-            except (FileNotFoundError, ValueError) as e:
-                raise PipelineError(f"{tag_dir}: cannot consolidate the ZeRO checkpoint ({e})") from None
+        with contextlib.redirect_stdout(io.StringIO()), _unloadable(checkpoint):  # it prints its progress
+            state = get_fp32_state_dict_from_zero_checkpoint(str(tag_dir.parent), checkpoint.tag)
     else:
         path = tag_dir / MODEL_STATES
         if not path.is_file():
             raise PipelineError(f"{tag_dir}: no {MODEL_STATES} (incomplete checkpoint?)")
-        # DeepSpeed's checkpoint holds more than tensors (config, client state), hence weights_only=False
-        state = torch.load(path, map_location="cpu", weights_only=False)["module"]
+        with _unloadable(checkpoint):
+            # DeepSpeed's checkpoint holds more than tensors (config, client state), hence weights_only=False
+            state = torch.load(path, map_location="cpu", weights_only=False)["module"]
     return {name: t.float() for name, t in state.items()}
 
 
 def save(engine, phase_dir: Path, step: int, meta: dict, client_state: dict, keep: int) -> str:
-    """Collective: every rank calls it. Returns the tag."""
+    """Collective: every rank calls it. Returns the tag. PipelineError if the files cannot be written."""
     ckpt = checkpoint_dir(phase_dir)
     tag = tag_for(step)
-    engine.save_checkpoint(str(ckpt), tag=tag, client_state=client_state, save_latest=False)
+    try:
+        engine.save_checkpoint(str(ckpt), tag=tag, client_state=client_state, save_latest=False)
+        if engine.global_rank == 0:
+            files = {p.name: p.stat().st_size for p in sorted((ckpt / tag).iterdir()) if p.is_file()}
+            write_json(ckpt / tag / META, {**meta, "tag": tag, "step": step, "files": files})
+            with atomic_write(ckpt / LATEST) as f:
+                f.write(tag)
+    except (OSError, RuntimeError) as e:  # torch.save reports a full disk as a RuntimeError
+        shutil.rmtree(ckpt / tag, ignore_errors=True)
+        previous = (ckpt / LATEST).read_text(encoding="utf-8").strip() if (ckpt / LATEST).is_file() else None
+        raise PipelineError(f"{ckpt / tag}: saving the checkpoint failed ({_first_line(e)}); "
+                            f"{shutil.disk_usage(ckpt).free / 2 ** 30:.1f} GiB free there; the latest checkpoint "
+                            f"is still {previous or 'none'}") from None
     if engine.global_rank == 0:
-        write_json(ckpt / tag / META, {**meta, "tag": tag, "step": step})
-        with atomic_write(ckpt / LATEST) as f:
-            f.write(tag)
         _prune(ckpt, keep, tag)
     _barrier()
     return tag
@@ -138,11 +184,13 @@ def load(engine, checkpoint: Checkpoint, universal: bool = False) -> dict:
     checkpoint was written under ZeRO 1/2 by another number of ranks; it is read as DeepSpeed's universal checkpoint
     (made once, into `<tag>/universal/`), which needs `checkpoint.load_universal` in the engine's config."""
     load_dir, tag = checkpoint_dir(checkpoint.phase_dir), checkpoint.tag
-    if universal:
-        load_dir, tag = make_universal(checkpoint).parent, UNIVERSAL
-    path, client_state = engine.load_checkpoint(str(load_dir), tag=tag)
+    with _unloadable(checkpoint):
+        if universal:
+            load_dir, tag = make_universal(checkpoint).parent, UNIVERSAL
+        path, client_state = engine.load_checkpoint(str(load_dir), tag=tag)
     if path is None:
-        raise PipelineError(f"{checkpoint.path}: DeepSpeed could not load this checkpoint")
+        raise PipelineError(f"{checkpoint.path}: DeepSpeed could not load this checkpoint; "
+                            f"{_previous_good(checkpoint_dir(checkpoint.phase_dir), checkpoint.tag)}")
     return client_state
 
 
@@ -165,6 +213,21 @@ def make_universal(checkpoint: Checkpoint) -> Path:
         partial.rename(out)
     _barrier()
     return out
+
+
+@contextlib.contextmanager
+def _unloadable(checkpoint: Checkpoint):
+    """A checkpoint whose files do not load (damaged at their saved size): one line naming it and the previous one."""
+    try:
+        yield
+    except (OSError, RuntimeError, EOFError, ValueError, KeyError, pickle.UnpicklingError) as e:
+        raise PipelineError(f"{checkpoint.path}: cannot load this checkpoint ({_first_line(e)}); "
+                            f"{_previous_good(checkpoint_dir(checkpoint.phase_dir), checkpoint.tag)}") from None
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"
 
 
 def rng_state() -> dict:

@@ -1,4 +1,4 @@
-"""`pretrain` command line: phase1, phase2, export, estimate.
+"""`pretrain` command line: phase1, phase2, export, eval, plot, estimate.
 
 Multi-process runs start the same entry point through a launcher, e.g.
 `deepspeed --num_gpus 8 --module pretrain.cli phase1 ...` or `torchrun --nproc_per_node 8 -m pretrain.cli phase1 ...`
@@ -20,7 +20,10 @@ PresetOpt = typer.Option(None, "--preset", help="Model size: tiny, mini, small, 
 ConfigOpt = typer.Option(None, "--config", help="YAML file of settings over the phase's recipe (same keys)")
 SetOpt = typer.Option(None, "--set", help="Override a setting: KEY=VALUE, e.g. micro_batch=32 or "
                                           "model.hidden_dropout_prob=0 (repeatable)")
-DsOpt = typer.Option(None, "--deepspeed-config", help="JSON merged over the generated DeepSpeed config")
+DsOpt = typer.Option(None, "--deepspeed-config", help="JSON merged over the generated DeepSpeed config "
+                                                        "(keys DeepSpeed does not know are refused)")
+EvalDataOpt = typer.Option(None, "--eval-data", help="Held-out HDF5 directory to evaluate on (default: the data "
+                                                     "directory's test/ split); same as --set eval_data=DIR")
 VocabOpt = typer.Option(None, "--vocab", help="Directory with vocab.txt (default: the one in --data; needed for "
                                            "HDF5 directories without one, e.g. NVIDIA's)")
 
@@ -36,9 +39,9 @@ def launcher_options(local_rank: Optional[int] = typer.Option(None, "--local_ran
 def phase1(data: Path = typer.Option(..., "--data", help="HDF5 variant directory (data/<lang>/hdf5/<variant>)"),
            out: Path = OutOpt, preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
            set_: Optional[list[str]] = SetOpt, deepspeed_config: Optional[Path] = DsOpt,
-           vocab: Optional[Path] = VocabOpt) -> None:
+           vocab: Optional[Path] = VocabOpt, eval_data: Optional[Path] = EvalDataOpt) -> None:
     """Phase 1: sequence length 128 from random weights (recipe: pretrain/configs/phase1.yaml)."""
-    _train("phase1", data, out, preset, config, set_, deepspeed_config, vocab)
+    _train("phase1", data, out, preset, config, set_, deepspeed_config, vocab, eval_data=eval_data)
 
 
 @app.command()
@@ -48,10 +51,10 @@ def phase2(data: Path = typer.Option(..., "--data", help="HDF5 variant directory
                                                                     "(default: <out>/phase1)"),
            preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
            set_: Optional[list[str]] = SetOpt, deepspeed_config: Optional[Path] = DsOpt,
-           vocab: Optional[Path] = VocabOpt) -> None:
+           vocab: Optional[Path] = VocabOpt, eval_data: Optional[Path] = EvalDataOpt) -> None:
     """Phase 2: sequence length 512 from phase 1's weights, with a fresh schedule and optimizer
     (recipe: pretrain/configs/phase2.yaml)."""
-    _train("phase2", data, out, preset, config, set_, deepspeed_config, vocab, init)
+    _train("phase2", data, out, preset, config, set_, deepspeed_config, vocab, init, eval_data)
 
 
 @app.command()
@@ -61,6 +64,43 @@ def export(phase_dir: Path = typer.Argument(..., help="A phase directory, e.g. r
     from pretrain.export import export_hf
 
     typer.echo(export_hf(phase_dir, out))
+
+
+@app.command("eval")
+def eval_(path: Path = typer.Argument(..., help="A phase directory (its latest checkpoint) or an exported Hugging "
+                                               "Face directory"),
+          data: Path = typer.Option(..., "--data", help="HDF5 variant directory (its test/ split) or a directory "
+                                                        "of NVIDIA-layout HDF5 files"),
+          tag: Optional[str] = typer.Option(None, "--tag", help="Checkpoint of the phase directory, e.g. "
+                                                                "step00000200 (default: the latest)"),
+          samples: int = typer.Option(10000, "--samples", min=1, help="Evaluate on the first N instances"),
+          batch: int = typer.Option(64, "--batch", min=1, help="Instances per forward pass")) -> None:
+    """Held-out masked-LM and NSP accuracy and loss (the eval_* figures of training) of a model on an HDF5
+    directory; one `key value` line each."""
+    import torch
+
+    from pretrain.evaluate import HeldOut, evaluate, eval_files, load_model
+
+    held_out = HeldOut.read(eval_files(data), samples)
+    model, vocab_size, source = load_model(path, tag)
+    held_out.check_vocabulary(vocab_size, data)
+    if torch.cuda.is_available():
+        model = model.cuda()
+    typer.echo(f"{source} on {held_out.total:,} instances of {data}", err=True)
+    for key, value in evaluate(model, held_out, batch, vocab_size).items():
+        typer.echo(f"{key} {value:.6f}")
+
+
+@app.command()
+def plot(run_dir: Path = typer.Argument(..., help="Run directory (--out of phase1/phase2) or one phase directory"),
+         out: Optional[Path] = typer.Option(None, "--out", help="Directory for the PNGs (default: RUN_DIR/plots)")
+         ) -> None:
+    """PNG figures of metrics.jsonl: loss, MLM/NSP accuracy (train and held-out), learning rate, gradient norm and
+    throughput against step; phase 1 and 2 on one axis. Prints the paths."""
+    from pretrain.plots import plot_run
+
+    for path in plot_run(run_dir, out):
+        typer.echo(path)
 
 
 @app.command()
@@ -89,12 +129,15 @@ def estimate(preset: str = typer.Option("large", "--preset", help="Model size"),
     typer.echo(format_estimate(result))
 
 
-def _train(phase, data, out, preset, config, overrides, deepspeed_config, vocab, init=None) -> None:
+def _train(phase, data, out, preset, config, overrides, deepspeed_config, vocab, init=None, eval_data=None) -> None:
     from pretrain.config import load_train_config
     from pretrain.run import prepare
     from pretrain.train import train
 
-    train_config = load_train_config(phase, config, overrides or [], {"preset": preset} if preset else None)
+    values = {"preset": preset} if preset else {}
+    if eval_data:
+        values["eval_data"] = str(eval_data)
+    train_config = load_train_config(phase, config, overrides or [], values or None)
     run = prepare(phase, data, out, train_config, vocab, init, deepspeed_config, preset_flag=preset)
     if run.complete:
         typer.echo(f"{run.phase_dir}: {phase} is complete ({run.config.steps} steps); nothing to do", err=True)

@@ -49,13 +49,19 @@ class TrainConfig:
     checkpoint_every: int = 200  # steps
     keep_checkpoints: int = 3
     log_every: int = 10  # steps
+    # held-out evaluation (evaluate.py) every this many steps and at the end of the phase; null: steps // 20
+    # (~20 evaluations a phase); 0: off
+    eval_every: int | None = None
+    eval_samples: int = 10000  # the first this many instances of the held-out files (MLPerf's 10,000)
+    eval_data: str | None = None  # held-out HDF5 directory; null: the data directory's test/ split (if it has one)
     flops_profiler_step: int | None = None  # DeepSpeed flops profiler at this step -> flops_profile.txt
     torch_profiler_steps: list[int] = dataclasses.field(default_factory=list)  # -> profile/
 
 
 # A resumed run may change these; any other difference from the run being resumed is refused.
 CHANGEABLE_ON_RESUME = ("steps_this_run", "attention", "loader_workers", "checkpoint_every", "keep_checkpoints",
-                        "log_every", "flops_profiler_step", "torch_profiler_steps")
+                        "log_every", "eval_every", "eval_samples", "eval_data", "flops_profiler_step",
+                        "torch_profiler_steps")
 
 
 def recipe_path(phase: str) -> Path:
@@ -102,6 +108,10 @@ def _check(c: TrainConfig, where: dict[str, str]) -> None:
                 "log_every"):
         if getattr(c, key) < 1:
             fail(key, f"must be at least 1, got {getattr(c, key)}")
+    if c.eval_every is not None and c.eval_every < 0:
+        fail("eval_every", f"must be 0 (off), positive or null, got {c.eval_every}")
+    if c.eval_samples < 1:
+        fail("eval_samples", f"must be at least 1, got {c.eval_samples}")
     if c.steps_this_run is not None and c.steps_this_run < 1:
         fail("steps_this_run", f"must be at least 1 or null, got {c.steps_this_run}")
     if not 0 <= c.warmup < 1:

@@ -173,10 +173,10 @@ def _check_layout(f: h5py.File, path: Path, seq_len: int, vocab_size: int) -> tu
     bad = _out_of_range(head, vocab_size, seq_len)
     if bad and bad[0] in TOKEN_DATASETS:
         raise PipelineError(f"{path}: {bad[0]} holds token id {bad[2]}, outside the vocabulary of {vocab_size} "
-                          f"tokens; were these files made with another vocab.txt?")
+                            f"tokens; were these files made with another vocab.txt?")
     if bad:
         raise PipelineError(f"{path}: row {bad[1]}: {bad[0]} holds {_range_text(bad[0], vocab_size, seq_len)} "
-                          f"({bad[2]})")
+                            f"({bad[2]})")
     return n, predictions
 
 
@@ -310,7 +310,8 @@ def make_loader(data: DataDirectory, micro_batch: int, vocab_size: int, rank: in
 
 
 def _ignore_stop_signals(worker_id: int) -> None:
-    """SIGINT/SIGTERM reach the whole process group; the main process finishes its step and checkpoints, which
-    may need more batches, so workers must outlive the signal (they exit with the main process)."""
+    """SIGINT/SIGTERM reach the whole process group; the main process stops at its next micro-batch, checkpoints
+    and then shuts the workers down, so they must not die of the signal first (the loop would see a dead worker
+    instead of the signal; they exit with the main process)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -12,6 +12,7 @@ import torch
 from core.errors import ConfigError
 from core.fileio import read_json
 from pretrain.config import deep_merge
+from pretrain.ds_keys import check_deepspeed_keys
 
 if TYPE_CHECKING:
     from pretrain.run import Run
@@ -40,7 +41,8 @@ def zero_stage_for(parameters: int) -> int:
 
 
 def read_user_ds_config(path: Path | None) -> dict:
-    """The user's --deepspeed-config JSON ({} without one), checked for settings wiki2bert owns."""
+    """The user's --deepspeed-config JSON ({} without one), checked for settings wiki2bert owns and for keys
+    DeepSpeed does not know."""
     if path is None:
         return {}
     path = Path(path)
@@ -53,6 +55,7 @@ def read_user_ds_config(path: Path | None) -> dict:
     if forbidden:
         raise ConfigError(f"{path}: {forbidden[0]} is set by wiki2bert (global_batch, micro_batch, "
                           f"optimizer, lr in the pretrain config); remove it")
+    check_deepspeed_keys(path, user_ds)
     return user_ds
 
 

@@ -2,7 +2,9 @@
 
 The model's parameter names are those of `transformers.BertForPreTraining`, so the export loads our state dict
 into that class and lets `save_pretrained` write `config.json` and `model.safetensors` (it stores the decoder
-weight, tied to the word embeddings, once, as `from_pretrained` expects). The tokenizer files come from the phase's
+weight, tied to the word embeddings, once, as `from_pretrained` expects). The model's vocabulary rows are padded to
+a multiple of 8 for the GPU; the export keeps exactly the tokenizer's rows (config `vocab_size` == len(tokenizer)),
+so no padding row can come out of fill-mask as an empty token. The tokenizer files come from the phase's
 `tokenizer/` directory (a copy of the data directory's). The phase directory is read through `pretrain.checkpoint`.
 """
 from __future__ import annotations
@@ -20,11 +22,11 @@ from pretrain import checkpoint
 from pretrain.model import ModelConfig
 
 
-def hf_config(config: ModelConfig, pad_token_id: int):
+def hf_config(config: ModelConfig, pad_token_id: int, vocab_size: int):
     import transformers
 
     return transformers.BertConfig(
-        vocab_size=config.vocab_size, hidden_size=config.hidden_size, num_hidden_layers=config.num_hidden_layers,
+        vocab_size=vocab_size, hidden_size=config.hidden_size, num_hidden_layers=config.num_hidden_layers,
         num_attention_heads=config.num_attention_heads, intermediate_size=config.intermediate_size,
         hidden_act="gelu", hidden_dropout_prob=config.hidden_dropout_prob,
         attention_probs_dropout_prob=config.attention_probs_dropout_prob,
@@ -45,8 +47,10 @@ def export_hf(phase_dir: Path, out_dir: Path) -> Path:
                             f"{config.vocab_size}")
     latest = checkpoint.require_latest(phase_dir, "to export")
     state = checkpoint.load_weights(latest)
-    model = transformers.BertForPreTraining(hf_config(config, special_token_ids(vocab)["[PAD]"]))
+    model = transformers.BertForPreTraining(hf_config(config, special_token_ids(vocab)["[PAD]"], len(vocab)))
     expected = model.state_dict()
+    state = {name: _tokenizer_rows(value, expected[name], config.vocab_size) if name in expected else value
+             for name, value in state.items()}
     missing, unexpected = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
     if missing or unexpected:
         raise PipelineError(f"{phase_dir}: checkpoint does not match model_config.json "
@@ -74,6 +78,13 @@ def export_hf(phase_dir: Path, out_dir: Path) -> Path:
     return out_dir
 
 
+def _tokenizer_rows(value: torch.Tensor, expected: torch.Tensor, padded_vocab_size: int) -> torch.Tensor:
+    """A vocabulary-sized tensor (embeddings, decoder weight and bias) cut to the tokenizer's rows."""
+    if value.shape[:1] == (padded_vocab_size,) and value.shape[1:] == expected.shape[1:]:
+        return value[:expected.shape[0]]
+    return value
+
+
 def fill_mask(model_dir: Path, text: str, top_k: int = 5) -> list[tuple[str, float]]:
     """The top_k tokens (and probabilities) the exported model predicts for the one mask token in `text`, among the
     tokenizer's tokens."""
@@ -87,7 +98,6 @@ def fill_mask(model_dir: Path, text: str, top_k: int = 5) -> list[tuple[str, flo
         raise ValueError(f"text must contain the mask token {tokenizer.mask_token} exactly once: {text!r}")
     with torch.no_grad():
         logits = model(**encoded).prediction_logits[0, positions[0]]
-    # the model's vocabulary is padded to a multiple of 8: the padding rows are no tokens
-    probabilities = logits[:len(tokenizer)].softmax(-1)
+    probabilities = logits.softmax(-1)
     top = probabilities.topk(min(top_k, len(probabilities)))
     return [(tokenizer.convert_ids_to_tokens(int(i)), float(p)) for p, i in zip(top.values, top.indices)]

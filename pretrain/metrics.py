@@ -111,6 +111,16 @@ class MetricsLog:
         self.restart_clock()
         return row
 
+    def eval_row(self, step: int, figures: dict[str, float], seconds: float) -> None:
+        """A metrics.jsonl row of held-out figures (evaluate.py); the `seconds` it took do not count as training
+        time in the throughput."""
+        self.start += seconds
+        if self.file:
+            self.file.write(json.dumps({"step": step, **figures}) + "\n")
+            self.file.flush()
+            for key, value in figures.items():
+                self.tb.add_scalar(f"eval/{key.removeprefix('eval_')}", value, step)
+
     def close(self) -> None:
         if self.file:
             self.file.close()

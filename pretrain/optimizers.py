@@ -20,9 +20,11 @@ step launches few kernels and its temporaries stay bounded whatever the model si
 Trust ratios stay per model tensor under ZeRO stages 1 and 2, where DeepSpeed hands the optimizer one flat fp32
 partition per parameter group and rank: `use_partitions` tells it which fragment of which model tensor lies where in
 each partition (read from DeepSpeed by `pretrain.zero_partitions`). Each rank then takes the squared norms of its
-fragments, one all-reduce per step sums them per tensor over the ranks (LANS needs a second one: its update depends on
-the gradient norms of the first), and every fragment is scaled by its whole tensor's ratio. Elements of a partition
-that belong to no tensor (alignment padding) are zero and stay zero.
+fragments, one all-reduce per `step()` sums them per tensor over the ranks (ZeRO calls `step()` once per parameter
+group; LAMB's group without weight decay needs none, LANS needs a second one: its update depends on the gradient
+norms of the first), and every fragment is scaled by its whole tensor's ratio. Elements of a partition that belong
+to no tensor (alignment padding) are zero and stay zero. LAMB's pre-normalization there divides by DeepSpeed's
+global gradient norm (all groups and ranks, after DeepSpeed's clipping), read once per step.
 """
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from pretrain.checkpoint import Checkpoint
 from pretrain.config import CHANGEABLE_ON_RESUME, TrainConfig
 from pretrain.data import DataDirectory, find_data_files, find_vocab_file, open_data
 from pretrain.engine import choose_precision, read_user_ds_config
+from pretrain.evaluate import eval_files
 from pretrain.model import ModelConfig, model_config
 
 # ModelConfig fields phase 2 may change from the phase-1 model it starts from; the rest shape the weights
@@ -59,6 +60,8 @@ class Run:
     grad_accumulation: int
     precision: str  # fp32 | bf16 | fp16
     user_ds_config: dict
+    eval_files: list[Path] = dataclasses.field(default_factory=list)  # held-out files; [] = no evaluation
+    eval_every: int = 0  # steps between evaluations (0: none)
 
     @property
     def complete(self) -> bool:
@@ -112,10 +115,23 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
     if stage == 3 and config.optimizer in ("lamb", "lans"):
         raise ConfigError(f"zero_stage 3: {config.optimizer} needs whole tensors for its trust ratios and ZeRO-3 "
                           f"does not give them; use zero_stage 1 or 2 (same per-tensor ratios) or adamw")
+    eval_files = _held_out_files(config, data_dir)
     return Run(phase=phase, phase_dir=phase_dir, config=config, model=model, data=data, vocab_dir=vocab_dir,
                vocab_size=len(vocab), init=init, resume=resume, world_size=world_size,
                grad_accumulation=config.global_batch // per_step, precision=choose_precision(config.precision),
-               user_ds_config=user_ds)
+               user_ds_config=user_ds, eval_files=eval_files,
+               eval_every=config.eval_every if config.eval_every is not None else max(1, config.steps // 20))
+
+
+def _held_out_files(config: TrainConfig, data_dir: Path) -> list[Path]:
+    """The files evaluate.py reads: `eval_data`'s (which must have some), else the data directory's test/ split;
+    none when evaluation is off or the data has no test split."""
+    if config.eval_every == 0:
+        return []
+    if config.eval_data is not None:
+        return eval_files(Path(config.eval_data))
+    test = Path(data_dir) / "test"
+    return eval_files(data_dir) if test.is_dir() and any(test.iterdir()) else []
 
 
 def _check_resumable(resume: Checkpoint, hparams: dict, config: TrainConfig) -> None:

@@ -1,4 +1,4 @@
-"""Stop signals: SIGTERM/SIGINT ask the training loop to finish its step, checkpoint and stop, agreed by all ranks."""
+"""Stop signals: SIGTERM/SIGINT ask the training loop to stop within a micro-batch, agreed by all ranks."""
 from __future__ import annotations
 
 import logging
@@ -8,11 +8,13 @@ import torch
 
 
 class StopSignal:
-    """SIGTERM/SIGINT set `signum`: the loop finishes its step, checkpoints and stops. A second SIGINT
-    interrupts at once."""
+    """SIGTERM/SIGINT set `signum`. Before each micro-batch every rank calls `agreed()`, true on all ranks at the
+    same micro-batch once any rank got a signal: a MAX all-reduce on a CPU (gloo) group, so no GPU synchronisation.
+    A second SIGINT interrupts at once."""
 
-    def __init__(self, log: logging.Logger):
+    def __init__(self, log: logging.Logger, world_size: int):
         self.log, self.signum, self._previous = log, None, {}
+        self._group = torch.distributed.new_group(backend="gloo") if world_size > 1 else None
 
     def __enter__(self):
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -23,17 +25,19 @@ class StopSignal:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
 
+    def agreed(self) -> bool:
+        """Collective: whether any rank got a stop signal (its number becomes `signum` on every rank)."""
+        if self._group is None:
+            return self.signum is not None
+        flag = torch.tensor([self.signum or 0], dtype=torch.int32)
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX, group=self._group)
+        # the decision is the reduced flag alone: a signal handled since it was sent counts at the next call
+        if int(flag) and self.signum is None:
+            self.signum = int(flag)
+        return bool(int(flag))
+
     def _handle(self, signum, frame):
         if self.signum == signal.SIGINT and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.signum = signum
-        self.log.warning("signal %d: finishing this step, then saving a checkpoint", signum)
-
-
-def any_rank(flag: bool, device) -> bool:
-    """True on every rank if `flag` is true on any (collective)."""
-    if not torch.distributed.is_initialized() or torch.distributed.get_world_size() == 1:
-        return flag
-    t = torch.tensor([int(flag)], device=device)
-    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
-    return bool(t.item())
+        self.log.warning("signal %d: abandoning the step in progress, saving the last completed one", signum)

@@ -20,16 +20,20 @@ from core.config import config_to_dict
 from core.errors import PipelineError
 from core.log import LOGGER_NAME, progress, setup_logging
 from pretrain import checkpoint
+from pretrain.attention import choose_attention
 from pretrain.data import DataState, make_loader, redistribute
 from pretrain.engine import deepspeed_config, single_process_env, zero_stage_for
-from pretrain.attention import choose_attention
+from pretrain.evaluate import HeldOut, evaluate, format_figures
 from pretrain.metrics import STEP_STATS, MetricsLog, batch_counts, step_stats
 from pretrain.model import BertForPreTraining
 from pretrain.profiling import profiling
 from pretrain.run import Run
 from pretrain.run_files import write_run_files
 from pretrain.schedule import WarmupPolyDecay
-from pretrain.signals import StopSignal, any_rank
+from pretrain.signals import StopSignal
+
+
+log = logging.getLogger(LOGGER_NAME)
 
 
 @dataclasses.dataclass
@@ -49,7 +53,6 @@ def start(run: Run) -> Started:
     single_process_env()
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     c = run.config
-    log = logging.getLogger(LOGGER_NAME)
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
     else:
@@ -128,26 +131,41 @@ def train(run: Run) -> int:
         cleanup.callback(metrics.close)
         bar = cleanup.enter_context(progress(total=c.steps, initial=step, desc=run.phase, unit="step",
                                              quiet=rank != 0))
-        stop = cleanup.enter_context(StopSignal(log))
+        stop = cleanup.enter_context(StopSignal(log, run.world_size))
         stats = torch.zeros(len(STEP_STATS), dtype=torch.float64, device=engine.device)
+        held_out = _held_out(run, rank, log)
+        saved = logged = step
+        stopped = False
         while step < last:
             with profiling(engine, c, run.phase_dir, step + 1, rank):
-                lr, grad_norm, data_state = _train_step(engine, batches, run, stats, step + 1)
+                done = _train_step(engine, batches, run, stats, step + 1, stop)
+            if done is None:
+                stopped = True
+                break
+            lr, grad_norm, data_state = done
+            rng = checkpoint.rng_state()  # the state the next step starts with: saved with this step
             step += 1
             bar.update(1)
-            stopping = any_rank(stop.signum is not None, engine.device)
-            if step % c.log_every == 0 or step == last or stopping:
+            if step % c.log_every == 0 or step == last:
                 row = metrics.row(step, stats, lr, grad_norm)
                 bar.set_postfix(loss=f"{row['loss']:.4f}", real_tok_s=f"{row['real_tokens_per_s']:,.0f}",
                                 padding=f"{row['padding_share']:.0%}")
-            if step % c.checkpoint_every == 0 or step == last or stopping:
-                _save(engine, run, step, data_state)
+                logged = step
+            if held_out and (step % run.eval_every == 0 or step == c.steps):
+                _evaluate(model, held_out, run, step, metrics, log)
+            if step % c.checkpoint_every == 0 or step == last:
+                _save(engine, run, step, data_state, rng)
                 metrics.restart_clock()
-            if stopping:
-                break
-    if stop.signum is not None:
-        log.warning("stopped by signal %d at step %d, checkpoint saved; re-run the same command to resume",
-                    stop.signum, step)
+                saved = step
+        if stopped and step > saved:  # the last completed step; the abandoned one left no trace in the engine
+            if step > logged:
+                metrics.row(step, stats, lr, grad_norm)
+            _save(engine, run, step, data_state, rng)
+            saved = step
+    if stopped:
+        log.warning("stopped by signal %d; %s", stop.signum,
+                    f"checkpoint of step {saved} saved; re-run the same command to resume" if saved else
+                    "no step was completed, nothing saved; re-run the same command to start")
         return 128 + stop.signum
     if step < c.steps:
         log.info("stopped after step %d of %d (steps_this_run); re-run the same command to continue", step, c.steps)
@@ -157,12 +175,21 @@ def train(run: Run) -> int:
     return 0
 
 
-def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int):
+def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int, stop: StopSignal):
     """One optimizer step (`grad_accumulation` micro-batches). Adds the step's sums to `stats`; returns the
-    learning rate used, the gradient norm (None if not measured) and the data position after the step."""
+    learning rate used, the gradient norm (None if not measured) and the data position after the step.
+
+    Returns None, adding nothing, when a stop signal is agreed before one of its micro-batches: the step is
+    abandoned. DeepSpeed changes the weights, optimizer, schedule and its step counters only in the step() of the
+    last micro-batch, and gradients are not part of a checkpoint, so the engine then still holds the state of the
+    last completed step; the gradients it has accumulated are dropped with the process."""
     log_step = step % run.config.log_every == 0
     lr = grad_norm = None
+    sums = torch.zeros_like(stats)
     for micro in range(run.grad_accumulation):
+        if stop.agreed():
+            log.warning("step %d abandoned after %d of %d micro-batches", step, micro, run.grad_accumulation)
+            return None
         start = time.perf_counter()
         batch = next(batches)
         wait = time.perf_counter() - start
@@ -178,9 +205,29 @@ def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int):
             if log_step and engine.zero_optimization_stage() == 0:
                 grad_norm = _grad_norm(engine)  # DeepSpeed keeps no norm without ZeRO
         engine.step()
-        stats += step_stats(out, wait, counts, stats.device)
+        sums += step_stats(out, wait, counts, stats.device)
+    stats += sums
     ds_norm = engine.get_global_grad_norm()
     return lr, float(ds_norm) if ds_norm is not None else grad_norm, data_state
+
+
+def _held_out(run: Run, rank: int, log: logging.Logger) -> HeldOut | None:
+    if not run.eval_files:
+        log.info("held-out evaluation: off (%s)", "eval_every 0" if run.eval_every == 0 else
+                 f"no test/ split in {run.data.data_dir}; pass --eval-data DIR")
+        return None
+    held_out = HeldOut.read(run.eval_files, run.config.eval_samples, rank, run.world_size)
+    log.info("held-out evaluation: every %d steps on the first %s instances of %s", run.eval_every,
+             f"{held_out.total:,}", run.eval_files[0].parent)
+    return held_out
+
+
+def _evaluate(model, held_out: HeldOut, run: Run, step: int, metrics: MetricsLog, log: logging.Logger) -> None:
+    start = time.perf_counter()
+    figures = evaluate(model, held_out, run.config.micro_batch, run.vocab_size,
+                       {"bf16": torch.bfloat16, "fp16": torch.float16}.get(run.precision))
+    metrics.eval_row(step, figures, time.perf_counter() - start)
+    log.info("step %d: %s", step, format_figures(figures))
 
 
 def _attention_kernel(run: Run, model: BertForPreTraining, rank: int, log: logging.Logger) -> str:
@@ -211,8 +258,8 @@ def _attention_kernel(run: Run, model: BertForPreTraining, rank: int, log: loggi
     return kernel
 
 
-def _save(engine, run: Run, step: int, data_state: dict) -> None:
-    mine = {"data": data_state, "rng": checkpoint.rng_state()}
+def _save(engine, run: Run, step: int, data_state: dict, rng: dict) -> None:
+    mine = {"data": data_state, "rng": rng}
     ranks = [None] * run.world_size
     torch.distributed.all_gather_object(ranks, mine)
     client = {"phase": run.phase, "step": step, "world_size": run.world_size, "ranks": ranks,

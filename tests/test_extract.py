@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import bz2
+import gzip
+import lzma
 import collections
 import dataclasses
 import json
@@ -16,6 +18,8 @@ from core.errors import PipelineError
 from pipeline.dump import DumpFile
 from pipeline.runner import read_manifest, run_stages
 from pipeline.stages import extract
+from pipeline.tokenize import WordCache
+from core.wordpiece import SPECIAL_TOKENS, load_tokenizer, read_vocab, special_token_ids, write_tokenizer_dir
 
 HU = dict(redirect_words=["ÁTIRÁNYÍTÁS", "REDIRECT"], disambiguation_templates=["egyért"])
 
@@ -323,3 +327,87 @@ def test_articles_per_part_must_be_positive(tmp_path, multistream, run_extract):
 
     with pytest.raises(ConfigError, match="articles_per_part"):
         run_extract(tmp_path, *multistream, articles_per_part=0)
+
+
+def test_literal_special_tokens_tokenize_alike_for_training_and_inference(tmp_path, run_extract):
+    """A "[MASK]" written in an article: the data tokenizer splits it into pieces, transformers' tokenizer of the
+    exported model would read it as the mask token; extract spaces it out so both give the same ids."""
+    transformers = pytest.importorskip("transformers")
+    text = "A BERT a [MASK] jelet tanulja, a [SEP] és [CLS] jel is [PAD] [UNK] lehet a szövegben."
+    pages = [sample.Page(1, "BERT", 0, text, "article")]
+    sample.write_xml(pages, tmp_path / "special.xml")
+    _, articles, _ = run_extract(tmp_path, tmp_path / "special.xml")
+    extracted = articles[0]["text"]
+    assert not re.search(r"\[(MASK|SEP|CLS|PAD|UNK)\]", extracted) and "[ MASK ]" in extracted
+    words = sorted(set(re.findall(r"\w+", text.lower())) | {"[", "]", ",", "."})
+    (tmp_path / "tok").mkdir()
+    write_tokenizer_dir(tmp_path / "tok", list(SPECIAL_TOKENS) + words, lowercase=True)
+    vocab = read_vocab(tmp_path / "tok" / "vocab.txt")
+    training, _ = WordCache(load_tokenizer(tmp_path / "tok"), special_token_ids(vocab)).encode([extracted])
+    inference = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "tok"))
+    assert inference(extracted, add_special_tokens=False)["input_ids"] == training.tolist()
+    assert vocab["mask"] in training.tolist() and vocab["[MASK]"] not in training.tolist()
+
+
+@pytest.mark.parametrize("layout", ["xml", "multistream"])
+def test_date_magic_words_take_the_dump_date(tmp_path, layout, run_extract):
+    """{{CURRENTYEAR}} & co. expand to the date in the dump's name, else to its newest revision (not to 2000)."""
+    text = "'''Ár''' 5 dollár ({{CURRENTYEAR}}. {{CURRENTMONTH}}. havi áron), és még egy mondat a lapon."
+    pages = [sample.Page(i, f"Ár {i}", 0, text, "article") for i in (1, 2, 3)]  # revisions 2024-09-02 .. 2024-09-04
+    if layout == "xml":
+        dump, index = tmp_path / "huwiki-latest-pages-articles.xml", None
+        sample.write_xml(pages, dump)
+    else:
+        dump, index = tmp_path / "x-multistream.xml.bz2", tmp_path / "x-multistream-index.txt.bz2"
+        sample.write_multistream(pages, dump, index, pages_per_stream=1)
+    (tmp_path / "undated").mkdir()
+    counts, articles, _ = run_extract(tmp_path / "undated", dump, index)
+    assert counts["dump_date"] == "2024-09-04" and counts["dump_date_from"] == "newest revision timestamp"
+    assert "(2024. 09. havi áron)" in articles[0]["text"] and "2000" not in articles[0]["text"]
+    dated = tmp_path / "dated" / "huwiki-20231105-pages-articles.xml"
+    dated.parent.mkdir()
+    sample.write_xml(pages, dated)
+    counts, articles, _ = run_extract(tmp_path / "dated", dated)
+    assert counts["dump_date"] == "2023-11-05" and counts["dump_date_from"] == "file name"
+    assert "(2023. 11. havi áron)" in articles[0]["text"]
+
+
+@pytest.mark.parametrize("suffix, compress", [(".xz", lzma.compress), (".gz", gzip.compress)])
+def test_xz_and_gzip_dumps_read_like_plain_xml(tmp_path, pages, reference, suffix, compress, run_extract):
+    plain = tmp_path / "dump.xml"
+    sample.write_xml(pages, plain)
+    dump = tmp_path / f"dump.xml{suffix}"
+    dump.write_bytes(compress(plain.read_bytes()))
+    (tmp_path / "ok").mkdir()
+    counts, articles, data = run_extract(tmp_path / "ok", dump, workers=2)
+    assert data == reference[2] and counts["articles"] == reference[0]["articles"]
+    dump.write_bytes(dump.read_bytes()[:dump.stat().st_size * 2 // 3])
+    (tmp_path / "cut").mkdir()
+    name = {".xz": "xz", ".gz": "gzip"}[suffix]
+    with pytest.raises(PipelineError, match=rf"{dump.name}: near compressed byte [\d,]+: the compressed data ends "
+                                            rf"before the end of its {name} stream: truncated dump"):
+        run_extract(tmp_path / "cut", dump)
+
+
+@pytest.mark.parametrize("layout", ["xml", "multistream"])
+def test_allow_truncated_keeps_the_complete_pages_and_says_where_it_stopped(tmp_path, pages, reference, layout,
+                                                                           run_extract):
+    if layout == "xml":
+        dump, index = tmp_path / "dump.xml", None
+        sample.write_xml(pages, dump)
+        dump.write_text(dump.read_text(encoding="utf-8").replace(sample.CLOSING, ""), encoding="utf-8")
+    else:
+        dump, index = tmp_path / "x-multistream.xml.bz2", tmp_path / "x-multistream-index.txt.bz2"
+        sample.write_multistream(pages, dump, index, pages_per_stream=10)
+        data = dump.read_bytes()
+        closing = bz2.compress(sample.CLOSING.encode())
+        assert data.endswith(closing)
+        dump.write_bytes(data[:-len(closing)])
+    (tmp_path / "refused").mkdir()
+    with pytest.raises(PipelineError, match=r"ends before </mediawiki> .*extract.allow_truncated: true keeps"):
+        run_extract(tmp_path / "refused", dump, index)
+    (tmp_path / "kept").mkdir()
+    counts, articles, data = run_extract(tmp_path / "kept", dump, index, allow_truncated=True)
+    assert data == reference[2]
+    assert re.search(rf"{dump.name}: .*ends before </mediawiki>, after page '{re.escape(pages[-1].title)}'",
+                     counts["truncated"])

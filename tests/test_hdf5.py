@@ -17,7 +17,8 @@ from pipeline.cli import app
 from core.errors import ConfigError
 from core.config import build_dataclass
 from core.errors import PipelineError
-from pipeline.instances import InstancePlan, MaskingVocab, TokenizedDocuments, _truncate, make_instances, plan_instances
+from pipeline.instances import (InstancePlan, MaskingVocab, TokenizedDocuments, _truncate, make_instances, plan_instances,
+                                random_next_from_own_document)
 from pipeline.stages.hdf5 import STAGE, Hdf5Config, Variant, variant_dir_name
 from pipeline.tokenize import TokenFiles, token_batches, tokenize_documents
 from pipeline.verify import verify_path
@@ -125,6 +126,19 @@ def test_masking_statistics(positional):
     assert abs(other.sum() / n - 0.1) < 0.01
     assert not np.isin(current[other], [0, 1, 2, 3, 4]).any()  # random replacements are never special tokens
     assert (a["input_ids"] == vocab.mask_id).sum() == (current == vocab.mask_id).sum()  # [MASK] only where masked
+
+
+def test_random_next_never_labels_b_from_its_own_document():
+    """In a shard of one document every "random" B comes from A's own document: those rows are labelled not
+    random (NVIDIA's rule; Google's labels them random). Few documents: the rare same-document draws too."""
+    one = flat_documents([[12] * 30])
+    plan = plan_instances(one, 128, 0.1, 5, np.random.default_rng(1))
+    assert len(plan) > 20 and plan.random_next.sum() == 0
+    two = flat_documents([[12] * 30, [7] * 3])
+    plan = plan_instances(two, 128, 0.1, 50, np.random.default_rng(1))
+    assert plan.random_next.sum() > 0 and random_next_from_own_document(two, plan) == 0
+    unlabelled = dataclasses.replace(plan, random_next=np.ones_like(plan.random_next))
+    assert random_next_from_own_document(two, unlabelled) > 0  # the measure sees own-document B
 
 
 def test_short_sequence_share():

@@ -168,3 +168,19 @@ def test_packed_loader_reads_the_same_instances_and_positions_as_the_unpacked_on
         assert torch.equal(packed["input_ids"], pack_batch(plain)["input_ids"])
         assert sorted(packed["next_sentence_labels"].tolist()) == sorted(plain["next_sentence_labels"].tolist())
         assert int((packed["attention_mask"] != 0).sum()) == int(plain["attention_mask"].sum())
+
+
+def test_choose_attention_keeps_the_fastest_kernel_that_runs():
+    import time
+
+    from pretrain.attention import choose_attention
+
+    def run_step(kernel):
+        if kernel == "nested":
+            raise RuntimeError("no backend")  # a kernel the device cannot run is left out
+        time.sleep(0.001)
+
+    kernel, seconds = choose_attention(run_step, torch.device("cpu"), repeats=1)
+    assert kernel == "mask" and set(seconds) == {"mask"}
+    kernel, seconds = choose_attention(lambda k: time.sleep(0.02 if k == "mask" else 0.001), torch.device("cpu"))
+    assert kernel == "nested" and seconds["nested"] < seconds["mask"]

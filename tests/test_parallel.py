@@ -1,13 +1,16 @@
-"""LocalExecutor: results in task order, a task's exception re-raised, a worker killed mid-task an error (not a hang)."""
+"""LocalExecutor: results in task order, a task's exception re-raised, a killed worker an error (not a hang),
+stopped workers remove their half-written files."""
 from __future__ import annotations
 
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
 from core.errors import PipelineError
+from core.fileio import atomic_write
 from pipeline.parallel import LocalExecutor
 
 
@@ -42,3 +45,21 @@ def test_a_killed_worker_is_an_error_not_a_hang():
     with pytest.raises(PipelineError, match=r"a worker process died \(exit code -9\) while running task 3"):
         list(LocalExecutor(2).map(killed_on_three, range(10)))
     assert time.time() - started < 30
+
+
+def write_slowly_or_fail(task: tuple[str, str]) -> None:
+    kind, path = task
+    if kind == "fail":
+        time.sleep(0.5)  # the other worker is writing by now
+        raise ValueError("stop")
+    with atomic_write(Path(path)) as f:
+        f.write("half")
+        time.sleep(60)
+
+
+def test_stopped_workers_remove_their_half_written_files(tmp_path):
+    started = time.time()
+    with pytest.raises(ValueError, match="stop"):
+        list(LocalExecutor(2).map(write_slowly_or_fail, [("fail", ""), ("write", str(tmp_path / "out.txt"))]))
+    assert time.time() - started < 20
+    assert list(tmp_path.iterdir()) == []

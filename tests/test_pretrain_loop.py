@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.errors import ConfigError
+from core.errors import ConfigError, PipelineError
 from pretrain import checkpoint
 from pretrain.cli import main
 from pretrain.config import load_train_config
@@ -150,7 +150,7 @@ def test_two_processes_split_the_files_stop_on_sigterm_and_resume(data, tmp_path
     tag, meta = latest.tag, latest.meta
     stopped_at = metrics(out / "phase1")[-1]["step"]
     assert meta["step"] == stopped_at and meta["world_size"] == 2 and stopped_at < 200, stderr
-    assert stderr.count("finishing this step") == 2
+    assert stderr.count("abandoning the step in progress") == 2
     client = torch.load(checkpoint.checkpoint_dir(out / "phase1") / tag / MODEL_STATES,
                         weights_only=False)
     files = [set(rank["data"]["files"]) for rank in client["ranks"]]
@@ -219,13 +219,15 @@ def test_a_crash_while_saving_leaves_latest_on_the_previous_checkpoint(tmp_path)
     for step in (1, 2):
         checkpoint.save(engine, tmp_path, step, {"world_size": 1}, {}, keep=2)
     engine.fail = True
-    with pytest.raises(OSError):
+    with pytest.raises(PipelineError, match=r"step00000003: saving the checkpoint failed \(OSError: disk full\); "
+                                             r".* GiB free there; the latest checkpoint is still step00000002$"):
         checkpoint.save(engine, tmp_path, 3, {"world_size": 1}, {}, keep=2)
-    assert checkpoint.latest(tmp_path).tag == "step00000002"
+    assert checkpoint.latest(tmp_path).tag == "step00000002" and "step00000003" not in tags(tmp_path)
     engine.fail = False
     checkpoint.save(engine, tmp_path, 4, {"world_size": 1}, {}, keep=2)
     latest = checkpoint.latest(tmp_path)
-    assert (latest.tag, latest.meta) == ("step00000004", {"world_size": 1, "tag": "step00000004", "step": 4})
+    assert (latest.tag, latest.meta) == ("step00000004", {"world_size": 1, "tag": "step00000004", "step": 4,
+                                                          "files": {MODEL_STATES: 17}})
     assert tags(tmp_path) == ["step00000002", "step00000004"]  # the broken step 3 and the oldest are gone
 
 

@@ -324,3 +324,12 @@ def test_executor_options_are_checked_in_one_line(tmp_path, options, message):
                              *options], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stderr.strip() == f"error: {message}"
+
+
+def test_half_written_files_in_a_stage_cache_go_with_the_next_attempt(tmp_path):
+    cache = tmp_path / "data" / "hu" / ".cache" / "toy_make"
+    (cache / "sub").mkdir(parents=True)
+    for name in ("kept.part", "sub/result.hdf5.tmp", "result.done.json.tmp"):
+        (cache / name).write_text("x")
+    run(tmp_path)
+    assert sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file()) == ["kept.part"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import load_pipeline_config
-from core.errors import PipelineError
+from core.errors import ConfigError, PipelineError
 from pipeline.fileio import iter_documents
 from pipeline.runner import MANIFEST, run_stage
 from pipeline.stages import StageContext
@@ -41,6 +41,9 @@ RULE_CASES = [
     ("hu", ["Az értékpapírt 2001. 02. 28-án bocsátották ki.", "A kamat 10%."]),
     ("hu", ["A függvény értéke 3.", "A hivatkozás három oszlopot tartalmaz."]),
     ("hu", ["Mit mondott a király?", "– Menjetek haza, mondta."]),
+    ("hu", ["A döntőben a 27. Sampras–Agassi mérkőzést nézték.", "Az 5. Ferenc-templom is ott áll."]),
+    ("hu", ["A Ganz Rt. Budapesten működött, címe Bp. Kossuth tér 5.", "Ott dolgozott."]),
+    ("hu", ["Izsák elveszi Rebekát (2.) A fejezet vége.", "Új fejezet (IV.) jön.", "Vége (3)."]),
     ("de", ["Am 3. Oktober 1990 wurde Deutschland wiedervereinigt.", "Das war z. B. ein wichtiger Tag."]),
     ("fr", ["M. Dupont habite à Paris.", "Il travaille chez Renault."]),
     ("xx", ["Abc def ghi.", "Jkl mno pqr!", "Stu vwx yz?"]),
@@ -61,6 +64,24 @@ def test_rule_splitter_extra_abbreviations_and_unknown_language():
     # no list for the language: generic rules still keep initials and numbers
     assert RuleSplitter("fat").split_paragraph("Kofi A. Annan ye 3.5 nyimpa. Ɔbaa no bae.") == [
         "Kofi A. Annan ye 3.5 nyimpa.", "Ɔbaa no bae."]
+
+
+def test_rule_data_is_read_per_language(tmp_path, monkeypatch):
+    from pipeline import text
+
+    rules = tmp_path / "rules.yaml"
+    rules.write_text('"xx":\n  abbreviations: abc\n  ordinal_period: true\n  ordinal_determiners: der\n', encoding="utf-8")
+    monkeypatch.setattr(text, "RULES_PATH", rules)
+    text.language_rules.cache_clear()
+    try:
+        assert RuleSplitter("xx").split_paragraph("Mit abc. Bestem der 3. Mann. Ende.") == [
+            "Mit abc. Bestem der 3. Mann.", "Ende."]
+        rules.write_text('"xx":\n  abbrevations: abc\n', encoding="utf-8")
+        text.language_rules.cache_clear()
+        with pytest.raises(ConfigError, match="rules.yaml: xx: .*abbrevations"):
+            RuleSplitter("xx")
+    finally:
+        text.language_rules.cache_clear()
 
 
 def test_normalize_paragraph():

@@ -115,12 +115,20 @@ def test_memory_does_not_grow_with_the_corpus(tmp_path, monkeypatch, make_corpus
     assert peaks[12_000] < 1.2 * peaks[3_000] + 200_000
 
 
-def test_too_few_documents_for_the_shards(tmp_path, make_corpus, run_shard):
+def test_shard_count_is_capped_by_the_documents(tmp_path, make_corpus, run_shard, caplog):
+    """No shard so small that it cannot pair A with a random B from another document: with 30 documents, 50
+    shards asked for become 30 // min_documents_per_shard, with a warning."""
     small = make_corpus(tmp_path / "filter", documents=30)
-    with pytest.raises(PipelineError, match=r"training documents cannot fill 50 shards: lower shard.num_shards"):
-        run_shard(tmp_path, small, num_shards=50)
-    with pytest.raises(PipelineError, match=r"test documents cannot fill 20 shards: lower shard.num_test_shards"):
-        run_shard(tmp_path, small, "out2", num_shards=2, num_test_shards=20)
+    out, counts = run_shard(tmp_path, small, num_shards=50, test_fraction=0.0)
+    assert counts["training_shards"] == 3 and len(list(out.glob("training_*.txt"))) == 3
+    assert "make 3 shards, not shard.num_shards 50" in caplog.text
+    assert all(len(list(iter_documents(p))) >= 2 for p in out.glob("training_*.txt"))  # balanced by size
+    out, counts = run_shard(tmp_path, small, "out2", num_shards=50, test_fraction=0.0, min_documents_per_shard=2)
+    assert counts["training_shards"] == 15
+    out, counts = run_shard(tmp_path, small, "out3", num_shards=2, test_fraction=0.3, num_test_shards=20)
+    assert counts["test_shards"] == 1 and counts["training_shards"] == 2  # fewer than 10 test documents: one shard
+    with pytest.raises(ConfigError, match="min_documents_per_shard"):
+        ShardConfig(min_documents_per_shard=0)
 
 
 def test_bad_input(tmp_path, make_corpus, run_shard):

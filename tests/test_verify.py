@@ -1,6 +1,7 @@
 """`pipeline verify`: passes the stage's output with the right statistics, and catches each kind of damage."""
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -45,8 +46,23 @@ def test_valid_output_passes_with_statistics(variant_dir):
     assert abs(stats.masked_same / stats.masked - 0.1) < 0.03
     assert abs(stats.masked_other / stats.masked - 0.1) < 0.03
     assert 0.4 < stats.random_next / stats.instances < 0.7
+    assert stats.recorded_instances == stats.instances and stats.random_next_own_document == 0
     result = CliRunner().invoke(app, ["verify", str(variant_dir)])
     assert result.exit_code == 0 and "OK: no problems" in result.output and "NSP random next" in result.output
+    assert "random next from A's own document  0.0000 (0 rows; from variant.json)" in result.output
+
+
+def test_random_next_from_own_document_is_reported(damaged):
+    file, _ = damaged
+    params_file = file.parent.parent / "variant.json"
+    params = json.loads(params_file.read_text())
+    params["random_next_own_document"]["training/training_0000.hdf5"] = 7
+    params_file.write_text(json.dumps(params))
+    assert verify_path(file.parent.parent).stats[(64, 10)].random_next_own_document == 7
+    del params["random_next_own_document"]
+    params_file.write_text(json.dumps(params))
+    result = CliRunner().invoke(app, ["verify", str(file.parent.parent)])
+    assert "random next from A's own document  unknown" in result.output
 
 
 def replace(f: h5py.File, name: str, values: np.ndarray) -> None:

@@ -104,6 +104,18 @@ def test_hungarian_accents_survive(tmp_path, corpus, method, run_vocab):
     assert counts["sample_unk_rate"] == 0.0 and counts["sample_tokens_per_word"] >= 1.0
 
 
+@pytest.mark.parametrize("method,lowercase", [("sentencepiece", False), ("tokenizers", True)])
+def test_printable_ascii_and_script_punctuation_are_always_covered(tmp_path, corpus, method, lowercase, run_vocab):
+    """The generated corpus has none of @ { \\ ' — „ ”: held-out text with them still has no [UNK]."""
+    out, counts = run_vocab(tmp_path, corpus, method=method, lowercase=lowercase, **SMALL[method])
+    vocab = read_vocab(out / "vocab.txt")
+    required = [chr(c) for c in range(0x21, 0x7F) if not (lowercase and chr(c).isupper())] + list("–—„”«»…")
+    assert [c for c in required if c not in vocab or "##" + c not in vocab] == []
+    text = "E-mail: a@b.hu {x} C:\\út 'idézet' — „magyar” «x» ~^`|"
+    assert "[UNK]" not in load_tokenizer(out).encode(text, add_special_tokens=False).tokens
+    assert counts["characters_added"] > 2 * 20
+
+
 @pytest.mark.parametrize("method,lowercase", [("sentencepiece", False), ("tokenizers", False), ("tokenizers", True)])
 def test_transformers_loads_the_directory_and_tokenizes_like_the_pipeline(tmp_path, corpus, method, lowercase,
                                                                           run_vocab):

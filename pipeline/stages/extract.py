@@ -8,12 +8,15 @@ a multistream dump by its index, and keeps disambiguation pages and text-only re
 - multistream dump + index: each task is one bz2 stream (100 pages), decompressed by the worker that owns it, so
   workers parse in parallel and never read the same bytes. The template pass reads only the streams whose index
   titles are in the template namespace.
-- single-stream `.bz2` or plain `.xml` (UTF-8 or UTF-16): read sequentially; batches of pages go to the workers.
+- single-stream `.bz2`, `.xz`, `.gz` or plain `.xml` (UTF-8 or UTF-16): read sequentially; batches of pages go to
+  the workers.
 Cheap checks run before the expensive cleaning: namespace 0 only, no redirects (the `<redirect>` element or a
 localized `#REDIRECT` text), no disambiguation pages (per-language templates, `__DISAMBIG__`); pages that clean to
-nothing are counted as empty. Templates live in files mapped into memory (wikiextractor's `template_blob` layout, in
-the stage's scratch directory: pipeline/template_files.py), so a worker's memory does not grow with the template
-namespace and a killed run leaves no shared-memory segment behind. Output is in dump order, parts of
+nothing are counted as empty. A special token spelled out in an article ("[MASK]") is spaced out ("[ MASK ]"), so
+that a transformers tokenizer does not read it as the special token (core/wordpiece.py). Templates live in files
+mapped into memory (wikiextractor's `template_blob` layout, in the stage's scratch directory:
+pipeline/template_files.py), so a worker's memory does not grow with the template namespace and a killed run leaves
+no shared-memory segment behind. Output is in dump order, parts of
 `articles_per_part` articles, so the bytes do not depend on the number of workers.
 """
 from __future__ import annotations
@@ -33,7 +36,9 @@ from wikiextractor.extract import (_DEFAULT_IGNORED_TAG_PATTERNS, Extractor, Mag
                                    resolve_template_page)
 
 from core.errors import ConfigError, PipelineError
+from core.fileio import read_json
 from core.log import progress
+from core.wordpiece import neutralize_special_tokens
 from pipeline.dump import TEMPLATE_NS, DumpFile, RawPage, SiteInfo, Stream, read_stream
 from pipeline.fileio import part_name
 from pipeline.parallel import Executor
@@ -55,6 +60,9 @@ class ExtractConfig:
     expand_templates: bool = True
     keep_sections: bool = True  # keep section headings as lines ("Története.")
     articles_per_part: int = 2000  # articles per part-NNNNN.jsonl (the parts downstream stages parallelize over)
+    # a dump that ends after a complete page but lacks </mediawiki> (some tools write them so): true keeps its pages
+    # and records where it stops (counts "truncated"); false: an error (a cut download looks the same)
+    allow_truncated: bool = False
 
     def __post_init__(self):
         if self.articles_per_part < 1:
@@ -72,6 +80,7 @@ class _WorkerSettings:
     redirect_re: str
     disambiguation_re: str
     keep_sections: bool
+    allow_truncated: bool
     dump_date: tuple[str, str, str]  # YYYY, MM, DD that {{CURRENTYEAR}} & co. expand to
 
 
@@ -79,6 +88,7 @@ class _WorkerSettings:
 class _ExtractedArticles:
     lines: list[str]  # JSON lines of the articles, in dump order
     counts: collections.Counter
+    truncated: list[str] = dataclasses.field(default_factory=list)  # where a dump without </mediawiki> stops
 
 
 def run(config: ExtractConfig, ctx: StageContext) -> dict:
@@ -89,12 +99,15 @@ def run(config: ExtractConfig, ctx: StageContext) -> dict:
         site = dataclasses.replace(site, urlbase=f"https://{ctx.lang}.wikipedia.org/wiki")
     ctx.log.info("extract: %s (%s), template namespace %r", dump.name, dump_file.layout, site.template_prefix[:-1])
     redirect_re = _redirect_pattern(config.redirect_words)
+    dump_date, dump_date_from = _dump_date(dump, ctx.inputs["download"], dump_file, ctx)
+    ctx.log.info("extract: {{CURRENTYEAR}} & co. at %s (from the %s)", "-".join(dump_date), dump_date_from)
     counts: collections.Counter = collections.Counter()
+    truncated: list[str] = []
     with contextlib.ExitStack() as stack:
         template_names = redirect_names = None
         if config.expand_templates:
             templates, redirects, counts["templates"] = _collect_templates(dump_file, redirect_re, ctx.executor,
-                                                                           ctx.quiet)
+                                                                           ctx.quiet, config.allow_truncated)
             run_id = secrets.token_hex(8)  # a long-lived (Dask) worker must not reuse an earlier run's mapping
             template_names = write_templates(templates, ctx.scratch(), f"templates-{run_id}")
             redirect_names = write_templates(redirects, ctx.scratch(), f"template_redirects-{run_id}")
@@ -103,12 +116,16 @@ def run(config: ExtractConfig, ctx: StageContext) -> dict:
                                    template_redirects=redirect_names,
                                    redirect_re=redirect_re,
                                    disambiguation_re=_disambiguation_pattern(config.disambiguation_templates),
-                                   keep_sections=config.keep_sections, dump_date=_dump_date(dump.name))
+                                   keep_sections=config.keep_sections, allow_truncated=config.allow_truncated,
+                                   dump_date=dump_date)
         with _PartWriter(ctx.out_dir, config.articles_per_part) as writer:
             for extracted in _extract(dump_file, settings, ctx.executor, ctx.quiet):
                 for line in extracted.lines:
                     writer.write(line)
                 counts.update(extracted.counts)
+                truncated += extracted.truncated
+    if truncated:
+        ctx.log.warning("extract: %s; its complete pages are kept (extract.allow_truncated)", truncated[0])
     if counts["articles"] == 0:
         raise PipelineError(f"{dump}: no articles found ({counts['pages']} pages, none in namespace 0 with text)")
     return {
@@ -119,6 +136,9 @@ def run(config: ExtractConfig, ctx: StageContext) -> dict:
         "skipped": {reason: counts[f"skipped_{reason}"]
                     for reason in ("namespace", "redirect", "disambiguation", "empty")},
         "articles_with_template_errors": counts["template_errors"],
+        "dump_date": "-".join(dump_date),
+        "dump_date_from": dump_date_from,
+        **({"truncated": truncated[0]} if truncated else {}),
     }
 
 
@@ -136,7 +156,8 @@ def read_download_manifest(download_dir: Path) -> tuple[Path, Path | None]:
     return dump, index
 
 
-def _collect_templates(dump_file: DumpFile, redirect_re: str, executor: Executor, quiet: bool):
+def _collect_templates(dump_file: DumpFile, redirect_re: str, executor: Executor, quiet: bool,
+                       allow_truncated: bool):
     """Templates and template redirects of the dump (wikiextractor's streaming blob builders), and how many."""
     templates = template_blob.StreamingTemplateBlobBuilder()
     redirects = template_blob.StreamingTemplateBlobBuilder()
@@ -152,7 +173,7 @@ def _collect_templates(dump_file: DumpFile, redirect_re: str, executor: Executor
         with progress(None, "extract: templates", "pages", quiet=quiet) as bar:
             redirect = re.compile(redirect_re, re.IGNORECASE)
             batch = []
-            for page in dump_file.pages():
+            for page in dump_file.pages(on_truncated=(lambda where: None) if allow_truncated else None):
                 bar.update(1)
                 if page.ns == TEMPLATE_NS:
                     batch.append(_template_entry(page, redirect))
@@ -172,11 +193,14 @@ def _extract(dump_file: DumpFile, settings: _WorkerSettings, executor: Executor,
         return
     with progress(None, "extract", "pages", quiet=quiet) as bar:
         cleaner = _PageCleaner(settings)
-        for window in _windows(_batches(dump_file.pages(), cleaner), BATCHES_PER_WINDOW * executor.workers):
+        truncated: list[str] = []
+        pages = dump_file.pages(on_truncated=truncated.append if settings.allow_truncated else None)
+        for window in _windows(_batches(pages, cleaner), BATCHES_PER_WINDOW * executor.workers):
             for extracted, skipped in executor.map(_extract_batch, window):
                 extracted.counts.update(skipped)
                 bar.update(extracted.counts["pages"])
                 yield extracted
+        yield _ExtractedArticles([], collections.Counter(), truncated)
 
 
 def _batches(pages: Iterable[RawPage], cleaner: "_PageCleaner") -> Iterator[tuple]:
@@ -209,7 +233,8 @@ def _extract_stream(task) -> _ExtractedArticles:
     settings, stream = task
     cleaner = _PageCleaner(settings)
     extracted = _ExtractedArticles([], collections.Counter())
-    for page in read_stream(settings.path, settings.encoding, stream):
+    on_truncated = extracted.truncated.append if settings.allow_truncated else None
+    for page in read_stream(settings.path, settings.encoding, stream, on_truncated=on_truncated):
         extracted.counts["pages"] += 1
         reason = cleaner.skip_reason(page)
         if reason:
@@ -260,7 +285,7 @@ class _PageCleaner:
                               ignored_tag_patterns=self.ignored_tags, keepSections=self.settings.keep_sections)
         extractor.magicWords = _FrozenClock(self.clock)
         paragraphs = extractor.clean_text(page.text, expand_templates=self.templates is not None, html_safe=False)
-        text = "\n".join(p.strip() for p in paragraphs if p.strip())
+        text = neutralize_special_tokens("\n".join(p.strip() for p in paragraphs if p.strip()))
         if extractor.template_title_errs or extractor.recursion_exceeded_1_errs or \
                 extractor.recursion_exceeded_2_errs or extractor.recursion_exceeded_3_errs or \
                 extractor.template_loop_errs or extractor.malformed_expr_errs:
@@ -352,9 +377,19 @@ def _disambiguation_pattern(templates: list[str]) -> str:
     return pattern
 
 
-def _dump_date(name: str) -> tuple[str, str, str]:
-    m = re.search(r"-(\d{4})(\d\d)(\d\d)-", name)
-    return m.groups() if m else ("2000", "01", "01")
+def _dump_date(dump: Path, download_dir: Path, dump_file: DumpFile, ctx: StageContext
+               ) -> tuple[tuple[str, str, str], str]:
+    """The dump's date (YYYY, MM, DD) and where it was found: the run date in the dump's file name or in the URL it
+    was downloaded from (Wikimedia's `<wiki>/<YYYYMMDD>/`), else the newest revision timestamp in the dump."""
+    source = str(read_json(download_dir / "dump.json").get("source") or "")
+    for text, where in ((dump.name, "file name"), (source, "download URL")):
+        if m := re.search(r"(?:^|[-/_.])((?:19|20)\d\d)(\d\d)(\d\d)(?=[-/_.]|$)", text):
+            return m.groups(), where
+    date = dump_file.newest_revision_date(ctx.executor)
+    if date is None:
+        raise PipelineError(f"{dump}: no date in its name and no <timestamp> in it: cannot date "
+                            "{{CURRENTYEAR}} & co.")
+    return date, "newest revision timestamp"
 
 
 class _PartWriter:

@@ -54,7 +54,7 @@ from pipeline.stages import Stage, StageContext
 from core.wordpiece import copy_tokenizer_files, load_tokenizer, read_vocab, special_token_ids, write_tokenizer_files
 
 SPLITS = ("training", "test")
-FILE_FORMAT = 1  # part of each file's key: a change to how bytes are made must change it
+FILE_FORMAT = 2  # part of each file's key: a change to how bytes are made must change it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,6 +165,7 @@ def run(config: Hdf5Config, ctx: StageContext) -> dict:
             "whole_word_masking": config.whole_word_masking, "lower_case": lower_case,
             "vocab_size": len(vocab), "special_token_ids": special_token_ids(vocab),
             **summary, "files": {name: c["instances"] for name, c in files.items()},
+            "random_next_own_document": {name: c["random_next_own_document"] for name, c in files.items()},
         })
         variants[variant_dir.name] = summary
         ctx.log.info("hdf5: %s: %s training + %s test instances, short targets %.3f, random next %.3f",

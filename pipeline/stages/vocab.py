@@ -65,6 +65,9 @@ class VocabConfig:
     seed: int = 12345  # sentencepiece's random seed (sampling, shuffling)
     min_frequency: int = 2  # tokenizers: merges seen fewer times are not made
     limit_alphabet: int = 1000  # tokenizers: the most frequent characters kept as the alphabet
+    # characters the vocabulary holds (as a word and as ##) whatever the corpus, besides printable ASCII (always
+    # held): the script's dashes and quotes; added on top of vocab_size, like the trained pieces' missing characters
+    script_punctuation: str = "–—‘’‚“”„«»‹›…"
 
     def __post_init__(self):
         if self.vocab_size < 1:
@@ -89,7 +92,7 @@ def run(config: VocabConfig, ctx: StageContext) -> dict:
     corpus = _CorpusSentences(parts, quiet=ctx.quiet)
     train = _train_sentencepiece if config.method == "sentencepiece" else _train_tokenizers
     trained = train(config, corpus, ctx)
-    tokens = bert_vocabulary(trained, config.unused_tokens)
+    tokens = bert_vocabulary(trained, config.unused_tokens, required_characters=_required_characters(config))
     added = len(tokens) - len(bert_vocabulary(trained, config.unused_tokens, add_characters=False))
     vocab = write_tokenizer_dir(ctx.out_dir, tokens, lowercase=config.lowercase, strip_accents=config.strip_accents)
     ctx.log.info("vocab: %d tokens (%d missing characters added), [UNK]=%d", len(vocab), added, vocab["[UNK]"])
@@ -106,18 +109,27 @@ def run(config: VocabConfig, ctx: StageContext) -> dict:
     }
 
 
-def bert_vocabulary(tokens: Iterable[str], unused_tokens: int = 100, add_characters: bool = True) -> list[str]:
-    """[PAD], [unused0].., [UNK], [CLS], [SEP], [MASK], then `tokens`, then every character of the tokens that is
-    missing as a word start or as a `##` continuation (without both, a word using it would become [UNK]);
-    duplicates dropped, first occurrence kept."""
+def bert_vocabulary(tokens: Iterable[str], unused_tokens: int = 100, add_characters: bool = True,
+                    required_characters: str = "") -> list[str]:
+    """[PAD], [unused0].., [UNK], [CLS], [SEP], [MASK], then `tokens`, then every character of the tokens and of
+    `required_characters` that is missing as a word start or as a `##` continuation (without both, a word using it
+    would become [UNK]); duplicates dropped, first occurrence kept."""
     head = [SPECIAL_TOKENS[0], *(f"[unused{i}]" for i in range(unused_tokens)), *SPECIAL_TOKENS[1:]]
     vocab = list(dict.fromkeys([*head, *tokens]))
     if not add_characters:
         return vocab
     present = set(vocab)
-    chars = sorted({c for token in vocab[len(head):] for c in token.removeprefix("##")})
+    chars = sorted({c for token in vocab[len(head):] for c in token.removeprefix("##")} | set(required_characters))
     vocab += [t for c in chars for t in (c, "##" + c) if t not in present]
     return vocab
+
+
+def _required_characters(config: VocabConfig) -> str:
+    """Printable ASCII and the script's punctuation, as the tokenizer normalizes them (lowercased when it lowercases)."""
+    normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                            strip_accents=config.strip_accents, lowercase=config.lowercase)
+    text = normalizer.normalize_str("".join(map(chr, range(0x21, 0x7F))) + config.script_punctuation)
+    return "".join(c for c in text if not c.isspace())
 
 
 def sentencepiece_to_wordpiece(pieces: Iterable[str]) -> list[str]:

@@ -1,0 +1,162 @@
+"""`pipeline report`: a one-page HTML report with PNG figures of what a work directory's finished stages made: pages
+-> articles -> documents kept (and why the others were dropped), sentences and tokens per document, real tokens per
+instance for each HDF5 variant (the padding share), masked-LM and NSP statistics (`pipeline verify`) and the
+vocabulary's coverage of the test split.
+
+It reads only the stages' finished outputs and manifests; sections whose stages are not done are left out."""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from core.charts import new_figure, save_png
+from core.errors import PipelineError
+from core.fileio import atomic_write, read_json
+from core.hdf5_format import INPUT_MASK, SUFFIXES
+from core.wordpiece import load_tokenizer, read_vocab
+from pipeline.verify import format_report, verify_path
+
+MANIFEST = "_manifest.json"
+DOCUMENT_SAMPLE = 20000  # documents whose tokens are counted (the first ones of the filter's output)
+
+
+def write_report(lang_dir: Path, out_dir: Path) -> Path:
+    """Writes report.html and its PNGs into `out_dir`; returns the HTML's path. PipelineError if no stage is done."""
+    done = {p.parent.name: read_json(p) for p in sorted(Path(lang_dir).glob(f"*/{MANIFEST}"))}
+    if not done:
+        raise PipelineError(f"{lang_dir}: no finished stages (no */{MANIFEST}); run `pipeline run` first")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    headline, sections = [], []
+    if "extract" in done and "filter" in done:
+        sections.append(_funnel(done, lang_dir, out_dir, headline))
+    if "filter" in done and "vocab" in done:
+        sections.append(_documents(lang_dir, out_dir, headline))
+    if "hdf5" in done:
+        sections += [_variant(d, out_dir, headline) for d in sorted((Path(lang_dir) / "hdf5").iterdir()) if d.is_dir()]
+    if "shard" in done and "vocab" in done:
+        sections.append(_coverage(lang_dir, headline))
+    rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in headline)
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>wiki2bert data report: {lang_dir}</title>"
+            "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}img{width:49%}"
+            "td{padding:2px 12px}pre{background:#f4f4f4;padding:8px}</style></head><body>"
+            f"<h1>Data report: {html.escape(str(lang_dir))}</h1><p>stages done: {', '.join(done)}</p>"
+            f"<h2>Headline figures</h2><table>{rows}</table>{''.join(sections)}</body></html>")
+    path = out_dir / "report.html"
+    with atomic_write(path) as f:
+        f.write(page)
+    return path
+
+
+def _img(path: Path) -> str:
+    return f"<img src='{html.escape(path.name)}' alt='{html.escape(path.stem)}'>"
+
+
+def _funnel(done: dict, lang_dir: Path, out_dir: Path, headline: list) -> str:
+    extract, filtered = done["extract"]["counts"], done["filter"]["counts"]
+    steps = [("pages", extract["pages"]), ("articles", extract["articles"]),
+             ("documents kept", filtered["documents_kept"])]
+    if "shard" in done:
+        steps += [("training documents", done["shard"]["counts"]["training_documents"]),
+                  ("test documents", done["shard"]["counts"]["test_documents"])]
+    fig, ax = new_figure("Pages -> articles -> documents kept by the filter")
+    ax.barh([s for s, _ in steps][::-1], [n for _, n in steps][::-1], color="C0")
+    ax.set_xlabel("count")
+    funnel = save_png(fig, out_dir / "funnel.png")
+    dropped = read_json(Path(lang_dir) / "filter" / "report.json").get("dropped", {})
+    reasons = sorted(((r, d["documents"]) for r, d in dropped.items() if d.get("documents")), key=lambda x: x[1])
+    fig, ax = new_figure("Documents dropped by the filter, by reason")
+    ax.barh([r for r, _ in reasons], [n for _, n in reasons], color="C3")
+    ax.set_xlabel("documents")
+    why = save_png(fig, out_dir / "dropped.png")
+    headline += [(name, f"{n:,}") for name, n in steps]
+    skipped = ", ".join(f"{k} {v:,}" for k, v in extract.get("skipped", {}).items())
+    return (f"<h2>Pages to documents</h2><p>pages not made articles: {html.escape(skipped)}</p>"
+            f"{_img(funnel)}{_img(why)}")
+
+
+def _documents(lang_dir: Path, out_dir: Path, headline: list) -> str:
+    tokenizer = load_tokenizer(Path(lang_dir) / "vocab")
+    sentences, tokens = [], []
+    for part in sorted((Path(lang_dir) / "filter").glob("part-*.txt")):
+        with open(part, encoding="utf-8") as f:
+            doc: list[str] = []
+            for line in f:
+                if line.strip():
+                    doc.append(line.rstrip("\n"))
+                elif doc:
+                    sentences.append(len(doc))
+                    if len(tokens) < DOCUMENT_SAMPLE:
+                        tokens.append(sum(len(e.ids) for e in tokenizer.encode_batch(doc, add_special_tokens=False)))
+                    doc = []
+            if doc:
+                sentences.append(len(doc))
+    if not sentences:
+        return "<h2>Documents</h2><p>the filter kept no documents</p>"
+    figures = []
+    for values, what, name in ((sentences, "sentences", "sentences_per_document.png"),
+                               (tokens, "WordPiece tokens", "tokens_per_document.png")):
+        fig, ax = new_figure(f"{what[0].upper()}{what[1:]} per document")
+        ax.hist(values, bins=np.logspace(np.log10(max(1, min(values))), np.log10(max(values) + 1), 40), color="C0")
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{what} per document (log scale)")
+        ax.set_ylabel("documents")
+        figures.append(save_png(fig, out_dir / name))
+    headline += [("sentences per document (median)", f"{np.median(sentences):.0f}"),
+                 ("tokens per document (median)", f"{np.median(tokens):.0f}")]
+    sample = f" (tokens: first {len(tokens):,} documents)" if len(tokens) < len(sentences) else ""
+    return f"<h2>Documents</h2><p>{len(sentences):,} documents{sample}</p>{''.join(_img(p) for p in figures)}"
+
+
+def _variant(variant_dir: Path, out_dir: Path, headline: list) -> str:
+    report = verify_path(variant_dir)
+    if not report.stats:
+        problems = "\n".join(report.problems[:10])
+        return f"<h2>HDF5 variant {html.escape(variant_dir.name)}</h2><pre>{html.escape(problems)}</pre>"
+    files = sorted(p for p in (variant_dir / "test").glob("*") if p.suffix in SUFFIXES) or \
+        sorted(p for p in (variant_dir / "training").glob("*") if p.suffix in SUFFIXES)[:4]
+    lengths = np.concatenate([_real_lengths(p) for p in files])
+    (width, preds), stats = max(report.stats.items(), key=lambda kv: kv[1].instances)
+    padding = 1 - stats.real_tokens / max(1, stats.instances * width)
+    fig, ax = new_figure(f"Real tokens per instance, seq_len {width}, max_pred {preds}")
+    ax.hist(lengths, bins=min(64, width), color="C2")
+    ax.axvline(lengths.mean(), color="k", ls="--", lw=1, label=f"mean {lengths.mean():.0f}")
+    ax.set_xlabel(f"real (non-padding) tokens of {width} positions")
+    ax.set_ylabel(f"instances ({files[0].parent.name} split)")
+    ax.legend()
+    png = save_png(fig, out_dir / f"real_tokens_seq_len_{width}.png")
+    headline += [(f"seq_len {width}: instances", f"{stats.instances:,}"),
+                 (f"seq_len {width}: padding share", f"{padding:.1%}"),
+                 (f"seq_len {width}: masked share of eligible tokens", f"{stats.masked / max(1, stats.eligible):.4f}"),
+                 (f"seq_len {width}: NSP random next", f"{stats.random_next / max(1, stats.instances):.3f}")]
+    verify = format_report(report)
+    return (f"<h2>HDF5 variant: seq_len {width}, max_pred {preds}</h2><p>{html.escape(variant_dir.name)}: padding "
+            f"share {padding:.1%}</p>{_img(png)}<pre>{html.escape(verify)}</pre>")
+
+
+def _real_lengths(path: Path) -> np.ndarray:
+    with h5py.File(path, "r") as f:
+        return f[INPUT_MASK][:].sum(1)
+
+
+def _coverage(lang_dir: Path, headline: list) -> str:
+    vocab_dir = Path(lang_dir) / "vocab"
+    unk = read_vocab(vocab_dir / "vocab.txt")["[UNK]"]
+    tokenizer = load_tokenizer(vocab_dir)
+    total = unknown = words = 0
+    for shard in sorted((Path(lang_dir) / "shard").glob("test_*.txt")):
+        lines = [line for line in shard.read_text(encoding="utf-8").splitlines() if line.strip()]
+        for encoding in tokenizer.encode_batch(lines, add_special_tokens=False):
+            total += len(encoding.ids)
+            unknown += encoding.ids.count(unk)
+            words += len(set(w for w in encoding.word_ids if w is not None))
+    rate = unknown / max(1, total)
+    headline += [("unknown-token rate (test split)", f"{rate:.4%}"),
+                 ("tokens per word (test split)", f"{total / max(1, words):.3f}")]
+    return (f"<h2>Vocabulary coverage</h2><p>test split: {total:,} tokens, {unknown:,} [UNK] ({rate:.4%}), "
+            f"{total / max(1, words):.3f} tokens per word; vocabulary {len(read_vocab(vocab_dir / 'vocab.txt')):,}"
+            f" tokens</p>")
+

@@ -1,0 +1,168 @@
+"""Held-out evaluation: masked-LM and NSP accuracy and loss of a model on the first `samples` instances of an HDF5
+directory's test split (always the same ones), each rank a part, the sums all-reduced.
+
+The figures are MLPerf's: MLM accuracy over all masked positions, MLM loss per masked position, NSP accuracy and
+loss per instance. Evaluation runs the padded layout under `torch.no_grad()` in eval mode (no dropout) and inside
+`torch.random.fork_rng`, so the training's random streams continue as if it had not run.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from core.errors import ConfigError, PipelineError
+from core.hdf5_format import NEXT_SENTENCE_LABELS, SUFFIXES, read_rows, used_positions
+from core.wordpiece import read_vocab
+from pretrain import checkpoint
+from pretrain.data import MODEL_ARGS
+from pretrain.model import BertForPreTraining, ModelConfig
+
+EVAL_KEYS = ("eval_mlm_accuracy", "eval_mlm_loss", "eval_nsp_accuracy", "eval_nsp_loss")
+# sums of one evaluation, in this order
+_SUMS = ("mlm_loss", "mlm_correct", "mlm_count", "nsp_loss", "nsp_correct", "nsp_count")
+
+
+def eval_files(data_dir: Path) -> list[Path]:
+    """The HDF5 files to evaluate on: a variant directory's test/ split, or a flat directory of HDF5 files
+    (NVIDIA's layout). ConfigError naming the directory if it has none."""
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise ConfigError(f"{data_dir}: not a directory")
+    split = data_dir / "test" if (data_dir / "test").is_dir() or (data_dir / "training").is_dir() else data_dir
+    files = sorted(p for p in split.iterdir() if p.suffix in SUFFIXES and p.is_file()) if split.is_dir() else []
+    if not files:
+        raise ConfigError(f"{split}: no HDF5 files (*.hdf5) to evaluate on; expected a variant directory with "
+                          f"test/*.hdf5 or a directory of HDF5 files")
+    return files
+
+
+@dataclasses.dataclass
+class HeldOut:
+    """This rank's part of the first `samples` instances of `files` (in file-name order), as int64 tensors under the
+    model's argument names."""
+    columns: dict[str, torch.Tensor]
+    total: int  # instances over all ranks
+
+    @classmethod
+    def read(cls, files: list[Path], samples: int, rank: int = 0, world_size: int = 1) -> HeldOut:
+        parts, have = [], 0
+        for path in files:
+            if have >= samples:
+                break
+            try:
+                with h5py.File(path, "r") as f:
+                    rows = read_rows(f, slice(0, samples - have))
+            except (OSError, KeyError) as e:
+                raise PipelineError(f"{path}: cannot read it as NVIDIA-layout HDF5 ({e})") from None
+            rows[NEXT_SENTENCE_LABELS] = rows[NEXT_SENTENCE_LABELS].reshape(-1)
+            parts.append(rows)
+            have += len(rows[NEXT_SENTENCE_LABELS])
+        if not have:
+            raise PipelineError(f"{files[0].parent}: the HDF5 files hold no instances to evaluate on")
+        start, stop = rank * have // world_size, (rank + 1) * have // world_size
+        columns = {MODEL_ARGS[key]: torch.from_numpy(np.concatenate([p[key] for p in parts])[start:stop]
+                                                     .astype(np.int64)) for key in parts[0]}
+        return cls(columns, have)
+
+    def check_vocabulary(self, vocab_size: int, where: Path) -> None:
+        """PipelineError if the instances hold token ids the model (of `vocab_size` tokens) has no embedding for."""
+        for key in ("input_ids", "masked_lm_ids"):
+            if len(self.columns[key]) and int(self.columns[key].max()) >= vocab_size:
+                raise PipelineError(f"{where}: {key} holds ids beyond the model's vocabulary of {vocab_size}; "
+                                    f"data and model use different vocabularies")
+
+    def batches(self, batch_size: int):
+        n = len(self.columns["input_ids"])
+        for start in range(0, n, batch_size):
+            yield {k: v[start:start + batch_size] for k, v in self.columns.items()}
+
+
+def evaluate(model: BertForPreTraining, held_out: HeldOut, batch_size: int, vocab_size: int,
+             autocast_dtype=None) -> dict[str, float]:
+    """The EVAL_KEYS figures of `model` on `held_out`, over the first `vocab_size` tokens (the tokenizer's; the
+    model's rows beyond them pad its vocabulary to a multiple of 8 and are left out, as the export leaves them out),
+    summed over all ranks when torch.distributed is initialized (every rank must call it)."""
+    device = next(model.parameters()).device
+    sums = torch.zeros(len(_SUMS), dtype=torch.float64, device=device)
+    was_training = model.training
+    model.eval()
+    devices = [device] if device.type == "cuda" else []
+    try:
+        with torch.random.fork_rng(devices=devices), torch.no_grad(), \
+                torch.autocast(device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
+            for batch in held_out.batches(batch_size):
+                sums += _batch_sums(model, {k: v.to(device) for k, v in batch.items()}, vocab_size)
+    finally:
+        model.train(was_training)
+    if torch.distributed.is_initialized():
+        torch.distributed.all_reduce(sums)
+    s = dict(zip(_SUMS, sums.tolist()))
+    return {"eval_mlm_accuracy": s["mlm_correct"] / max(1.0, s["mlm_count"]),
+            "eval_mlm_loss": s["mlm_loss"] / max(1.0, s["mlm_count"]),
+            "eval_nsp_accuracy": s["nsp_correct"] / max(1.0, s["nsp_count"]),
+            "eval_nsp_loss": s["nsp_loss"] / max(1.0, s["nsp_count"])}
+
+
+def _batch_sums(model: BertForPreTraining, batch: dict[str, torch.Tensor], vocab_size: int) -> torch.Tensor:
+    mlm_logits, nsp_logits = model.logits(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
+                                          batch["masked_lm_positions"])
+    mlm_logits = mlm_logits[..., :vocab_size].float()
+    valid = used_positions(batch["masked_lm_positions"])
+    labels = batch["masked_lm_ids"].masked_fill(~valid, -100)
+    nsp_labels = batch["next_sentence_labels"].view(-1)
+    return torch.stack([
+        F.cross_entropy(mlm_logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum").double(),
+        ((mlm_logits.argmax(-1) == labels) & valid).sum().double(), valid.sum().double(),
+        F.cross_entropy(nsp_logits.float(), nsp_labels, reduction="sum").double(),
+        (nsp_logits.argmax(-1) == nsp_labels).sum().double(), torch.tensor(float(len(nsp_labels)), dtype=torch.float64,
+                                                                            device=nsp_labels.device)])
+
+
+def load_model(path: Path, tag: str | None = None) -> tuple[BertForPreTraining, int, str]:
+    """Our model with the weights of a phase directory's latest checkpoint (or `tag`'s), or of an exported Hugging
+    Face directory (loaded with transformers' BertForPreTraining, whose parameter names are ours); with the size of
+    its tokenizer's vocabulary and what was loaded, in words."""
+    path = Path(path)
+    if (path / checkpoint.MODEL_CONFIG).is_file():
+        found = checkpoint.by_tag(path, tag) if tag else checkpoint.require_latest(path, "to evaluate")
+        model = BertForPreTraining(checkpoint.read_model_config(path))
+        _load(model, checkpoint.load_weights(found), found.path)
+        return model, len(read_vocab(path / "tokenizer" / "vocab.txt")), f"{found.path} (step {found.step})"
+    if (path / "config.json").is_file():
+        if tag:
+            raise ConfigError(f"--tag {tag}: {path} is a Hugging Face directory, which has one set of weights")
+        import transformers
+
+        hf = transformers.BertForPreTraining.from_pretrained(str(path))
+        c = hf.config
+        config = ModelConfig(vocab_size=c.vocab_size, hidden_size=c.hidden_size,
+                             num_hidden_layers=c.num_hidden_layers, num_attention_heads=c.num_attention_heads,
+                             intermediate_size=c.intermediate_size, max_position_embeddings=c.max_position_embeddings,
+                             type_vocab_size=c.type_vocab_size, layer_norm_eps=c.layer_norm_eps,
+                             initializer_range=c.initializer_range, pad_token_id=c.pad_token_id or 0)
+        model = BertForPreTraining(config)
+        _load(model, hf.state_dict(), path)
+        return model, c.vocab_size, f"{path} (Hugging Face)"
+    raise ConfigError(f"{path}: neither a phase directory ({checkpoint.MODEL_CONFIG}) nor a Hugging Face model "
+                      f"directory (config.json)")
+
+
+def _load(model: BertForPreTraining, state: dict[str, torch.Tensor], source: Path) -> None:
+    ours = model.state_dict()
+    state = {k: v for k, v in state.items() if k in ours}
+    missing = sorted(set(ours) - set(state))
+    if missing:
+        raise PipelineError(f"{source}: weights do not fit a BERT for pretraining (missing {missing[:3]})")
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as e:
+        raise PipelineError(f"{source}: weights do not fit its model config ({str(e).splitlines()[0]})") from None
+
+
+def format_figures(figures: dict[str, float]) -> str:
+    return " ".join(f"{key} {value:.4f}" for key, value in figures.items())

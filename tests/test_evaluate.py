@@ -1,0 +1,109 @@
+"""Held-out evaluation: during training (eval_* rows, training unchanged), `pretrain eval` on a phase directory and
+on its Hugging Face export (the same figures), and its errors."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pretrain.cli import app, main
+from pretrain.evaluate import EVAL_KEYS
+
+TINY = ["--preset", "tiny", "--set", "seq_len=32", "--set", "global_batch=8", "--set", "micro_batch=4",
+        "--set", "log_every=1", "--set", "steps=4", "--set", "loader_workers=0"]
+ENV = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                                                         "MASTER_PORT")} | {"OMP_NUM_THREADS": "1"}
+
+
+def pretrain(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pretrain.cli", *args], env=ENV, capture_output=True, text=True,
+                          timeout=300)
+
+
+def rows(phase_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (phase_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def eval_cli(*args: str) -> dict[str, float]:
+    result = CliRunner().invoke(app, ["eval", *args])
+    assert result.exit_code == 0, result.output
+    return {key: float(value) for key, value in (line.split() for line in result.stdout.splitlines())}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, write_dataset, write_hdf5) -> Path:
+    variant = write_dataset(tmp_path_factory.mktemp("data"), [40, 40], seq_len=32)
+    write_hdf5(variant / "test" / "test_0000.hdf5", 30, 32, 5, seed=7)
+    write_hdf5(variant / "test" / "test_0001.hdf5", 30, 32, 5, seed=8)
+    return variant
+
+
+@pytest.fixture(scope="module")
+def runs(data, tmp_path_factory) -> tuple[Path, Path]:
+    out = tmp_path_factory.mktemp("runs")
+    on = pretrain("phase1", "--data", str(data), "--out", str(out / "on"), *TINY, "--set", "eval_every=2",
+                  "--set", "eval_samples=50")
+    assert on.returncode == 0, on.stderr
+    assert "eval_mlm_accuracy" in on.stderr  # in the log too
+    off = pretrain("phase1", "--data", str(data), "--out", str(out / "off"), *TINY, "--set", "eval_every=0")
+    assert off.returncode == 0, off.stderr
+    return out / "on" / "phase1", out / "off" / "phase1"
+
+
+@pytest.mark.slow
+def test_training_evaluates_on_the_test_split_without_changing_the_losses(runs):
+    on, off = runs
+    evals = [r for r in rows(on) if "eval_mlm_accuracy" in r]
+    assert [r["step"] for r in evals] == [2, 4]
+    assert all(set(EVAL_KEYS) <= set(r) and 0 <= r["eval_mlm_accuracy"] <= 1 for r in evals)
+    assert evals[0]["eval_mlm_loss"] != evals[1]["eval_mlm_loss"]  # the model changed between them
+    train_on = [(r["step"], r["loss"]) for r in rows(on) if "loss" in r]
+    train_off = [(r["step"], r["loss"]) for r in rows(off)]
+    assert train_on == train_off and len(train_on) == 4
+    assert not any("eval_mlm_accuracy" in r for r in rows(off))
+    assert any(p.name.startswith("events") for p in (on / "tb").iterdir())
+
+
+@pytest.mark.slow
+def test_pretrain_eval_gives_the_same_figures_for_checkpoint_export_and_training(runs, data, tmp_path):
+    on, _ = runs
+    first = eval_cli(str(on), "--data", str(data), "--samples", "50")
+    assert first == eval_cli(str(on), "--data", str(data), "--samples", "50", "--batch", "7")  # same set
+    assert set(first) == set(EVAL_KEYS)
+    last = [r for r in rows(on) if "eval_mlm_accuracy" in r][-1]
+    assert all(first[k] == pytest.approx(last[k], abs=1e-5) for k in EVAL_KEYS)
+    exported = CliRunner().invoke(app, ["export", str(on), "--out", str(tmp_path / "hf")])
+    assert exported.exit_code == 0, exported.output
+    hf = eval_cli(str(tmp_path / "hf"), "--data", str(data), "--samples", "50")
+    assert all(hf[k] == pytest.approx(first[k], abs=1e-5) for k in EVAL_KEYS)
+    older = eval_cli(str(on), "--data", str(data), "--samples", "50", "--tag", "step00000004")
+    assert older == first
+    fewer = eval_cli(str(on), "--data", str(data), "--samples", "10")
+    assert fewer != first
+
+
+@pytest.mark.parametrize("case, message", [
+    ("no model", "neither a phase directory"),
+    ("no test files", "no HDF5 files (*.hdf5) to evaluate on"),
+    ("bad tag", "no complete checkpoint of that tag"),
+])
+def test_eval_errors_are_one_line(case, message, data, tmp_path, monkeypatch, capsys):
+    path, data_dir, extra = tmp_path, data, []
+    if case == "no test files":
+        (tmp_path / "empty").mkdir()
+        path, data_dir = tmp_path / "phase1", tmp_path / "empty"
+    if case == "bad tag":
+        path = tmp_path / "phase1"
+        (path / "checkpoints").mkdir(parents=True)
+        (path / "model_config.json").write_text("{}")
+        extra = ["--tag", "step00000009"]
+    monkeypatch.setattr(sys, "argv", ["pretrain", "eval", str(path), "--data", str(data_dir), *extra])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.startswith("error: ") and err.count("\n") == 1 and message in err, err

@@ -1,0 +1,248 @@
+"""Pretraining under faults, injected by the tests: SIGTERM in the middle of a large gradient accumulation (stop
+within a micro-batch, resume exactly), a signal to one rank of two, a full disk while saving a checkpoint, a
+truncated or damaged checkpoint on resume and export, damaged or out-of-range data met during training, a
+misspelled key in --deepspeed-config. Each gets one `error:` line naming the file, a non-zero exit and nothing that
+looks complete."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import psutil
+import pytest
+import torch
+
+from core.errors import ConfigError
+from pretrain import checkpoint
+from pretrain.config import load_train_config
+from pretrain.run import prepare
+from test_pretrain_data import rechunk
+from test_pretrain_loop import ENV, TINY, metrics, pretrain
+
+ACCUMULATION = 64
+LARGE_ACCUMULATION = ["--set", f"global_batch={4 * ACCUMULATION}"]  # micro_batch 4 (TINY)
+ABANDONED = re.compile(r"step (\d+) abandoned after (\d+) of (\d+) micro-batches")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, write_dataset) -> Path:
+    return write_dataset(tmp_path_factory.mktemp("data"), [40, 40, 40], seq_len=32)
+
+
+def wait_for_rows(phase_dir: Path, rows: int, proc: subprocess.Popen, timeout: float = 240) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while not ((phase_dir / "metrics.jsonl").is_file() and len(metrics(phase_dir)) >= rows):
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    return metrics(phase_dir)
+
+
+def assert_same(a, b, where: str = "") -> None:
+    """Bit-for-bit equality of two checkpoint states (nested dicts, lists, tensors, arrays, RNG states)."""
+    assert type(a) is type(b), where
+    if isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype and torch.equal(a, b), where
+    elif isinstance(a, np.ndarray):
+        assert np.array_equal(a, b), where
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            assert_same(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{where}[{i}]")
+    elif hasattr(a, "__dict__"):  # e.g. DeepSpeed's loss scaler
+        assert_same(vars(a), vars(b), where)
+    else:
+        assert a == b, where
+
+
+def checkpoint_states(tag_dir: Path) -> dict:
+    states = {p.name: torch.load(p, map_location="cpu", weights_only=False) for p in sorted(tag_dir.glob("*.pt"))}
+    for state in states.values():
+        state.pop("config", None)  # the client's copy of the run config: checkpoint_every differs on purpose
+    return states
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("zero_stage", [0, 2])
+def test_sigterm_mid_accumulation_stops_within_a_micro_batch_and_resumes_exactly(data, tmp_path, zero_stage):
+    args = ["phase1", "--data", str(data), *TINY, *LARGE_ACCUMULATION, "--set", "steps=3",
+            "--set", f"zero_stage={zero_stage}"]
+    full = pretrain(*args, "--out", str(tmp_path / "full"), "--set", "checkpoint_every=1",
+                    "--set", "keep_checkpoints=3")
+    assert full.returncode == 0, full.stderr
+
+    stopped = [*args, "--out", str(tmp_path / "stopped"), "--set", "checkpoint_every=100"]
+    proc = subprocess.Popen([sys.executable, "-m", "pretrain.cli", *stopped], env=ENV, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        first = wait_for_rows(tmp_path / "stopped" / "phase1", 1, proc)[0]
+        time.sleep(4 * ACCUMULATION / first["samples_per_s"] / 3)  # a third into step 2
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    abandoned = ABANDONED.search(stderr)
+    assert abandoned and int(abandoned[3]) == ACCUMULATION, stderr
+    completed = int(abandoned[1]) - 1
+    found = checkpoint.latest(tmp_path / "stopped" / "phase1")
+    assert found.step == completed and f"checkpoint of step {completed} saved" in stderr
+    # what the stopped run saved is what the uninterrupted run saved at that step: no accumulated gradient in it
+    assert_same(checkpoint_states(found.path),
+                checkpoint_states(checkpoint.checkpoint_dir(tmp_path / "full" / "phase1") / found.tag))
+
+    resumed = pretrain(*stopped)  # the same command
+    assert resumed.returncode == 0, resumed.stderr
+    expected, got = metrics(tmp_path / "full" / "phase1"), metrics(tmp_path / "stopped" / "phase1")
+    assert [row["step"] for row in got] == [1, 2, 3]
+    for a, b in zip(expected, got):
+        for key in ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy", "lr", "grad_norm"):
+            assert a[key] == b[key], (a["step"], key)  # bit for bit
+    assert len({row["loss"] for row in expected}) == 3
+
+
+@pytest.mark.slow
+def test_a_signal_to_one_rank_stops_both_at_the_same_micro_batch(data, tmp_path):
+    out = tmp_path / "two"
+    args = ["phase1", "--data", str(data), "--out", str(out), *TINY, *LARGE_ACCUMULATION, "--set", "steps=50",
+            "--set", "checkpoint_every=100"]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                "-m", "pretrain.cli"]
+    proc = subprocess.Popen(torchrun + args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        wait_for_rows(out / "phase1", 1, proc)
+        workers = [p for p in psutil.Process(proc.pid).children() if "pretrain.cli" in " ".join(p.cmdline())]
+        assert len(workers) == 2
+        workers[1].send_signal(signal.SIGTERM)  # as if one node of a job were preempted first
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # torchrun and its workers, whatever happened
+    assert stderr.count("abandoning the step in progress") == 1, stderr
+    abandoned = ABANDONED.findall(stderr)
+    assert len(abandoned) == 2 and abandoned[0] == abandoned[1], stderr  # both ranks, same step and micro-batch
+    found = checkpoint.latest(out / "phase1")
+    assert found.step == int(abandoned[0][0]) - 1 and found.meta["world_size"] == 2
+
+
+def limited_file_size(limit: int):
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_saving_a_checkpoint_is_one_line_and_keeps_latest(data, tmp_path):
+    args = ["phase1", "--data", str(data), "--out", str(tmp_path), *TINY, "--set", "steps=3",
+            "--set", "checkpoint_every=1"]
+    assert pretrain(*args, "--set", "steps_this_run=1").returncode == 0
+    # the checkpoint's files are larger than 1 MiB, the run's other files are not: the disk is full for the save
+    full = subprocess.run([sys.executable, "-m", "pretrain.cli", *args], env=ENV, capture_output=True, text=True,
+                          timeout=300, preexec_fn=limited_file_size(2 ** 20))
+    last = full.stderr.strip().splitlines()[-1]
+    assert full.returncode == 1 and "Traceback" not in full.stderr, full.stderr
+    step2 = checkpoint.checkpoint_dir(tmp_path / "phase1") / "step00000002"
+    assert last.startswith(f"error: {step2}: saving the checkpoint failed"), last
+    assert "the latest checkpoint is still step00000001" in last
+    assert checkpoint.latest(tmp_path / "phase1").tag == "step00000001" and not step2.exists()
+
+
+@pytest.fixture(scope="module")
+def two_checkpoints(data, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("runs")
+    done = pretrain("phase1", "--data", str(data), "--out", str(out), *TINY, "--set", "steps=3",
+                    "--set", "checkpoint_every=1", "--set", "steps_this_run=2")
+    assert done.returncode == 0, done.stderr
+    return out / "phase1"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["truncated", "missing", "overwritten"])
+def test_a_damaged_latest_checkpoint_is_refused_naming_the_previous_good_one(data, two_checkpoints, tmp_path,
+                                                                               damage):
+    phase = tmp_path / "phase1"
+    shutil.copytree(two_checkpoints, phase)
+    states = checkpoint.checkpoint_dir(phase) / "step00000002" / checkpoint.MODEL_STATES
+    size = states.stat().st_size
+    if damage == "truncated":
+        with open(states, "r+b") as f:
+            f.truncate(size // 2)
+    elif damage == "missing":
+        states.unlink()
+    else:  # same size, the zip directory at its end destroyed: only loading it finds out
+        with open(states, "r+b") as f:
+            f.seek(size - 200)
+            f.write(b"\0" * 200)
+    previous = checkpoint.checkpoint_dir(phase) / "step00000001"
+    for command in (["phase1", "--data", str(data), "--out", str(tmp_path), *TINY, "--set", "steps=3",
+                     "--set", "checkpoint_every=1"],
+                    ["export", str(phase), "--out", str(tmp_path / "hf")]):
+        done = pretrain(*command)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert lines[-1].startswith("error: ") and str(states.parent) in lines[-1], lines[-1]
+        assert f"the previous complete checkpoint is {previous}" in lines[-1], lines[-1]
+    assert not (tmp_path / "hf").exists()
+    latest = checkpoint.checkpoint_dir(phase) / checkpoint.LATEST
+    assert latest.read_text() == "step00000002"  # left as it was, for the user to look at
+    if damage == "missing":  # doing what the message says works
+        latest.write_text("step00000001")
+        assert pretrain("export", str(phase), "--out", str(tmp_path / "hf")).returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["damaged chunk", "masked position"])
+def test_bad_data_met_during_training_is_one_line_and_saves_nothing(tmp_path, fault, write_dataset):
+    variant = write_dataset(tmp_path / "data", [400], seq_len=32)
+    path = variant / "training" / "training_0000.hdf5"
+    if fault == "damaged chunk":
+        rechunk(path, 50)
+        with h5py.File(path, "r") as f:
+            chunk = f["segment_ids"].id.get_chunk_info(7)  # rows past those checked before training
+        raw = bytearray(path.read_bytes())
+        raw[chunk.byte_offset:chunk.byte_offset + chunk.size] = b"\xff" * chunk.size
+        path.write_bytes(bytes(raw))
+        message = f"error: {path}: cannot read its datasets ("
+    else:
+        with h5py.File(path, "a") as f:
+            f["masked_lm_positions"][390, 0] = 32
+        message = f"error: {path}: row 390: masked_lm_positions holds a position outside the sequence of 32 tokens"
+    done = pretrain("phase1", "--data", str(variant), "--out", str(tmp_path / "run"), *TINY, "--set", "steps=60",
+                    "--set", "checkpoint_every=1000", "--set", "loader_workers=1")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(message), done.stderr
+    assert checkpoint.latest(tmp_path / "run" / "phase1") is None
+
+
+@pytest.mark.parametrize("user, message", [
+    ({"gradient_clippping": 0.5}, "ds.json: gradient_clippping: not a DeepSpeed setting"),
+    ({"flops_profiler": {"enabled": True, "profile_stepp": 3}}, "ds.json: flops_profiler.profile_stepp: not a "
+                                                                "DeepSpeed setting"),
+    ({"zero_optimization": {"reduce_bucket_sizee": 1000}}, "ds.json: zero_optimization.reduce_bucket_sizee: not a "
+                                                           "DeepSpeed setting"),
+    ({"bf16": {"enabled": "maybe"}}, "ds.json: bf16.enabled: "),
+])
+def test_a_misspelled_deepspeed_setting_is_refused_with_one_line(data, tmp_path, user, message):
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(user))
+    config = load_train_config("phase1", overrides=["preset=tiny", "seq_len=32", "global_batch=8", "micro_batch=4"])
+    with pytest.raises(ConfigError) as e:
+        prepare("phase1", data, tmp_path / "r", config, deepspeed_config=path)
+    assert str(e.value).startswith(str(tmp_path / message)) and "\n" not in str(e.value), str(e.value)
+    path.write_text(json.dumps({"zero_optimization": {"reduce_bucket_size": 1000}, "wall_clock_breakdown": True,
+                                "flops_profiler": {"enabled": False, "profile_step": 3}}))
+    assert prepare("phase1", data, tmp_path / "r", config, deepspeed_config=path).user_ds_config
