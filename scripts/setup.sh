@@ -9,3 +9,7 @@ fi
 # torch first and pinned: an unpinned torch (also pulled in by deepspeed/transformers) brings GBs of CUDA packages.
 .venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[pretrain,test]"
+# DeepSpeed JIT-builds its CPU communication op on first use (~40 s); build it here, once, so that no timed test
+# is the one that builds it (a build killed half-way leaves a lock that hangs every later DeepSpeed run).
+.venv/bin/python -c "from deepspeed.ops.op_builder.cpu import ShareMemCommBuilder; ShareMemCommBuilder().load(verbose=False)" \
+  2>&1 | grep -v "Setting accelerator to CPU" || true
