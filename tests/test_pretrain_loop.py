@@ -318,9 +318,10 @@ def test_packed_and_unpacked_runs_have_the_same_losses_and_gradients(data, tmp_p
 
 
 @pytest.mark.slow
-def test_a_variant_directory_copied_alone_trains_and_exports(tmp_path, run_hdf5_stage, write_corpus, write_vocab):
+def test_a_variant_directory_copied_alone_trains_evaluates_and_exports(tmp_path, run_hdf5_stage, write_corpus,
+                                                                      write_vocab):
     """The hdf5 stage's variant directory holds its vocabulary and tokenizer: moved elsewhere on its own (as to a
-    cluster), it trains and the export loads in transformers with its tokenizer."""
+    cluster), it trains, evaluates on its own test split and the export loads in transformers with its tokenizer."""
     import shutil
 
     import transformers
@@ -330,6 +331,7 @@ def test_a_variant_directory_copied_alone_trains_and_exports(tmp_path, run_hdf5_
     build = tmp_path / "build"
     (build / "shard").mkdir(parents=True)
     write_corpus(build / "shard" / "training_0000.txt", 120, seed=1)
+    write_corpus(build / "shard" / "test_0000.txt", 40, seed=2)
     write_vocab(build / "vocab.txt")
     out = run_hdf5_stage(build, build / "shard", build / "vocab.txt",
                          Hdf5Config(variants=[Variant(32, 5)], dupe_factor=2))
@@ -340,6 +342,9 @@ def test_a_variant_directory_copied_alone_trains_and_exports(tmp_path, run_hdf5_
 
     done = pretrain("phase1", "--data", str(variant), "--out", str(tmp_path / "run"), *TINY, "--set", "steps=2")
     assert done.returncode == 0, done.stderr
+    evaluated = pretrain("eval", str(tmp_path / "run" / "phase1"), "--data", str(variant))
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert "eval_mlm_accuracy" in evaluated.stdout
     exported = pretrain("export", str(tmp_path / "run" / "phase1"), "--out", str(tmp_path / "hf"))
     assert exported.returncode == 0, exported.stderr
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
