@@ -33,7 +33,7 @@ PY
 plots=$(pretrain plot "$run")
 report=$(pipeline report --lang hu --workdir "$work")
 accuracy=$(pretrain eval "$run/hf" --data "$(variant 128)" --samples 2000 | awk '$1 == "eval_mlm_accuracy" {print $2}')
-echo "held-out MLM accuracy of the exported model ($run/hf, 2,000 test instances of seq_len 128): $accuracy"
+echo "held-out MLM accuracy of the exported model ($run/hf, test split of the seq_len 128 variant, up to 2,000 instances): $accuracy"
 echo "plots:"
 echo "$plots" | sed 's/^/  /'
 echo "data report: $report"
