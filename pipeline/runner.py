@@ -126,6 +126,7 @@ def run_stages(pcfg: PipelineConfig, lang_dir: Path, names: list[str], workers: 
                                     f"run `pipeline run --lang {pcfg.lang} --to {upstream}` first")
         if state.state == DONE and not force:
             log.info("%s: done, skipping (outputs match config and inputs)", name)
+            _remove_killed_attempt(lang_dir, name)  # a killed `--force` attempt's, beside the complete output
             continue
         log.info("%s: running%s", name, f" ({state.reason})" if state.state != MISSING else "")
         run_stage(pcfg, lang_dir, name, {up: known[up].manifest for up in stage.inputs}, workers, quiet, log,
@@ -140,10 +141,7 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
     final, tmp, old = lang_dir / name, lang_dir / f".{name}.tmp", lang_dir / f".{name}.old"
     scratch = lang_dir / f".{name}.scratch"
     failure = _failure_marker(lang_dir, name)
-    for leftover in (tmp, old, scratch):  # a killed attempt's
-        remove_tree(leftover)
-    for half_written in list((lang_dir / ".cache" / name).rglob("*.tmp")):  # atomic_write's, of a killed attempt
-        remove_tree(half_written)
+    _remove_killed_attempt(lang_dir, name)
     tmp.mkdir(parents=True)
     ctx = StageContext(lang=pcfg.lang, out_dir=tmp,
                        inputs={up: lang_dir / up for up in stage.inputs},
@@ -186,6 +184,15 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
     failure.unlink(missing_ok=True)
     log.info("%s: done in %.1fs %s", name, duration, _summary(counts))
     return manifest
+
+
+def _remove_killed_attempt(lang_dir: Path, name: str) -> None:
+    """What a killed attempt at stage `name` left: its temporary output, the old output it was replacing, its
+    scratch dir and atomic_write's half-written files in its cache."""
+    for leftover in (lang_dir / f".{name}.tmp", lang_dir / f".{name}.old", lang_dir / f".{name}.scratch"):
+        remove_tree(leftover)
+    for half_written in list((lang_dir / ".cache" / name).rglob("*.tmp")):
+        remove_tree(half_written)
 
 
 def _clean_failed_attempt(tmp: Path, scratch: Path, failure: Path, error: BaseException) -> None:
