@@ -18,7 +18,8 @@ import numpy as np
 
 from core.hdf5_format import MASKED_LM_POSITIONS, create_datasets, used_positions
 from pipeline.finished_files import FinishedFiles
-from pipeline.instances import MaskingVocab, make_instances, plan_instances, random_next_from_own_document
+from pipeline.instances import (MaskingVocab, TokenRows, make_instances, plan_instances,
+                                random_next_from_own_document)
 from pipeline.tokenize import TokenFiles
 
 CHUNK_BYTES = 1 << 20  # HDF5 chunk of input_ids: fits h5py's default 1 MiB chunk cache
@@ -56,6 +57,7 @@ def write_instance_file(task: InstanceFile) -> dict:
             docs = tokens.read(first, end)
             plan = plan_instances(docs, seq, config.short_seq_prob, config.dupe_factor, rng)
             order = rng.permutation(len(plan))
+            token_rows = TokenRows(docs.ids, seq)
             at = counts["instances"]
             if datasets is None:
                 chunk_rows = max(1, min(len(plan), CHUNK_BYTES // (4 * seq)))
@@ -66,7 +68,7 @@ def write_instance_file(task: InstanceFile) -> dict:
                     dataset.resize(at + len(plan), axis=0)
             block_rows = chunk_rows * CHUNKS_PER_BLOCK
             for start in range(0, len(plan), block_rows):
-                block = make_instances(docs.ids, plan.take(order[start:start + block_rows]), seq, preds,
+                block = make_instances(token_rows, plan.take(order[start:start + block_rows]), preds,
                                        config.masked_lm_prob, task.vocab, config.whole_word_masking, rng)
                 for name, values in block.items():
                     datasets[name][at + start:at + start + len(values)] = values

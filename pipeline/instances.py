@@ -27,9 +27,10 @@ Differences from Google's code (distributions are otherwise the same; the random
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from array import array
 from bisect import bisect_left
-from typing import Iterator
+from typing import Callable
 
 import numpy as np
 
@@ -44,6 +45,22 @@ class TokenizedDocuments:
     ids: np.ndarray  # [tokens], uint16 or int32
     sentence_starts: np.ndarray  # int64 [sentences + 1]
     document_starts: np.ndarray  # int64 [documents + 1]
+
+
+class TokenRows:
+    """Rows of `width` consecutive ids of a flat id array, starting anywhere in [-width, len(ids)] (0 outside the
+    ids): a sliding-window view over the ids padded with zeros, made once for all the batches of instances drawn
+    from them. Copying whole rows out of it is far faster than gathering each token."""
+
+    def __init__(self, ids: np.ndarray, width: int):
+        padded = np.zeros(len(ids) + 2 * width, dtype=ids.dtype)
+        padded[width:width + len(ids)] = ids
+        self.width = width
+        self._windows = np.lib.stride_tricks.sliding_window_view(padded, width)
+
+    def take(self, starts: np.ndarray) -> np.ndarray:
+        """Row i: ids[starts[i]:starts[i] + width]."""
+        return self._windows[starts + self.width]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,47 +108,43 @@ def plan_instances(docs: TokenizedDocuments, max_seq_length: int, short_seq_prob
     starts = docs.sentence_starts.tolist()
     doc_starts = docs.document_starts.tolist()
     n_docs = len(doc_starts) - 1
-    u = _uniforms(rng)
-    a_start, a_len, b_start, b_len = array("q"), array("q"), array("q"), array("q")
-    random_next = array("b")
+    uniform = _uniforms(rng)
+    spans = array("q")  # per instance, as sentence numbers: A's first and end, B's first and end; random next
+    add = spans.extend
     short_targets = 0
     for d in range(n_docs):
         first, end = doc_starts[d], doc_starts[d + 1]
         for _ in range(dupe_factor):
             target = max_tokens
-            if next(u) < short_seq_prob:
-                target = 2 + int(next(u) * (max_tokens - 1))  # randint(2, max_tokens)
+            if uniform() < short_seq_prob:
+                target = 2 + int(uniform() * (max_tokens - 1))  # randint(2, max_tokens)
                 short_targets += 1
             c = first
             while c < end:
                 # The chunk is sentences c..m-1: the fewest that reach `target` tokens, or the rest of the document.
-                m = bisect_left(starts, starts[c] + target, c + 1, end)
-                size = m - c
-                a_end = c + 1 if size < 2 else c + 1 + int(next(u) * (size - 1))
-                a_start.append(starts[c])
-                a_len.append(starts[a_end] - starts[c])
-                if size == 1 or next(u) < 0.5:
+                chunk_start = starts[c]
+                m = bisect_left(starts, chunk_start + target, c + 1, end)
+                a_end = c + 1 if m - c < 2 else c + 1 + int(uniform() * (m - c - 1))
+                if m - c == 1 or uniform() < 0.5:
                     r = d
                     for _ in range(10):
-                        r = int(next(u) * n_docs)
+                        r = int(uniform() * n_docs)
                         if r != d:
                             break
                     r_first, r_end = doc_starts[r], doc_starts[r + 1]
-                    s = r_first + int(next(u) * (r_end - r_first))
-                    b_target = target - (starts[a_end] - starts[c])
-                    s_end = bisect_left(starts, starts[s] + b_target, s + 1, r_end)
-                    b_start.append(starts[s])
-                    b_len.append(starts[s_end] - starts[s])
-                    random_next.append(0 if r == d else 1)
+                    s = r_first + int(uniform() * (r_end - r_first))
+                    b_target = target - (starts[a_end] - chunk_start)
+                    add((c, a_end, s, bisect_left(starts, starts[s] + b_target, s + 1, r_end), r != d))
                     c = a_end  # the chunk's unused sentences are put back
                 else:
-                    b_start.append(starts[a_end])
-                    b_len.append(starts[m] - starts[a_end])
-                    random_next.append(0)
+                    add((c, a_end, a_end, m, 0))
                     c = m
-    return InstancePlan(np.frombuffer(a_start, np.int64), np.frombuffer(a_len, np.int64),
-                        np.frombuffer(b_start, np.int64), np.frombuffer(b_len, np.int64),
-                        np.frombuffer(random_next, np.int8), short_targets, n_docs * dupe_factor)
+    sentences = np.frombuffer(spans, np.int64).reshape(-1, 5)
+    token_starts = np.asarray(docs.sentence_starts, dtype=np.int64)
+    a_start, b_start = token_starts[sentences[:, 0]], token_starts[sentences[:, 2]]
+    return InstancePlan(a_start, token_starts[sentences[:, 1]] - a_start, b_start,
+                        token_starts[sentences[:, 3]] - b_start, sentences[:, 4].astype(np.int8), short_targets,
+                        n_docs * dupe_factor)
 
 
 def random_next_from_own_document(docs: TokenizedDocuments, plan: InstancePlan) -> int:
@@ -143,23 +156,23 @@ def random_next_from_own_document(docs: TokenizedDocuments, plan: InstancePlan) 
     return int(np.count_nonzero(a_doc == b_doc))
 
 
-def make_instances(ids: np.ndarray, plan: InstancePlan, max_seq_length: int, max_predictions_per_seq: int,
-                   masked_lm_prob: float, vocab: MaskingVocab, whole_word_masking: bool,
-                   rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """NVIDIA's six arrays for the planned instances, in plan order."""
-    n, width = len(plan), max_seq_length
-    a_start, a_len, b_start, b_len = _truncate(plan, max_seq_length - 3, rng)
+def make_instances(token_rows: TokenRows, plan: InstancePlan, max_predictions_per_seq: int, masked_lm_prob: float,
+                   vocab: MaskingVocab, whole_word_masking: bool, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """NVIDIA's six arrays for the planned instances (of max_seq_length token_rows.width), in plan order."""
+    n, width = len(plan), token_rows.width
+    a_start, a_len, b_start, b_len = _truncate(plan, width - 3, rng)
     rows, pos = np.arange(n), np.arange(width, dtype=np.int32)[None, :]
     length = (a_len + b_len + 3).astype(np.int32)
     sep = a_len.astype(np.int32)[:, None] + 1  # position of the first [SEP]
     in_sequence = pos < length[:, None]
-    in_b = (pos > sep) & in_sequence
-    candidates = (pos > 0) & in_sequence & (pos != sep)
-    candidates[rows, length - 1] = False
-    source = np.where(in_b, (b_start - sep[:, 0] - 1)[:, None], (a_start - 1)[:, None])
-    source += pos
-    tokens = ids.take(source, mode="clip").astype(DTYPES[INPUT_IDS])
+    in_b = pos > sep
+    in_b &= in_sequence
+    candidates = in_sequence.copy()
+    candidates[:, 0] = candidates[rows, sep[:, 0]] = candidates[rows, length - 1] = False
+    tokens = token_rows.take(a_start - 1)
+    np.copyto(tokens, token_rows.take(b_start - sep[:, 0] - 1), where=in_b)
     tokens *= candidates
+    tokens = tokens.astype(DTYPES[INPUT_IDS])
     tokens[:, 0] = vocab.cls_id
     tokens[rows, sep[:, 0]] = vocab.sep_id
     tokens[rows, length - 1] = vocab.sep_id
@@ -256,6 +269,7 @@ def _select_whole_words(candidates: np.ndarray, word_start: np.ndarray, to_predi
     return np.take_along_axis(taken, word, axis=1) & candidates
 
 
-def _uniforms(rng: np.random.Generator, block: int = 1 << 16) -> Iterator[float]:
-    while True:
-        yield from rng.random(block).tolist()
+def _uniforms(rng: np.random.Generator, block: int = 1 << 16) -> Callable[[], float]:
+    """Each call gives the next value of rng.random's stream, drawn a block at a time when needed (no Python
+    frame per value)."""
+    return itertools.chain.from_iterable(map(np.ndarray.tolist, map(rng.random, itertools.repeat(block)))).__next__

@@ -20,6 +20,7 @@ alone, and tokenizers of any other make-up are used whole (`tests/test_tokenize.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import json
@@ -223,16 +224,17 @@ class _Pieces:
     both without pieces; the caller adds the pieces of the unseen keys that `codes` reports."""
 
     def __init__(self):
-        self.code = _CodeOf({"": _EMPTY, "\n": _BREAK})
+        # an unseen key gets the next code from the default factory: no Python call per key, even for new ones
+        self.code = collections.defaultdict(itertools.count(2).__next__, {"": _EMPTY, "\n": _BREAK})
         self.ids = np.zeros(0, np.int32)
         self.starts = np.zeros(2, np.int64)
         self.counts = np.zeros(2, np.int64)
 
     def codes(self, keys: list[str]) -> tuple[np.ndarray, list[str]]:
         """The keys' codes, unseen keys getting the next ones; and the unseen keys in code order."""
+        known = len(self.code)
         codes = np.fromiter(map(self.code.__getitem__, keys), dtype=np.int64, count=len(keys))
-        new, self.code.new = self.code.new, []
-        return codes, new
+        return codes, list(itertools.islice(self.code, known, None))
 
     def add(self, codes: np.ndarray, ids: np.ndarray, counts: np.ndarray) -> None:
         """The pieces of the keys `codes`: concatenated in `ids`, `counts` of them for each key."""
@@ -252,20 +254,6 @@ class _Pieces:
         flat = self.ids[np.repeat(starts - ends + counts, counts) + np.arange(ends[-1] if len(ends) else 0)]
         per_group = np.bincount(np.cumsum(codes == _BREAK), weights=counts, minlength=groups).astype(np.int64)
         return flat, per_group
-
-
-class _CodeOf(dict):
-    """key -> code, giving each unseen key the next code and listing it in `new` (a __missing__ hook costs
-    less than dict.setdefault with a counter: hits stay in C)."""
-
-    def __init__(self, known: dict[str, int]):
-        super().__init__(known)
-        self.new: list[str] = []
-
-    def __missing__(self, key: str) -> int:
-        code = self[key] = len(self)
-        self.new.append(key)
-        return code
 
 
 def _any_of(strings: list[str], characters: set[str]) -> re.Pattern | None:

@@ -17,7 +17,8 @@ from pipeline.cli import app
 from core.errors import ConfigError
 from core.config import build_dataclass
 from core.errors import PipelineError
-from pipeline.instances import (InstancePlan, MaskingVocab, TokenizedDocuments, _truncate, make_instances, plan_instances,
+from pipeline.instances import (InstancePlan, MaskingVocab, TokenizedDocuments, TokenRows, _truncate, make_instances,
+                                plan_instances,
                                 random_next_from_own_document)
 from pipeline.stages.hdf5 import STAGE, Hdf5Config, Variant, variant_dir_name
 from pipeline.tokenize import TokenFiles, token_batches, tokenize_documents
@@ -54,7 +55,7 @@ def positional():
     vocab = positional_vocab(int(docs.ids[-1]) + 1)
     rng = np.random.default_rng(7)
     plan = plan_instances(docs, 128, 0.1, 5, rng)
-    arrays = make_instances(docs.ids, plan, 128, 20, 0.15, vocab, False, rng)
+    arrays = make_instances(TokenRows(docs.ids, 128), plan, 20, 0.15, vocab, False, rng)
     return docs, vocab, plan, arrays
 
 
@@ -179,7 +180,7 @@ def test_whole_word_masking(tmp_path, write_corpus, write_vocab):
     def split_words(wwm: bool) -> int:
         rng = np.random.default_rng(11)
         plan = plan_instances(docs, 128, 0.1, 3, rng)
-        a = make_instances(docs.ids, plan, 128, 20, 0.15, masking, wwm, rng)
+        a = make_instances(TokenRows(docs.ids, 128), plan, 20, 0.15, masking, wwm, rng)
         split = 0
         length = a["input_mask"].sum(axis=1)
         b_start = np.argmax(a["segment_ids"] == 1, axis=1)
