@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 import numpy as np
-from tokenizers import Tokenizer
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 from core.fileio import write_json
 from pipeline.fileio import iter_documents
@@ -149,6 +149,7 @@ class WordCache:
         self.max_chunks = max_chunks
         self.by_chunk = _acts_per_character(tokenizer)
         self.model_only = Tokenizer(tokenizer.model)
+        self.continues_word: np.ndarray | None = None  # by id: the piece continues a word ("##...")
         self.added = [t.content for t in tokenizer.get_added_tokens_decoder().values()]
         self.table: dict[int, str] = {ord("\n"): " \n "}  # character -> its normalized, pre-tokenized form
         self.interacting: set[str] = set()  # characters whose chunks take the full tokenizer
@@ -178,11 +179,25 @@ class WordCache:
         if not full.all():
             word_codes, new_words = self.words.codes(joined.translate(self.table).split(" "))
             if new_words:
-                encoding = self.model_only.encode(new_words, is_pretokenized=True, add_special_tokens=False)
-                counts = np.bincount(np.array(encoding.word_ids, dtype=np.int64), minlength=len(new_words))
-                self.words.add(np.arange(len(self.words.code) - len(new_words), len(self.words.code)),
-                               self._unk_specials(np.array(encoding.ids, dtype=np.int32)), counts)
+                ids, counts = self._word_pieces(new_words)
+                self.words.add(np.arange(len(self.words.code) - len(new_words), len(self.words.code)), ids, counts)
             self.chunks.add(codes[~full], *self.words.gather(word_codes, int((~full).sum())))
+
+    def _word_pieces(self, words: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """WordPiece ids of the words, concatenated, and the number for each word. One encoding without offsets
+        (encode_batch_fast); a word's pieces are its first (never a continuation piece: words hold no "##", the
+        pre-tokenizer splits at "#") and the continuation pieces after it."""
+        if self.continues_word is None:
+            prefix = self.tokenizer.model.continuing_subword_prefix
+            vocab = self.model_only.get_vocab()
+            self.continues_word = np.zeros(max(vocab.values(), default=-1) + 1, dtype=bool)
+            self.continues_word[[i for t, i in vocab.items() if t.startswith(prefix)]] = True
+        encoding = self.model_only.encode_batch_fast([words], is_pretokenized=True, add_special_tokens=False)[0]
+        ids = np.array(encoding.ids, dtype=np.int32)
+        firsts = np.flatnonzero(~self.continues_word[ids])
+        if len(firsts) != len(words):
+            raise AssertionError(f"WordPiece gave {len(firsts)} first pieces for {len(words)} words")
+        return self._unk_specials(ids), np.diff(firsts, append=len(ids))
 
     def _encode_full(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         ids = [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
@@ -264,10 +279,9 @@ def _any_of(strings: list[str], characters: set[str]) -> re.Pattern | None:
 
 def _acts_per_character(tokenizer: Tokenizer) -> bool:
     """Whether the tokenizer is made of the parts the module doc describes (else WordCache uses it whole)."""
-    spec = json.loads(tokenizer.to_str())
-    normalizer, pre_tokenizer, model = spec.get("normalizer"), spec.get("pre_tokenizer"), spec.get("model", {})
-    added_ok = all(not t.get("normalized", True) and not any(c.isspace() for c in t["content"])
-                   for t in spec.get("added_tokens") or [])
-    return (normalizer is None or normalizer.get("type") == "BertNormalizer") \
-        and (pre_tokenizer or {}).get("type") == "BertPreTokenizer" and model.get("type") == "WordPiece" \
-        and spec.get("truncation") is None and spec.get("padding") is None and added_ok
+    added_ok = all(not t.normalized and not any(c.isspace() for c in t.content)
+                   for t in tokenizer.get_added_tokens_decoder().values())
+    return isinstance(tokenizer.normalizer, (type(None), normalizers.BertNormalizer)) \
+        and isinstance(tokenizer.pre_tokenizer, pre_tokenizers.BertPreTokenizer) \
+        and isinstance(tokenizer.model, models.WordPiece) and tokenizer.truncation is None \
+        and tokenizer.padding is None and added_ok

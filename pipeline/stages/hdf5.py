@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import hashlib
-import json
 import logging
 import os
 import shutil
@@ -40,7 +38,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import tokenizers
-from tokenizers import Tokenizer
+from tokenizers import Tokenizer, normalizers
 
 from core.errors import ConfigError
 from core.errors import PipelineError
@@ -179,6 +177,8 @@ def _tokenize_shards(shards: list[tuple[str, Path]], tokenizer: Tokenizer, speci
                      ctx: StageContext) -> dict[Path, dict]:
     """Pass 1: each shard's token ids into <scratch>/tokens/<shard>/; returns each shard's counts."""
     tokenizer_json = tokenizer.to_str()
+    _TOKENIZERS.clear()
+    _TOKENIZERS[tokenizer_json] = tokenizer
     tasks = [_TokenizeTask(path, tokenizer_json, special_ids, ctx.scratch() / "tokens" / path.stem)
              for _, path in shards]
     sizes = [path.stat().st_size for _, path in shards]
@@ -295,13 +295,12 @@ def _check_tokenizer_matches(tokenizer, vocab: dict[str, int], vocab_dir: Path) 
 
 def _lowercases(tokenizer) -> bool:
     """Whether the tokenizer's normalizer lowercases (BertNormalizer's flag, or a Lowercase step)."""
-    def walk(node) -> bool:
-        if not isinstance(node, dict):
-            return False
-        if node.get("type") == "Lowercase" or (node.get("type") == "BertNormalizer" and node.get("lowercase")):
-            return True
-        return any(walk(child) for child in node.get("normalizers", []))
-    return walk(json.loads(tokenizer.to_str()).get("normalizer"))
+    def walk(normalizer) -> bool:
+        if isinstance(normalizer, normalizers.Sequence):
+            return any(walk(child) for child in normalizer)
+        return isinstance(normalizer, normalizers.Lowercase) or \
+            (isinstance(normalizer, normalizers.BertNormalizer) and normalizer.lowercase)
+    return walk(tokenizer.normalizer)
 
 
 def _tokenize_shard(task: _TokenizeTask) -> dict:
@@ -311,9 +310,16 @@ def _tokenize_shard(task: _TokenizeTask) -> dict:
                                                  id_dtype(tokenizer))
 
 
-@functools.lru_cache(maxsize=1)
 def _tokenizer_from_json(tokenizer_json: str) -> Tokenizer:
-    return Tokenizer.from_str(tokenizer_json)
+    """The tokenizer of a task: the one the stage built when this process is (or was forked from) the main process,
+    else built once per worker process."""
+    if tokenizer_json not in _TOKENIZERS:
+        _TOKENIZERS.clear()
+        _TOKENIZERS[tokenizer_json] = Tokenizer.from_str(tokenizer_json)
+    return _TOKENIZERS[tokenizer_json]
+
+
+_TOKENIZERS: dict[str, Tokenizer] = {}
 
 
 @contextlib.contextmanager
