@@ -110,6 +110,7 @@ def worker(out: Path) -> None:
         results[f"{opt}-zero{stage}-{precision}"] = case
     if rank == 0:
         out.write_text(json.dumps(results, indent=1))
+    torch.distributed.destroy_process_group()  # else gloo's threads may abort the exit ("terminate called ...")
 
 
 def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
