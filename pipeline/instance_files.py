@@ -17,6 +17,7 @@ import h5py
 import numpy as np
 
 from core.hdf5_format import MASKED_LM_POSITIONS, create_datasets, used_positions
+from core.malloc import reuse_freed_memory
 from pipeline.finished_files import FinishedFiles
 from pipeline.instances import (MaskingVocab, TokenRows, make_instances, plan_instances,
                                 random_next_from_own_document)
@@ -42,6 +43,7 @@ class InstanceFile:
 
 def write_instance_file(task: InstanceFile) -> dict:
     """Write the file; returns its counts (recorded with it)."""
+    reuse_freed_memory()
     config, seq, preds = task.config, task.max_seq_length, task.max_predictions_per_seq
     tokens = TokenFiles(task.tokens_dir)
     rng = _rng(config.random_seed, f"{task.name}/{seq}/{preds}")

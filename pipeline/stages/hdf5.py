@@ -47,6 +47,7 @@ from pipeline.finished_files import FinishedFiles, file_key
 from pipeline.instance_files import InstanceFile, write_instance_file
 from pipeline.instances import MaskingVocab
 from core.log import LOGGER_NAME, progress
+from core.malloc import reuse_freed_memory
 from pipeline.tokenize import TokenFiles, id_dtype, token_batches
 from pipeline.stages import Stage, StageContext
 from core.wordpiece import copy_tokenizer_files, load_tokenizer, read_vocab, special_token_ids, write_tokenizer_files
@@ -304,6 +305,7 @@ def _lowercases(tokenizer) -> bool:
 
 
 def _tokenize_shard(task: _TokenizeTask) -> dict:
+    reuse_freed_memory()
     with _one_tokenizer_thread():
         tokenizer = _tokenizer_from_json(task.tokenizer_json)
         return TokenFiles(task.tokens_dir).write(token_batches(task.text, tokenizer, task.special_ids),
