@@ -118,7 +118,7 @@ def train(run: Run) -> int:
              "ZeRO %d", run.phase, step + 1, last, c.steps, f"{model.num_parameters():,}", run.world_size,
              c.micro_batch, run.grad_accumulation, c.global_batch, run.precision, zero_stage)
     with contextlib.ExitStack() as cleanup:
-        # last on the way out: a process group left to interpreter exit can abort it ("terminate called ...")
+        # last on the way out: the process group's threads and sockets go before the interpreter's teardown
         cleanup.callback(torch.distributed.destroy_process_group)
         batches = iter(make_loader(run.data, c.micro_batch, run.vocab_size, rank, run.world_size, c.seed,
                                    c.loader_workers, data_state, pin_memory=torch.cuda.is_available(),

@@ -18,9 +18,8 @@ from core.errors import ConfigError
 from core.config import build_dataclass
 from core.errors import PipelineError
 from pipeline.instances import (InstancePlan, MaskingVocab, TokenizedDocuments, TokenRows, _truncate, make_instances,
-                                plan_instances,
-                                random_next_from_own_document)
-from pipeline.stages.hdf5 import STAGE, Hdf5Config, Variant, variant_dir_name
+                                plan_instances, random_next_from_own_document)
+from pipeline.stages.hdf5 import STAGE, Hdf5Config, Variant, _lowercases, variant_dir_name
 from pipeline.tokenize import TokenFiles, token_batches, tokenize_documents
 from pipeline.verify import verify_path
 from core.wordpiece import special_token_ids, wordpiece_tokenizer
@@ -272,6 +271,27 @@ def test_nvidia_layout_and_determinism_across_workers(tmp_path, run_hdf5_stage, 
     with h5py.File(one / name / "training" / "training_0002.hdf5") as f:
         assert f["input_ids"].shape == (0, 64)
     assert verify_path(one).ok
+
+
+def test_token_rows_reach_past_both_ends_of_the_ids():
+    ids = np.arange(1, 11, dtype=np.uint16)
+    rows = TokenRows(ids, 4).take(np.array([-4, -2, 0, 7, 10]))
+    assert rows.tolist() == [[0, 0, 0, 0], [0, 0, 1, 2], [1, 2, 3, 4], [8, 9, 10, 0], [0, 0, 0, 0]]
+
+
+def test_lowercasing_is_read_from_the_normalizer_objects():
+    from tokenizers import Tokenizer, models, normalizers
+
+    def tokenizer(normalizer):
+        t = Tokenizer(models.WordPiece({"[UNK]": 0}, unk_token="[UNK]"))
+        if normalizer is not None:
+            t.normalizer = normalizer
+        return t
+    assert _lowercases(tokenizer(normalizers.BertNormalizer(lowercase=True)))
+    assert not _lowercases(tokenizer(normalizers.BertNormalizer(lowercase=False)))
+    assert _lowercases(tokenizer(normalizers.Sequence([normalizers.NFD(), normalizers.Lowercase()])))
+    assert not _lowercases(tokenizer(normalizers.Sequence([normalizers.NFD(), normalizers.StripAccents()])))
+    assert not _lowercases(tokenizer(None))
 
 
 def test_config_is_checked():

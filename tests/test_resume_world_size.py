@@ -66,7 +66,6 @@ def worker(data: str, out: str, result: str) -> None:
     if torch.distributed.get_rank() == 0:
         Path(result).write_text(json.dumps({"step": started.step, "worst": worst,
                                             "moments_nonzero": float(saved["exp_avg"][name].abs().max())}))
-    torch.distributed.destroy_process_group()  # else gloo's threads may abort the exit ("terminate called ...")
 
 
 def test_redistribute_deals_out_the_unfinished_files_of_the_earliest_epoch():
@@ -102,3 +101,8 @@ def test_a_zero1_checkpoint_resumes_on_another_number_of_ranks(tmp_path, before,
 
 if __name__ == "__main__":
     worker(*sys.argv[1:])
+    # Done: leave without C++ static destructors, where the engines' gloo threads now and then abort a finished
+    # worker ("terminate called without an active exception", seen ~1 run in 20 under load)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

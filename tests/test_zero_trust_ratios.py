@@ -110,7 +110,6 @@ def worker(out: Path) -> None:
         results[f"{opt}-zero{stage}-{precision}"] = case
     if rank == 0:
         out.write_text(json.dumps(results, indent=1))
-    torch.distributed.destroy_process_group()  # else gloo's threads may abort the exit ("terminate called ...")
 
 
 def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -163,3 +162,8 @@ def test_a_two_rank_run_has_the_same_losses_under_zero_1_and_2(tmp_path, optimiz
 
 if __name__ == "__main__":
     worker(Path(sys.argv[1]))
+    # Done: leave without C++ static destructors, where the engines' gloo threads now and then abort a finished
+    # worker ("terminate called without an active exception", seen ~1 run in 20 under load)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
