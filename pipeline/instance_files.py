@@ -56,7 +56,7 @@ def write_instance_file(task: InstanceFile) -> dict:
     with h5py.File(partial, "w") as f:
         datasets = None
         for first, end in tokens.windows(config.window_tokens):
-            docs = tokens.read(first, end)
+            docs = tokens.read(first, end, margin=seq)
             plan = plan_instances(docs, seq, config.short_seq_prob, config.dupe_factor, rng)
             order = rng.permutation(len(plan))
             token_rows = TokenRows(docs.ids, seq)

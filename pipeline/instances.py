@@ -49,12 +49,18 @@ class TokenizedDocuments:
 
 class TokenRows:
     """Rows of `width` consecutive ids of a flat id array, starting anywhere in [-width, len(ids)] (0 outside the
-    ids): a sliding-window view over the ids padded with zeros, made once for all the batches of instances drawn
-    from them. Copying whole rows out of it is far faster than gathering each token."""
+    ids): a sliding-window view over the ids with `width` zeros on each side, made once for all the batches of
+    instances drawn from them. Copying whole rows out of it is far faster than gathering each token. Ids that are
+    already the middle of such an array (TokenFiles.read with margin=width) are used in place, others copied."""
 
     def __init__(self, ids: np.ndarray, width: int):
-        padded = np.zeros(len(ids) + 2 * width, dtype=ids.dtype)
-        padded[width:width + len(ids)] = ids
+        padded = ids.base
+        in_place = (isinstance(padded, np.ndarray) and padded.ndim == 1 and padded.dtype == ids.dtype
+                    and len(padded) == len(ids) + 2 * width
+                    and ids.ctypes.data == padded.ctypes.data + width * ids.itemsize)
+        if not (in_place and not padded[:width].any() and not padded[len(padded) - width:].any()):
+            padded = np.zeros(len(ids) + 2 * width, dtype=ids.dtype)
+            padded[width:width + len(ids)] = ids
         self.width = width
         self._windows = np.lib.stride_tricks.sliding_window_view(padded, width)
 
@@ -109,8 +115,8 @@ def plan_instances(docs: TokenizedDocuments, max_seq_length: int, short_seq_prob
     doc_starts = docs.document_starts.tolist()
     n_docs = len(doc_starts) - 1
     uniform = _uniforms(rng)
-    spans = array("q")  # per instance, as sentence numbers: A's first and end, B's first and end; random next
-    add = spans.extend
+    a_start, a_len, b_start, b_len = array("q"), array("q"), array("q"), array("q")
+    random_next = array("b")
     short_targets = 0
     for d in range(n_docs):
         first, end = doc_starts[d], doc_starts[d + 1]
@@ -122,10 +128,12 @@ def plan_instances(docs: TokenizedDocuments, max_seq_length: int, short_seq_prob
             c = first
             while c < end:
                 # The chunk is sentences c..m-1: the fewest that reach `target` tokens, or the rest of the document.
-                chunk_start = starts[c]
-                m = bisect_left(starts, chunk_start + target, c + 1, end)
-                a_end = c + 1 if m - c < 2 else c + 1 + int(uniform() * (m - c - 1))
-                if m - c == 1 or uniform() < 0.5:
+                m = bisect_left(starts, starts[c] + target, c + 1, end)
+                size = m - c
+                a_end = c + 1 if size < 2 else c + 1 + int(uniform() * (size - 1))
+                a_start.append(starts[c])
+                a_len.append(starts[a_end] - starts[c])
+                if size == 1 or uniform() < 0.5:
                     r = d
                     for _ in range(10):
                         r = int(uniform() * n_docs)
@@ -133,18 +141,20 @@ def plan_instances(docs: TokenizedDocuments, max_seq_length: int, short_seq_prob
                             break
                     r_first, r_end = doc_starts[r], doc_starts[r + 1]
                     s = r_first + int(uniform() * (r_end - r_first))
-                    b_target = target - (starts[a_end] - chunk_start)
-                    add((c, a_end, s, bisect_left(starts, starts[s] + b_target, s + 1, r_end), r != d))
+                    b_target = target - (starts[a_end] - starts[c])
+                    s_end = bisect_left(starts, starts[s] + b_target, s + 1, r_end)
+                    b_start.append(starts[s])
+                    b_len.append(starts[s_end] - starts[s])
+                    random_next.append(0 if r == d else 1)
                     c = a_end  # the chunk's unused sentences are put back
                 else:
-                    add((c, a_end, a_end, m, 0))
+                    b_start.append(starts[a_end])
+                    b_len.append(starts[m] - starts[a_end])
+                    random_next.append(0)
                     c = m
-    sentences = np.frombuffer(spans, np.int64).reshape(-1, 5)
-    token_starts = np.asarray(docs.sentence_starts, dtype=np.int64)
-    a_start, b_start = token_starts[sentences[:, 0]], token_starts[sentences[:, 2]]
-    return InstancePlan(a_start, token_starts[sentences[:, 1]] - a_start, b_start,
-                        token_starts[sentences[:, 3]] - b_start, sentences[:, 4].astype(np.int8), short_targets,
-                        n_docs * dupe_factor)
+    return InstancePlan(np.frombuffer(a_start, np.int64), np.frombuffer(a_len, np.int64),
+                        np.frombuffer(b_start, np.int64), np.frombuffer(b_len, np.int64),
+                        np.frombuffer(random_next, np.int8), short_targets, n_docs * dupe_factor)
 
 
 def random_next_from_own_document(docs: TokenizedDocuments, plan: InstancePlan) -> int:

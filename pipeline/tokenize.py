@@ -32,6 +32,7 @@ from typing import Iterable, Iterator
 import numpy as np
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
+from core.errors import PipelineError
 from core.fileio import write_json
 from pipeline.fileio import iter_documents
 from pipeline.instances import TokenizedDocuments
@@ -120,14 +121,20 @@ class TokenFiles:
                 first_token = starts[d]
         return list(zip(bounds, bounds[1:] + [len(starts) - 1]))
 
-    def read(self, first: int, end: int) -> TokenizedDocuments:
-        """Documents first..end-1, their offsets counted from their first sentence and token."""
+    def read(self, first: int, end: int, margin: int = 0) -> TokenizedDocuments:
+        """Documents first..end-1, their offsets counted from their first sentence and token. The ids are the middle
+        of an array with `margin` zeros on each side, which TokenRows then uses as it is (no second copy)."""
         document_sentences = self._read("document_sentences", first, end + 1)
         s0, s1 = int(document_sentences[0]), int(document_sentences[-1])
         sentence_tokens = self._read("sentence_tokens", s0, s1 + 1)
         t0, t1 = int(sentence_tokens[0]), int(sentence_tokens[-1])
         dtype = np.dtype(json.loads((self.directory / "meta.json").read_text(encoding="utf-8"))["dtype"])
-        ids = np.fromfile(self.directory / "ids.bin", dtype=dtype, count=t1 - t0, offset=t0 * dtype.itemsize)
+        padded = np.zeros(t1 - t0 + 2 * margin, dtype=dtype)
+        ids = padded[margin:margin + t1 - t0]
+        with open(self.directory / "ids.bin", "rb") as f:
+            f.seek(t0 * dtype.itemsize)
+            if f.readinto(ids) != ids.nbytes:
+                raise PipelineError(f"{self.directory / 'ids.bin'}: shorter than its meta.json says")
         return TokenizedDocuments(ids, sentence_tokens - t0, document_sentences - s0)
 
     def _read(self, name: str, first: int, end: int | None) -> np.ndarray:
