@@ -59,7 +59,7 @@ def write_instance_file(task: InstanceFile) -> dict:
             docs = tokens.read(first, end, margin=seq)
             plan = plan_instances(docs, seq, config.short_seq_prob, config.dupe_factor, rng)
             order = rng.permutation(len(plan))
-            token_rows = TokenRows(docs.ids, seq)
+            token_rows = TokenRows(docs.ids.base, seq)  # the ids with their zero margin
             at = counts["instances"]
             if datasets is None:
                 chunk_rows = max(1, min(len(plan), CHUNK_BYTES // (4 * seq)))

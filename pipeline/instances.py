@@ -49,18 +49,11 @@ class TokenizedDocuments:
 
 class TokenRows:
     """Rows of `width` consecutive ids of a flat id array, starting anywhere in [-width, len(ids)] (0 outside the
-    ids): a sliding-window view over the ids with `width` zeros on each side, made once for all the batches of
-    instances drawn from them. Copying whole rows out of it is far faster than gathering each token. Ids that are
-    already the middle of such an array (TokenFiles.read with margin=width) are used in place, others copied."""
+    ids): a sliding-window view over `padded`, the ids with `width` zeros on each side (TokenFiles.read with
+    margin=width reads a window's ids into such an array), made once for all the batches of instances drawn from
+    them. Copying whole rows out of it is far faster than gathering each token."""
 
-    def __init__(self, ids: np.ndarray, width: int):
-        padded = ids.base
-        in_place = (isinstance(padded, np.ndarray) and padded.ndim == 1 and padded.dtype == ids.dtype
-                    and len(padded) == len(ids) + 2 * width
-                    and ids.ctypes.data == padded.ctypes.data + width * ids.itemsize)
-        if not (in_place and not padded[:width].any() and not padded[len(padded) - width:].any()):
-            padded = np.zeros(len(ids) + 2 * width, dtype=ids.dtype)
-            padded[width:width + len(ids)] = ids
+    def __init__(self, padded: np.ndarray, width: int):
         self.width = width
         self._windows = np.lib.stride_tricks.sliding_window_view(padded, width)
 

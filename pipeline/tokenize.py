@@ -123,7 +123,7 @@ class TokenFiles:
 
     def read(self, first: int, end: int, margin: int = 0) -> TokenizedDocuments:
         """Documents first..end-1, their offsets counted from their first sentence and token. The ids are the middle
-        of an array with `margin` zeros on each side, which TokenRows then uses as it is (no second copy)."""
+        of an array with `margin` zeros on each side (their `.base`, which TokenRows takes without a second copy)."""
         document_sentences = self._read("document_sentences", first, end + 1)
         s0, s1 = int(document_sentences[0]), int(document_sentences[-1])
         sentence_tokens = self._read("sentence_tokens", s0, s1 + 1)

@@ -54,7 +54,7 @@ def positional():
     vocab = positional_vocab(int(docs.ids[-1]) + 1)
     rng = np.random.default_rng(7)
     plan = plan_instances(docs, 128, 0.1, 5, rng)
-    arrays = make_instances(TokenRows(docs.ids, 128), plan, 20, 0.15, vocab, False, rng)
+    arrays = make_instances(TokenRows(np.pad(docs.ids, 128), 128), plan, 20, 0.15, vocab, False, rng)
     return docs, vocab, plan, arrays
 
 
@@ -179,7 +179,7 @@ def test_whole_word_masking(tmp_path, write_corpus, write_vocab):
     def split_words(wwm: bool) -> int:
         rng = np.random.default_rng(11)
         plan = plan_instances(docs, 128, 0.1, 3, rng)
-        a = make_instances(TokenRows(docs.ids, 128), plan, 20, 0.15, masking, wwm, rng)
+        a = make_instances(TokenRows(np.pad(docs.ids, 128), 128), plan, 20, 0.15, masking, wwm, rng)
         split = 0
         length = a["input_mask"].sum(axis=1)
         b_start = np.argmax(a["segment_ids"] == 1, axis=1)
@@ -275,8 +275,16 @@ def test_nvidia_layout_and_determinism_across_workers(tmp_path, run_hdf5_stage, 
 
 def test_token_rows_reach_past_both_ends_of_the_ids():
     ids = np.arange(1, 11, dtype=np.uint16)
-    rows = TokenRows(ids, 4).take(np.array([-4, -2, 0, 7, 10]))
+    rows = TokenRows(np.pad(ids, 4), 4).take(np.array([-4, -2, 0, 7, 10]))
     assert rows.tolist() == [[0, 0, 0, 0], [0, 0, 1, 2], [1, 2, 3, 4], [8, 9, 10, 0], [0, 0, 0, 0]]
+
+
+def test_a_window_read_with_a_margin_is_its_ids_between_zeros(tmp_path):
+    files = TokenFiles(tmp_path / "tokens")
+    files.write([(np.arange(1, 8, dtype=np.uint16), np.array([3, 4]), np.array([1, 1]))], np.uint16)
+    docs = files.read(1, 2, margin=3)
+    assert docs.ids.tolist() == [4, 5, 6, 7]
+    assert docs.ids.base.tolist() == [0, 0, 0, 4, 5, 6, 7, 0, 0, 0]
 
 
 def test_lowercasing_is_read_from_the_normalizer_objects():
