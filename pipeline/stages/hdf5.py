@@ -10,7 +10,7 @@ HDF5's shuffle filter, which any HDF5 reader decodes. Each variant directory is 
 vocabulary size, the special-token ids and the instances per file).
 
 Two parallel passes over the shards, so that each shard is tokenized once for all variants:
-1. tokenize: each shard into a flat id array + sentence and document offsets, as `.npy` files in the stage's
+1. tokenize: each shard into a flat id array + sentence and document offsets, as raw arrays in the stage's
    scratch dir (2 bytes a token for vocabularies up to 65,536; deleted when the stage ends); see
    pipeline/tokenize.py;
 2. instances: for each (variant, shard), plan all instances of all `dupe_factor` rounds as token spans,
@@ -114,7 +114,7 @@ class _TokenizeTask:
     text: Path
     tokenizer_json: str  # the tokenizer itself: loaded once per worker process (see _tokenizer_from_json)
     special_ids: dict[str, int]
-    tokens_dir: Path  # where the shard's .npy arrays go
+    tokens_dir: Path  # where the shard's TokenFiles go
 
 
 def run(config: Hdf5Config, ctx: StageContext) -> dict:
@@ -127,7 +127,8 @@ def run(config: Hdf5Config, ctx: StageContext) -> dict:
     variant_dirs = {v: ctx.out_dir / variant_dir_name(config, v, lower_case) for v in config.variants}
     files = {(v, split, path): f"{variant_dirs[v].name}/{split}/{path.stem}.hdf5"
              for v in config.variants for split, path in shards}
-    keys = _file_keys(config, shards, files, vocab_dir, tokenizer, ctx)
+    tokenizer_json = tokenizer.to_str()
+    keys = _file_keys(config, shards, files, vocab_dir, tokenizer_json, ctx)
     finished = FinishedFiles(ctx.cache_dir / "files")
     finished.prune(set(files.values()))
     reused = {file: counts for file, relative in files.items()
@@ -136,7 +137,7 @@ def run(config: Hdf5Config, ctx: StageContext) -> dict:
         ctx.log.info("hdf5: reusing %d of %d files finished by an earlier attempt", len(reused), len(files))
     to_tokenize = [(split, path) for split, path in shards if any((v, split, path) not in reused for v in variant_dirs)]
     shard_counts = {path: c["shard"] for (_, _, path), c in reused.items()}
-    shard_counts.update(_tokenize_shards(to_tokenize, tokenizer, special_token_ids(vocab), ctx))
+    shard_counts.update(_tokenize_shards(to_tokenize, tokenizer, tokenizer_json, special_token_ids(vocab), ctx))
     totals = {"shards": len(shards), **{key: sum(c[key] for c in shard_counts.values())
                                         for key in ("documents", "sentences", "input_tokens")}}
     if totals["input_tokens"] == 0:
@@ -174,10 +175,9 @@ def run(config: Hdf5Config, ctx: StageContext) -> dict:
             "variants": variants}
 
 
-def _tokenize_shards(shards: list[tuple[str, Path]], tokenizer: Tokenizer, special_ids: dict[str, int],
-                     ctx: StageContext) -> dict[Path, dict]:
+def _tokenize_shards(shards: list[tuple[str, Path]], tokenizer: Tokenizer, tokenizer_json: str,
+                     special_ids: dict[str, int], ctx: StageContext) -> dict[Path, dict]:
     """Pass 1: each shard's token ids into <scratch>/tokens/<shard>/; returns each shard's counts."""
-    tokenizer_json = tokenizer.to_str()
     _TOKENIZERS.clear()
     _TOKENIZERS[tokenizer_json] = tokenizer
     tasks = [_TokenizeTask(path, tokenizer_json, special_ids, ctx.scratch() / "tokens" / path.stem)
@@ -204,13 +204,13 @@ def _map_with_progress(fn, tasks: list, sizes: list[int], label: str, unit: str,
 
 
 def _file_keys(config: Hdf5Config, shards: list[tuple[str, Path]], files: dict, vocab_dir: Path,
-               tokenizer: Tokenizer, ctx: StageContext) -> dict[tuple, str]:
+               tokenizer_json: str, ctx: StageContext) -> dict[tuple, str]:
     """What decides each output file's bytes: the config, its variant, the shard's name and bytes, the
     vocabulary and tokenizer, and the versions of the libraries that compute and write it."""
     shard_sha = dict(zip([path for _, path in shards], ctx.executor.map(sha256_file, [path for _, path in shards])))
     common = {"format": FILE_FORMAT, "config": {k: v for k, v in dataclasses.asdict(config).items() if k != "variants"},
               "vocab": sha256_file(vocab_dir / "vocab.txt"),
-              "tokenizer": hashlib.sha256(tokenizer.to_str().encode("utf-8")).hexdigest(),
+              "tokenizer": hashlib.sha256(tokenizer_json.encode("utf-8")).hexdigest(),
               "versions": [np.__version__, h5py.__version__, h5py.version.hdf5_version, tokenizers.__version__]}
     return {(v, split, path): file_key(**common, variant=dataclasses.asdict(v), shard=path.stem,
                                        shard_sha256=shard_sha[path])
