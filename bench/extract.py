@@ -59,10 +59,10 @@ def run_ours(dump: Path, index: Path | None, out: Path, workers: int) -> None:
 
     import yaml
 
-    from core.config import build_dataclass
+    from wiki2bert_core.config import build_dataclass
     from pipeline.config import DEFAULT_CONFIG_PATH
     from pipeline.stages import StageContext
-    from pipeline.stages.extract import STAGE, run
+    from pipeline.stages.extract.stage import STAGE, run
 
     download = out / "download"
     download.mkdir(parents=True)
@@ -144,7 +144,7 @@ def main() -> None:
         print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 
         print("\nworker memory against dump size (generated sample dumps, 2 workers):")
-        from pipeline.sample import generate_pages, write_multistream
+        from pipeline.tools.sample_dump import generate_pages, write_multistream
 
         for articles in (1000, 6000):
             d = Path(tmp) / f"sample{articles}"

@@ -55,7 +55,7 @@ def hu_documents() -> list[list[str]]:
 
 
 def write_shards(docs: list[list[str]], directory: Path, shards: int, repeat: int = 1) -> None:
-    from pipeline.fileio import write_document
+    from pipeline.text_files import write_document
 
     directory.mkdir(parents=True)
     files = [open(directory / f"training_{i:04d}.txt", "w", encoding="utf-8") for i in range(shards)]
@@ -67,7 +67,7 @@ def write_shards(docs: list[list[str]], directory: Path, shards: int, repeat: in
 
 
 def run_stage(shard_dir: str, out: str, variants: list[tuple[int, int]], workers: int, vocab: str, queue) -> None:
-    from pipeline.stages.hdf5 import Hdf5Config, Variant, run_standalone
+    from pipeline.stages.hdf5.stage import Hdf5Config, Variant, run_standalone
 
     config = Hdf5Config(variants=[Variant(seq, preds) for seq, preds in variants], dupe_factor=5)
     started, cpu_started = time.perf_counter(), _cpu_seconds()
@@ -86,8 +86,8 @@ def _cpu_seconds() -> float:
 
 def tokenizer_alone(shard_dir: str, vocab: str, queue) -> None:
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    from pipeline.fileio import iter_documents
-    from core.wordpiece import load_tokenizer
+    from pipeline.text_files import iter_documents
+    from wiki2bert_core.wordpiece import load_tokenizer
 
     tokenizer = load_tokenizer(Path(vocab))
     sentences = [s for path in sorted(Path(shard_dir).glob("*.txt")) for doc in iter_documents(path) for s in doc]

@@ -36,7 +36,7 @@ def measure(hdf5_dir: Path, seq_len: int, micro_batch: int, batches: int, rounds
             ) -> dict[str, dict]:
     import torch
 
-    from core.wordpiece import read_vocab
+    from wiki2bert_core.wordpiece import read_vocab
     from pretrain.data import find_vocab_file, make_loader, open_data
     from pretrain.model import BertForPreTraining, model_config
     from pretrain.optimizers import build_optimizer

@@ -30,9 +30,9 @@ SEQ_LEN, MAX_PREDICTIONS, VOCAB_SIZE = 128, 20, 30522
 def write_random_data(root: Path, files: int = 4, samples: int = 512) -> Path:
     """A variant directory hdf5/seq128/ with vocab.txt and training/*.hdf5: random ids, 20 masked positions per
     sequence."""
-    from core.hdf5_format import (INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS, NEXT_SENTENCE_LABELS,
+    from wiki2bert_core.hdf5_format import (INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS, NEXT_SENTENCE_LABELS,
                                   SEGMENT_IDS)
-    from core.wordpiece import SPECIAL_TOKENS
+    from wiki2bert_core.wordpiece import SPECIAL_TOKENS
 
     variant = root / "hdf5" / "seq128"
     (variant / "training").mkdir(parents=True)
@@ -80,7 +80,7 @@ def compare_models(run_dir: Path, data: Path, vocab_size: int, micro_batch: int,
     from pretrain.export import hf_config
     from pretrain.model import BertForPreTraining, ModelConfig
     from pretrain.optimizers import build_optimizer
-    from pretrain.engine import single_process_env
+    from pretrain.deepspeed_settings import single_process_env
 
     ds_config = json.loads((run_dir / "ds_config.json").read_text())
     config = ModelConfig(**json.loads((run_dir / "model_config.json").read_text()))
@@ -139,7 +139,7 @@ def main() -> None:
     args = parser.parse_args()
     os.chdir(ROOT)
     sys.path.insert(0, str(ROOT))
-    from core.wordpiece import read_vocab
+    from wiki2bert_core.wordpiece import read_vocab
     from pretrain.data import find_vocab_file
 
     with tempfile.TemporaryDirectory(prefix="bench_pretrain_") as tmp:

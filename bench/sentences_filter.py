@@ -31,7 +31,7 @@ HU_FILES = ("hu/libreoffice-help-hu.hu.txt", "hu/karoli_1908_verses.txt")
 
 def hungarian_paragraphs() -> list[str]:
     """Prose paragraphs: LibreOffice help lines as they are, Bible verses ten to a paragraph."""
-    from pipeline.text import normalize_paragraph
+    from pipeline.stages.sentences.splitters import normalize_paragraph
 
     help_lines = (DATA / HU_FILES[0]).read_text(encoding="utf-8").splitlines()
     verses = [v for v in (DATA / HU_FILES[1]).read_text(encoding="utf-8").splitlines() if not v.startswith("##")]
@@ -144,7 +144,7 @@ def other_splitters() -> dict:
 
 
 def splitter_table(paragraphs: list[str]) -> None:
-    from pipeline.text import QuntokenSplitter, RuleSplitter
+    from pipeline.stages.sentences.splitters import QuntokenSplitter, RuleSplitter
 
     sample = paragraphs[:6000]
     reference = QuntokenSplitter().split(sample)

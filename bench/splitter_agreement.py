@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 from sentences_filter import agreement, boundaries  # noqa: E402 (bench/ is the script's directory)
 
-from pipeline.text import QuntokenSplitter, RuleSplitter, split_paragraphs  # noqa: E402
+from pipeline.stages.sentences.splitters import QuntokenSplitter, RuleSplitter, split_paragraphs  # noqa: E402
 
 
 def context(paragraph: str, cut: int) -> str:

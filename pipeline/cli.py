@@ -8,10 +8,10 @@ from typing import Optional
 
 import typer
 
-from core.errors import ConfigError, PipelineError, run_cli
+from wiki2bert_core.errors import ConfigError, DataError, run_cli
 from pipeline.config import default_config_path, load_pipeline_config
-from core.log import setup_logging
-from pipeline.parallel import LocalExecutor
+from wiki2bert_core.log import setup_logging
+from pipeline.executors.local import LocalExecutor
 from pipeline.workdir import exit_nonzero_after_signal, lock_work_dir
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -90,7 +90,7 @@ def status(lang: str = LangOpt, dump: Optional[str] = DumpOpt, workdir: Path = W
         line = "  ".join(r[c].ljust(widths[c]) for c in columns).rstrip()
         typer.echo(line + (f"  ({r['reason']})" if r["state"] in ("stale", "failed") else ""))
     if corrupt:
-        raise PipelineError(f"{len(corrupt)} stage(s) changed since they finished: {'; '.join(corrupt.values())}; "
+        raise DataError(f"{len(corrupt)} stage(s) changed since they finished: {'; '.join(corrupt.values())}; "
                             "`pipeline run --verify` runs them again")
 
 
@@ -98,7 +98,7 @@ def status(lang: str = LangOpt, dump: Optional[str] = DumpOpt, workdir: Path = W
 def show_config(lang: str = LangOpt, dump: Optional[str] = DumpOpt, set_: Optional[list[str]] = SetOpt,
                 config: Optional[Path] = ConfigOpt) -> None:
     """Print every parameter's effective value for these flags (as `run` would use it) and what it means."""
-    from core.config import config_to_dict
+    from wiki2bert_core.config import config_to_dict
     from pipeline.config import field_descriptions
 
     pcfg = load_pipeline_config(config or default_config_path(), lang, set_ or [], _dump_values(dump))
@@ -123,10 +123,10 @@ def hdf5(input_: Path = typer.Option(..., "--input", help="Sentence-per-line tex
          workers: int = WorkersOpt, force: bool = typer.Option(False, "--force", help="Replace --out if it exists"),
          quiet: bool = QuietOpt) -> None:
     """Run the hdf5 stage on your own text and vocabulary (as NVIDIA's create_pretraining_data.py users do)."""
-    from core.config import build_dataclass
+    from wiki2bert_core.config import build_dataclass
     from pipeline.config import parse_override
-    from pipeline.fileio import check_text_shape
-    from pipeline.stages.hdf5 import STAGE, run_standalone
+    from pipeline.text_files import check_text_shape
+    from pipeline.stages.hdf5.stage import STAGE, run_standalone
 
     values = {}
     for item in set_ or []:
@@ -145,7 +145,7 @@ def verify(path: Path = typer.Argument(..., help="An HDF5 file, or a directory s
            vocab: Optional[Path] = typer.Option(None, "--vocab", help="vocab.txt the ids index (default: the "
                                                 "vocab.txt next to the data, as the hdf5 stage writes it)")) -> None:
     """Check HDF5 pretraining files (NVIDIA's layout) and print their statistics; exit 1 on any problem."""
-    from pipeline.verify import format_report, verify_path
+    from pipeline.tools.verify import format_report, verify_path
 
     report = verify_path(path, vocab)
     typer.echo(format_report(report))
@@ -158,7 +158,7 @@ def report(lang: str = LangOpt, workdir: Path = WorkdirOpt,
            out: Optional[Path] = typer.Option(None, "--out", help="Directory for report.html and its PNGs "
                                                                "(default: <workdir>/<lang>/report)")) -> None:
     """A one-page HTML report with PNG figures of the data the finished stages made; prints its path."""
-    from pipeline.report import write_report
+    from pipeline.tools.report import write_report
 
     typer.echo(write_report(workdir / lang, out or workdir / lang / "report"))
 
@@ -170,7 +170,7 @@ def sample_dump(out_dir: Path = typer.Argument(..., help="Directory for the dump
                 quiet: bool = QuietOpt) -> None:
     """Write the generated Hungarian-like sample dump (multistream + index, no network) and print its path.
     Any size: pages are generated and written a block at a time (memory does not grow with --pages)."""
-    from pipeline.sample import write_sample_dump
+    from pipeline.tools.sample_dump import write_sample_dump
 
     typer.echo(write_sample_dump(out_dir, pages, seed, quiet=quiet))
 
@@ -197,7 +197,7 @@ def _open_executor(executor: str, scheduler: str | None, workers: int, lang_dir:
     if executor == "local":
         yield LocalExecutor(workers)
         return
-    from pipeline.dask_executor import dask_executor
+    from pipeline.executors.dask_cluster import dask_executor
 
     with dask_executor(scheduler, workers, lang_dir) as ex:
         yield ex

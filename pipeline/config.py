@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from core.config import check_keys, require_mapping, build_dataclass, parse_value, read_yaml
-from core.errors import ConfigError
+from wiki2bert_core.config import check_keys, require_mapping, build_dataclass, parse_value, read_yaml
+from wiki2bert_core.errors import ConfigError
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "stages.yaml"
 LANG_CODE = re.compile(r"^[a-z][a-z0-9]{1,11}(-[a-z0-9]{1,11})*$")

@@ -15,12 +15,12 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from core.config import config_to_dict
+from wiki2bert_core.config import config_to_dict
 from pipeline.config import PipelineConfig
-from core.errors import PipelineError
-from core.fileio import atomic_write, read_json, remove_tree, sha256_file, write_json
-from core.log import progress
-from pipeline.parallel import Executor, LocalExecutor
+from wiki2bert_core.errors import DataError
+from wiki2bert_core.files import atomic_write, read_json, remove_tree, sha256_file, write_json
+from wiki2bert_core.log import progress
+from pipeline.executors.local import Executor, LocalExecutor
 from pipeline.stages import StageContext, stage_by_name
 from pipeline.workdir import raise_if_interrupted
 
@@ -122,7 +122,7 @@ def run_stages(pcfg: PipelineConfig, lang_dir: Path, names: list[str], workers: 
         for upstream in stage.inputs:
             up = stage_state(pcfg, lang_dir, upstream, known, corrupt)
             if up.state != DONE:
-                raise PipelineError(f"stage {name} needs {upstream}, which is {up.state} ({up.reason}): "
+                raise DataError(f"stage {name} needs {upstream}, which is {up.state} ({up.reason}): "
                                     f"run `pipeline run --lang {pcfg.lang} --to {upstream}` first")
         if state.state == DONE and not force:
             log.info("%s: done, skipping (outputs match config and inputs)", name)
@@ -174,7 +174,7 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
     except BaseException as e:
         _clean_failed_attempt(tmp, scratch, failure, e)
         if isinstance(e, OSError):
-            raise PipelineError(_environment_error(e, name, final)) from None
+            raise DataError(_environment_error(e, name, final)) from None
         raise
     remove_tree(scratch)
     if final.exists():

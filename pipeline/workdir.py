@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from core.errors import ConfigError, PipelineError
+from wiki2bert_core.errors import ConfigError, DataError
 
 LOCK_NAME = ".lock"
 _held: list = []  # the open lock files: closing one (or the process dying) releases its lock
@@ -26,14 +26,14 @@ def lock_work_dir(lang_dir: Path) -> None:
         lang_dir.mkdir(parents=True, exist_ok=True)
         f = open(path, "a+", encoding="utf-8")
     except OSError as e:
-        raise PipelineError(f"{lang_dir}: cannot write to the work directory ({e.strerror})") from None
+        raise DataError(f"{lang_dir}: cannot write to the work directory ({e.strerror})") from None
     try:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         f.seek(0)
         holder = f.read().strip() or "?"
         f.close()
-        raise PipelineError(f"{lang_dir}: another pipeline run (pid {holder}) is using this work directory; "
+        raise DataError(f"{lang_dir}: another pipeline run (pid {holder}) is using this work directory; "
                             "wait for it to finish or use another --workdir") from None
     f.seek(0)
     f.truncate()

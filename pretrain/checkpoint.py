@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from core.errors import ConfigError, PipelineError
-from core.fileio import atomic_write, read_json, remove_tree, write_json
+from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.files import atomic_write, read_json, remove_tree, write_json
 from pretrain.model import ModelConfig
 
 CHECKPOINTS = "checkpoints"
@@ -68,14 +68,14 @@ def tag_for(step: int) -> str:
 
 
 def latest(phase_dir: Path) -> Checkpoint | None:
-    """The phase's latest complete checkpoint, None if it has none; PipelineError if `latest` names a damaged one."""
+    """The phase's latest complete checkpoint, None if it has none; DataError if `latest` names a damaged one."""
     ckpt = checkpoint_dir(phase_dir)
     if not (ckpt / LATEST).is_file():
         return None
     tag = (ckpt / LATEST).read_text(encoding="utf-8").strip()
     damage = _damage(ckpt, tag)
     if damage:
-        raise PipelineError(f"{damage}; {_previous_good(ckpt, tag)}")
+        raise DataError(f"{damage}; {_previous_good(ckpt, tag)}")
     return Checkpoint(Path(phase_dir), tag, read_json(ckpt / tag / META))
 
 
@@ -123,7 +123,7 @@ def require_latest(phase_dir: Path, purpose: str) -> Checkpoint:
 
 
 def read_model_config(phase_dir: Path) -> ModelConfig:
-    """The phase's model_config.json: ConfigError if missing (not a phase directory), PipelineError if damaged."""
+    """The phase's model_config.json: ConfigError if missing (not a phase directory), DataError if damaged."""
     path = Path(phase_dir) / MODEL_CONFIG
     if not path.is_file():
         raise ConfigError(f"{path}: not found (is {phase_dir} a pretraining phase directory?)")
@@ -131,7 +131,7 @@ def read_model_config(phase_dir: Path) -> ModelConfig:
     try:
         return ModelConfig(**fields)
     except (TypeError, ValueError) as e:
-        raise PipelineError(f"{path}: not a model config ({e})") from None
+        raise DataError(f"{path}: not a model config ({e})") from None
 
 
 def write_model_config(phase_dir: Path, config: ModelConfig) -> None:
@@ -149,7 +149,7 @@ def load_weights(checkpoint: Checkpoint) -> dict[str, torch.Tensor]:
     else:
         path = tag_dir / MODEL_STATES
         if not path.is_file():
-            raise PipelineError(f"{tag_dir}: no {MODEL_STATES} (incomplete checkpoint?)")
+            raise DataError(f"{tag_dir}: no {MODEL_STATES} (incomplete checkpoint?)")
         with _unloadable(checkpoint):
             # DeepSpeed's checkpoint holds more than tensors (config, client state), hence weights_only=False
             state = torch.load(path, map_location="cpu", weights_only=False)["module"]
@@ -157,7 +157,7 @@ def load_weights(checkpoint: Checkpoint) -> dict[str, torch.Tensor]:
 
 
 def save(engine, phase_dir: Path, step: int, meta: dict, client_state: dict, keep: int) -> str:
-    """Collective: every rank calls it. Returns the tag. PipelineError if the files cannot be written."""
+    """Collective: every rank calls it. Returns the tag. DataError if the files cannot be written."""
     ckpt = checkpoint_dir(phase_dir)
     tag = tag_for(step)
     try:
@@ -170,7 +170,7 @@ def save(engine, phase_dir: Path, step: int, meta: dict, client_state: dict, kee
     except (OSError, RuntimeError) as e:  # torch.save reports a full disk as a RuntimeError
         shutil.rmtree(ckpt / tag, ignore_errors=True)
         previous = (ckpt / LATEST).read_text(encoding="utf-8").strip() if (ckpt / LATEST).is_file() else None
-        raise PipelineError(f"{ckpt / tag}: saving the checkpoint failed ({_first_line(e)}); "
+        raise DataError(f"{ckpt / tag}: saving the checkpoint failed ({_first_line(e)}); "
                             f"{shutil.disk_usage(ckpt).free / 2 ** 30:.1f} GiB free there; the latest checkpoint "
                             f"is still {previous or 'none'}") from None
     if engine.global_rank == 0:
@@ -189,7 +189,7 @@ def load(engine, checkpoint: Checkpoint, universal: bool = False) -> dict:
             load_dir, tag = make_universal(checkpoint).parent, UNIVERSAL
         path, client_state = engine.load_checkpoint(str(load_dir), tag=tag)
     if path is None:
-        raise PipelineError(f"{checkpoint.path}: DeepSpeed could not load this checkpoint; "
+        raise DataError(f"{checkpoint.path}: DeepSpeed could not load this checkpoint; "
                             f"{_previous_good(checkpoint_dir(checkpoint.phase_dir), checkpoint.tag)}")
     return client_state
 
@@ -221,7 +221,7 @@ def _unloadable(checkpoint: Checkpoint):
     try:
         yield
     except (OSError, RuntimeError, EOFError, ValueError, KeyError, pickle.UnpicklingError) as e:
-        raise PipelineError(f"{checkpoint.path}: cannot load this checkpoint ({_first_line(e)}); "
+        raise DataError(f"{checkpoint.path}: cannot load this checkpoint ({_first_line(e)}); "
                             f"{_previous_good(checkpoint_dir(checkpoint.phase_dir), checkpoint.tag)}") from None
 
 

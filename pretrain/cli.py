@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from core.errors import ConfigError, run_cli
+from wiki2bert_core.errors import ConfigError, run_cli
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
 
@@ -131,7 +131,7 @@ def estimate(preset: str = typer.Option("large", "--preset", help="Model size"),
 
 def _train(phase, data, out, preset, config, overrides, deepspeed_config, vocab, init=None, eval_data=None) -> None:
     from pretrain.config import load_train_config
-    from pretrain.run import prepare
+    from pretrain.prepare import prepare
     from pretrain.train import train
 
     values = {"preset": preset} if preset else {}

@@ -1,7 +1,7 @@
 """The settings of one pretraining phase: a `TrainConfig` dataclass filled from the phase's recipe
 (`configs/phase1.yaml`, `configs/phase2.yaml`) <- `--config FILE` <- `--set KEY=VALUE` <- flags such as --preset.
 
-Values are type-checked by the pipeline's loader (`core.config.build_dataclass`), so a mistake is one
+Values are type-checked by the pipeline's loader (`wiki2bert_core.config.build_dataclass`), so a mistake is one
 ConfigError line naming the file (or flag) and the key, exactly as for stages.yaml.
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from core.errors import ConfigError
-from core.config import build_dataclass, coerce, parse_value, read_yaml
+from wiki2bert_core.errors import ConfigError
+from wiki2bert_core.config import build_dataclass, coerce, parse_value, read_yaml
 
 RECIPE_DIR = Path(__file__).resolve().parent / "configs"
 PHASES = ("phase1", "phase2")

@@ -1,4 +1,4 @@
-"""Pretraining batches from the HDF5 files of a variant directory, in NVIDIA's layout (core/hdf5_format.py; files
+"""Pretraining batches from the HDF5 files of a variant directory, in NVIDIA's layout (wiki2bert_core/hdf5_format.py; files
 made by NVIDIA's own scripts work too).
 
 Order: in epoch e, rank r of W reads the files permutation(seed, e)[r::W], each file's rows in the order
@@ -23,8 +23,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from core.errors import ConfigError, PipelineError
-from core.hdf5_format import (DATASETS, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS,
+from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.hdf5_format import (DATASETS, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS,
                               NEXT_SENTENCE_LABELS, PREDICTION_DATASETS, SEGMENT_IDS, SEQUENCE_DATASETS, SUFFIXES,
                               TOKEN_DATASETS, missing_datasets, read_rows)
 from pretrain.packing import pack_batch
@@ -116,19 +116,19 @@ def find_data_files(data_dir: Path) -> list[Path]:
 
 def open_data(data_dir: Path, seq_len: int, vocab_size: int, world_size: int = 1) -> DataDirectory:
     """Check every file's layout, its sequence length against `seq_len` and a sample of its token ids against
-    `vocab_size`; one line naming the file on the first problem: PipelineError for a bad or damaged file,
+    `vocab_size`; one line naming the file on the first problem: DataError for a bad or damaged file,
     ConfigError for files that do not fit the settings (seq_len, the number of ranks)."""
     files, max_predictions = [], None
     for path in find_data_files(data_dir):
         samples, predictions = _inspect(path, seq_len, vocab_size)
         if max_predictions not in (None, predictions):
-            raise PipelineError(f"{path}: {predictions} masked positions per sample, other files have "
+            raise DataError(f"{path}: {predictions} masked positions per sample, other files have "
                               f"{max_predictions}; mixed HDF5 variants in one directory?")
         max_predictions = predictions
         if samples:
             files.append(DataFile(path, samples))
     if not files:
-        raise PipelineError(f"{data_dir}: the HDF5 files hold no samples")
+        raise DataError(f"{data_dir}: the HDF5 files hold no samples")
     if len(files) < world_size:
         raise ConfigError(f"{data_dir}: {len(files)} HDF5 file(s) for {world_size} data-parallel ranks; every rank "
                           f"needs at least one file (make more, smaller shards)")
@@ -139,43 +139,43 @@ def _inspect(path: Path, seq_len: int, vocab_size: int) -> tuple[int, int]:
     try:
         f = h5py.File(path, "r")
     except OSError as e:
-        raise PipelineError(f"{path}: not a readable HDF5 file ({e})") from None
+        raise DataError(f"{path}: not a readable HDF5 file ({e})") from None
     try:
         with f:
             return _check_layout(f, path, seq_len, vocab_size)
     except OSError as e:  # the file opens but a dataset's chunks do not decompress
-        raise PipelineError(f"{path}: cannot read its datasets ({e}); the file is damaged") from None
+        raise DataError(f"{path}: cannot read its datasets ({e}); the file is damaged") from None
 
 
 def _check_layout(f: h5py.File, path: Path, seq_len: int, vocab_size: int) -> tuple[int, int]:
     missing = missing_datasets(f)
     if missing:
-        raise PipelineError(f"{path}: missing dataset(s) {', '.join(missing)}; expected NVIDIA's BERT layout "
+        raise DataError(f"{path}: missing dataset(s) {', '.join(missing)}; expected NVIDIA's BERT layout "
                             f"({', '.join(DATASETS)})")
     if f[INPUT_IDS].ndim != 2:
-        raise PipelineError(f"{path}: input_ids has shape {f[INPUT_IDS].shape}, expected [samples, seq_len]")
+        raise DataError(f"{path}: input_ids has shape {f[INPUT_IDS].shape}, expected [samples, seq_len]")
     n, length = f[INPUT_IDS].shape
     if length != seq_len:
         raise ConfigError(f"{path}: sequences of length {length}, but this phase trains on seq_len {seq_len} "
                           f"(use the HDF5 variant made for {seq_len}, or --set seq_len={length})")
     if f[MASKED_LM_POSITIONS].ndim != 2:
-        raise PipelineError(f"{path}: masked_lm_positions has shape {f[MASKED_LM_POSITIONS].shape}, "
+        raise DataError(f"{path}: masked_lm_positions has shape {f[MASKED_LM_POSITIONS].shape}, "
                             f"expected [samples, max_predictions]")
     predictions = f[MASKED_LM_POSITIONS].shape[1]
     expected = {**{k: (n, length) for k in SEQUENCE_DATASETS}, **{k: (n, predictions) for k in PREDICTION_DATASETS}}
     for key, shape in expected.items():
         if f[key].shape != shape:
-            raise PipelineError(f"{path}: {key} has shape {f[key].shape}, expected {shape}")
+            raise DataError(f"{path}: {key} has shape {f[key].shape}, expected {shape}")
     if f[NEXT_SENTENCE_LABELS].shape not in ((n,), (n, 1)):
-        raise PipelineError(f"{path}: {NEXT_SENTENCE_LABELS} has shape {f[NEXT_SENTENCE_LABELS].shape}, "
+        raise DataError(f"{path}: {NEXT_SENTENCE_LABELS} has shape {f[NEXT_SENTENCE_LABELS].shape}, "
                             f"expected ({n},)")
     head = read_rows(f, slice(0, CHECK_ROWS))
     bad = _out_of_range(head, vocab_size, seq_len)
     if bad and bad[0] in TOKEN_DATASETS:
-        raise PipelineError(f"{path}: {bad[0]} holds token id {bad[2]}, outside the vocabulary of {vocab_size} "
+        raise DataError(f"{path}: {bad[0]} holds token id {bad[2]}, outside the vocabulary of {vocab_size} "
                             f"tokens; were these files made with another vocab.txt?")
     if bad:
-        raise PipelineError(f"{path}: row {bad[1]}: {bad[0]} holds {_range_text(bad[0], vocab_size, seq_len)} "
+        raise DataError(f"{path}: row {bad[1]}: {bad[0]} holds {_range_text(bad[0], vocab_size, seq_len)} "
                             f"({bad[2]})")
     return n, predictions
 
@@ -216,7 +216,7 @@ class BatchPlan(Sampler):
         if self.start.files is not None:
             missing = [name for name in self.start.files if name not in self.index]
             if missing:
-                raise PipelineError(f"{data.data_dir}: {missing[0]} is gone, but the checkpoint's data position is "
+                raise DataError(f"{data.data_dir}: {missing[0]} is gone, but the checkpoint's data position is "
                                     f"in a file order that uses it; resume with the same data")
 
     def epoch_files(self, epoch: int) -> list[int]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from core.errors import ConfigError
+from wiki2bert_core.errors import ConfigError
 
 WHOLE = "*"  # recorded for a section that was iterated over (handed to a validator) rather than looked up key by key
 # DeepSpeedConfig checks these against each other; the user's file may not set them (engine.USER_DS_FORBIDDEN)

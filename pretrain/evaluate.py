@@ -15,9 +15,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from core.errors import ConfigError, PipelineError
-from core.hdf5_format import NEXT_SENTENCE_LABELS, SUFFIXES, read_rows, used_positions
-from core.wordpiece import read_vocab
+from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.hdf5_format import NEXT_SENTENCE_LABELS, SUFFIXES, read_rows, used_positions
+from wiki2bert_core.wordpiece import read_vocab
 from pretrain import checkpoint
 from pretrain.data import MODEL_ARGS
 from pretrain.model import BertForPreTraining, ModelConfig
@@ -58,22 +58,22 @@ class HeldOut:
                 with h5py.File(path, "r") as f:
                     rows = read_rows(f, slice(0, samples - have))
             except (OSError, KeyError) as e:
-                raise PipelineError(f"{path}: cannot read it as NVIDIA-layout HDF5 ({e})") from None
+                raise DataError(f"{path}: cannot read it as NVIDIA-layout HDF5 ({e})") from None
             rows[NEXT_SENTENCE_LABELS] = rows[NEXT_SENTENCE_LABELS].reshape(-1)
             parts.append(rows)
             have += len(rows[NEXT_SENTENCE_LABELS])
         if not have:
-            raise PipelineError(f"{files[0].parent}: the HDF5 files hold no instances to evaluate on")
+            raise DataError(f"{files[0].parent}: the HDF5 files hold no instances to evaluate on")
         start, stop = rank * have // world_size, (rank + 1) * have // world_size
         columns = {MODEL_ARGS[key]: torch.from_numpy(np.concatenate([p[key] for p in parts])[start:stop]
                                                      .astype(np.int64)) for key in parts[0]}
         return cls(columns, have)
 
     def check_vocabulary(self, vocab_size: int, where: Path) -> None:
-        """PipelineError if the instances hold token ids the model (of `vocab_size` tokens) has no embedding for."""
+        """DataError if the instances hold token ids the model (of `vocab_size` tokens) has no embedding for."""
         for key in ("input_ids", "masked_lm_ids"):
             if len(self.columns[key]) and int(self.columns[key].max()) >= vocab_size:
-                raise PipelineError(f"{where}: {key} holds ids beyond the model's vocabulary of {vocab_size}; "
+                raise DataError(f"{where}: {key} holds ids beyond the model's vocabulary of {vocab_size}; "
                                     f"data and model use different vocabularies")
 
     def batches(self, batch_size: int):
@@ -157,11 +157,11 @@ def _load(model: BertForPreTraining, state: dict[str, torch.Tensor], source: Pat
     state = {k: v for k, v in state.items() if k in ours}
     missing = sorted(set(ours) - set(state))
     if missing:
-        raise PipelineError(f"{source}: weights do not fit a BERT for pretraining (missing {missing[:3]})")
+        raise DataError(f"{source}: weights do not fit a BERT for pretraining (missing {missing[:3]})")
     try:
         model.load_state_dict(state)
     except RuntimeError as e:
-        raise PipelineError(f"{source}: weights do not fit its model config ({str(e).splitlines()[0]})") from None
+        raise DataError(f"{source}: weights do not fit its model config ({str(e).splitlines()[0]})") from None
 
 
 def format_figures(figures: dict[str, float]) -> str:

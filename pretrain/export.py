@@ -15,9 +15,9 @@ from pathlib import Path
 
 import torch
 
-from core.errors import PipelineError
-from core.fileio import remove_tree, write_json
-from core.wordpiece import copy_tokenizer_files, read_vocab, special_token_ids
+from wiki2bert_core.errors import DataError
+from wiki2bert_core.files import remove_tree, write_json
+from wiki2bert_core.wordpiece import copy_tokenizer_files, read_vocab, special_token_ids
 from pretrain import checkpoint
 from pretrain.model import ModelConfig
 
@@ -43,7 +43,7 @@ def export_hf(phase_dir: Path, out_dir: Path) -> Path:
     tokenizer_dir = phase_dir / "tokenizer"
     vocab = read_vocab(tokenizer_dir / "vocab.txt")
     if len(vocab) > config.vocab_size:
-        raise PipelineError(f"{tokenizer_dir / 'vocab.txt'}: {len(vocab)} tokens, more than the model's "
+        raise DataError(f"{tokenizer_dir / 'vocab.txt'}: {len(vocab)} tokens, more than the model's "
                             f"{config.vocab_size}")
     latest = checkpoint.require_latest(phase_dir, "to export")
     state = checkpoint.load_weights(latest)
@@ -53,12 +53,12 @@ def export_hf(phase_dir: Path, out_dir: Path) -> Path:
              for name, value in state.items()}
     missing, unexpected = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
     if missing or unexpected:
-        raise PipelineError(f"{phase_dir}: checkpoint does not match model_config.json "
+        raise DataError(f"{phase_dir}: checkpoint does not match model_config.json "
                             f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as e:
-        raise PipelineError(f"{phase_dir}: checkpoint does not match model_config.json ({e})") from None
+        raise DataError(f"{phase_dir}: checkpoint does not match model_config.json ({e})") from None
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")

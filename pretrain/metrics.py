@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Callable
 
 import torch
 
-from core.fileio import atomic_write
+from wiki2bert_core.files import atomic_write
 from pretrain.attention import instance_lengths
 
 if TYPE_CHECKING:
-    from pretrain.run import Run
+    from pretrain.prepare import Run
 
 # dense bf16/fp16 tensor-core peak TFLOP/s per GPU, for model FLOPs utilization (first matching name wins)
 PEAK_TFLOPS = (("H100 PCIe", 756.0), ("H100", 989.0), ("H200", 989.0), ("GH200", 989.0), ("A100", 312.0),

@@ -6,7 +6,7 @@ through the kernels of `attention.py` (SDPA with a mask, or over the real tokens
 (transform + vocabulary projection) runs only on the masked positions, gathered first, and a row may hold several
 instances (packed, see packing.py).
 
-Inputs are the rows of NVIDIA's HDF5 files (core/hdf5_format.py): `masked_lm_positions` is padded with unused
+Inputs are the rows of NVIDIA's HDF5 files (wiki2bert_core/hdf5_format.py): `masked_lm_positions` is padded with unused
 slots and `next_sentence_labels` is 1 where segment B is a random sentence. Packed rows add `position_ids`
 (restarting at 0 for each instance) and `cls_positions` (the row-major position r * L + c of each instance's
 [CLS]); `attention_mask` then numbers the instances of a row 1, 2, ..., and each instance's `masked_lm_positions`
@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from core.hdf5_format import used_positions
+from wiki2bert_core.hdf5_format import used_positions
 from pretrain.attention import TokenLayout, attend, token_layout
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from core.charts import new_figure, save_png
-from core.errors import ConfigError, PipelineError
+from wiki2bert_core.charts import new_figure, save_png
+from wiki2bert_core.errors import ConfigError, DataError
 from pretrain.config import PHASES
 
 # figure file -> (title, y label, log scale, [(metrics.jsonl key, legend label)])
@@ -33,7 +33,7 @@ def read_phases(run_dir: Path) -> list[tuple[str, list[dict]]]:
     if not dirs and (run_dir / "metrics.jsonl").is_file():
         dirs = [(run_dir.name, run_dir)]
     if not dirs:
-        raise PipelineError(f"{run_dir}: no metrics.jsonl (in it or in its phase1/, phase2/); is it a run "
+        raise DataError(f"{run_dir}: no metrics.jsonl (in it or in its phase1/, phase2/); is it a run "
                             f"directory of `pretrain phase1 --out`?")
     phases = []
     for phase, path in dirs:
@@ -46,7 +46,7 @@ def read_phases(run_dir: Path) -> list[tuple[str, list[dict]]]:
         if rows:
             phases.append((phase, rows))
     if not phases:
-        raise PipelineError(f"{run_dir}: its metrics.jsonl files hold no rows yet")
+        raise DataError(f"{run_dir}: its metrics.jsonl files hold no rows yet")
     return phases
 
 

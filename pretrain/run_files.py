@@ -8,11 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from core.config import config_to_dict
-from core.fileio import write_json
-from core.wordpiece import copy_tokenizer_files
+from wiki2bert_core.config import config_to_dict
+from wiki2bert_core.files import write_json
+from wiki2bert_core.wordpiece import copy_tokenizer_files
 from pretrain.checkpoint import write_model_config
-from pretrain.run import Run
+from pretrain.prepare import Run
 
 
 def write_run_files(run: Run, ds_config: dict, num_parameters: int, zero_stage: int) -> None:

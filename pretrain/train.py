@@ -16,18 +16,18 @@ import time
 import numpy as np
 import torch
 
-from core.config import config_to_dict
-from core.errors import PipelineError
-from core.log import LOGGER_NAME, progress, setup_logging
+from wiki2bert_core.config import config_to_dict
+from wiki2bert_core.errors import DataError
+from wiki2bert_core.log import LOGGER_NAME, progress, setup_logging
 from pretrain import checkpoint
 from pretrain.attention import choose_attention
 from pretrain.data import DataState, make_loader, redistribute
-from pretrain.engine import deepspeed_config, single_process_env, zero_stage_for
+from pretrain.deepspeed_settings import deepspeed_config, single_process_env, zero_stage_for
 from pretrain.evaluate import HeldOut, evaluate, format_figures
 from pretrain.metrics import STEP_STATS, MetricsLog, batch_counts, step_stats
 from pretrain.model import BertForPreTraining
 from pretrain.profiling import profiling
-from pretrain.run import Run
+from pretrain.prepare import Run
 from pretrain.run_files import write_run_files
 from pretrain.schedule import WarmupPolyDecay
 from pretrain.signals import StopSignal
@@ -77,7 +77,7 @@ def start(run: Run) -> Started:
     zero_stage = c.zero_stage if c.zero_stage is not None else zero_stage_for(model.num_parameters())
     # a ZeRO checkpoint of another number of ranks is read as DeepSpeed's universal checkpoint (checkpoint.load)
     universal = run.resume is not None and run.resume.meta["world_size"] != run.world_size and zero_stage > 0
-    ds_config = deepspeed_config(run, zero_stage)
+    ds_config = deepspeed_config(c, run.grad_accumulation, run.precision, run.user_ds_config, zero_stage)
     if universal:
         ds_config["checkpoint"] = {**ds_config.get("checkpoint", {}), "load_universal": True}
     if rank == 0:
@@ -197,7 +197,7 @@ def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int, stop:
         wait = time.perf_counter() - start
         data_state, problem = batch.pop("data_state"), batch.pop("problem")
         if problem:
-            raise PipelineError(problem)
+            raise DataError(problem)
         counts = batch_counts(batch)
         batch = {k: v.to(engine.device, non_blocking=True) for k, v in batch.items()}
         out = engine(**batch)

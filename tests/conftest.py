@@ -12,8 +12,8 @@ import h5py
 import numpy as np
 import pytest
 
-from core.wordpiece import SPECIAL_TOKENS, read_vocab, wordpiece_tokenizer
-from pipeline.fileio import part_name, write_document
+from wiki2bert_core.wordpiece import SPECIAL_TOKENS, read_vocab, wordpiece_tokenizer
+from pipeline.text_files import part_name, write_document
 from pipeline.stages import StageContext
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -95,7 +95,7 @@ def write_corpus() -> Callable[..., None]:
 def run_hdf5_stage(stage_context) -> Callable[..., Path]:
     """run(base, shard_dir, vocab_file, config, workers=1, out_name="out"): the hdf5 stage on a shard directory and
     a vocab.txt (its tokenizer.json made here); returns the output directory."""
-    from pipeline.stages.hdf5 import STAGE
+    from pipeline.stages.hdf5.stage import STAGE
 
     def run(base: Path, shard_dir: Path, vocab_file: Path, config, workers: int = 1, out_name: str = "out") -> Path:
         vocab_dir = base / f"vocab-{out_name}"

@@ -5,7 +5,7 @@ import dataclasses
 
 from typer.testing import CliRunner
 
-from core.config import read_yaml
+from wiki2bert_core.config import read_yaml
 from pipeline.cli import app
 from pipeline.config import DEFAULT_CONFIG_PATH, field_descriptions, load_pipeline_config
 from pipeline.stages import stage_by_name

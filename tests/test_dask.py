@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ConfigError, PipelineError
-from pipeline import dask_executor
-from pipeline.sample import write_sample_dump
+from wiki2bert_core.errors import ConfigError, DataError
+from pipeline.executors import dask_cluster
+from pipeline.tools.sample_dump import write_sample_dump
 from pipeline.runner import MANIFEST
 
 distributed = pytest.importorskip("distributed")
@@ -71,24 +71,24 @@ def _square_at_a_random_pace(x: int) -> int:
 
 def _fail_at_seven(x: int) -> int:
     if x == 7:
-        raise PipelineError("part 7: bad")
+        raise DataError("part 7: bad")
     return x
 
 
 def test_results_come_back_in_task_order_and_errors_as_raised(threads_cluster):
     with distributed.Client(threads_cluster) as client:
-        executor = dask_executor.DaskExecutor(client, workers=2)
+        executor = dask_cluster.DaskExecutor(client, workers=2)
         assert list(executor.map(_square_at_a_random_pace, range(30))) == [x * x for x in range(30)]
-        with pytest.raises(PipelineError, match="part 7: bad"):
+        with pytest.raises(DataError, match="part 7: bad"):
             list(executor.map(_fail_at_seven, range(30)))
 
 
 def test_a_scheduler_whose_workers_cannot_see_the_work_dir_is_refused(threads_cluster, tmp_path, monkeypatch):
-    with dask_executor.dask_executor(threads_cluster.scheduler_address, 2, tmp_path) as executor:
+    with dask_cluster.dask_executor(threads_cluster.scheduler_address, 2, tmp_path) as executor:
         assert executor.workers == 2
-    monkeypatch.setattr(dask_executor, "read_token", lambda path: None)  # as a worker on another machine
+    monkeypatch.setattr(dask_cluster, "read_token", lambda path: None)  # as a worker on another machine
     with pytest.raises(ConfigError) as error:
-        with dask_executor.dask_executor(threads_cluster.scheduler_address, 2, tmp_path):
+        with dask_cluster.dask_executor(threads_cluster.scheduler_address, 2, tmp_path):
             pass
     message = str(error.value)
     assert "\n" not in message and "cannot see the work dir" in message and str(tmp_path) in message
@@ -97,15 +97,15 @@ def test_a_scheduler_whose_workers_cannot_see_the_work_dir_is_refused(threads_cl
 
 
 def test_an_unreachable_scheduler_is_one_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(dask_executor, "CONNECT_TIMEOUT_S", 1)
+    monkeypatch.setattr(dask_cluster, "CONNECT_TIMEOUT_S", 1)
     with pytest.raises(ConfigError, match=r"--scheduler tcp://127.0.0.1:9: cannot connect"):
-        with dask_executor.dask_executor("tcp://127.0.0.1:9", 2, tmp_path):
+        with dask_cluster.dask_executor("tcp://127.0.0.1:9", 2, tmp_path):
             pass
 
 
 def test_a_scheduler_without_workers_is_refused_after_the_wait(tmp_path, monkeypatch):
-    monkeypatch.setattr(dask_executor, "FIRST_WORKER_TIMEOUT_S", 1)
+    monkeypatch.setattr(dask_cluster, "FIRST_WORKER_TIMEOUT_S", 1)
     with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as empty:
         with pytest.raises(ConfigError, match=r"--scheduler .*: no worker joined in 1 s"):
-            with dask_executor.dask_executor(empty.scheduler_address, 2, tmp_path):
+            with dask_cluster.dask_executor(empty.scheduler_address, 2, tmp_path):
                 pass

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
-from core.errors import PipelineError
+from wiki2bert_core.errors import DataError
 from pipeline.runner import MANIFEST, run_stages
 
 WIKI, DATE = "huwiki", "20240920"
@@ -213,7 +213,7 @@ def test_retry_count_restarts_when_a_retry_gets_further(tmp_path, server):
 def test_retries_that_get_no_further_give_up(tmp_path, server):
     server.publish()
     server.faults[f"/{WIKI}/{DATE}/{DUMP}"] = ["drop"] + ["drop ignore-range"] * 5
-    with pytest.raises(PipelineError, match="giving up after 2 retries: connection closed at byte"):
+    with pytest.raises(DataError, match="giving up after 2 retries: connection closed at byte"):
         run_download(tmp_path, server, f"download.date={DATE}", "download.retries=2")
     assert len(server.served(DUMP)) == 3  # the first got somewhere (retry 1), the next two got no further
     assert_nothing_complete(tmp_path)
@@ -232,7 +232,7 @@ def test_503_then_success_is_retried_and_logged(tmp_path, server, caplog):
 
 def test_wrong_checksum_fails_naming_file_and_both_checksums(tmp_path, server):
     dump, _ = server.publish(sha1="0" * 40)
-    with pytest.raises(PipelineError) as e:
+    with pytest.raises(DataError) as e:
         run_download(tmp_path, server, f"download.date={DATE}")
     message = str(e.value)
     assert DUMP in message and "0" * 40 in message and hashlib.sha1(dump).hexdigest() in message
@@ -242,7 +242,7 @@ def test_wrong_checksum_fails_naming_file_and_both_checksums(tmp_path, server):
 
 def test_404_fails_at_once_without_retries(tmp_path, server):
     url = f"{server.url}/{WIKI}/{DATE}/{DUMP}"
-    with pytest.raises(PipelineError, match=re.escape(f"{url}: not found (HTTP 404)")):
+    with pytest.raises(DataError, match=re.escape(f"{url}: not found (HTTP 404)")):
         run_download(tmp_path, server, source=url)
     assert len(server.served(DUMP)) == 1
     assert_nothing_complete(tmp_path)
@@ -251,7 +251,7 @@ def test_404_fails_at_once_without_retries(tmp_path, server):
 def test_exhausted_retries_name_url_and_last_error(tmp_path, server):
     server.publish()
     server.faults[f"/{WIKI}/{DATE}/{DUMP}"] = ["503"] * 10
-    with pytest.raises(PipelineError) as e:
+    with pytest.raises(DataError) as e:
         run_download(tmp_path, server, f"download.date={DATE}", "download.retries=2")
     assert str(e.value) == f"{server.url}/{WIKI}/{DATE}/{DUMP}: giving up after 2 retries: HTTP 503 Service Unavailable"
     assert len(server.served(DUMP)) == 3
@@ -260,7 +260,7 @@ def test_exhausted_retries_name_url_and_last_error(tmp_path, server):
 
 def test_unreachable_server_gives_up(tmp_path, server):
     server.url = "http://127.0.0.1:9"  # discard port: connection refused
-    with pytest.raises(PipelineError, match=r"127.0.0.1:9/huwiki/: giving up after 1 retries: .*refused"):
+    with pytest.raises(DataError, match=r"127.0.0.1:9/huwiki/: giving up after 1 retries: .*refused"):
         run_download(tmp_path, server, "download.retries=1")
 
 
@@ -278,9 +278,9 @@ def test_latest_is_the_newest_run_whose_multistream_dump_is_done(tmp_path, serve
 
 def test_fixed_date_that_is_not_finished_or_missing_fails_clearly(tmp_path, server):
     server.publish(date="20240920", status="in-progress")
-    with pytest.raises(PipelineError, match=r"20240920/dumpstatus.json: the pages-articles-multistream dump is not finished \(in-progress\)"):
+    with pytest.raises(DataError, match=r"20240920/dumpstatus.json: the pages-articles-multistream dump is not finished \(in-progress\)"):
         run_download(tmp_path, server, "download.date=20240920")
-    with pytest.raises(PipelineError, match=r"20240801/dumpstatus.json: not found \(HTTP 404\)"):
+    with pytest.raises(DataError, match=r"20240801/dumpstatus.json: not found \(HTTP 404\)"):
         run_download(tmp_path, server, "download.date=20240801")
 
 
@@ -299,7 +299,7 @@ def test_http_source_fetches_the_sibling_index_when_there_is_one(tmp_path, serve
 def interrupted_download(tmp_path: Path, server: DumpServer, url: str) -> int:
     """A first attempt that gets a third of the dump and gives up (no retries); returns the size of its .part."""
     server.faults[f"/{WIKI}/{DATE}/{DUMP}"] = ["drop"]
-    with pytest.raises(PipelineError, match="giving up after 0 retries"):
+    with pytest.raises(DataError, match="giving up after 0 retries"):
         run_download(tmp_path, server, "download.retries=0", source=url)
     return (tmp_path / "data" / "hu" / ".cache" / "download" / f"{DUMP}.part").stat().st_size
 
@@ -319,7 +319,7 @@ def test_partial_file_from_another_url_is_not_resumed(tmp_path, server):
     dump, _ = server.publish()
     server.files[f"/mirror/{DUMP}"] = dump
     server.faults[f"/{WIKI}/{DATE}/{DUMP}"] = ["drop"]
-    with pytest.raises(PipelineError, match="giving up after 0 retries"):
+    with pytest.raises(DataError, match="giving up after 0 retries"):
         run_download(tmp_path, server, "download.retries=0", source=f"{server.url}/{WIKI}/{DATE}/{DUMP}")
     run_download(tmp_path, server, source=f"{server.url}/mirror/{DUMP}")
     assert [(r.range, r.sent) for r in server.served(DUMP)[1:]] == [(None, len(dump))]
@@ -345,7 +345,7 @@ def test_local_dump_is_read_in_place_and_never_shares_an_inode(tmp_path, as_url)
 
 def test_dump_replaced_at_the_same_path_is_noticed_and_a_touch_is_not(tmp_path):
     from pipeline.runner import status_rows
-    from pipeline.sample import write_sample_dump
+    from pipeline.tools.sample_dump import write_sample_dump
 
     dump = write_sample_dump(tmp_path / "dumps", 30, seed=0)
     pcfg = load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", [], {"download": {"source": str(dump)}})
@@ -371,12 +371,12 @@ def test_html_error_page_sent_with_200_is_not_a_dump(tmp_path, server):
     server.publish()
     page = b"<!DOCTYPE html><html><body>502 Bad Gateway</body></html>"
     server.files[f"/{WIKI}/{DATE}/{DUMP}"] = page
-    with pytest.raises(PipelineError, match=re.escape(f"/{DUMP}: is an HTML page, not a dump")):
+    with pytest.raises(DataError, match=re.escape(f"/{DUMP}: is an HTML page, not a dump")):
         run_download(tmp_path, server, source=f"{server.url}/{WIKI}/{DATE}/{DUMP}")
     assert_nothing_complete(tmp_path)
     assert not (tmp_path / "data" / "hu" / ".cache" / "download" / f"{DUMP}.part").exists()
     server.files[f"/{WIKI}/{DATE}/{DUMP}"] = b"PK\x03\x04 not bzip2 at all"
-    with pytest.raises(PipelineError, match=r"not bzip2 data \(starts with b'PK"):
+    with pytest.raises(DataError, match=r"not bzip2 data \(starts with b'PK"):
         run_download(tmp_path, server, source=f"{server.url}/{WIKI}/{DATE}/{DUMP}")
     assert_nothing_complete(tmp_path)
 
@@ -387,14 +387,14 @@ def test_resumed_download_must_reach_the_announced_size(tmp_path, server):
     url = f"{server.url}/{WIKI}/{DATE}/{DUMP}"
     kept = interrupted_download(tmp_path, server, url)
     server.faults[f"/{WIKI}/{DATE}/{DUMP}"] = ["416"]  # a proxy that claims the file ends where the .part does
-    with pytest.raises(PipelineError, match=f"downloaded {kept} bytes, expected {len(dump)}"):
+    with pytest.raises(DataError, match=f"downloaded {kept} bytes, expected {len(dump)}"):
         run_download(tmp_path, server, source=url)
     assert_nothing_complete(tmp_path)
 
 
 def test_missing_local_dump_is_named(tmp_path):
     missing = tmp_path / "nowhere" / DUMP
-    with pytest.raises(PipelineError, match=re.escape(f"{missing}: dump file not found")):
+    with pytest.raises(DataError, match=re.escape(f"{missing}: dump file not found")):
         run_download(tmp_path, None, source=str(missing))
     assert_nothing_complete(tmp_path)
 

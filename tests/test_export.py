@@ -10,8 +10,8 @@ import pytest
 import torch
 import transformers
 
-from core.errors import ConfigError, PipelineError
-from core.wordpiece import write_tokenizer_dir
+from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.wordpiece import write_tokenizer_dir
 from pretrain.export import export_hf, fill_mask
 from pretrain.model import BertForPreTraining, model_config
 
@@ -110,11 +110,11 @@ def test_export_errors_are_one_line(tmp_path):
     with pytest.raises(ConfigError, match="no checkpoint to export"):
         export_hf(phase, tmp_path / "out")
     (phase / "checkpoints" / "latest").write_text("global_step99")
-    with pytest.raises(PipelineError, match="names checkpoint 'global_step99', which does not exist"):
+    with pytest.raises(DataError, match="names checkpoint 'global_step99', which does not exist"):
         export_hf(phase, tmp_path / "out")
     (phase / "checkpoints" / "latest").write_text("global_step7")
     (phase / "model_config.json").write_text(json.dumps(dataclasses.asdict(model_config("mini", len(TOKENS)))))
-    with pytest.raises(PipelineError, match="does not match model_config.json"):
+    with pytest.raises(DataError, match="does not match model_config.json"):
         export_hf(phase, tmp_path / "out")
     (phase / "model_config.json").unlink()
     with pytest.raises(ConfigError, match="model_config.json: not found"):

@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import sample
+from pipeline.tools import sample_dump as sample
+import dump_writers
 from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
-from core.errors import PipelineError
-from pipeline.dump import DumpFile
+from wiki2bert_core.errors import DataError
+from pipeline.stages.extract.dump import DumpFile
 from pipeline.runner import read_manifest, run_stages
-from pipeline.stages import extract
-from pipeline.tokenize import WordCache
-from core.wordpiece import SPECIAL_TOKENS, load_tokenizer, read_vocab, special_token_ids, write_tokenizer_dir
+from pipeline.stages.extract import stage as extract
+from pipeline.stages.hdf5.tokenize import WordCache
+from wiki2bert_core.wordpiece import SPECIAL_TOKENS, load_tokenizer, read_vocab, special_token_ids, write_tokenizer_dir
 
 HU = dict(redirect_words=["ÁTIRÁNYÍTÁS", "REDIRECT"], disambiguation_templates=["egyért"])
 
@@ -137,9 +138,9 @@ def test_without_template_expansion_templates_are_dropped(tmp_path, multistream,
 def test_every_layout_gives_the_same_articles(tmp_path, pages, reference, layout, run_extract):
     path = tmp_path / {"bz2": "dump.xml.bz2", "xml": "dump.xml", "utf-16": "dump16.xml"}[layout]
     if layout == "bz2":
-        sample.write_bz2(pages, path)
+        dump_writers.write_bz2(pages, path)
     else:
-        sample.write_xml(pages, path, "utf-16" if layout == "utf-16" else "utf-8")
+        dump_writers.write_xml(pages, path, "utf-16" if layout == "utf-16" else "utf-8")
     if layout == "utf-16":
         assert path.read_bytes()[:2] == b"\xff\xfe"
     counts, _, data = run_extract(tmp_path, path)
@@ -158,7 +159,7 @@ def test_output_does_not_depend_on_workers(tmp_path, multistream, pages, monkeyp
     monkeypatch.setattr(extract, "PAGES_PER_BATCH", 7)
     monkeypatch.setattr(extract, "BATCHES_PER_WINDOW", 2)
     single = tmp_path / "single.xml.bz2"
-    sample.write_bz2(pages, single)
+    dump_writers.write_bz2(pages, single)
     (tmp_path / "s").mkdir()
     assert run_extract(tmp_path / "s", single, workers=2, articles_per_part=25)[2] == runs[0][2]
 
@@ -182,8 +183,8 @@ def test_through_the_runner_with_the_sample_dump(tmp_path):
 def test_truncated_multistream_names_file_and_stream_offset(tmp_path, pages):
     dump = tmp_path / "huwiki-cut-pages-articles-multistream.xml.bz2"
     index = tmp_path / "huwiki-cut-pages-articles-multistream-index.txt.bz2"  # found by download beside the dump
-    offset = sample.write_truncated_multistream(pages, dump, index)
-    with pytest.raises(PipelineError, match=rf"{dump.name}: bz2 stream at byte {offset:,} is cut short"):
+    offset = dump_writers.write_truncated_multistream(pages, dump, index)
+    with pytest.raises(DataError, match=rf"{dump.name}: bz2 stream at byte {offset:,} is cut short"):
         run_pipeline(tmp_path, dump)
     lang_dir = tmp_path / "work" / "hu"
     assert not (lang_dir / "extract").exists() and not (lang_dir / ".extract.tmp").exists()
@@ -194,26 +195,26 @@ def test_dump_shorter_than_its_index(tmp_path, multistream, run_extract):
     dump, index = multistream
     cut = tmp_path / dump.name
     cut.write_bytes(dump.read_bytes()[:len(dump.read_bytes()) // 2])
-    with pytest.raises(PipelineError, match=r"the index lists a stream at byte [\d,]+ but the file has [\d,]+ bytes"):
+    with pytest.raises(DataError, match=r"the index lists a stream at byte [\d,]+ but the file has [\d,]+ bytes"):
         run_extract(tmp_path, cut, index)
 
 
 @pytest.mark.parametrize("layout", ["bz2", "xml"])
 def test_truncated_sequential_dump(tmp_path, pages, layout, run_extract):
     path = tmp_path / f"dump.{'xml.bz2' if layout == 'bz2' else 'xml'}"
-    (sample.write_bz2 if layout == "bz2" else sample.write_xml)(pages, path)
+    (dump_writers.write_bz2 if layout == "bz2" else dump_writers.write_xml)(pages, path)
     path.write_bytes(path.read_bytes()[:path.stat().st_size * 2 // 3])
     expected = (r"near compressed byte [\d,]+: the compressed data ends before the end of its bz2 stream"
                 if layout == "bz2" else r"near byte [\d,]+: ends inside page '.+' \(id \d+\)")
-    with pytest.raises(PipelineError, match=rf"{path.name}: {expected}"):
+    with pytest.raises(DataError, match=rf"{path.name}: {expected}"):
         run_extract(tmp_path, path)
 
 
 def test_missing_closing_tag_is_a_truncated_dump(tmp_path, pages, run_extract):
     path = tmp_path / "dump.xml"
-    sample.write_xml(pages, path)
+    dump_writers.write_xml(pages, path)
     path.write_text(path.read_text(encoding="utf-8").replace(sample.CLOSING, ""), encoding="utf-8")
-    with pytest.raises(PipelineError, match=r"ends before </mediawiki>"):
+    with pytest.raises(DataError, match=r"ends before </mediawiki>"):
         run_extract(tmp_path, path)
 
 
@@ -232,9 +233,9 @@ def test_malformed_xml_names_the_page_and_where(tmp_path, pages, monkeypatch, la
     if index:
         sample.write_multistream(pages, path, index, pages_per_stream=10)
     else:
-        (sample.write_bz2 if layout == "bz2" else sample.write_xml)(pages, path)
+        (dump_writers.write_bz2 if layout == "bz2" else dump_writers.write_xml)(pages, path)
     where = r"stream at byte [\d,]+" if index else r"near (compressed )?byte [\d,]+"
-    with pytest.raises(PipelineError, match=rf"{path.name}: {where}: {message.format(id=broken.id)}"):
+    with pytest.raises(DataError, match=rf"{path.name}: {where}: {message.format(id=broken.id)}"):
         run_extract(tmp_path, path, index)
 
 
@@ -246,14 +247,14 @@ def test_corrupt_stream_and_foreign_index(tmp_path, pages, multistream, run_extr
     broken = tmp_path / "broken" / dump.name
     broken.parent.mkdir()
     broken.write_bytes(bytes(data))
-    with pytest.raises(PipelineError, match=rf"{broken.name}: corrupt bz2 stream at byte {offsets[3]:,}"):
+    with pytest.raises(DataError, match=rf"{broken.name}: corrupt bz2 stream at byte {offsets[3]:,}"):
         run_extract(broken.parent, broken, index)
 
     other = tmp_path / "other"
     other.mkdir()
     sample.write_multistream(sample.generate_pages(90, seed=4), other / "o.xml.bz2", other / "o-index.txt.bz2",
                              pages_per_stream=10)
-    with pytest.raises(PipelineError, match=rf"{dump.name}: bz2 stream at byte [\d,]+ is cut short \(ends at byte"):
+    with pytest.raises(DataError, match=rf"{dump.name}: bz2 stream at byte [\d,]+ is cut short \(ends at byte"):
         run_extract(other, dump, other / "o-index.txt.bz2")
 
     lines = bz2.decompress(index.read_bytes()).decode().splitlines(keepends=True)
@@ -261,7 +262,7 @@ def test_corrupt_stream_and_foreign_index(tmp_path, pages, multistream, run_extr
     short.parent.mkdir()
     fourth = [i for i, line in enumerate(lines) if int(line.split(":")[0]) == offsets[3]]
     short.write_bytes(bz2.compress("".join(lines[:fourth[0]] + lines[fourth[0] + 1:]).encode()))
-    with pytest.raises(PipelineError, match=rf"{dump.name}: stream at byte {offsets[3]:,}: holds {len(fourth)} pages "
+    with pytest.raises(DataError, match=rf"{dump.name}: stream at byte {offsets[3]:,}: holds {len(fourth)} pages "
                                             rf"but the index lists {len(fourth) - 1}: does the index belong"):
         run_extract(short.parent, dump, short)
 
@@ -269,14 +270,14 @@ def test_corrupt_stream_and_foreign_index(tmp_path, pages, multistream, run_extr
 def test_damaged_bz2_is_reported_as_damage_not_as_bad_text(tmp_path, pages):
     """bzip2 checks a block's CRC after handing out its bytes, so damage often first shows as undecodable text."""
     path = tmp_path / "d.xml.bz2"
-    sample.write_bz2(pages, path)
+    dump_writers.write_bz2(pages, path)
     good = path.read_bytes()
     messages = []
     for position in range(300, len(good) - 100, len(good) // 25):
         damaged = bytearray(good)
         damaged[position] ^= 0x40
         path.write_bytes(bytes(damaged))
-        with pytest.raises(PipelineError) as e:
+        with pytest.raises(DataError) as e:
             list(DumpFile(path, None).pages())
         messages.append(str(e.value))
     assert all("corrupt" in m and "utf-8" not in m and str(path) in m for m in messages), messages
@@ -284,24 +285,24 @@ def test_damaged_bz2_is_reported_as_damage_not_as_bad_text(tmp_path, pages):
 
 def test_bad_namespace_names_the_file(tmp_path, pages, run_extract):
     path = tmp_path / "dump.xml"
-    sample.write_xml(pages[:5], path)
+    dump_writers.write_xml(pages[:5], path)
     text = path.read_text(encoding="utf-8")
     path.write_text(re.sub(r"<ns>\d+</ns>", "<ns>main</ns>", text, count=1), encoding="utf-8")
-    with pytest.raises(PipelineError, match=r"dump.xml: near byte .*: bad namespace '<ns>main</ns>'"):
+    with pytest.raises(DataError, match=r"dump.xml: near byte .*: bad namespace '<ns>main</ns>'"):
         run_extract(tmp_path, path)
 
 
 def test_not_a_dump(tmp_path, run_extract):
     path = tmp_path / "notes.xml"
     path.write_text("<notes>\n  <page>\n    <title>x</title>\n  </page>\n</notes>\n", encoding="utf-8")
-    with pytest.raises(PipelineError, match=r"notes.xml: .*no <siteinfo>"):
+    with pytest.raises(DataError, match=r"notes.xml: .*no <siteinfo>"):
         run_extract(tmp_path, path)
 
 
 def test_no_articles_is_an_error(tmp_path, pages, run_extract):
     path = tmp_path / "talk.xml"
-    sample.write_xml([dataclasses.replace(p, ns=1) for p in pages[:20]], path)
-    with pytest.raises(PipelineError, match=r"no articles found \(20 pages"):
+    dump_writers.write_xml([dataclasses.replace(p, ns=1) for p in pages[:20]], path)
+    with pytest.raises(DataError, match=r"no articles found \(20 pages"):
         run_extract(tmp_path, path)
 
 
@@ -316,14 +317,14 @@ def test_redirect_and_disambiguation_markers(tmp_path, run_extract):
         "Hét": ("'''Hét''' a hét napjainak száma, lásd #átirányítás.", "article"),
     }
     pages = [sample.Page(i, title, 0, text, kind) for i, (title, (text, kind)) in enumerate(texts.items(), 1)]
-    sample.write_xml(pages, tmp_path / "markers.xml")
+    dump_writers.write_xml(pages, tmp_path / "markers.xml")
     counts, articles, _ = run_extract(tmp_path, tmp_path / "markers.xml")
     assert [a["title"] for a in articles] == ["Hat", "Hét"]
     assert counts["skipped"] == {"namespace": 0, "redirect": 2, "disambiguation": 3, "empty": 0}
 
 
 def test_articles_per_part_must_be_positive(tmp_path, multistream, run_extract):
-    from core.errors import ConfigError
+    from wiki2bert_core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="articles_per_part"):
         run_extract(tmp_path, *multistream, articles_per_part=0)
@@ -335,7 +336,7 @@ def test_literal_special_tokens_tokenize_alike_for_training_and_inference(tmp_pa
     transformers = pytest.importorskip("transformers")
     text = "A BERT a [MASK] jelet tanulja, a [SEP] és [CLS] jel is [PAD] [UNK] lehet a szövegben."
     pages = [sample.Page(1, "BERT", 0, text, "article")]
-    sample.write_xml(pages, tmp_path / "special.xml")
+    dump_writers.write_xml(pages, tmp_path / "special.xml")
     _, articles, _ = run_extract(tmp_path, tmp_path / "special.xml")
     extracted = articles[0]["text"]
     assert not re.search(r"\[(MASK|SEP|CLS|PAD|UNK)\]", extracted) and "[ MASK ]" in extracted
@@ -356,7 +357,7 @@ def test_date_magic_words_take_the_dump_date(tmp_path, layout, run_extract):
     pages = [sample.Page(i, f"Ár {i}", 0, text, "article") for i in (1, 2, 3)]  # revisions 2024-09-02 .. 2024-09-04
     if layout == "xml":
         dump, index = tmp_path / "huwiki-latest-pages-articles.xml", None
-        sample.write_xml(pages, dump)
+        dump_writers.write_xml(pages, dump)
     else:
         dump, index = tmp_path / "x-multistream.xml.bz2", tmp_path / "x-multistream-index.txt.bz2"
         sample.write_multistream(pages, dump, index, pages_per_stream=1)
@@ -366,7 +367,7 @@ def test_date_magic_words_take_the_dump_date(tmp_path, layout, run_extract):
     assert "(2024. 09. havi áron)" in articles[0]["text"] and "2000" not in articles[0]["text"]
     dated = tmp_path / "dated" / "huwiki-20231105-pages-articles.xml"
     dated.parent.mkdir()
-    sample.write_xml(pages, dated)
+    dump_writers.write_xml(pages, dated)
     counts, articles, _ = run_extract(tmp_path / "dated", dated)
     assert counts["dump_date"] == "2023-11-05" and counts["dump_date_from"] == "file name"
     assert "(2023. 11. havi áron)" in articles[0]["text"]
@@ -375,7 +376,7 @@ def test_date_magic_words_take_the_dump_date(tmp_path, layout, run_extract):
 @pytest.mark.parametrize("suffix, compress", [(".xz", lzma.compress), (".gz", gzip.compress)])
 def test_xz_and_gzip_dumps_read_like_plain_xml(tmp_path, pages, reference, suffix, compress, run_extract):
     plain = tmp_path / "dump.xml"
-    sample.write_xml(pages, plain)
+    dump_writers.write_xml(pages, plain)
     dump = tmp_path / f"dump.xml{suffix}"
     dump.write_bytes(compress(plain.read_bytes()))
     (tmp_path / "ok").mkdir()
@@ -384,7 +385,7 @@ def test_xz_and_gzip_dumps_read_like_plain_xml(tmp_path, pages, reference, suffi
     dump.write_bytes(dump.read_bytes()[:dump.stat().st_size * 2 // 3])
     (tmp_path / "cut").mkdir()
     name = {".xz": "xz", ".gz": "gzip"}[suffix]
-    with pytest.raises(PipelineError, match=rf"{dump.name}: near compressed byte [\d,]+: the compressed data ends "
+    with pytest.raises(DataError, match=rf"{dump.name}: near compressed byte [\d,]+: the compressed data ends "
                                             rf"before the end of its {name} stream: truncated dump"):
         run_extract(tmp_path / "cut", dump)
 
@@ -394,7 +395,7 @@ def test_allow_truncated_keeps_the_complete_pages_and_says_where_it_stopped(tmp_
                                                                            run_extract):
     if layout == "xml":
         dump, index = tmp_path / "dump.xml", None
-        sample.write_xml(pages, dump)
+        dump_writers.write_xml(pages, dump)
         dump.write_text(dump.read_text(encoding="utf-8").replace(sample.CLOSING, ""), encoding="utf-8")
     else:
         dump, index = tmp_path / "x-multistream.xml.bz2", tmp_path / "x-multistream-index.txt.bz2"
@@ -404,7 +405,7 @@ def test_allow_truncated_keeps_the_complete_pages_and_says_where_it_stopped(tmp_
         assert data.endswith(closing)
         dump.write_bytes(data[:-len(closing)])
     (tmp_path / "refused").mkdir()
-    with pytest.raises(PipelineError, match=r"ends before </mediawiki> .*extract.allow_truncated: true keeps"):
+    with pytest.raises(DataError, match=r"ends before </mediawiki> .*extract.allow_truncated: true keeps"):
         run_extract(tmp_path / "refused", dump, index)
     (tmp_path / "kept").mkdir()
     counts, articles, data = run_extract(tmp_path / "kept", dump, index, allow_truncated=True)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import load_pipeline_config
-from core.errors import PipelineError
-from pipeline.fileio import iter_documents, write_document
+from wiki2bert_core.errors import DataError
+from pipeline.text_files import iter_documents, write_document
 from pipeline.runner import run_stage
 from pipeline.stages.filter import REASONS, DocumentChecker, FilterConfig, run
 
@@ -185,19 +185,19 @@ def test_non_utf8_part_names_file_and_line(tmp_path, make_ctx):
     sentences_dir = write_parts(tmp_path / "sentences", [[("Falu", GOOD)]])
     with open(sentences_dir / "part-00000.txt", "ab") as f:
         f.write(b"J\xf3 mondat.\n\n")
-    with pytest.raises(PipelineError, match=r"part-00000\.txt: line 7: not UTF-8"):
+    with pytest.raises(DataError, match=r"part-00000\.txt: line 7: not UTF-8"):
         run(FilterConfig(word_chars=HU), make_ctx(tmp_path, sentences_dir))
 
 
 @pytest.mark.parametrize("parts", [[], [[]]], ids=["no-parts", "empty-part"])
 def test_empty_input_is_an_error(tmp_path, parts, make_ctx):
-    with pytest.raises(PipelineError, match="sentences"):
+    with pytest.raises(DataError, match="sentences"):
         run(FilterConfig(), make_ctx(tmp_path, write_parts(tmp_path / "sentences", parts)))
 
 
 def test_everything_dropped_is_an_error_with_the_reasons(tmp_path, make_ctx):
     sentences_dir = write_parts(tmp_path / "sentences", [[("Angol", ENGLISH), ("Rövid", GOOD[:2])]])
-    with pytest.raises(PipelineError, match=r"all 2 documents were dropped \(min_sentences 1, language 1\)"):
+    with pytest.raises(DataError, match=r"all 2 documents were dropped \(min_sentences 1, language 1\)"):
         run(FilterConfig(word_chars=HU), make_ctx(tmp_path, sentences_dir))
 
 

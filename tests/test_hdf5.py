@@ -14,15 +14,15 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeline.cli import app
-from core.errors import ConfigError
-from core.config import build_dataclass
-from core.errors import PipelineError
-from pipeline.instances import (InstancePlan, MaskingVocab, TokenizedDocuments, TokenRows, _truncate, make_instances,
+from wiki2bert_core.errors import ConfigError
+from wiki2bert_core.config import build_dataclass
+from wiki2bert_core.errors import DataError
+from pipeline.stages.hdf5.instances import (InstancePlan, MaskingVocab, TokenizedDocuments, TokenRows, _truncate, make_instances,
                                 plan_instances, random_next_from_own_document)
-from pipeline.stages.hdf5 import STAGE, Hdf5Config, Variant, _lowercases, variant_dir_name
-from pipeline.tokenize import TokenFiles, token_batches, tokenize_documents
-from pipeline.verify import verify_path
-from core.wordpiece import special_token_ids, wordpiece_tokenizer
+from pipeline.stages.hdf5.stage import STAGE, Hdf5Config, Variant, _lowercases, variant_dir_name
+from pipeline.stages.hdf5.tokenize import TokenFiles, token_batches, tokenize_documents
+from pipeline.tools.verify import verify_path
+from wiki2bert_core.wordpiece import special_token_ids, wordpiece_tokenizer
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -315,10 +315,10 @@ def test_no_text_is_an_error(tmp_path, run_hdf5_stage, write_vocab):
     vocab_file = tmp_path / "vocab.txt"
     write_vocab(vocab_file)
     (tmp_path / "shard").mkdir()
-    with pytest.raises(PipelineError, match="no training_"):
+    with pytest.raises(DataError, match="no training_"):
         run_hdf5_stage(tmp_path, tmp_path / "shard", vocab_file, Hdf5Config())
     (tmp_path / "shard" / "training_0000.txt").write_text("\n", encoding="utf-8")
-    with pytest.raises(PipelineError, match="no text"):
+    with pytest.raises(DataError, match="no text"):
         run_hdf5_stage(tmp_path, tmp_path / "shard", vocab_file, Hdf5Config(), out_name="again")
     assert not (tmp_path / "cache-again" / "tokens").exists()  # the token cache goes, also on failure
 

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from pipeline.finished_files import SIDECAR
+from pipeline.stages.hdf5.finished_files import SIDECAR
 
 REPO = Path(__file__).resolve().parent.parent
 SHARDS = 16
@@ -66,7 +66,7 @@ def test_killed_hdf5_reuses_its_finished_files(tmp_path, write_vocab, write_corp
 
 def test_a_finished_file_whose_bytes_changed_is_written_again(tmp_path, write_vocab, write_corpus):
     """A damaged finished file (same size, other bytes) or one made with another config is not reused."""
-    from pipeline.finished_files import FinishedFiles, file_key
+    from pipeline.stages.hdf5.finished_files import FinishedFiles, file_key
 
     path = tmp_path / "files" / "v" / "training" / "a.hdf5"
     path.parent.mkdir(parents=True)

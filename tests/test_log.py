@@ -10,7 +10,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_a_quiet_bar_takes_a_bars_calls_without_importing_tqdm():
-    code = ("import sys\nfrom core.log import progress\n"
+    code = ("import sys\nfrom wiki2bert_core.log import progress\n"
             "with progress(10, 'work', 'B', quiet=True, initial=2) as bar:\n    bar.update(3)\n    bar.set_postfix(loss=1.0)\n"
             "assert 'tqdm' not in sys.modules, 'tqdm imported'\n"
             "with progress(10, 'work', 'B') as bar:\n    bar.update(3)\n"

@@ -155,7 +155,7 @@ def test_no_attention_weight_crosses_instances(tiny, kernel):
 
 
 def test_packed_loader_reads_the_same_instances_and_positions_as_the_unpacked_one(tmp_path, write_dataset):
-    from core.wordpiece import read_vocab
+    from wiki2bert_core.wordpiece import read_vocab
     from pretrain.data import make_loader, open_data
 
     variant = write_dataset(tmp_path, [40, 30])

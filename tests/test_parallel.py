@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import PipelineError
-from core.fileio import atomic_write
-from pipeline.parallel import LocalExecutor
+from wiki2bert_core.errors import DataError
+from wiki2bert_core.files import atomic_write
+from pipeline.executors.local import LocalExecutor
 
 
 def slow_square(n: int) -> int:
@@ -42,7 +42,7 @@ def test_a_tasks_exception_is_raised_in_the_caller():
 
 def test_a_killed_worker_is_an_error_not_a_hang():
     started = time.time()
-    with pytest.raises(PipelineError, match=r"a worker process died \(exit code -9\) while running task 3"):
+    with pytest.raises(DataError, match=r"a worker process died \(exit code -9\) while running task 3"):
         list(LocalExecutor(2).map(killed_on_three, range(10)))
     assert time.time() - started < 30
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.sample import write_sample_dump
+from pipeline.tools.sample_dump import write_sample_dump
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.errors import ConfigError, PipelineError
+from wiki2bert_core.errors import ConfigError, DataError
 from pretrain.data import BatchPlan, DataState, find_data_files, find_vocab_file, make_loader, open_data
 
 VOCAB_SIZE = 60
@@ -42,7 +42,7 @@ def test_bad_data_is_refused_with_one_line_naming_the_file(tmp_path, write_datas
     with pytest.raises(ConfigError, match=r"training_0000\.hdf5: sequences of length 32, but this phase trains on "
                                           r"seq_len 128"):
         open_data(variant, 128, VOCAB_SIZE)
-    with pytest.raises(PipelineError, match=r"training_0000\.hdf5: input_ids holds token id \d+, outside the "
+    with pytest.raises(DataError, match=r"training_0000\.hdf5: input_ids holds token id \d+, outside the "
                                           r"vocabulary of 20 tokens"):
         open_data(variant, 32, 20)
     with pytest.raises(ConfigError, match=r"2 HDF5 file\(s\) for 3 data-parallel ranks"):
@@ -50,10 +50,10 @@ def test_bad_data_is_refused_with_one_line_naming_the_file(tmp_path, write_datas
 
     with h5py.File(variant / "training" / "training_0001.hdf5", "a") as f:
         del f["masked_lm_ids"]
-    with pytest.raises(PipelineError, match=r"training_0001\.hdf5: missing dataset\(s\) masked_lm_ids"):
+    with pytest.raises(DataError, match=r"training_0001\.hdf5: missing dataset\(s\) masked_lm_ids"):
         open_data(variant, 32, VOCAB_SIZE)
     (variant / "training" / "training_0001.hdf5").write_bytes(b"not hdf5")
-    with pytest.raises(PipelineError, match=r"training_0001\.hdf5: not a readable HDF5 file"):
+    with pytest.raises(DataError, match=r"training_0001\.hdf5: not a readable HDF5 file"):
         open_data(variant, 32, VOCAB_SIZE)
 
 
@@ -88,7 +88,7 @@ def test_resuming_from_a_saved_state_continues_with_the_same_batches(tmp_path, w
     for k in (2, 5, 6):  # mid-file, at the epoch end, in the next epoch
         resumed = BatchPlan(data, 4, seed=3, state=DataState.from_dict(states[k - 1]))
         assert rows_of(resumed, 12 - k) == batches[k:]
-    with pytest.raises(PipelineError, match="is gone"):
+    with pytest.raises(DataError, match="is gone"):
         BatchPlan(data, 4, seed=3, state=DataState(0, ("missing.hdf5",), 0, 0))
 
 
@@ -137,7 +137,7 @@ def test_a_file_whose_data_does_not_decompress_is_refused_with_one_line(tmp_path
     data = bytearray(path.read_bytes())
     data[chunk.byte_offset:chunk.byte_offset + chunk.size] = b"\xff" * chunk.size
     path.write_bytes(bytes(data))
-    with pytest.raises(PipelineError, match=r"training_0000\.hdf5: cannot read its datasets .*damaged") as e:
+    with pytest.raises(DataError, match=r"training_0000\.hdf5: cannot read its datasets .*damaged") as e:
         open_data(variant, 32, VOCAB_SIZE)
     assert "\n" not in str(e.value)
 
@@ -183,5 +183,5 @@ def test_values_the_model_cannot_take_past_the_checked_rows_name_file_and_row(tm
     assert problems - {""} == {f"{path}: row 290: {message}"}
     with h5py.File(path, "a") as f:
         f[key][3] = value
-    with pytest.raises(PipelineError, match=rf"training_0000\.hdf5: row 3: {message} \({value}\)$"):
+    with pytest.raises(DataError, match=rf"training_0000\.hdf5: row 3: {message} \({value}\)$"):
         open_data(variant, 32, VOCAB_SIZE)

@@ -23,10 +23,10 @@ import psutil
 import pytest
 import torch
 
-from core.errors import ConfigError
+from wiki2bert_core.errors import ConfigError
 from pretrain import checkpoint
 from pretrain.config import load_train_config
-from pretrain.run import prepare
+from pretrain.prepare import prepare
 from test_pretrain_data import rechunk
 from test_pretrain_loop import ENV, TINY, metrics, pretrain
 

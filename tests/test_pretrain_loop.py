@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.errors import ConfigError, PipelineError
+from wiki2bert_core.errors import ConfigError, DataError
 from pretrain import checkpoint
 from pretrain.cli import main
 from pretrain.config import load_train_config
 from pretrain.checkpoint import MODEL_STATES
-from pretrain.engine import deepspeed_config
+from pretrain.deepspeed_settings import deepspeed_config
 from pretrain.metrics import metrics_step
-from pretrain.run import prepare
+from pretrain.prepare import prepare
 from pretrain.schedule import WarmupPolyDecay
 
 TINY = ["--preset", "tiny", "--set", "seq_len=32", "--set", "global_batch=8", "--set", "micro_batch=4",
@@ -219,7 +219,7 @@ def test_a_crash_while_saving_leaves_latest_on_the_previous_checkpoint(tmp_path)
     for step in (1, 2):
         checkpoint.save(engine, tmp_path, step, {"world_size": 1}, {}, keep=2)
     engine.fail = True
-    with pytest.raises(PipelineError, match=r"step00000003: saving the checkpoint failed \(OSError: disk full\); "
+    with pytest.raises(DataError, match=r"step00000003: saving the checkpoint failed \(OSError: disk full\); "
                                              r".* GiB free there; the latest checkpoint is still step00000002$"):
         checkpoint.save(engine, tmp_path, 3, {"world_size": 1}, {}, keep=2)
     assert checkpoint.latest(tmp_path).tag == "step00000002" and "step00000003" not in tags(tmp_path)
@@ -250,10 +250,10 @@ def test_accumulation_comes_from_global_batch_micro_batch_and_ranks(data, tmp_pa
     monkeypatch.setenv("WORLD_SIZE", "2")
     run = prepare("phase1", data, tmp_path / "r", config, deepspeed_config=user)
     assert run.grad_accumulation == 8 and run.world_size == 2
-    ds = deepspeed_config(run, zero_stage=1)
+    ds = deepspeed_config(run.config, run.grad_accumulation, run.precision, run.user_ds_config, zero_stage=1)
     assert ds["zero_optimization"] == {"stage": 1, "reduce_bucket_size": 1000} and ds["wall_clock_breakdown"]
     assert ds["bf16"] == {"enabled": True} and "torch_autocast" not in ds
-    ds = deepspeed_config(run, zero_stage=0)
+    ds = deepspeed_config(run.config, run.grad_accumulation, run.precision, run.user_ds_config, zero_stage=0)
     assert ds["torch_autocast"] == {"enabled": True, "dtype": "bfloat16"} and "bf16" not in ds  # fp32 to LAMB
     assert (ds["train_batch_size"], ds["gradient_accumulation_steps"]) == (64, 8)
     user.write_text(json.dumps({"train_batch_size": 8}))
@@ -326,7 +326,7 @@ def test_a_variant_directory_copied_alone_trains_evaluates_and_exports(tmp_path,
 
     import transformers
 
-    from pipeline.stages.hdf5 import Hdf5Config, Variant
+    from pipeline.stages.hdf5.stage import Hdf5Config, Variant
 
     build = tmp_path / "build"
     (build / "shard").mkdir(parents=True)

@@ -9,7 +9,7 @@ import sys
 import h5py
 import pytest
 
-from core.hdf5_format import DTYPES, read_rows
+from wiki2bert_core.hdf5_format import DTYPES, read_rows
 
 from pipeline.cli import main
 

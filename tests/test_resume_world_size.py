@@ -50,7 +50,7 @@ def worker(data: str, out: str, result: str) -> None:
     from deepspeed.utils import safe_get_full_fp32_param, safe_get_full_optimizer_state
 
     from pretrain.config import load_train_config
-    from pretrain.run import prepare
+    from pretrain.prepare import prepare
     from pretrain.train import start
 
     overrides = [v for flag, v in zip(SETTINGS[2::2], SETTINGS[3::2]) if flag == "--set"]

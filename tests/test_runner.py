@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ConfigError
+from wiki2bert_core.errors import ConfigError
 from pipeline.config import load_pipeline_config
-from core.errors import PipelineError
+from wiki2bert_core.errors import DataError
 from pipeline.runner import MANIFEST, corrupt_stages, run_stages, status_rows
 from pipeline.stages import Stage
 
@@ -45,7 +45,7 @@ def make_words(config: MakeConfig, ctx) -> dict:
 def upper_words(config: UpperConfig, ctx) -> dict:
     CALLS.append("toy_upper")
     if config.fail:
-        raise PipelineError("words.txt: bad input")
+        raise DataError("words.txt: bad input")
     text = (ctx.inputs["toy_make"] / "words.txt").read_text(encoding="utf-8")
     (ctx.out_dir / "upper.txt").write_text(text.upper(), encoding="utf-8")
     time.sleep(config.sleep_s)
@@ -152,7 +152,7 @@ def test_downstream_config_change_reruns_only_downstream(tmp_path):
 
 def test_failed_stage_leaves_nothing_complete_and_status_says_failed(tmp_path):
     run(tmp_path)
-    with pytest.raises(PipelineError):
+    with pytest.raises(DataError):
         run(tmp_path, ["toy_make.words=4", "toy_upper.fail=true"])
     lang_dir = tmp_path / "data" / "hu"
     assert not (lang_dir / ".toy_upper.tmp").exists()
@@ -162,7 +162,7 @@ def test_failed_stage_leaves_nothing_complete_and_status_says_failed(tmp_path):
     assert states == {"toy_make": "done", "toy_upper": "stale"}
     (lang_dir / "toy_upper").rename(lang_dir / "gone")
     states = {r["stage"]: (r["state"], r["reason"]) for r in status_rows(pcfg, lang_dir)}
-    assert states["toy_upper"] == ("failed", "PipelineError: words.txt: bad input")
+    assert states["toy_upper"] == ("failed", "DataError: words.txt: bad input")
 
 
 def test_status_reports_missing_done_and_changed_output(tmp_path):
@@ -179,7 +179,7 @@ def test_status_reports_missing_done_and_changed_output(tmp_path):
 
 def test_stage_whose_input_is_missing_is_refused(tmp_path):
     pcfg = load_pipeline_config(write_yaml(tmp_path, TOY_YAML), "hu")
-    with pytest.raises(PipelineError, match="toy_upper needs toy_make, which is missing"):
+    with pytest.raises(DataError, match="toy_upper needs toy_make, which is missing"):
         run_stages(pcfg, tmp_path / "data" / "hu", ["toy_upper"])
 
 
@@ -268,7 +268,7 @@ def test_bundled_stages_yaml_loads_for_every_profile():
 
 def test_status_judges_against_the_config_its_own_flags_give(tmp_path):
     """status has no memory of earlier commands: the same --dump/--set as the run give "done", others "stale"."""
-    from pipeline.sample import write_sample_dump
+    from pipeline.tools.sample_dump import write_sample_dump
 
     dump = write_sample_dump(tmp_path / "dump", 60, 0)
     cli = [sys.executable, "-m", "pipeline.cli"]
@@ -314,7 +314,7 @@ def test_output_rewritten_in_place_at_the_same_size_is_noticed(tmp_path):
 
 def test_status_verify_exits_1_naming_the_changed_file(tmp_path):
     write_yaml(tmp_path, "stages: [download]\nlanguages: {default: {}}\n")
-    from pipeline.sample import write_sample_dump
+    from pipeline.tools.sample_dump import write_sample_dump
     dump = write_sample_dump(tmp_path / "dump", 20, 0)
     cli = [sys.executable, "-m", "pipeline.cli"]
     work = ["--lang", "hu", "--workdir", str(tmp_path / "data")]

@@ -8,9 +8,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from pipeline import sample
+from pipeline.tools import sample_dump as sample
 from pipeline.cli import app
-from pipeline.sample import inflect, year_inessive
+from pipeline.tools.sample_dump import inflect, year_inessive
 from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
 from pipeline.runner import run_stages
 

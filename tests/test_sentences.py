@@ -1,4 +1,4 @@
-"""Stage `sentences` and the splitters of pipeline/text.py: boundaries around abbreviations, ordinals and numbers,
+"""Stage `sentences` and the splitters of pipeline/stages/sentences/splitters.py: boundaries around abbreviations, ordinals and numbers,
 paragraph and article boundaries, the output format, determinism across workers, bad input."""
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import load_pipeline_config
-from core.errors import ConfigError, PipelineError
-from pipeline.fileio import iter_documents
+from wiki2bert_core.errors import ConfigError, DataError
+from pipeline.text_files import iter_documents
 from pipeline.runner import MANIFEST, run_stage
 from pipeline.stages import StageContext
-from pipeline.stages.sentences import SentencesConfig, run
-from pipeline.text import QuntokenSplitter, RuleSplitter, check_quntoken, normalize_paragraph
+from pipeline.stages.sentences.stage import SentencesConfig, run
+from pipeline.stages.sentences.splitters import QuntokenSplitter, RuleSplitter, check_quntoken, normalize_paragraph
 
 try:
     check_quntoken()
     HAVE_QUNTOKEN = True
-except PipelineError:
+except DataError:
     HAVE_QUNTOKEN = False
 needs_quntoken = pytest.mark.skipif(not HAVE_QUNTOKEN, reason="quntoken runs on Linux x86-64 only")
 
@@ -67,21 +67,21 @@ def test_rule_splitter_extra_abbreviations_and_unknown_language():
 
 
 def test_rule_data_is_read_per_language(tmp_path, monkeypatch):
-    from pipeline import text
+    from pipeline.stages.sentences import splitters
 
     rules = tmp_path / "rules.yaml"
     rules.write_text('"xx":\n  abbreviations: abc\n  ordinal_period: true\n  ordinal_determiners: der\n', encoding="utf-8")
-    monkeypatch.setattr(text, "RULES_PATH", rules)
-    text.language_rules.cache_clear()
+    monkeypatch.setattr(splitters, "RULES_PATH", rules)
+    splitters.language_rules.cache_clear()
     try:
         assert RuleSplitter("xx").split_paragraph("Mit abc. Bestem der 3. Mann. Ende.") == [
             "Mit abc. Bestem der 3. Mann.", "Ende."]
         rules.write_text('"xx":\n  abbrevations: abc\n', encoding="utf-8")
-        text.language_rules.cache_clear()
+        splitters.language_rules.cache_clear()
         with pytest.raises(ConfigError, match="rules.yaml: xx: .*abbrevations"):
             RuleSplitter("xx")
     finally:
-        text.language_rules.cache_clear()
+        splitters.language_rules.cache_clear()
 
 
 def test_normalize_paragraph():
@@ -117,7 +117,7 @@ def test_quntoken_boundaries_and_paragraphs():
 @needs_quntoken
 def test_quntoken_output_that_does_not_match_its_input_is_an_error(monkeypatch):
     monkeypatch.setattr("quntoken.tokenize", lambda lines, **kwargs: iter(["Egy mondat.\n", "\n"]))
-    with pytest.raises(PipelineError, match="quntoken returned 10 non-space characters for 23"):
+    with pytest.raises(DataError, match="quntoken returned 10 non-space characters for 23"):
         QuntokenSplitter().split(["Egy mondat. Még egy mondat."])
 
 
@@ -135,7 +135,7 @@ def test_quntoken_unavailable_platform_is_a_clear_error(monkeypatch, tmp_path, m
     monkeypatch.setattr("platform.system", lambda: "Darwin")
     monkeypatch.setattr("platform.machine", lambda: "arm64")
     ctx = make_ctx(tmp_path, write_parts(tmp_path, [[article("A", "Szöveg.")]]))
-    with pytest.raises(PipelineError, match="Linux x86-64 binaries only .this is Darwin arm64.; use --set sentences.splitter=rules"):
+    with pytest.raises(DataError, match="Linux x86-64 binaries only .this is Darwin arm64.; use --set sentences.splitter=rules"):
         run(SentencesConfig(splitter="quntoken"), ctx)
 
 
@@ -186,7 +186,7 @@ def many_articles(n: int, seed_word: str) -> list[dict]:
 
 @pytest.mark.parametrize("splitter", ["rules", pytest.param("quntoken", marks=needs_quntoken)])
 def test_output_identical_for_one_and_two_workers(tmp_path, splitter, monkeypatch, make_ctx):
-    monkeypatch.setattr("pipeline.stages.sentences.BATCH_CHARS", 500)  # several splitter calls per part
+    monkeypatch.setattr("pipeline.stages.sentences.stage.BATCH_CHARS", 500)  # several splitter calls per part
     extract = write_parts(tmp_path, [many_articles(40, w) for w in ("alma", "körte", "szilva")])
     outputs = []
     for workers in (1, 2):
@@ -202,20 +202,20 @@ def test_non_utf8_part_names_file_and_line(tmp_path, make_ctx):
     extract = write_parts(tmp_path, [[article("A", "Good text.")]])
     with open(extract / "part-00000.jsonl", "ab") as f:
         f.write(b'{"id": "2", "title": "B", "url": "", "text": "bad \xff byte"}\n')
-    with pytest.raises(PipelineError, match=r"part-00000\.jsonl: line 2: not UTF-8"):
+    with pytest.raises(DataError, match=r"part-00000\.jsonl: line 2: not UTF-8"):
         run(SentencesConfig(), make_ctx(tmp_path, extract))
 
 
 def test_record_without_text_names_file_and_line(tmp_path, make_ctx):
     extract = write_parts(tmp_path, [[article("A", "Good text."), {"id": "2", "title": "B"}]])
-    with pytest.raises(PipelineError, match=r"part-00000\.jsonl: line 2: expected an object with string 'text'"):
+    with pytest.raises(DataError, match=r"part-00000\.jsonl: line 2: expected an object with string 'text'"):
         run(SentencesConfig(), make_ctx(tmp_path, extract))
 
 
 @pytest.mark.parametrize("parts", [[], [[]], [[article("A", "\n \n")]]], ids=["no-parts", "empty-part", "no-text"])
 def test_empty_input_is_an_error(tmp_path, parts, make_ctx):
     extract = write_parts(tmp_path, parts)
-    with pytest.raises(PipelineError, match="extract"):
+    with pytest.raises(DataError, match="extract"):
         run(SentencesConfig(), make_ctx(tmp_path, extract))
 
 
@@ -239,5 +239,5 @@ def test_quntoken_not_installed_is_a_clear_error(monkeypatch):
     monkeypatch.setattr("platform.system", lambda: "Linux")
     monkeypatch.setattr("platform.machine", lambda: "x86_64")
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
-    with pytest.raises(PipelineError, match="quntoken is not installed"):
+    with pytest.raises(DataError, match="quntoken is not installed"):
         check_quntoken()

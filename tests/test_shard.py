@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ConfigError
+from wiki2bert_core.errors import ConfigError
 from pipeline.config import load_pipeline_config
-from core.errors import PipelineError
-from pipeline.fileio import iter_documents
+from wiki2bert_core.errors import DataError
+from pipeline.text_files import iter_documents
 from pipeline.runner import read_manifest, run_stages
 from pipeline.stages import Stage
 from pipeline.stages import shard
@@ -135,11 +135,11 @@ def test_bad_input(tmp_path, make_corpus, run_shard):
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "part-00000.txt").write_text("\n\n", encoding="utf-8")
-    with pytest.raises(PipelineError, match="no documents to shard"):
+    with pytest.raises(DataError, match="no documents to shard"):
         run_shard(tmp_path, empty, num_shards=2)
     bad = make_corpus(tmp_path / "bad", documents=20)
     (bad / "part-00002.txt").write_bytes(b"Egy mondat.\nRossz \xff b\xe1jt.\n\n")
-    with pytest.raises(PipelineError, match=r"bad/part-00002\.txt: line 2: not UTF-8"):
+    with pytest.raises(DataError, match=r"bad/part-00002\.txt: line 2: not UTF-8"):
         run_shard(tmp_path, bad, "out2", num_shards=2)
     with pytest.raises(ConfigError, match="shard.num_shards"):
         ShardConfig(num_shards=0)

@@ -1,4 +1,4 @@
-"""pipeline/tokenize.py: the word cache gives exactly the ids of the tokenizer's own encode_batch, on text made to
+"""pipeline/stages/hdf5/tokenize.py: the word cache gives exactly the ids of the tokenizer's own encode_batch, on text made to
 break a per-character shortcut (accents composed and not, marks at a word's start, final sigma, dotted I, CJK,
 control and zero-width characters, odd spaces, over-long words, special tokens spelled out) and on random
 Unicode; also with a cache small enough to be dropped between batches, and for tokenizers of another make-up."""
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, pre_tokenizers
 
-from core.wordpiece import special_token_ids, wordpiece_tokenizer
-from pipeline.tokenize import WordCache, tokenize_documents
+from wiki2bert_core.wordpiece import special_token_ids, wordpiece_tokenizer
+from pipeline.stages.hdf5.tokenize import WordCache, tokenize_documents
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 TRICKY = [

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeline.cli import app
-from pipeline.stages.hdf5 import Hdf5Config, Variant
-from pipeline.verify import verify_path
+from pipeline.stages.hdf5.stage import Hdf5Config, Variant
+from pipeline.tools.verify import verify_path
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,11 @@ import pytest
 import sentencepiece as spm
 from tokenizers import normalizers, pre_tokenizers
 
-from core.errors import ConfigError
-from core.errors import PipelineError
+from wiki2bert_core.errors import ConfigError
+from wiki2bert_core.errors import DataError
 from pipeline.stages.vocab import (VocabConfig, bert_normalization_rules, bert_vocabulary, run,
                                    sentencepiece_to_wordpiece)
-from core.wordpiece import load_tokenizer, read_vocab, special_token_ids
+from wiki2bert_core.wordpiece import load_tokenizer, read_vocab, special_token_ids
 
 SYLLABLES = ["al", "ma", "kör", "te", "sző", "lő", "fű", "víz", "tű", "rő", "ár", "ka", "bá", "szél", "őr", "ül",
              "ne", "űr", "mű", "hí", "dú", "gyö", "ke", "rés", "pi", "ros", "zöld", "ég", "ó", "ta", "nya", "és", "le"]
@@ -155,7 +155,7 @@ def test_tokenizers_training_is_deterministic_despite_upstream_hash_order(tmp_pa
      r"supports at most \d+ sentencepiece pieces, vocab.vocab_size is 200000: .*--set vocab.vocab_size=\d+"),
     ("tokenizers", r"supports only \d+ WordPiece tokens .*vocab.vocab_size is 200000: .*--set vocab.vocab_size=\d+")])
 def test_vocabulary_larger_than_the_corpus_supports(tmp_path, corpus, method, pattern, run_vocab):
-    with pytest.raises(PipelineError, match=pattern) as e:
+    with pytest.raises(DataError, match=pattern) as e:
         run_vocab(tmp_path, corpus, method=method, vocab_size=200000)
     assert str(e.value).startswith(str(corpus))
     assert not (tmp_path / "out" / "vocab.txt").exists()
@@ -165,7 +165,7 @@ def test_vocabulary_larger_than_the_corpus_supports(tmp_path, corpus, method, pa
     ("sentencepiece", 20, r"vocab.vocab_size 20 is too small: covering 0.9999 of the characters takes \d+ pieces"),
     ("tokenizers", 150, r"vocab.vocab_size 150 leaves no room for merges")])
 def test_vocabulary_too_small_for_the_characters(tmp_path, corpus, method, size, pattern, run_vocab):
-    with pytest.raises(PipelineError, match=pattern):
+    with pytest.raises(DataError, match=pattern):
         run_vocab(tmp_path, corpus, method=method, vocab_size=size)
 
 
@@ -174,9 +174,9 @@ def test_empty_input(tmp_path, method, run_vocab):
     empty = tmp_path / "filter"
     empty.mkdir()
     (empty / "part-00000.txt").write_text("\n\n  \n", encoding="utf-8")
-    with pytest.raises(PipelineError, match="no text to train a vocabulary on"):
+    with pytest.raises(DataError, match="no text to train a vocabulary on"):
         run_vocab(tmp_path, empty, method=method)
-    with pytest.raises(PipelineError, match=r"no part-\*\.txt files"):
+    with pytest.raises(DataError, match=r"no part-\*\.txt files"):
         run_vocab(tmp_path, tmp_path / "cache", "out2", method=method)
 
 
@@ -184,7 +184,7 @@ def test_only_overlong_sentences(tmp_path, run_vocab):
     unsplit = tmp_path / "filter"
     unsplit.mkdir()
     (unsplit / "part-00000.txt").write_text(("szó " * 1100 + "\n\n") * 3, encoding="utf-8")
-    with pytest.raises(PipelineError, match="every sentence is longer than 4192 bytes"):
+    with pytest.raises(DataError, match="every sentence is longer than 4192 bytes"):
         run_vocab(tmp_path, unsplit)
 
 
@@ -194,7 +194,7 @@ def test_non_utf8_part_is_named(tmp_path, method, make_corpus, run_vocab):
     with open(bad / "part-00001.txt", "ab") as f:
         f.write("Első mondat.\nMásodik \xff mondat.\n\n".encode("utf-8").replace("\xff".encode(), b"\xff"))
     lines = (bad / "part-00001.txt").read_bytes().count(b"\n")
-    with pytest.raises(PipelineError, match=rf"part-00001\.txt: line {lines - 1}: not UTF-8 \(byte 9 of the line\)"):
+    with pytest.raises(DataError, match=rf"part-00001\.txt: line {lines - 1}: not UTF-8 \(byte 9 of the line\)"):
         run_vocab(tmp_path, bad, method=method, **SMALL[method])
 
 

@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from pipeline.parallel import Executor, LocalExecutor
+from pipeline.executors.local import Executor, LocalExecutor
 
 
 @dataclasses.dataclass(frozen=True)

@@ -41,10 +41,10 @@ from typing import Literal
 
 import numpy as np
 
-from core.errors import PipelineError
-from core.fileio import atomic_write, write_json
-from pipeline.fileio import iter_documents, list_parts, write_document
-from core.log import progress
+from wiki2bert_core.errors import DataError
+from wiki2bert_core.files import atomic_write, write_json
+from pipeline.text_files import iter_documents, list_parts, write_document
+from wiki2bert_core.log import progress
 from pipeline.stages import Stage, StageContext
 
 REASONS = ("avg_words", "min_sentences", "max_sentences", "min_tokens", "max_tokens", "no_word_ratio", "punct_ratio",
@@ -94,9 +94,9 @@ def run(config: FilterConfig, ctx: StageContext) -> dict:
             bar.update(path.stat().st_size)
     total = int(documents.sum())
     if total == 0:
-        raise PipelineError(f"{ctx.inputs['sentences']}: no documents in {len(parts)} part file(s)")
+        raise DataError(f"{ctx.inputs['sentences']}: no documents in {len(parts)} part file(s)")
     if documents[KEPT] == 0:
-        raise PipelineError(f"filter: all {total:,} documents were dropped ("
+        raise DataError(f"filter: all {total:,} documents were dropped ("
                             + ", ".join(f"{REASONS[i - 1]} {n:,}" for i, n in enumerate(documents) if i and n)
                             + "): check --lang and the filter thresholds in stages.yaml")
 

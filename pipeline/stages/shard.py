@@ -22,10 +22,10 @@ import hashlib
 import heapq
 from pathlib import Path
 
-from core.errors import ConfigError
-from core.errors import PipelineError
-from pipeline.fileio import iter_documents, list_parts
-from core.log import progress
+from wiki2bert_core.errors import ConfigError
+from wiki2bert_core.errors import DataError
+from pipeline.text_files import iter_documents, list_parts
+from wiki2bert_core.log import progress
 from pipeline.stages import Stage, StageContext
 
 BUFFER_BUDGET = 4 << 20  # bytes of shard text held in memory at most, over all shards
@@ -111,13 +111,13 @@ def run(config: ShardConfig, ctx: StageContext) -> dict:
         n_test += is_test
         n_training += not is_test
     if n_training + n_test == 0:
-        raise PipelineError(f"{filter_dir}: no documents to shard (all parts are empty)")
+        raise DataError(f"{filter_dir}: no documents to shard (all parts are empty)")
     asked_test = config.num_test_shards if config.test_fraction > 0 else 0
     if asked_test and n_test == 0:
-        raise PipelineError(f"{filter_dir}: no test documents for shard.test_fraction {config.test_fraction}: "
+        raise DataError(f"{filter_dir}: no test documents for shard.test_fraction {config.test_fraction}: "
                             f"raise it or set it to 0")
     if n_training == 0:
-        raise PipelineError(f"{filter_dir}: all {n_test} documents went to the test split: lower shard.test_fraction")
+        raise DataError(f"{filter_dir}: all {n_test} documents went to the test split: lower shard.test_fraction")
     num_shards = _capped(config.num_shards, n_training, config, "num_shards", "training", ctx)
     test_shards = _capped(asked_test, n_test, config, "num_test_shards", "test", ctx) if asked_test else 0
     buffer_bytes = max(MIN_SHARD_BUFFER, BUFFER_BUDGET // (num_shards + test_shards))

@@ -32,12 +32,12 @@ import numpy as np
 import sentencepiece as spm
 from tokenizers import normalizers, trainers
 
-from core.errors import ConfigError
-from core.errors import PipelineError
-from pipeline.fileio import list_parts
-from core.log import progress
+from wiki2bert_core.errors import ConfigError
+from wiki2bert_core.errors import DataError
+from pipeline.text_files import list_parts
+from wiki2bert_core.log import progress
 from pipeline.stages import Stage, StageContext
-from core.wordpiece import (SPECIAL_TOKENS, load_tokenizer, special_token_ids, wordpiece_tokenizer,
+from wiki2bert_core.wordpiece import (SPECIAL_TOKENS, load_tokenizer, special_token_ids, wordpiece_tokenizer,
                                 write_tokenizer_dir)
 
 SENTENCEPIECE_CONTROL = ("<unk>", "<s>", "</s>")
@@ -166,7 +166,7 @@ class _CorpusSentences:
                         except UnicodeDecodeError as e:
                             bad_line = line_no + data.count(b"\n", 0, e.start) + 1
                             column = e.start - (data.rfind(b"\n", 0, e.start) + 1)
-                            raise PipelineError(f"{path}: line {bad_line}: not UTF-8 (byte {column} of the line)"
+                            raise DataError(f"{path}: line {bad_line}: not UTF-8 (byte {column} of the line)"
                                                 ) from None
                         line_no += len(lines)
                         bar.update(len(data))
@@ -184,7 +184,7 @@ class _CorpusSentences:
 
     def check_not_empty(self) -> None:
         if self.sentences == 0:
-            raise PipelineError(f"{self.parts[0].parent}: no text to train a vocabulary on (all parts are empty)")
+            raise DataError(f"{self.parts[0].parent}: no text to train a vocabulary on (all parts are empty)")
 
 
 # --- sentencepiece -------------------------------------------------------------------------------------------------
@@ -224,19 +224,19 @@ def _train_sentencepiece(config: VocabConfig, corpus: _CorpusSentences, ctx: Sta
     return sentencepiece_to_wordpiece(processor.id_to_piece(list(range(processor.get_piece_size()))))
 
 
-def _sentencepiece_error(message: str, config: VocabConfig, filter_dir: Path) -> PipelineError:
+def _sentencepiece_error(message: str, config: VocabConfig, filter_dir: Path) -> DataError:
     if m := re.search(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)", message):
-        return PipelineError(
+        return DataError(
             f"{filter_dir}: the corpus supports at most {m[2]} sentencepiece pieces, vocab.vocab_size is {m[1]}: "
             f"use a smaller vocabulary (e.g. --set vocab.vocab_size={_round_down(int(m[2]))}) or more text")
     if m := re.search(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)", message):
-        return PipelineError(
+        return DataError(
             f"{filter_dir}: vocab.vocab_size {m[1]} is too small: covering {config.character_coverage} of the "
             f"characters takes {m[2]} pieces; raise vocab.vocab_size or lower vocab.character_coverage")
     if "sentences_.empty()" in message:
-        return PipelineError(f"{filter_dir}: every sentence is longer than {SENTENCEPIECE_MAX_SENTENCE_BYTES} bytes, "
+        return DataError(f"{filter_dir}: every sentence is longer than {SENTENCEPIECE_MAX_SENTENCE_BYTES} bytes, "
                              "which sentencepiece skips (is sentence splitting working for this language?)")
-    return PipelineError(f"{filter_dir}: sentencepiece training failed: {message.splitlines()[0]}")
+    return DataError(f"{filter_dir}: sentencepiece training failed: {message.splitlines()[0]}")
 
 
 def _round_down(n: int) -> int:
@@ -303,7 +303,7 @@ def _train_tokenizers(config: VocabConfig, corpus: _CorpusSentences, ctx: StageC
         special_tokens=head + ["##" + c for c in alphabet], initial_alphabet=alphabet,
         limit_alphabet=len(alphabet), continuing_subword_prefix="##")
     if len(head) + 2 * len(alphabet) >= config.vocab_size:
-        raise PipelineError(
+        raise DataError(
             f"{corpus.parts[0].parent}: vocab.vocab_size {config.vocab_size} leaves no room for merges: the special "
             f"tokens and the {len(alphabet)} characters (each also as ##) take {len(head) + 2 * len(alphabet)}; "
             "raise vocab.vocab_size or lower vocab.limit_alphabet")
@@ -314,7 +314,7 @@ def _train_tokenizers(config: VocabConfig, corpus: _CorpusSentences, ctx: StageC
     tokenizer.train([str(p) for p in corpus.parts], trainer)
     trained = tokenizer.get_vocab()
     if len(trained) < config.vocab_size:
-        raise PipelineError(
+        raise DataError(
             f"{corpus.parts[0].parent}: the corpus supports only {len(trained)} WordPiece tokens with "
             f"min_frequency {config.min_frequency}, vocab.vocab_size is {config.vocab_size}: use a smaller "
             f"vocabulary (e.g. --set vocab.vocab_size={_round_down(len(trained))}) or more text")

@@ -14,12 +14,12 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from core.errors import PipelineError
-from core.fileio import read_json
-from core.hdf5_format import (DATASETS, DTYPES, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS,
+from wiki2bert_core.errors import DataError
+from wiki2bert_core.files import read_json
+from wiki2bert_core.hdf5_format import (DATASETS, DTYPES, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS,
                               NEXT_SENTENCE_LABELS, SEGMENT_IDS, SUFFIXES, dataset_width, missing_datasets,
                               read_rows, used_positions)
-from core.wordpiece import read_vocab, special_token_ids
+from wiki2bert_core.wordpiece import read_vocab, special_token_ids
 
 BLOCK_CELLS = 1 << 22  # rows are checked in blocks of about this many input_ids cells
 
@@ -66,7 +66,7 @@ class VerifyReport:
 def verify_path(path: Path, vocab: Path | None = None) -> VerifyReport:
     path = Path(path)
     if not path.exists():
-        raise PipelineError(f"{path}: no such file or directory")
+        raise DataError(f"{path}: no such file or directory")
     files = sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file()) if path.is_dir() else [path]
     report = VerifyReport(files, [], {})
     if not files:
@@ -87,7 +87,7 @@ def verify_path(path: Path, vocab: Path | None = None) -> VerifyReport:
             shape, stats, problems = verify_file(file, vocabs[vocab_file], params[params_file])
             if stats is not None:
                 _add_recorded(stats, file, params_file, params[params_file])
-        except PipelineError as e:
+        except DataError as e:
             report.problems.append(str(e))
             continue
         report.problems.extend(f"{file}: {p}" for p in problems)
@@ -251,7 +251,7 @@ def _load_params(params_file: Path | None) -> dict | None:
         return None
     params = read_json(params_file)
     if not isinstance(params, dict):
-        raise PipelineError(f"{params_file}: expected a JSON object")
+        raise DataError(f"{params_file}: expected a JSON object")
     return params
 
 

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import torch
 
-from core.config import config_to_dict
-from core.errors import ConfigError, PipelineError
-from core.fileio import read_json
-from core.wordpiece import read_vocab
+from wiki2bert_core.config import config_to_dict
+from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.files import read_json
+from wiki2bert_core.wordpiece import read_vocab
 from pretrain import checkpoint
 from pretrain.attention import available_kernels
 from pretrain.checkpoint import Checkpoint
 from pretrain.config import CHANGEABLE_ON_RESUME, TrainConfig
 from pretrain.data import DataDirectory, find_data_files, find_vocab_file, open_data
-from pretrain.engine import choose_precision, read_user_ds_config
+from pretrain.deepspeed_settings import choose_precision, read_user_ds_config
 from pretrain.evaluate import eval_files
 from pretrain.model import ModelConfig, model_config
 
@@ -84,7 +84,7 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
 
     resume = checkpoint.latest(phase_dir)
     if resume is not None and not (phase_dir / "hparams.json").is_file():
-        raise PipelineError(f"{phase_dir / 'hparams.json'}: missing, so the checkpoint's settings are unknown")
+        raise DataError(f"{phase_dir / 'hparams.json'}: missing, so the checkpoint's settings are unknown")
     init = None
     if phase == "phase2":
         init = (InitFrom.from_dict(read_json(phase_dir / "hparams.json")["init"]) if resume

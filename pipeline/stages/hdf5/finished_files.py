@@ -14,7 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
-from core.fileio import remove_tree, sha256_file, write_json
+from wiki2bert_core.files import remove_tree, sha256_file, write_json
 
 SIDECAR = ".done.json"
 

@@ -3,8 +3,8 @@
 Each `part-NNNNN.jsonl` becomes `part-NNNNN.txt` (the format of Google's `create_pretraining_data.py`)
 and `part-NNNNN.titles` (one article title per line, in document order, for the filter's report).
 Paragraph ends always end a sentence; whitespace and control characters are normalized
-(`pipeline.text.normalize_paragraph`); articles with no text are left out. Hungarian uses quntoken,
-every other language the rule splitter (`pipeline.text`, which says why it was chosen).
+(`pipeline.stages.sentences.splitters.normalize_paragraph`); articles with no text are left out. Hungarian uses quntoken,
+every other language the rule splitter (`pipeline.stages.sentences.splitters`, which says why it was chosen).
 Parts are split in parallel; the output does not depend on the number of workers.
 """
 from __future__ import annotations
@@ -14,12 +14,12 @@ import functools
 from pathlib import Path
 from typing import Literal
 
-from core.errors import PipelineError
-from core.fileio import atomic_write
-from pipeline.fileio import iter_jsonl, list_parts, write_document
-from core.log import progress
+from wiki2bert_core.errors import DataError
+from wiki2bert_core.files import atomic_write
+from pipeline.text_files import iter_jsonl, list_parts, write_document
+from wiki2bert_core.log import progress
 from pipeline.stages import Stage, StageContext
-from pipeline.text import check_quntoken, make_splitter, normalize_paragraph, split_paragraphs
+from pipeline.stages.sentences.splitters import check_quntoken, make_splitter, normalize_paragraph, split_paragraphs
 
 # Paragraph characters per splitter call: quntoken starts a pipe of binaries per call, so a call gets thousands
 # of sentences (its start-up is a small share of the call), and memory stays bounded by the batch.
@@ -28,7 +28,7 @@ BATCH_CHARS = 1 << 20
 
 @dataclasses.dataclass(frozen=True)
 class SentencesConfig:
-    # rules: our rule splitter (pipeline/text.py), any language; quntoken: Hungarian, Linux x86-64
+    # rules: our rule splitter (pipeline/stages/sentences/splitters.py), any language; quntoken: Hungarian, Linux x86-64
     splitter: Literal["rules", "quntoken"] = "rules"
     language: str | None = None  # abbreviation list of the rule splitter; null: --lang
     # rule splitter: more words that never end a sentence (e.g. [Hauptstr, approx])
@@ -50,7 +50,7 @@ def run(config: SentencesConfig, ctx: StageContext) -> dict:
                 totals[key] += counts[key]
             bar.update(counts["bytes"])
     if totals["documents"] == 0:
-        raise PipelineError(f"{ctx.inputs['extract']}: no article text in {len(parts)} part file(s) "
+        raise DataError(f"{ctx.inputs['extract']}: no article text in {len(parts)} part file(s) "
                             f"({totals['articles']} articles, all empty)")
     return totals
 
@@ -81,7 +81,7 @@ def _split_part(task) -> dict:
         for line_no, article in enumerate(iter_jsonl(path), 1):
             if not (isinstance(article, dict) and isinstance(article.get("text"), str)
                     and isinstance(article.get("title", ""), str)):
-                raise PipelineError(f"{path}: line {line_no}: expected an object with string 'text' and 'title'")
+                raise DataError(f"{path}: line {line_no}: expected an object with string 'text' and 'title'")
             counts["articles"] += 1
             paragraphs = split_paragraphs(article["text"])
             if not paragraphs:

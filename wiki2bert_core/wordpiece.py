@@ -11,8 +11,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-from core.errors import PipelineError
-from core.fileio import atomic_write, write_json
+from wiki2bert_core.errors import DataError
+from wiki2bert_core.files import atomic_write, write_json
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # what write_tokenizer_dir writes: a directory with these files is a self-contained tokenizer
@@ -36,20 +36,20 @@ def read_vocab(path: Path) -> dict[str, int]:
     try:
         text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
-        raise PipelineError(f"{path}: vocabulary file not found") from None
+        raise DataError(f"{path}: vocabulary file not found") from None
     except UnicodeDecodeError as e:
-        raise PipelineError(f"{path}: not UTF-8 (byte {e.start})") from None
+        raise DataError(f"{path}: not UTF-8 (byte {e.start})") from None
     vocab: dict[str, int] = {}
     for line_no, token in enumerate(text.splitlines()):
         token = token.rstrip("\r")
         if not token:
-            raise PipelineError(f"{path}: line {line_no + 1}: empty token")
+            raise DataError(f"{path}: line {line_no + 1}: empty token")
         if token in vocab:
-            raise PipelineError(f"{path}: line {line_no + 1}: duplicate token {token!r}")
+            raise DataError(f"{path}: line {line_no + 1}: duplicate token {token!r}")
         vocab[token] = line_no
     missing = [t for t in SPECIAL_TOKENS if t not in vocab]
     if missing:
-        raise PipelineError(f"{path}: special tokens missing from the vocabulary: {', '.join(missing)}")
+        raise DataError(f"{path}: special tokens missing from the vocabulary: {', '.join(missing)}")
     return vocab
 
 
@@ -78,7 +78,7 @@ def load_tokenizer(vocab_dir_or_file: Path, lowercase: bool = False, strip_accen
         try:
             return Tokenizer.from_file(str(path / "tokenizer.json"))
         except Exception as e:  # the Rust side raises plain Exceptions
-            raise PipelineError(f"{path / 'tokenizer.json'}: cannot load tokenizer ({e})") from None
+            raise DataError(f"{path / 'tokenizer.json'}: cannot load tokenizer ({e})") from None
     vocab_file = path / "vocab.txt" if path.is_dir() else path
     return wordpiece_tokenizer(read_vocab(vocab_file), lowercase=lowercase, strip_accents=strip_accents)
 
@@ -93,7 +93,7 @@ def write_tokenizer_dir(directory: Path, tokens: list[str], lowercase: bool = Fa
         f.write("".join(token + "\n" for token in tokens))
     vocab = read_vocab(directory / "vocab.txt")
     if len(vocab) != len(tokens):
-        raise PipelineError(f"{directory / 'vocab.txt'}: a token contains a line break")
+        raise DataError(f"{directory / 'vocab.txt'}: a token contains a line break")
     write_tokenizer_files(directory, vocab, lowercase, strip_accents, model_max_length)
     return vocab
 

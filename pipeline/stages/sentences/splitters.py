@@ -10,7 +10,7 @@ Two splitters, both taking a batch of normalized paragraphs and returning the se
   preserves one for one. Paragraph ends always end a sentence.
 - `RuleSplitter`: every other language, no download at run time. Rules in the style of the Moses
   splitter (Koehn & Schroeder), with our own per-language abbreviation lists and ordinal rules, kept as data
-  in `pipeline/sentence_rules.yaml`. A period, "!" or "?"
+  in `pipeline/stages/sentences/sentence_rules.yaml`. A period, "!" or "?"
   followed by a space ends a sentence unless the next word starts with a lowercase letter or a
   symbol, or the word before is a known abbreviation, an initial ("J."), a dotted abbreviation
   ("U.S.", "i.e.") or, in languages that write ordinals with a period, an ordinal ("XIV.", a number
@@ -36,8 +36,8 @@ import platform
 import re
 from pathlib import Path
 
-from core.config import read_yaml
-from core.errors import ConfigError, PipelineError
+from wiki2bert_core.config import read_yaml
+from wiki2bert_core.errors import ConfigError, DataError
 
 # Control characters become spaces, invisible format characters (soft hyphen, zero-width space, word
 # joiner, byte order mark) go, lone surrogates (only possible through JSON escapes) become U+FFFD so the
@@ -159,13 +159,13 @@ def _word_set(words) -> frozenset[str]:
 # --- quntoken ----------------------------------------------------------------------------------
 
 def check_quntoken() -> None:
-    """PipelineError unless quntoken can run here (it ships Linux x86-64 binaries only)."""
+    """DataError unless quntoken can run here (it ships Linux x86-64 binaries only)."""
     system, machine = platform.system(), platform.machine()
     if system != "Linux" or machine not in ("x86_64", "AMD64"):
-        raise PipelineError(f"sentences.splitter=quntoken: quntoken ships Linux x86-64 binaries only "
+        raise DataError(f"sentences.splitter=quntoken: quntoken ships Linux x86-64 binaries only "
                             f"(this is {system} {machine}); use --set sentences.splitter=rules")
     if importlib.util.find_spec("quntoken") is None:
-        raise PipelineError("sentences.splitter=quntoken: quntoken is not installed "
+        raise DataError("sentences.splitter=quntoken: quntoken is not installed "
                             "(pip install quntoken==3.3.2, or --set sentences.splitter=rules)")
 
 
@@ -188,7 +188,7 @@ class QuntokenSplitter:
         if sentence_ends[-1:] != paragraph_ends[-1:]:
             problems = [line for line in stderr.getvalue().splitlines()
                         if line.strip() and not line.startswith("invalid character")]
-            raise PipelineError(f"quntoken returned {sum(sentence_ends[-1:]):,} non-space characters for "
+            raise DataError(f"quntoken returned {sum(sentence_ends[-1:]):,} non-space characters for "
                                 f"{paragraph_ends[-1]:,}" + (f": {problems[0]}" if problems else ""))
         # Walk quntoken's lines (sentences and blank lines) along the paragraphs, by non-space offsets.
         result, j, start = [], 0, 0

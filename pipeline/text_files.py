@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
-from core.errors import PipelineError
+from wiki2bert_core.errors import DataError
 
 
 def part_name(index: int, suffix: str) -> str:
@@ -20,10 +20,10 @@ def part_name(index: int, suffix: str) -> str:
 
 
 def list_parts(directory: Path, suffix: str) -> list[Path]:
-    """The stage's part files in order; PipelineError if there are none."""
+    """The stage's part files in order; DataError if there are none."""
     parts = sorted(Path(directory).glob(f"part-*{suffix}"))
     if not parts:
-        raise PipelineError(f"{directory}: no part-*{suffix} files (is the previous stage complete?)")
+        raise DataError(f"{directory}: no part-*{suffix} files (is the previous stage complete?)")
     return parts
 
 
@@ -33,9 +33,9 @@ def iter_jsonl(path: Path) -> Iterator[dict]:
             try:
                 yield json.loads(raw.decode("utf-8"))
             except UnicodeDecodeError as e:
-                raise PipelineError(f"{path}: line {line_no}: not UTF-8 (byte {e.start} of the line)") from None
+                raise DataError(f"{path}: line {line_no}: not UTF-8 (byte {e.start} of the line)") from None
             except json.JSONDecodeError as e:
-                raise PipelineError(f"{path}: line {line_no}: invalid JSON ({e.msg})") from None
+                raise DataError(f"{path}: line {line_no}: invalid JSON ({e.msg})") from None
 
 
 def iter_documents(path: Path) -> Iterator[list[str]]:
@@ -52,13 +52,13 @@ def iter_documents(path: Path) -> Iterator[list[str]]:
 
 
 def _stripped_lines(path: Path) -> Iterator[tuple[int, bytes, str]]:
-    """(line number, raw bytes, decoded and stripped text) of each line; PipelineError naming the line if not UTF-8."""
+    """(line number, raw bytes, decoded and stripped text) of each line; DataError naming the line if not UTF-8."""
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f, 1):
             try:
                 yield line_no, raw, raw.decode("utf-8").strip()
             except UnicodeDecodeError as e:
-                raise PipelineError(f"{path}: line {line_no}: not UTF-8 (byte {e.start} of the line)") from None
+                raise DataError(f"{path}: line {line_no}: not UTF-8 (byte {e.start} of the line)") from None
 
 
 def write_document(f: IO[str], sentences: Iterable[str]) -> None:
@@ -77,7 +77,7 @@ class TextShape:
 
 
 def text_shape(path: Path, long_line_bytes: int) -> TextShape:
-    """One streaming pass: sentences, documents and over-long lines; PipelineError naming the line if not UTF-8."""
+    """One streaming pass: sentences, documents and over-long lines; DataError naming the line if not UTF-8."""
     shape, in_document = TextShape(), False
     for line_no, raw, line in _stripped_lines(path):
         if not line:
@@ -94,7 +94,7 @@ def text_shape(path: Path, long_line_bytes: int) -> TextShape:
 
 
 def check_text_shape(inputs: Path, files: list[Path], max_tokens: int, log: logging.Logger) -> None:
-    """Before making instances from the user's text (`files`, given as `inputs`): PipelineError naming the input if
+    """Before making instances from the user's text (`files`, given as `inputs`): DataError naming the input if
     there is no text at all; a warning with counts for text the instance algorithm would silently mangle: lines far
     longer than an instance (all but its first `max_tokens` tokens are dropped) and files without blank lines (one
     document, so no "random next" sentence can come from another document)."""
@@ -112,4 +112,4 @@ def check_text_shape(inputs: Path, files: list[Path], max_tokens: int, log: logg
                         "random next sentence can come from another document: put a blank line after each document",
                         path, shape.lines)
     if files and not sentences:
-        raise PipelineError(f"{inputs}: no text to make instances from (only blank lines)")
+        raise DataError(f"{inputs}: no text to make instances from (only blank lines)")

@@ -10,7 +10,7 @@ Where the dump comes from (`source`, the CLI's --dump):
   `latest/` directory has no dumpstatus.json, so `date: latest` reads the `<wiki>/` directory listing and
   takes the newest dated run whose multistream job is done (the newest run is often still in progress).
 
-Downloads (pipeline/http_download.py) use the standard library's urllib (no extra dependency for a few GETs).
+Downloads (pipeline/stages/download/http.py) use the standard library's urllib (no extra dependency for a few GETs).
 Each file goes to
 `<cache>/<name>.part`, resumes with a Range request after a dropped connection or a killed run, retries
 with exponential backoff on connection errors, timeouts, 408/429 and 5xx, and is checked against the
@@ -33,10 +33,10 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from core.errors import ConfigError, PipelineError
-from core.fileio import file_fingerprint, remove_tree, write_json
-from core.log import progress
-from pipeline.http_download import HttpClient, NotFound, NotReady, RemoteFile, check_magic
+from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.files import file_fingerprint, remove_tree, write_json
+from wiki2bert_core.log import progress
+from pipeline.stages.download.http import HttpClient, RetryPolicy, NotFound, NotReady, RemoteFile, check_magic
 from pipeline.stages import Stage, StageContext
 
 DUMP_SUFFIX = "-pages-articles-multistream.xml.bz2"
@@ -70,7 +70,7 @@ def run(config: DownloadConfig, ctx: StageContext) -> dict:
 def use_local_dump(path: Path, config: DownloadConfig, ctx: StageContext) -> dict:
     files = _local_files(path)
     if not files:
-        raise PipelineError(f"{path}: dump file not found")
+        raise DataError(f"{path}: dump file not found")
     check_magic(files[0], files[0].name, str(files[0]))
     info = {"dump": str(files[0]), "index": str(files[1]) if len(files) > 1 else None, "source": str(files[0])}
     write_json(ctx.out_dir / "dump.json", info)
@@ -109,7 +109,8 @@ def _local_path(source: str) -> Path:
 # ---- remote dumps ------------------------------------------------------------------------------------
 
 def download_dump(config: DownloadConfig, ctx: StageContext) -> dict:
-    client = HttpClient(config, ctx.log, ctx.quiet)
+    client = HttpClient(RetryPolicy(config.retries, config.backoff_s, config.timeout_s, config.chunk_bytes),
+                        ctx.log, ctx.quiet)
     remotes = _remotes_from_url(config.source) if config.source else resolve_wikimedia_dump(config, ctx.lang, client, ctx.log)
     parts = {r.name: ctx.cache_dir / f"{r.name}.part" for r in remotes}
     fetched = [r for r in remotes if client.fetch(r, parts[r.name])]
@@ -151,7 +152,7 @@ def resolve_wikimedia_dump(config: DownloadConfig, lang: str, client: HttpClient
             continue
         log.info("latest finished dump of %s: %s", wiki, run_date)
         return remotes
-    raise PipelineError(f"{base_url}/{wiki}/: no dated run has a finished pages-articles-multistream dump")
+    raise DataError(f"{base_url}/{wiki}/: no dated run has a finished pages-articles-multistream dump")
 
 
 def _listed_dates(client: HttpClient, base_url: str, wiki: str) -> list[str]:
@@ -160,7 +161,7 @@ def _listed_dates(client: HttpClient, base_url: str, wiki: str) -> list[str]:
     try:
         listing = client.get(url).decode("utf-8", "replace")
     except NotFound as e:
-        raise PipelineError(f"{e}: no dumps of {wiki} there (check --lang, download.wiki, download.base_url)") from None
+        raise DataError(f"{e}: no dumps of {wiki} there (check --lang, download.wiki, download.base_url)") from None
     return sorted(set(re.findall(r'href="(\d{8})/?"', listing)), reverse=True)
 
 
@@ -169,7 +170,7 @@ def _dated_dump(client: HttpClient, base_url: str, wiki: str, date: str) -> list
     try:
         status = json.loads(client.get(url))
     except ValueError:
-        raise PipelineError(f"{url}: not valid JSON") from None
+        raise DataError(f"{url}: not valid JSON") from None
     dump, index = f"{wiki}-{date}{DUMP_SUFFIX}", f"{wiki}-{date}{INDEX_SUFFIX}"
     job = _job_listing(status, dump)
     if job is None or job.get("status") != "done":
@@ -192,7 +193,7 @@ def _remote_file(name: str, meta: dict, base_url: str, where: str) -> RemoteFile
         return RemoteFile(name, f"{base_url}/{meta['url'].lstrip('/')}", int(meta["size"]),
                           meta.get("sha1"), meta.get("md5"))
     except (KeyError, TypeError, ValueError, AttributeError):
-        raise PipelineError(f"{where}: the entry for {name} has no valid url and size") from None
+        raise DataError(f"{where}: the entry for {name} has no valid url and size") from None
 
 
 def _index_name(dump_name: str) -> str | None:

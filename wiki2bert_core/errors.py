@@ -5,7 +5,7 @@ import sys
 from typing import Callable
 
 
-class PipelineError(Exception):
+class DataError(Exception):
     """Bad or damaged data, or a failed step (exit 1), in either half; str(e) is one line naming the file and the
     problem."""
 
@@ -23,7 +23,7 @@ def run_cli(app: Callable[[], object], interrupted: str) -> None:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    except PipelineError as e:
+    except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:

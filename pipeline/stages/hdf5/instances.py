@@ -11,7 +11,7 @@ The algorithm is the one of Google's `create_pretraining_data.py`, in two steps:
    `min(max_predictions_per_seq, max(1, round(len * masked_lm_prob)))` tokens, each replaced by
    `[MASK]` 80%, kept 10%, a random vocabulary token 10%.
 
-The arrays are NVIDIA's six datasets, as core/hdf5_format.py defines them.
+The arrays are NVIDIA's six datasets, as wiki2bert_core/hdf5_format.py defines them.
 
 Planning first costs ~40 bytes per instance, so a whole shard's instances can be shuffled (as Google does)
 and then built and written in small blocks: memory does not grow with shard size times `dupe_factor`.
@@ -34,7 +34,7 @@ from typing import Callable
 
 import numpy as np
 
-from core.hdf5_format import (DTYPES, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS, NEXT_SENTENCE_LABELS,
+from wiki2bert_core.hdf5_format import (DTYPES, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS, NEXT_SENTENCE_LABELS,
                               SEGMENT_IDS)
 
 

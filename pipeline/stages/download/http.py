@@ -13,14 +13,11 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import Callable, TypeVar
 
-from core.errors import PipelineError
-from core.fileio import read_json, write_json
-from core.log import progress
-
-if TYPE_CHECKING:
-    from pipeline.stages.download import DownloadConfig
+from wiki2bert_core.errors import DataError
+from wiki2bert_core.files import read_json, write_json
+from wiki2bert_core.log import progress
 
 T = TypeVar("T")
 USER_AGENT = "wiki2bert-pipeline/0.1 (BERT pretraining data from Wikipedia dumps; Python-urllib)"
@@ -41,11 +38,11 @@ class _TransientError(Exception):
     """A failure worth retrying."""
 
 
-class NotFound(PipelineError):
+class NotFound(DataError):
     pass
 
 
-class NotReady(PipelineError):
+class NotReady(DataError):
     pass
 
 
@@ -99,11 +96,20 @@ class _PartDownload:
         return origin if isinstance(origin, dict) else {}
 
 
+@dataclasses.dataclass(frozen=True)
+class RetryPolicy:
+    """The download stage's settings of the same names (DownloadConfig describes them)."""
+    retries: int
+    backoff_s: float
+    timeout_s: float
+    chunk_bytes: int
+
+
 class HttpClient:
     """GETs with retries and exponential backoff, and resumable, verified file downloads; keeps the counts."""
 
-    def __init__(self, config: "DownloadConfig", log: logging.Logger, quiet: bool):
-        self.config, self.log, self.quiet = config, log, quiet
+    def __init__(self, policy: RetryPolicy, log: logging.Logger, quiet: bool):
+        self.policy, self.log, self.quiet = policy, log, quiet
         self.bytes_downloaded = self.bytes_resumed = self.retries = 0
 
     def get(self, url: str) -> bytes:
@@ -130,7 +136,7 @@ class HttpClient:
         self.bytes_resumed += transfer.size() - transfer.written
         if remote.size is None:
             remote = dataclasses.replace(remote, size=transfer.announced_size())
-        _verify(part, remote, self.config.chunk_bytes, self.quiet)
+        _verify(part, remote, self.policy.chunk_bytes, self.quiet)
         return True
 
     def _retrying(self, url: str, attempt: Callable[[], T], position: Callable[[], int] = lambda: 0) -> T:
@@ -143,10 +149,10 @@ class HttpClient:
             except _TransientError as e:
                 failures = 1 if position() > reached else failures + 1
                 reached = max(reached, position())
-                if failures > self.config.retries:
-                    raise PipelineError(f"{url}: giving up after {self.config.retries} retries: {e}") from None
-                delay = self.config.backoff_s * 2 ** (failures - 1)
-                self.log.warning("%s: %s; retry %d of %d in %.1fs", url, e, failures, self.config.retries, delay)
+                if failures > self.policy.retries:
+                    raise DataError(f"{url}: giving up after {self.policy.retries} retries: {e}") from None
+                delay = self.policy.backoff_s * 2 ** (failures - 1)
+                self.log.warning("%s: %s; retry %d of %d in %.1fs", url, e, failures, self.policy.retries, delay)
                 self.retries += 1
                 time.sleep(delay)
 
@@ -157,7 +163,7 @@ class HttpClient:
         if offset and if_range:
             headers["If-Range"] = if_range
         try:
-            return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=self.config.timeout_s)
+            return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=self.policy.timeout_s)
         except urllib.error.HTTPError as e:
             e.close()
             raise _http_error(url, e) from None
@@ -200,7 +206,7 @@ class HttpClient:
                 progress(total, transfer.remote.name, "B", self.quiet, initial=offset) as bar:
             while True:
                 try:
-                    block = response.read1(self.config.chunk_bytes)
+                    block = response.read1(self.policy.chunk_bytes)
                 except NETWORK_ERRORS as e:
                     raise _TransientError(f"{_error_text(e)} at byte {offset + received}") from None
                 if not block:
@@ -223,7 +229,7 @@ def _http_error(url: str, e: urllib.error.HTTPError) -> Exception:
         return _RangeNotSatisfiable(int(match.group(1)) if match else None)
     if e.code in (408, 429) or e.code >= 500:
         return _TransientError(f"HTTP {e.code} {e.reason}")
-    return PipelineError(f"{url}: HTTP {e.code} {e.reason}")
+    return DataError(f"{url}: HTTP {e.code} {e.reason}")
 
 
 def _error_text(e: BaseException) -> str:
@@ -234,14 +240,14 @@ def _check_resumed_at(response: http.client.HTTPResponse, offset: int, url: str)
     content_range = response.headers.get("Content-Range", "")
     match = re.match(r"bytes (\d+)-", content_range)
     if not match or int(match.group(1)) != offset:
-        raise PipelineError(f"{url}: asked for bytes {offset}- and got Content-Range {content_range!r}")
+        raise DataError(f"{url}: asked for bytes {offset}- and got Content-Range {content_range!r}")
 
 
 def _expected_total(response: http.client.HTTPResponse, offset: int, remote: RemoteFile) -> int | None:
     length = response.headers.get("Content-Length")
     total = offset + int(length) if length and length.isdigit() else None
     if total is not None and remote.size is not None and total != remote.size:
-        raise PipelineError(f"{remote.url}: the server has {total} bytes, dumpstatus.json says {remote.size}")
+        raise DataError(f"{remote.url}: the server has {total} bytes, dumpstatus.json says {remote.size}")
     return remote.size if total is None else total
 
 
@@ -250,13 +256,13 @@ def _verify(part: Path, remote: RemoteFile, chunk_bytes: int, quiet: bool) -> No
     size = part.stat().st_size
     if remote.size is not None and size != remote.size:
         part.unlink()
-        raise PipelineError(f"{remote.name}: downloaded {size} bytes, expected {remote.size} ({remote.url}); "
+        raise DataError(f"{remote.name}: downloaded {size} bytes, expected {remote.size} ({remote.url}); "
                             "deleted it, re-run to download it again")
     algorithm = "sha1" if remote.sha1 else "md5" if remote.md5 else None
     if algorithm is None:
         try:
             check_magic(part, remote.name, remote.url)
-        except PipelineError:
+        except DataError:
             part.unlink()
             raise
         return
@@ -264,7 +270,7 @@ def _verify(part: Path, remote: RemoteFile, chunk_bytes: int, quiet: bool) -> No
     actual = _file_digest(part, algorithm, chunk_bytes, quiet)
     if actual != expected:
         part.unlink()
-        raise PipelineError(f"{remote.name}: {algorithm} mismatch: expected {expected}, got {actual} "
+        raise DataError(f"{remote.name}: {algorithm} mismatch: expected {expected}, got {actual} "
                             f"({remote.url}); deleted it, re-run to download it again")
 
 
@@ -277,9 +283,9 @@ def check_magic(path: Path, name: str, where: str) -> None:
         head = f.read(512)
     expected = MAGIC.get(Path(name).suffix)
     if head.lstrip()[:15].lower().startswith((b"<!doctype html", b"<html")):
-        raise PipelineError(f"{where}: is an HTML page, not a dump ({head[:60]!r}...): an error page from the server?")
+        raise DataError(f"{where}: is an HTML page, not a dump ({head[:60]!r}...): an error page from the server?")
     if expected and not head.startswith(expected[0]):
-        raise PipelineError(f"{where}: not {expected[1]} data (starts with {head[:16]!r})")
+        raise DataError(f"{where}: not {expected[1]} data (starts with {head[:16]!r})")
 
 
 def _file_digest(path: Path, algorithm: str, chunk_bytes: int, quiet: bool) -> str:

@@ -13,9 +13,8 @@ holds one block; the first block is `generate_pages(articles, seed)` itself (a d
 articles has the same bytes as before blocks existed), later blocks are seeded by (seed, block) and mark their
 titles with the block's number, which keeps titles unique however many blocks there are.
 `write_multistream` writes the dump in Wikimedia's multistream layout (a siteinfo stream, streams of 100 pages,
-a closing stream) with its `offset:page_id:title` index, streaming both to disk; `write_bz2` and `write_xml` write
-the other layouts (single bz2 stream; plain XML in UTF-8 or UTF-16 with a BOM); `write_sample_dump` is
-`pipeline sample-dump`.
+a closing stream) with its `offset:page_id:title` index, streaming both to disk; `write_sample_dump` is
+`pipeline sample-dump`. (The tests' writers of other layouts are in tests/dump_writers.py.)
 """
 from __future__ import annotations
 
@@ -29,8 +28,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 from xml.sax.saxutils import escape
 
-from core.fileio import atomic_write
-from core.log import progress
+from wiki2bert_core.files import atomic_write
+from wiki2bert_core.log import progress
 
 DUMP_NAME = "huwiki-sample-pages-articles-multistream.xml.bz2"
 INDEX_NAME = "huwiki-sample-pages-articles-multistream-index.txt.bz2"
@@ -687,10 +686,6 @@ def _base36_sha1(data: bytes) -> str:
     return digits.rjust(31, "0")
 
 
-def dump_xml(pages: list[Page]) -> str:
-    return siteinfo_xml() + "".join(page_xml(p) for p in pages) + CLOSING
-
-
 def write_multistream(pages: Iterable[Page], dump: Path, index: Path, pages_per_stream: int = PAGES_PER_STREAM) -> None:
     """Wikimedia's layout: one bz2 stream for <mediawiki><siteinfo>, one per `pages_per_stream` pages, one for
     </mediawiki>; the index lists `offset:page_id:title` with the byte offset of the page's stream. Both files are
@@ -706,29 +701,6 @@ def write_multistream(pages: Iterable[Page], dump: Path, index: Path, pages_per_
                                                        .encode("utf-8")))
         f.write(bz2.compress(CLOSING.encode("utf-8"), 9))
         index_file.write(index_compressor.flush())
-
-
-def write_bz2(pages: list[Page], path: Path) -> None:
-    """The whole dump as one bz2 stream (like enwiki's non-multistream pages-articles)."""
-    path.write_bytes(bz2.compress(dump_xml(pages).encode("utf-8"), 9))
-
-
-def write_xml(pages: list[Page], path: Path, encoding: str = "utf-8") -> None:
-    """Plain XML; encoding "utf-16" writes a byte order mark."""
-    text = dump_xml(pages)
-    if encoding.lower().startswith("utf-16"):
-        text = '<?xml version="1.0" encoding="UTF-16"?>\n' + text
-    path.write_bytes(text.encode(encoding))
-
-
-def write_truncated_multistream(pages: list[Page], dump: Path, index: Path) -> int:
-    """A multistream dump whose last page stream is cut in the middle (a broken download), with its full index.
-    Returns the byte offset of the stream that is cut."""
-    write_multistream(pages, dump, index)
-    offsets = sorted({int(line.split(":", 1)[0]) for line in bz2.decompress(index.read_bytes()).decode().splitlines()})
-    with open(dump, "r+b") as f:
-        f.truncate((offsets[-1] + dump.stat().st_size) // 2)
-    return offsets[-1]
 
 
 def write_sample_dump(out_dir: Path, articles: int = 400, seed: int = 0, quiet: bool = True) -> Path:

@@ -3,7 +3,7 @@
 Output: `hdf5/<variant>/training/<shard>.hdf5` and `hdf5/<variant>/test/<shard>.hdf5`, where <variant> spells
 out the parameters as NVIDIA's directories do (`hdf5_lower_case_0_seq_len_128_max_pred_20_masked_lm_prob_0.15_
 random_seed_12345_dupe_factor_5`; lower_case is read from the tokenizer's normalizer). Each file holds NVIDIA's
-six datasets (see core/hdf5_format.py), chunked (~1 MiB of input_ids per chunk) and gzip-compressed with
+six datasets (see wiki2bert_core/hdf5_format.py), chunked (~1 MiB of input_ids per chunk) and gzip-compressed with
 HDF5's shuffle filter, which any HDF5 reader decodes. Each variant directory is self-contained: it also gets
 `vocab.txt` and the tokenizer files (copies of the vocabulary the ids index and of its tokenizer;
 `pipeline verify` and the pretraining runner read them from there) and `variant.json` (the parameters, the
@@ -12,15 +12,15 @@ vocabulary size, the special-token ids and the instances per file).
 Two parallel passes over the shards, so that each shard is tokenized once for all variants:
 1. tokenize: each shard into a flat id array + sentence and document offsets, as raw arrays in the stage's
    scratch dir (2 bytes a token for vocabularies up to 65,536; deleted when the stage ends); see
-   pipeline/tokenize.py;
+   pipeline/stages/hdf5/tokenize.py;
 2. instances: for each (variant, shard), plan all instances of all `dupe_factor` rounds as token spans,
    shuffle them all with a seeded permutation (a full shuffle, as Google's), then build and write them in
-   blocks of whole HDF5 chunks (pipeline/instance_files.py). A shard above `window_tokens` is taken a window of
+   blocks of whole HDF5 chunks (pipeline/stages/hdf5/instance_files.py). A shard above `window_tokens` is taken a window of
    whole documents at a time, so memory is bounded by the window's ids + ~40 bytes per instance + one block.
 Each (variant, shard) draws from its own random stream, seeded from `random_seed`, the shard's name and the
 variant, so the bytes do not depend on `--workers`. Each worker uses one core (tokenizers' threads are off).
 
-Resume: each file is written in the stage's cache dir and recorded there as finished (pipeline/finished_files.py)
+Resume: each file is written in the stage's cache dir and recorded there as finished (pipeline/stages/hdf5/finished_files.py)
 as soon as it is complete, keyed by what decides its bytes; a re-run after a kill reuses the finished files whose
 key and sha256 still match (and skips tokenizing shards whose files all are), then hard-links every file into
 the output directory.
@@ -40,17 +40,17 @@ import numpy as np
 import tokenizers
 from tokenizers import Tokenizer, normalizers
 
-from core.errors import ConfigError
-from core.errors import PipelineError
-from core.fileio import remove_tree, sha256_file, write_json
-from pipeline.finished_files import FinishedFiles, file_key
-from pipeline.instance_files import InstanceFile, write_instance_file
-from pipeline.instances import MaskingVocab
-from core.log import LOGGER_NAME, progress
-from core.malloc import reuse_freed_memory
-from pipeline.tokenize import TokenFiles, id_dtype, token_batches
+from wiki2bert_core.errors import ConfigError
+from wiki2bert_core.errors import DataError
+from wiki2bert_core.files import remove_tree, sha256_file, write_json
+from pipeline.stages.hdf5.finished_files import FinishedFiles, file_key
+from pipeline.stages.hdf5.instance_files import InstanceFile, write_instance_file
+from pipeline.stages.hdf5.instances import MaskingVocab
+from wiki2bert_core.log import LOGGER_NAME, progress
+from pipeline.stages.hdf5.malloc import reuse_freed_memory
+from pipeline.stages.hdf5.tokenize import TokenFiles, id_dtype, token_batches
 from pipeline.stages import Stage, StageContext
-from core.wordpiece import copy_tokenizer_files, load_tokenizer, read_vocab, special_token_ids, write_tokenizer_files
+from wiki2bert_core.wordpiece import copy_tokenizer_files, load_tokenizer, read_vocab, special_token_ids, write_tokenizer_files
 
 SPLITS = ("training", "test")
 FILE_FORMAT = 2  # part of each file's key: a change to how bytes are made must change it
@@ -141,7 +141,7 @@ def run(config: Hdf5Config, ctx: StageContext) -> dict:
     totals = {"shards": len(shards), **{key: sum(c[key] for c in shard_counts.values())
                                         for key in ("documents", "sentences", "input_tokens")}}
     if totals["input_tokens"] == 0:
-        raise PipelineError(f"{shard_dir}: the shards hold no text to make instances from")
+        raise DataError(f"{shard_dir}: the shards hold no text to make instances from")
     masking = MaskingVocab.from_vocab(vocab)
     tasks = [InstanceFile(path.stem, ctx.scratch() / "tokens" / path.stem, finished.root, relative,
                           keys[(v, split, path)], shard_counts[path], masking, v.max_seq_length,
@@ -226,7 +226,7 @@ def run_standalone(config: Hdf5Config, inputs: Path, vocab: Path, out: Path, low
     removes it when done."""
     out = Path(out)
     if out.exists() and not force and (not out.is_dir() or any(out.iterdir())):
-        raise PipelineError(f"{out}: exists (pass --force to replace it)")
+        raise DataError(f"{out}: exists (pass --force to replace it)")
     partial, tmp = out.with_name(out.name + ".partial"), out.with_name(out.name + ".tmp")
     scratch = partial / "scratch"  # one attempt's: shard links, tokenizer, token arrays
     for leftover in (scratch, tmp):
@@ -254,7 +254,7 @@ def _standalone_shards(inputs: Path, shard_dir: Path) -> Path:
         return inputs
     files = sorted(inputs.glob("*.txt")) if inputs.is_dir() else [inputs]
     if not files or not all(f.is_file() for f in files):
-        raise PipelineError(f"{inputs}: no such text file, nor a directory of *.txt files")
+        raise DataError(f"{inputs}: no such text file, nor a directory of *.txt files")
     shard_dir.mkdir(parents=True)
     for f in files:
         (shard_dir / f"training_{f.name}").symlink_to(f.resolve())
@@ -280,17 +280,17 @@ def _standalone_vocab(vocab: Path, vocab_dir: Path, lowercase: bool | None, stri
 def _list_shards(shard_dir: Path) -> list[tuple[str, Path]]:
     shards = [(split, p) for split in SPLITS for p in sorted(Path(shard_dir).glob(f"{split}_*.txt"))]
     if not shards:
-        raise PipelineError(f"{shard_dir}: no training_*.txt or test_*.txt shards (is the shard stage complete?)")
+        raise DataError(f"{shard_dir}: no training_*.txt or test_*.txt shards (is the shard stage complete?)")
     return shards
 
 
 def _check_tokenizer_matches(tokenizer, vocab: dict[str, int], vocab_dir: Path) -> None:
     for token, token_id in special_token_ids(vocab).items():
         if tokenizer.token_to_id(token) != token_id:
-            raise PipelineError(f"{vocab_dir}: tokenizer.json gives {token} id {tokenizer.token_to_id(token)}, "
+            raise DataError(f"{vocab_dir}: tokenizer.json gives {token} id {tokenizer.token_to_id(token)}, "
                                 f"vocab.txt {token_id}")
     if tokenizer.get_vocab_size() != len(vocab):
-        raise PipelineError(f"{vocab_dir}: tokenizer.json has {tokenizer.get_vocab_size()} tokens, "
+        raise DataError(f"{vocab_dir}: tokenizer.json has {tokenizer.get_vocab_size()} tokens, "
                             f"vocab.txt {len(vocab)}")
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from core.errors import ConfigError
+from wiki2bert_core.errors import ConfigError
 
 
 def build_dataclass(cls: type, values: dict[str, tuple[Any, str]]):

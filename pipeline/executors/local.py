@@ -5,7 +5,7 @@ whatever the executor and the number of workers. fn must be a module-level funct
 (both pickle), and a task must carry everything fn needs: under Dask, fn runs in a process (maybe on another
 machine) that inherited nothing from the one that runs the stage.
 - `LocalExecutor` (the default): worker processes on this machine, or the calling process itself with 1 worker.
-- `pipeline.dask_executor.DaskExecutor` (`--executor dask`): the workers of a Dask distributed cluster.
+- `pipeline.executors.dask_cluster.DaskExecutor` (`--executor dask`): the workers of a Dask distributed cluster.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import signal
 import time
 from typing import Callable, ClassVar, Iterable, Iterator, Protocol, TypeVar
 
-from core.errors import PipelineError
+from wiki2bert_core.errors import DataError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -94,7 +94,7 @@ def _ordered_results(tasks: Iterator[tuple[int, T]], pipes: list, processes: lis
             except EOFError:
                 process = processes[pipes.index(pipe)]
                 process.join()
-                raise PipelineError(f"a worker process died (exit code {process.exitcode}) while running task "
+                raise DataError(f"a worker process died (exit code {process.exitcode}) while running task "
                                     f"{busy[pipe]}: killed for lack of memory?") from None
             if not ok:
                 raise value

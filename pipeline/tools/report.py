@@ -12,22 +12,22 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from core.charts import new_figure, save_png
-from core.errors import PipelineError
-from core.fileio import atomic_write, read_json
-from core.hdf5_format import INPUT_MASK, SUFFIXES
-from core.wordpiece import load_tokenizer, read_vocab
-from pipeline.verify import format_report, verify_path
+from wiki2bert_core.charts import new_figure, save_png
+from wiki2bert_core.errors import DataError
+from wiki2bert_core.files import atomic_write, read_json
+from wiki2bert_core.hdf5_format import INPUT_MASK, SUFFIXES
+from wiki2bert_core.wordpiece import load_tokenizer, read_vocab
+from pipeline.tools.verify import format_report, verify_path
 
 MANIFEST = "_manifest.json"
 DOCUMENT_SAMPLE = 20000  # documents whose tokens are counted (the first ones of the filter's output)
 
 
 def write_report(lang_dir: Path, out_dir: Path) -> Path:
-    """Writes report.html and its PNGs into `out_dir`; returns the HTML's path. PipelineError if no stage is done."""
+    """Writes report.html and its PNGs into `out_dir`; returns the HTML's path. DataError if no stage is done."""
     done = {p.parent.name: read_json(p) for p in sorted(Path(lang_dir).glob(f"*/{MANIFEST}"))}
     if not done:
-        raise PipelineError(f"{lang_dir}: no finished stages (no */{MANIFEST}); run `pipeline run` first")
+        raise DataError(f"{lang_dir}: no finished stages (no */{MANIFEST}); run `pipeline run` first")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     headline, sections = [], []

@@ -20,7 +20,7 @@ import zlib
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from core.errors import PipelineError
+from wiki2bert_core.errors import DataError
 
 TEMPLATE_NS = 10
 READ_CHUNK = 1 << 20
@@ -115,16 +115,16 @@ class DumpFile:
                     offset, _, rest = line.partition(":")
                     page_id, _, title = rest.partition(":")
                     if not offset.isdigit() or not page_id.isdigit():
-                        raise PipelineError(f"{self.index}: line {line_no}: expected offset:page_id:title, "
+                        raise DataError(f"{self.index}: line {line_no}: expected offset:page_id:title, "
                                             f"got {line[:80]!r}")
                     yield line_no, int(offset), title
         except (OSError, EOFError, UnicodeDecodeError) as e:
-            raise PipelineError(f"{self.index}: unreadable index ({e})") from None
+            raise DataError(f"{self.index}: unreadable index ({e})") from None
 
     def _first_offset(self) -> int:
         for _, offset, _ in self._index_lines():
             return offset
-        raise PipelineError(f"{self.index}: empty index")
+        raise DataError(f"{self.index}: empty index")
 
     def _read_index(self, template_prefix: str) -> list[Stream]:
         """The page streams the index lists: byte ranges, pages in each, and which hold templates."""
@@ -135,14 +135,14 @@ class DumpFile:
         for line_no, offset, title in self._index_lines():
             if not offsets or offset != offsets[-1]:
                 if offsets and offset < offsets[-1]:
-                    raise PipelineError(f"{self.index}: line {line_no}: stream offsets go backwards")
+                    raise DataError(f"{self.index}: line {line_no}: stream offsets go backwards")
                 offsets.append(offset)
                 pages.append(0)
             pages[-1] += 1
             if title.startswith(template_prefix):
                 template_streams.add(len(offsets) - 1)
         if offsets[-1] >= size:
-            raise PipelineError(f"{self.path}: the index lists a stream at byte {offsets[-1]:,} but the file has "
+            raise DataError(f"{self.path}: the index lists a stream at byte {offsets[-1]:,} but the file has "
                                 f"{size:,} bytes: truncated download?")
         ends = offsets[1:] + [size]
         return [Stream(start, end, count, i in template_streams, i == len(offsets) - 1)
@@ -189,7 +189,7 @@ def read_stream(path: str, encoding: str, stream: Stream, check_pages: bool = Tr
     if not check_pages:
         return
     if count != stream.pages:
-        raise PipelineError(f"{where()}: holds {count} pages but the index lists {stream.pages}: "
+        raise DataError(f"{where()}: holds {count} pages but the index lists {stream.pages}: "
                             f"does the index belong to this dump?")
     if stream.last:
         parser.check_closed(on_truncated)
@@ -230,7 +230,7 @@ class _PageParser:
                 continue
             if s.startswith("<page>"):
                 if in_page:
-                    raise PipelineError(f"{self.where()}: page {title!r} (id {page_id}) has no </page> before the "
+                    raise DataError(f"{self.where()}: page {title!r} (id {page_id}) has no </page> before the "
                                         "next <page>: malformed XML")
                 title = page_id = None
                 ns, redirect, in_page, text = -1, False, True, []
@@ -240,7 +240,7 @@ class _PageParser:
                 try:
                     ns = int(s[4:s.find("</ns>")])
                 except ValueError:
-                    raise PipelineError(f"{self.where()}: bad namespace {s[:40]!r} after page {self.last_title!r}"
+                    raise DataError(f"{self.where()}: bad namespace {s[:40]!r} after page {self.last_title!r}"
                                         ) from None
             elif s.startswith("<id>") and page_id is None:
                 page_id = s[4:s.find("</id>")]
@@ -259,24 +259,24 @@ class _PageParser:
                     in_text = end < 0
             elif s.startswith("</page>"):
                 if title is None or page_id is None:
-                    raise PipelineError(f"{self.where()}: a <page> without <title> or <id> after {self.last_title!r}")
+                    raise DataError(f"{self.where()}: a <page> without <title> or <id> after {self.last_title!r}")
                 in_page = False
                 self.last_title = title
                 yield RawPage(title, ns if ns >= 0 else self._guess_ns(title), page_id, redirect, "\n".join(text))
             elif s.startswith("</mediawiki>"):
                 self.closed = True
         if in_page:
-            raise PipelineError(f"{self.where()}: ends inside page {title!r} (id {page_id}): truncated or corrupt dump")
+            raise DataError(f"{self.where()}: ends inside page {title!r} (id {page_id}): truncated or corrupt dump")
 
     def _unclosed_text(self, title: str | None, page_id: str | None, line: str) -> None:
-        raise PipelineError(f"{self.where()}: page {title!r} (id {page_id}): raw markup inside <text> "
+        raise DataError(f"{self.where()}: page {title!r} (id {page_id}): raw markup inside <text> "
                             f"({line.strip()[:40]!r}): a </text> is missing or '<' is not escaped: malformed XML")
 
     def check_closed(self, on_truncated: Callable[[str], None] | None = None) -> None:
         if self.closed:
             return
         if on_truncated is None:
-            raise PipelineError(f"{self.where()}: ends before </mediawiki> (after page {self.last_title!r}): "
+            raise DataError(f"{self.where()}: ends before </mediawiki> (after page {self.last_title!r}): "
                                 f"truncated dump (extract.allow_truncated: true keeps its pages)")
         on_truncated(f"{self.where()}: ends before </mediawiki>, after page {self.last_title!r}")
 
@@ -304,7 +304,7 @@ def _read_siteinfo(lines: Iterator[str], where: Callable[[], str]) -> SiteInfo:
             return SiteInfo(namespaces, urlbase)
         elif s.startswith("<page>"):
             break
-    raise PipelineError(f"{where()}: no <siteinfo> with namespaces before the first page: not a MediaWiki dump?")
+    raise DataError(f"{where()}: no <siteinfo> with namespaces before the first page: not a MediaWiki dump?")
 
 
 def _read_range(path: str, start: int, end: int) -> bytes:
@@ -322,9 +322,9 @@ def _decompress_stream(path, start: int, end: int, data: bytes) -> bytes:
         try:
             out.append(decompressor.decompress(data))
         except (OSError, ValueError) as e:
-            raise PipelineError(f"{path}: corrupt bz2 stream at byte {offset:,} ({e})") from None
+            raise DataError(f"{path}: corrupt bz2 stream at byte {offset:,} ({e})") from None
         if not decompressor.eof:
-            raise PipelineError(f"{path}: bz2 stream at byte {offset:,} is cut short (ends at byte {end:,}): "
+            raise DataError(f"{path}: bz2 stream at byte {offset:,} is cut short (ends at byte {end:,}): "
                                 f"truncated or corrupt dump")
         offset = end - len(decompressor.unused_data)
         data = decompressor.unused_data
@@ -335,7 +335,7 @@ def _decode(data: bytes, encoding: str, path, start: int) -> str:
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as e:
-        raise PipelineError(f"{path}: stream at byte {start:,}: not {encoding} (byte {e.start:,} of the stream)") \
+        raise DataError(f"{path}: stream at byte {start:,}: not {encoding} (byte {e.start:,} of the stream)") \
             from None
 
 
@@ -367,19 +367,19 @@ def _read_chunks(text: io.TextIOBase, where: Callable[[], str], damage: Callable
 @contextlib.contextmanager
 def _read_errors(where: Callable[[], str], damage: Callable[[], str | None] = lambda: None,
                  compression: str | None = "bz2"):
-    """Decompression and decoding errors of a sequential read as one PipelineError line. bzip2 checks a block's CRC
+    """Decompression and decoding errors of a sequential read as one DataError line. bzip2 checks a block's CRC
     only at its end, after handing out its bytes, so damaged data often first shows as undecodable text: `damage()`
     then tells which it is."""
     try:
         yield
     except EOFError:
-        raise PipelineError(f"{where()}: the compressed data ends before the end of its {compression} stream: "
+        raise DataError(f"{where()}: the compressed data ends before the end of its {compression} stream: "
                             f"truncated dump") from None
     except (OSError, lzma.LZMAError, zlib.error) as e:
-        raise PipelineError(f"{where()}: corrupt compressed data ({e})") from None
+        raise DataError(f"{where()}: corrupt compressed data ({e})") from None
     except UnicodeDecodeError as e:
         found = damage()
-        raise PipelineError(found or f"{where()}: not {e.encoding} text") from None
+        raise DataError(found or f"{where()}: not {e.encoding} text") from None
 
 
 def _bz2_damage(path: Path, until: int) -> str | None:

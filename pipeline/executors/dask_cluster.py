@@ -15,7 +15,7 @@ import secrets
 from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Iterator, TypeVar
 
-from core.errors import ConfigError
+from wiki2bert_core.errors import ConfigError
 
 T = TypeVar("T")
 R = TypeVar("R")

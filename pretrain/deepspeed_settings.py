@@ -5,17 +5,13 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 import torch
 
-from core.errors import ConfigError
-from core.fileio import read_json
+from wiki2bert_core.errors import ConfigError
+from wiki2bert_core.files import read_json
 from pretrain.config import deep_merge
+from pretrain.config import TrainConfig
 from pretrain.ds_keys import check_deepspeed_keys
-
-if TYPE_CHECKING:
-    from pretrain.run import Run
 
 # set from the pretrain config (global_batch, micro_batch, optimizer, lr), never from a user's DeepSpeed config
 USER_DS_FORBIDDEN = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
@@ -59,12 +55,14 @@ def read_user_ds_config(path: Path | None) -> dict:
     return user_ds
 
 
-def deepspeed_config(run: Run, zero_stage: int) -> dict:
-    c = run.config
+def deepspeed_config(c: TrainConfig, grad_accumulation: int, precision: str, user_ds_config: dict,
+                     zero_stage: int) -> dict:
+    """The DeepSpeed config of a run with these settings (`precision` as choose_precision gives it), the user's
+    --deepspeed-config merged over it."""
     ds = {
         "train_batch_size": c.global_batch,
         "train_micro_batch_size_per_gpu": c.micro_batch,
-        "gradient_accumulation_steps": run.grad_accumulation,
+        "gradient_accumulation_steps": grad_accumulation,
         "gradient_clipping": c.grad_clip,
         "zero_optimization": {"stage": zero_stage},
         "zero_allow_untested_optimizer": True,  # our LAMB/LANS are client optimizers
@@ -73,14 +71,14 @@ def deepspeed_config(run: Run, zero_stage: int) -> dict:
     # 16 bits without ZeRO: torch.autocast, so the parameters stay fp32 and reach LAMB/LANS one tensor each
     # (exact per-tensor trust ratios; 16 bytes of model states per parameter). Under ZeRO the optimizer sees
     # flat partitions anyway, and DeepSpeed's own mixed precision keeps 16-bit weights and gradients (less memory).
-    if run.precision != "fp32":
+    if precision != "fp32":
         if zero_stage == 0:  # fp16: with a dynamic GradScaler
-            ds["torch_autocast"] = {"enabled": True, "dtype": {"bf16": "bfloat16", "fp16": "float16"}[run.precision]}
-        elif run.precision == "bf16":
+            ds["torch_autocast"] = {"enabled": True, "dtype": {"bf16": "bfloat16", "fp16": "float16"}[precision]}
+        elif precision == "bf16":
             ds["bf16"] = {"enabled": True}
         else:
             ds["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16}  # dynamic loss scaling
-    return deep_merge(ds, run.user_ds_config)
+    return deep_merge(ds, user_ds_config)
 
 
 def single_process_env() -> None:

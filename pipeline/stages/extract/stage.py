@@ -2,7 +2,7 @@
 
 wikiextractor is the wikitext-to-text engine (its `Extractor.clean_text`), with the templates of the dump's own
 template namespace (siteinfo key 10, e.g. "Sablon" for hu) collected first, so they expand as wikiextractor expands
-them. We read the dump ourselves (pipeline/dump.py) instead of running wikiextractor's `process_dump`, because that
+them. We read the dump ourselves (pipeline/stages/extract/dump.py) instead of running wikiextractor's `process_dump`, because that
 one re-reads the whole dump to find templates, funnels every page through one parsing process and queues, cannot split
 a multistream dump by its index, and keeps disambiguation pages and text-only redirects:
 - multistream dump + index: each task is one bz2 stream (100 pages), decompressed by the worker that owns it, so
@@ -13,9 +13,9 @@ a multistream dump by its index, and keeps disambiguation pages and text-only re
 Cheap checks run before the expensive cleaning: namespace 0 only, no redirects (the `<redirect>` element or a
 localized `#REDIRECT` text), no disambiguation pages (per-language templates, `__DISAMBIG__`); pages that clean to
 nothing are counted as empty. A special token spelled out in an article ("[MASK]") is spaced out ("[ MASK ]"), so
-that a transformers tokenizer does not read it as the special token (core/wordpiece.py). Templates live in files
+that a transformers tokenizer does not read it as the special token (wiki2bert_core/wordpiece.py). Templates live in files
 mapped into memory (wikiextractor's `template_blob` layout, in the stage's scratch directory:
-pipeline/template_files.py), so a worker's memory does not grow with the template namespace and a killed run leaves
+pipeline/stages/extract/template_files.py), so a worker's memory does not grow with the template namespace and a killed run leaves
 no shared-memory segment behind. Output is in dump order, parts of
 `articles_per_part` articles, so the bytes do not depend on the number of workers.
 """
@@ -35,14 +35,14 @@ from wikiextractor import template_blob
 from wikiextractor.extract import (_DEFAULT_IGNORED_TAG_PATTERNS, Extractor, MagicWords, ignoreTag,
                                    resolve_template_page)
 
-from core.errors import ConfigError, PipelineError
-from core.fileio import read_json
-from core.log import progress
-from core.wordpiece import neutralize_special_tokens
-from pipeline.dump import TEMPLATE_NS, DumpFile, RawPage, SiteInfo, Stream, read_stream
-from pipeline.fileio import part_name
-from pipeline.parallel import Executor
-from pipeline.template_files import BLOBS, MappedTemplates, write_templates
+from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.files import read_json
+from wiki2bert_core.log import progress
+from wiki2bert_core.wordpiece import neutralize_special_tokens
+from pipeline.stages.extract.dump import TEMPLATE_NS, DumpFile, RawPage, SiteInfo, Stream, read_stream
+from pipeline.text_files import part_name
+from pipeline.executors.local import Executor
+from pipeline.stages.extract.template_files import BLOBS, MappedTemplates, write_templates
 from pipeline.stages import Stage, StageContext
 
 PAGES_PER_BATCH = 200  # sequential dumps: pages per worker task
@@ -127,7 +127,7 @@ def run(config: ExtractConfig, ctx: StageContext) -> dict:
     if truncated:
         ctx.log.warning("extract: %s; its complete pages are kept (extract.allow_truncated)", truncated[0])
     if counts["articles"] == 0:
-        raise PipelineError(f"{dump}: no articles found ({counts['pages']} pages, none in namespace 0 with text)")
+        raise DataError(f"{dump}: no articles found ({counts['pages']} pages, none in namespace 0 with text)")
     return {
         "pages": counts["pages"],
         "articles": counts["articles"],
@@ -149,10 +149,10 @@ def read_download_manifest(download_dir: Path) -> tuple[Path, Path | None]:
         dump = download_dir / info["dump"]
         index = download_dir / info["index"] if info.get("index") else None
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise PipelineError(f"{manifest}: cannot read the dump's name ({e})") from None
+        raise DataError(f"{manifest}: cannot read the dump's name ({e})") from None
     for path in (dump, index):
         if path is not None and not path.is_file():
-            raise PipelineError(f"{path}: listed in {manifest} but missing")
+            raise DataError(f"{path}: listed in {manifest} but missing")
     return dump, index
 
 
@@ -387,7 +387,7 @@ def _dump_date(dump: Path, download_dir: Path, dump_file: DumpFile, ctx: StageCo
             return m.groups(), where
     date = dump_file.newest_revision_date(ctx.executor)
     if date is None:
-        raise PipelineError(f"{dump}: no date in its name and no <timestamp> in it: cannot date "
+        raise DataError(f"{dump}: no date in its name and no <timestamp> in it: cannot date "
                             "{{CURRENTYEAR}} & co.")
     return date, "newest revision timestamp"
 

@@ -32,10 +32,10 @@ from typing import Iterable, Iterator
 import numpy as np
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-from core.errors import PipelineError
-from core.fileio import write_json
-from pipeline.fileio import iter_documents
-from pipeline.instances import TokenizedDocuments
+from wiki2bert_core.errors import DataError
+from wiki2bert_core.files import write_json
+from pipeline.text_files import iter_documents
+from pipeline.stages.hdf5.instances import TokenizedDocuments
 
 BATCH_SENTENCES = 8192
 MAX_CACHED_CHUNKS = 1 << 18  # ~40 MB of cached text; the caches start afresh past this: memory stays flat
@@ -134,7 +134,7 @@ class TokenFiles:
         with open(self.directory / "ids.bin", "rb") as f:
             f.seek(t0 * dtype.itemsize)
             if f.readinto(ids) != ids.nbytes:
-                raise PipelineError(f"{self.directory / 'ids.bin'}: shorter than its meta.json says")
+                raise DataError(f"{self.directory / 'ids.bin'}: shorter than its meta.json says")
         return TokenizedDocuments(ids, sentence_tokens - t0, document_sentences - s0)
 
     def _read(self, name: str, first: int, end: int | None) -> np.ndarray:

@@ -1,10 +1,10 @@
 """One HDF5 file of pretraining instances for one (variant, shard) of the hdf5 stage, in NVIDIA's layout.
 
 The shard's documents are taken a window at a time (`window_tokens`; a shard below it is one window, by far the
-usual case): the window's instances of all `dupe_factor` rounds are planned (pipeline/instances.py), shuffled
+usual case): the window's instances of all `dupe_factor` rounds are planned (pipeline/stages/hdf5/instances.py), shuffled
 with one seeded permutation and built and written in blocks of whole HDF5 chunks, then the next window's are
 appended. Memory is that of one window (its ids, ~40 bytes per instance) and one block, whatever the shard size.
-The file is written under a temporary name, renamed into place and recorded as finished (pipeline/finished_files.py).
+The file is written under a temporary name, renamed into place and recorded as finished (pipeline/stages/hdf5/finished_files.py).
 """
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from typing import Any
 import h5py
 import numpy as np
 
-from core.hdf5_format import MASKED_LM_POSITIONS, create_datasets, used_positions
-from core.malloc import reuse_freed_memory
-from pipeline.finished_files import FinishedFiles
-from pipeline.instances import (MaskingVocab, TokenRows, make_instances, plan_instances,
+from wiki2bert_core.hdf5_format import MASKED_LM_POSITIONS, create_datasets, used_positions
+from pipeline.stages.hdf5.malloc import reuse_freed_memory
+from pipeline.stages.hdf5.finished_files import FinishedFiles
+from pipeline.stages.hdf5.instances import (MaskingVocab, TokenRows, make_instances, plan_instances,
                                 random_next_from_own_document)
-from pipeline.tokenize import TokenFiles
+from pipeline.stages.hdf5.tokenize import TokenFiles
 
 CHUNK_BYTES = 1 << 20  # HDF5 chunk of input_ids: fits h5py's default 1 MiB chunk cache
 CHUNKS_PER_BLOCK = 4  # instances are built and written this many chunks at a time

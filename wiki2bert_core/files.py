@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-from core.errors import PipelineError
+from wiki2bert_core.errors import DataError
 
 _RAISE = object()
 
@@ -60,7 +60,7 @@ def write_json(path: Path, data) -> None:
         f.write("\n")
 
 
-def read_json(path: Path, default: Any = _RAISE, error: type[Exception] = PipelineError) -> Any:
+def read_json(path: Path, default: Any = _RAISE, error: type[Exception] = DataError) -> Any:
     """The JSON document in `path`. A missing, unreadable or invalid file gives `default` when one is passed, else
     raises `error` with one line naming the file."""
     try:
