@@ -18,10 +18,10 @@ the same way; a document's reason is its first failing check:
 A word is 2+ letters of `word_chars` with an optional capital first (any letters when `word_chars` is null);
 characters are those of the sentences, newlines excluded. A null threshold turns its check off.
 
-Language identification: py3langid by default, langdetect on request (README.md compares their accuracy and
-speed). Both are deterministic (langdetect is seeded). Each gets the first `langid_chars` characters of the
-document: identification is the slowest check, and a Wikipedia lead is in the article's language. A language the identifier does
-not know skips the check, with a warning and a note in the report.
+Language identification: py3langid by default, langdetect on request (docs/performance.md compares their
+accuracy and speed). Both are deterministic (langdetect is seeded). Each gets the first `langid_chars` characters
+of the document: identification is the slowest check, and a Wikipedia lead is in the article's language. A
+language the identifier does not know skips the check, with a warning and a note in the report.
 
 Two passes over the parts, both parallel: checks and text hashes per part, then (in the main process, in part
 order) the duplicate decision, then the kept documents are written. The output is the same for any number of

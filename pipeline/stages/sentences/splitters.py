@@ -17,7 +17,7 @@ Two splitters, both taking a batch of normalized paragraphs and returning the se
   before a number as in "2001. 02. 28.", a number in brackets "(2.)", a number after an article as in
   "a 27. Sampras–Agassi", and in German "3." before any word).
 
-Why our own rule splitter rather than a library: README.md (Performance, sentences and filter) compares it
+Why our own rule splitter rather than a library: docs/performance.md (sentences and filter) compares it
 with blingfire, syntok, sentence-splitter, sentencex and pysbd on 37 hand-written cases in 12 languages and on
 agreement with quntoken. blingfire cannot be told a language's abbreviations ("Am 3. Oktober" splits, "i.e. a lot.
 J. R. R. Tolkien" does not), sentencex splits Hungarian dates and ordinals. The rules are short, scan with C-speed
