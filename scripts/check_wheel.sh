@@ -5,7 +5,6 @@
 # follows). CI runs it after the test suite (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repo=$PWD
 PYTHON=${PYTHON:-python3}
 start=$SECONDS
 tmp=$(mktemp -d)
