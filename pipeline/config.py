@@ -14,7 +14,8 @@ from typing import Any
 from wiki2bert_core.config import check_keys, require_mapping, build_dataclass, parse_value, read_yaml
 from wiki2bert_core.errors import ConfigError
 
-DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "stages.yaml"
+# the bundled config: in a checkout a symlink to the repository's stages.yaml, in a wheel a copy of it
+DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent / "stages.yaml"
 LANG_CODE = re.compile(r"^[a-z][a-z0-9]{1,11}(-[a-z0-9]{1,11})*$")
 
 

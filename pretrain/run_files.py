@@ -31,7 +31,7 @@ def write_run_files(run: Run, ds_config: dict, num_parameters: int, zero_stage: 
     write_model_config(d, run.model)
     (d / "tokenizer").mkdir(exist_ok=True)
     copy_tokenizer_files(run.vocab_dir, d / "tokenizer")
-    code_dir = Path(__file__).resolve().parent.parent
+    code_dir = Path(__file__).resolve().parent.parent  # the checkout (editable install), else site-packages
     (d / "githash.log").write_text(_git(code_dir, "rev-parse", "HEAD"), encoding="utf-8")
     (d / "gitdiff.log").write_text(_git(code_dir, "diff", "HEAD"), encoding="utf-8")
     versions = {f"{dist.metadata['Name']}=={dist.version}" for dist in importlib.metadata.distributions()}
@@ -39,6 +39,9 @@ def write_run_files(run: Run, ds_config: dict, num_parameters: int, zero_stage: 
 
 
 def _git(code_dir: Path, *args: str) -> str:
+    # installed from a wheel, code_dir is site-packages, which may lie inside some other repository (a .venv in a clone)
+    if not (code_dir / "pyproject.toml").is_file():
+        return "not a git checkout\n"
     try:
         done = subprocess.run(["git", "-C", str(code_dir), *args], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
