@@ -10,11 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from wiki2bert_core.config import read_yaml
+from wiki2bert_core.errors import ConfigError
 from pretrain.cli import app
-from pretrain.config import PHASES, ModelConfig, TrainConfig, load_train_config, recipe_path
+from pretrain.config import PHASES, ModelConfig, TrainConfig, load_train_config, model_config, recipe_path
 
 REPO = Path(__file__).resolve().parent.parent
 LINE = re.compile(r"^(?P<key>[\w.]+): (?P<value>.+?)  # (?P<description>.+)$")
@@ -104,3 +106,32 @@ def test_the_docs_leave_the_settings_to_pretrain_config():
     section = text.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
     assert "pretrain config" in section
     assert not [line for line in section.splitlines() if line.startswith("|")]
+
+
+def test_a_resumed_run_may_change_only_the_changeable_settings(tmp_path):
+    from pretrain.checkpoint import Checkpoint
+    from pretrain.prepare import _check_resumable
+
+    started = load_train_config("phase1", overrides=["preset=tiny"])
+    hparams = {"config": json.loads(json.dumps(dataclasses.asdict(started)))}
+    resume = Checkpoint(tmp_path, "step00000002", {"step": 2})
+    for item in ("log_every=1", "attention=mask", "steps_this_run=1", "eval_data=held_out", "torch_profiler_steps=[3]"):
+        _check_resumable(resume, hparams, load_train_config("phase1", overrides=["preset=tiny", item]))
+    for item, key in (("lr=1e-3", "lr"), ("seed=1", "seed"), ("model.hidden_dropout_prob=0", "model")):
+        with pytest.raises(ConfigError, match=f"resuming a run started with {key}="):
+            _check_resumable(resume, hparams, load_train_config("phase1", overrides=["preset=tiny", item]))
+
+
+def test_phase2_may_change_only_the_training_settings_of_phase1s_model(tmp_path):
+    from pretrain.checkpoint import write_model_config
+    from pretrain.prepare import _continued_model
+
+    write_model_config(tmp_path, model_config("tiny", 100))
+    (tmp_path / "hparams.json").write_text(json.dumps({"config": {"preset": "tiny"}}))
+    changed = ["model.hidden_dropout_prob=0", "model.attention_probs_dropout_prob=0",
+               "model.activation_checkpointing=true", "model.initializer_range=0.01"]
+    model, config = _continued_model(tmp_path, load_train_config("phase2", overrides=changed), None)
+    assert (model.hidden_dropout_prob, model.activation_checkpointing, model.hidden_size, config.preset) == \
+        (0.0, True, 128, "tiny")
+    with pytest.raises(ConfigError, match="model.hidden_size: phase 2 cannot change the shape of the model"):
+        _continued_model(tmp_path, load_train_config("phase2", overrides=["model.hidden_size=64"]), None)
