@@ -85,4 +85,3 @@ def parse_override(item: str, stages: dict) -> tuple[str, str, Any]:
     if stage_name not in stages:
         raise ConfigError(f"--set {item}: unknown stage {stage_name!r} (known: {', '.join(stages)})")
     return stage_name, key, parse_value(raw_value)
-

@@ -20,6 +20,7 @@ from pretrain.data import DataDirectory, find_data_files, find_vocab_file, open_
 from pretrain.deepspeed_settings import choose_precision, read_user_ds_config
 from pretrain.evaluate import eval_files
 
+
 @dataclasses.dataclass(frozen=True)
 class InitFrom:
     """Phase 2's start: the phase-1 checkpoint whose weights it loads (recorded in hparams.json as `init`)."""
