@@ -40,7 +40,8 @@ def worker(preset: str, zero_stage: int, micro_batch: int, precision: str, steps
     os.environ.setdefault("DS_ACCELERATOR", "cuda" if cuda else "cpu")
     import deepspeed
 
-    from pretrain.model import BertForPreTraining, model_config
+    from pretrain.config import model_config
+    from pretrain.model import BertForPreTraining
     from pretrain.optimizers import build_optimizer
     from pretrain.zero_partitions import use_tensor_trust_ratios
 

@@ -59,7 +59,7 @@ def run_ours(dump: Path, index: Path | None, out: Path, workers: int) -> None:
 
     import yaml
 
-    from wiki2bert_core.config import build_dataclass
+    from wiki2bert_core.config import layered
     from pipeline.config import DEFAULT_CONFIG_PATH
     from pipeline.stages import StageContext
     from pipeline.stages.extract.stage import STAGE, run
@@ -73,8 +73,8 @@ def run_ours(dump: Path, index: Path | None, out: Path, workers: int) -> None:
     (out / "extract").mkdir()
     # stages.yaml's values for hu, without importing the other stages as load_pipeline_config does
     raw = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
-    values = {**raw["defaults"]["extract"], **raw["languages"]["hu"].get("extract", {})}
-    config = build_dataclass(STAGE.config_cls, {k: (v, "stages.yaml") for k, v in values.items()})
+    config = layered(STAGE.config_cls, [(raw["defaults"]["extract"], "stages.yaml: defaults.extract"),
+                                        (raw["languages"]["hu"].get("extract", {}), "stages.yaml: languages.hu")])
     ctx = StageContext(lang="hu", out_dir=out / "extract", inputs={"download": download},
                        cache_dir=out / "cache", workers=workers, quiet=True, log=logging.getLogger("bench"))
     counts = run(config, ctx)

@@ -159,7 +159,8 @@ def run_case(preset: str, seq_len: int, args, device, dtype) -> dict[str, tuple[
     """The fastest padded and the fastest packed variant of one (preset, seq_len), printing each variant."""
     import torch
 
-    from pretrain.model import BertForPreTraining, model_config
+    from pretrain.config import model_config
+    from pretrain.model import BertForPreTraining
     from pretrain.optimizers import build_optimizer
 
     base_mb = args.micro_batch or MICRO_BATCH.get((preset, seq_len), 8)

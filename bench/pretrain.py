@@ -78,7 +78,8 @@ def compare_models(run_dir: Path, data: Path, vocab_size: int, micro_batch: int,
 
     from pretrain.data import make_loader, open_data
     from pretrain.export import hf_config
-    from pretrain.model import BertForPreTraining, ModelConfig
+    from pretrain.config import ModelConfig
+    from pretrain.model import BertForPreTraining
     from pretrain.optimizers import build_optimizer
     from pretrain.deepspeed_settings import single_process_env
 

@@ -46,7 +46,8 @@ def _batch(micro_batch: int, device) -> dict:
 def measure(preset: str, optimizer_name: str, stage: int, precision: str, micro_batch: int, steps: int) -> dict:
     import deepspeed
 
-    from pretrain.model import BertForPreTraining, model_config
+    from pretrain.config import model_config
+    from pretrain.model import BertForPreTraining
     from pretrain.optimizers import build_optimizer
     from pretrain.zero_partitions import use_tensor_trust_ratios
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -97,16 +96,16 @@ def status(lang: str = LangOpt, dump: Optional[str] = DumpOpt, workdir: Path = W
 @app.command("config")
 def show_config(lang: str = LangOpt, dump: Optional[str] = DumpOpt, set_: Optional[list[str]] = SetOpt,
                 config: Optional[Path] = ConfigOpt) -> None:
-    """Print every parameter's effective value for these flags (as `run` would use it) and what it means."""
-    from wiki2bert_core.config import config_to_dict
-    from pipeline.config import field_descriptions
+    """Print every parameter's effective value for these flags (as `run` would use it) and what it means; runtime
+    parameters (retries, timeouts) do not change a stage's output, so a stage done with other values stays done."""
+    from wiki2bert_core.config import config_lines, config_to_dict
 
     pcfg = load_pipeline_config(config or default_config_path(), lang, set_ or [], _dump_values(dump))
     for name in pcfg.stage_order:
         stage_config = pcfg.stage_configs[name]
-        descriptions = field_descriptions(type(stage_config))
-        for key, value in config_to_dict(stage_config).items():
-            typer.echo(f"{name}.{key}: {json.dumps(value, ensure_ascii=False)}  # {descriptions[key]}")
+        for line in config_lines(type(stage_config), config_to_dict(stage_config), f"{name}.",
+                                 "runtime: does not change the output"):
+            typer.echo(line)
 
 
 @app.command()
@@ -123,16 +122,16 @@ def hdf5(input_: Path = typer.Option(..., "--input", help="Sentence-per-line tex
          workers: int = WorkersOpt, force: bool = typer.Option(False, "--force", help="Replace --out if it exists"),
          quiet: bool = QuietOpt) -> None:
     """Run the hdf5 stage on your own text and vocabulary (as NVIDIA's create_pretraining_data.py users do)."""
-    from wiki2bert_core.config import build_dataclass
+    from wiki2bert_core.config import layered
     from pipeline.config import parse_override
     from pipeline.text_files import check_text_shape
     from pipeline.stages.hdf5.stage import STAGE, run_standalone
 
-    values = {}
+    layers = []
     for item in set_ or []:
         _, key, value = parse_override(item, {"hdf5": STAGE})
-        values[key] = (value, f"--set {item}: hdf5")
-    config = build_dataclass(STAGE.config_cls, values)
+        layers.append(({key: value}, f"--set {item}: hdf5"))
+    config = layered(STAGE.config_cls, layers)
     log = setup_logging(None, quiet=quiet)
     texts = sorted(input_.glob("*.txt")) if input_.is_dir() else [input_] if input_.is_file() else []
     check_text_shape(input_, texts, max(v.max_seq_length for v in config.variants), log)

@@ -1,17 +1,16 @@
 """Effective stage configs: dataclass defaults <- stages.yaml `defaults` <- language profile <- --set.
 
-Every value is type-checked against the stage's config dataclass; any mistake raises ConfigError
-with one line that names the file and the key.
+The layers are merged and type-checked against each stage's config dataclass by `wiki2bert_core.config.layered`;
+any mistake raises ConfigError with one line that names the file and the key.
 """
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import re
 from pathlib import Path
 from typing import Any
 
-from wiki2bert_core.config import check_keys, require_mapping, build_dataclass, parse_value, read_yaml
+from wiki2bert_core.config import check_keys, layered, parse_value, read_yaml, require_mapping
 from wiki2bert_core.errors import ConfigError
 
 # the bundled config: in a checkout a symlink to the repository's stages.yaml, in a wheel a copy of it
@@ -75,14 +74,7 @@ def load_pipeline_config(path: Path, lang: str, overrides: list[str] = (),
             raise ConfigError(f"{path}: stage {stage_name!r} is not in 'stages'")
         layers[stage_name].append((stage_values, f"command line: {stage_name}"))
 
-    configs = {}
-    for name in order:
-        cls = stages[name].config_cls
-        merged: dict[str, Any] = {}
-        for layer, where in layers[name]:
-            for key, value in layer.items():
-                merged[key] = (value, where)
-        configs[name] = build_dataclass(cls, merged)
+    configs = {name: layered(stages[name].config_cls, layers[name]) for name in order}
     return PipelineConfig(path=path, lang=lang, stage_order=order, stage_configs=configs)
 
 
@@ -94,23 +86,3 @@ def parse_override(item: str, stages: dict) -> tuple[str, str, Any]:
     if stage_name not in stages:
         raise ConfigError(f"--set {item}: unknown stage {stage_name!r} (known: {', '.join(stages)})")
     return stage_name, key, parse_value(raw_value)
-
-
-def field_descriptions(cls: type) -> dict[str, str]:
-    """Field name -> the comment that documents it in the source of config dataclass `cls` (a comment at the end of
-    its line, or comment lines right above it): the one description of each parameter."""
-    lines, _ = inspect.getsourcelines(cls)
-    descriptions, above = {}, []
-    for line in lines[1:]:
-        code, _, comment = line.strip().partition("# ")
-        field = re.match(r"(\w+)\s*:", code)
-        if not code and comment:
-            above.append(comment.strip())
-        elif field and not code.startswith(("def ", "return ")):
-            descriptions[field.group(1)] = " ".join(above + ([comment.strip()] if comment else []))
-            above = []
-        elif code.startswith("def "):
-            break
-        else:
-            above = []
-    return {f.name: descriptions.get(f.name, "") for f in dataclasses.fields(cls)}

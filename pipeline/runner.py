@@ -15,7 +15,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from wiki2bert_core.config import config_to_dict
+from wiki2bert_core.config import changeable_fields, config_to_dict
 from pipeline.config import PipelineConfig
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import atomic_write, read_json, remove_tree, sha256_file, write_json
@@ -36,9 +36,11 @@ class StageState:
     manifest: dict | None
 
 
-def config_hash(config, runtime_fields: tuple[str, ...] = ()) -> str:
-    """Hash of the config fields that can change a stage's output (runtime_fields such as retries are left out)."""
-    return _hash_json({k: v for k, v in config_to_dict(config).items() if k not in runtime_fields})
+def config_hash(config) -> str:
+    """Hash of the config fields that can change a stage's output (those declared changeable, such as retries, are
+    left out)."""
+    runtime = changeable_fields(type(config))
+    return _hash_json({k: v for k, v in config_to_dict(config).items() if k not in runtime})
 
 
 def fingerprint(manifest: dict) -> str:
@@ -80,7 +82,7 @@ def stage_state(pcfg: PipelineConfig, lang_dir: Path, name: str, known: dict[str
     if manifest is None:
         state = StageState(name, FAILED if failure.exists() else MISSING,
                            failure.read_text(encoding="utf-8").strip() if failure.exists() else "not run", None)
-    elif manifest.get("config_hash") != config_hash(pcfg.stage_configs[name], stage.runtime_fields):
+    elif manifest.get("config_hash") != config_hash(pcfg.stage_configs[name]):
         state = StageState(name, STALE, "config changed", manifest)
     else:
         state = StageState(name, DONE, "", manifest)
@@ -158,7 +160,7 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
             "stage": name,
             "lang": pcfg.lang,
             "config": config_to_dict(config),
-            "config_hash": config_hash(config, stage.runtime_fields),
+            "config_hash": config_hash(config),
             "inputs": {up: fingerprint(m) for up, m in upstream_manifests.items()},
             **({"sources": sources} if sources else {}),
             "outputs": outputs,

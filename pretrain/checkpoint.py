@@ -33,7 +33,7 @@ import torch
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import atomic_write, read_json, remove_tree, write_json
-from pretrain.model import ModelConfig
+from pretrain.config import ModelConfig
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"

@@ -1,4 +1,4 @@
-"""`pretrain` command line: phase1, phase2, export, eval, plot, estimate.
+"""`pretrain` command line: phase1, phase2, config, export, eval, plot, estimate.
 
 Multi-process runs start the same entry point through a launcher, e.g.
 `deepspeed --num_gpus 8 --module pretrain.cli phase1 ...` or `torchrun --nproc_per_node 8 -m pretrain.cli phase1 ...`
@@ -55,6 +55,23 @@ def phase2(data: Path = typer.Option(..., "--data", help="HDF5 variant directory
     """Phase 2: sequence length 512 from phase 1's weights, with a fresh schedule and optimizer
     (recipe: pretrain/configs/phase2.yaml)."""
     _train("phase2", data, out, preset, config, set_, deepspeed_config, vocab, init, eval_data)
+
+
+@app.command("config")
+def show_config(phase: str = typer.Option("phase1", "--phase", help="phase1 or phase2"),
+                preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
+                set_: Optional[list[str]] = SetOpt) -> None:
+    """Print every setting's effective value for these flags (as the phase command would use it) and what it
+    means, the model's (`model.KEY`, the preset's values with the overrides) included. Phase 2 trains phase 1's
+    model, whose shape it keeps whatever these say."""
+    from wiki2bert_core.config import config_lines, config_to_dict
+    from pretrain.config import ModelConfig, TrainConfig, load_train_config
+
+    train_config = load_train_config(phase, config, set_ or [], {"preset": preset} if preset else None)
+    for line in config_lines(TrainConfig, config_to_dict(train_config), changeable_note="may change on resume"):
+        typer.echo(line)
+    for line in config_lines(ModelConfig, train_config.model_settings(), "model.", "phase 2 may change"):
+        typer.echo(line)
 
 
 @app.command()

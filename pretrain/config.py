@@ -1,8 +1,12 @@
-"""The settings of one pretraining phase: a `TrainConfig` dataclass filled from the phase's recipe
-(`configs/phase1.yaml`, `configs/phase2.yaml`) <- `--config FILE` <- `--set KEY=VALUE` <- flags such as --preset.
+"""The settings of a pretraining phase (`TrainConfig`) and of the model (`ModelConfig`, its size presets).
 
-Values are type-checked by the pipeline's loader (`wiki2bert_core.config.build_dataclass`), so a mistake is one
-ConfigError line naming the file (or flag) and the key, exactly as for stages.yaml.
+The `TrainConfig` defaults are the phase-1 recipe; a phase's effective settings are those defaults <- its recipe
+(`configs/phase1.yaml`, `configs/phase2.yaml`: what differs) <- `--config FILE` <- `--set KEY=VALUE` <- flags such as
+--preset, layered and type-checked by `wiki2bert_core.config.layered`, so a mistake is one ConfigError line naming
+the file (or flag) and the key, exactly as for stages.yaml. `pretrain config` prints them with their descriptions (the
+comments on the fields). Fields declared `changeable` may differ in a resumed run (`TrainConfig`) or in phase 2 from
+phase 1's model (`ModelConfig`); the others are checked against the run or model being continued (prepare.py).
+No torch here: `pretrain config` runs in a plain install.
 """
 from __future__ import annotations
 
@@ -12,15 +16,77 @@ from pathlib import Path
 from typing import Any, Literal
 
 from wiki2bert_core.errors import ConfigError
-from wiki2bert_core.config import build_dataclass, coerce, parse_value, read_yaml
+from wiki2bert_core.config import SettingError, changeable, coerce, layered, parse_value, read_yaml
 
 RECIPE_DIR = Path(__file__).resolve().parent / "configs"
 PHASES = ("phase1", "phase2")
 
 
+@dataclasses.dataclass
+class ModelConfig:
+    vocab_size: int  # tokens of vocab.txt padded to a multiple of 8 (from the vocabulary, not a setting)
+    hidden_size: int = 768  # width of the encoder
+    num_hidden_layers: int = 12  # Transformer layers
+    num_attention_heads: int = 12  # attention heads per layer (hidden_size must be a multiple)
+    intermediate_size: int = 3072  # width of each layer's feed-forward block
+    max_position_embeddings: int = 512  # longest sequence the position embeddings hold
+    type_vocab_size: int = 2  # segment (token type) embeddings
+    hidden_dropout_prob: float = changeable(0.1)  # dropout on embeddings, attention output and feed-forward output
+    attention_probs_dropout_prob: float = changeable(0.1)  # dropout on the attention probabilities
+    layer_norm_eps: float = 1e-12  # LayerNorm epsilon
+    initializer_range: float = changeable(0.02)  # standard deviation of the initial weights
+    pad_token_id: int = 0  # id of [PAD] in the vocabulary
+    # recompute each layer's activations in backward instead of keeping them: less memory, one more forward
+    activation_checkpointing: bool = changeable(False)
+
+    def __post_init__(self):
+        sizes = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                 "max_position_embeddings", "type_vocab_size")
+        for name in sizes:
+            if getattr(self, name) < 1:
+                raise ValueError(f"model config: {name} must be positive, got {getattr(self, name)}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"model config: hidden_size {self.hidden_size} is not a multiple of "
+                             f"num_attention_heads {self.num_attention_heads}")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(f"model config: pad_token_id {self.pad_token_id} outside the vocabulary "
+                             f"(size {self.vocab_size})")
+
+
+# tiny/mini/small follow Google's BERT miniatures (for CPU runs and tests); base and large are BERT's own;
+# 1.5b and 5b are the sizes of Habana's large-scale DeepSpeed BERT runs.
+PRESETS: dict[str, dict] = {
+    "tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512),
+    "mini": dict(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, intermediate_size=1024),
+    "small": dict(num_hidden_layers=4, hidden_size=512, num_attention_heads=8, intermediate_size=2048),
+    "base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072),
+    "large": dict(num_hidden_layers=24, hidden_size=1024, num_attention_heads=16, intermediate_size=4096),
+    "1.5b": dict(num_hidden_layers=48, hidden_size=1600, num_attention_heads=25, intermediate_size=6400),
+    "5b": dict(num_hidden_layers=63, hidden_size=2560, num_attention_heads=40, intermediate_size=10240),
+}
+
+
+def padded_vocab_size(n: int, multiple: int = 8) -> int:
+    """The vocabulary size rounded up to a multiple of 8, so the embedding and decoder GEMMs use tensor cores."""
+    if n < 1:
+        raise ValueError(f"vocabulary size must be positive, got {n}")
+    return -(-n // multiple) * multiple
+
+
+def model_config(preset: str, vocab_size: int, **overrides) -> ModelConfig:
+    if preset not in PRESETS:
+        raise ValueError(f"unknown model preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    known = {f.name for f in dataclasses.fields(ModelConfig)} - {"vocab_size"}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(f"unknown model config key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return ModelConfig(vocab_size=padded_vocab_size(vocab_size), **{**PRESETS[preset], **overrides})
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    preset: str = "base"  # model size: tiny, mini, small, base, large, 1.5b, 5b
+    # model size: tiny, mini, small (CPU, tests), base, large, 1.5b, 5b (--preset); phase 2 keeps phase 1's
+    preset: str = "base"
     model: dict[str, Any] = dataclasses.field(default_factory=dict)  # ModelConfig overrides
     seq_len: int = 128  # must equal the sequence length of the HDF5 files
     global_batch: int = 65536  # sequences per optimizer step, all ranks together
@@ -30,38 +96,44 @@ class TrainConfig:
     # gradients are those of the unpacked run. Memory follows the rows: a packed run can take a larger micro_batch
     pack_sequences: bool = True
     steps: int = 7038  # optimizer steps of the whole phase (the schedule's length)
-    steps_this_run: int | None = None  # stop (checkpoint and exit) after this many steps; re-run to go on
-    lr: float = 6e-3
+    # stop (checkpoint and exit 0) after this many steps; the same command goes on (jobs with a time limit)
+    steps_this_run: int | None = changeable(None)
+    lr: float = 6e-3  # peak learning rate
     warmup: float = 0.2843  # fraction of `steps` with linear warmup
     decay_power: float = 0.5  # then lr * (1 - progress) ** decay_power
-    optimizer: Literal["lamb", "lans", "adamw"] = "lamb"
-    betas: list[float] = dataclasses.field(default_factory=lambda: [0.9, 0.999])
-    eps: float = 1e-6
+    optimizer: Literal["lamb", "lans", "adamw"] = "lamb"  # adamw wants a much smaller lr, e.g. 1e-4
+    betas: list[float] = dataclasses.field(default_factory=lambda: [0.9, 0.999])  # decay rates of the moments
+    eps: float = 1e-6  # added to the second moment's square root
     weight_decay: float = 0.01  # not on biases and LayerNorm weights
     grad_clip: float = 1.0  # global gradient-norm clipping; 0 disables
     # self-attention kernel (attention.py): mask (SDPA over padded rows), nested (real tokens only, nested jagged
     # tensors), flash (real tokens only, flash-attn's varlen kernel); auto: mask on CPU, the fastest on GPU (measured)
-    attention: Literal["auto", "mask", "nested", "flash"] = "auto"
+    attention: Literal["auto", "mask", "nested", "flash"] = changeable("auto")
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: fp32 on CPU, bf16 (else fp16) on GPU
-    zero_stage: int | None = None  # null: by model size (0 below 1B parameters, 1 up to 3B, 2 above)
-    seed: int = 12345
-    loader_workers: int = 2  # DataLoader worker processes per rank
-    checkpoint_every: int = 200  # steps
-    keep_checkpoints: int = 3
-    log_every: int = 10  # steps
+    # DeepSpeed ZeRO stage 0-3; null: by model size (0 below 1B parameters, 1 up to 3B, 2 above)
+    zero_stage: int | None = None
+    seed: int = 12345  # model initialization, dropout, data order
+    loader_workers: int = changeable(2)  # DataLoader worker processes per rank
+    checkpoint_every: int = changeable(200)  # steps between checkpoints (also at the end and on SIGTERM/SIGINT)
+    keep_checkpoints: int = changeable(3)  # the newest this many checkpoints are kept
+    log_every: int = changeable(10)  # steps between metrics.jsonl / TensorBoard rows
     # held-out evaluation (evaluate.py) every this many steps and at the end of the phase; null: steps // 20
     # (~20 evaluations a phase); 0: off
-    eval_every: int | None = None
-    eval_samples: int = 10000  # the first this many instances of the held-out files (MLPerf's 10,000)
-    eval_data: str | None = None  # held-out HDF5 directory; null: the data directory's test/ split (if it has one)
-    flops_profiler_step: int | None = None  # DeepSpeed flops profiler at this step -> flops_profile.txt
-    torch_profiler_steps: list[int] = dataclasses.field(default_factory=list)  # -> profile/
+    eval_every: int | None = changeable(None)
+    eval_samples: int = changeable(10000)  # the first this many instances of the held-out files (MLPerf's 10,000)
+    # held-out HDF5 directory (--eval-data); null: the data directory's test/ split (if it has one)
+    eval_data: str | None = changeable(None)
+    flops_profiler_step: int | None = changeable(None)  # DeepSpeed flops profiler at this step -> flops_profile.txt
+    # torch.profiler on these steps -> profile/step<N>_rank<R>.{json,txt} (Chrome trace, op table)
+    torch_profiler_steps: list[int] = changeable(default_factory=list)
 
+    def __post_init__(self):
+        _check(self)
 
-# A resumed run may change these; any other difference from the run being resumed is refused.
-CHANGEABLE_ON_RESUME = ("steps_this_run", "attention", "loader_workers", "checkpoint_every", "keep_checkpoints",
-                        "log_every", "eval_every", "eval_samples", "eval_data", "flops_profiler_step",
-                        "torch_profiler_steps")
+    def model_settings(self) -> dict[str, Any]:
+        """The model's settings but vocab_size (which comes from the vocabulary): the preset's, `model` over them."""
+        defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name != "vocab_size"}
+        return {**defaults, **PRESETS[self.preset], **self.model}
 
 
 def recipe_path(phase: str) -> Path:
@@ -81,26 +153,15 @@ def load_train_config(phase: str, config_file: Path | None = None, overrides: li
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set {item}: expected KEY=VALUE")
-        layers.append((_nest(key.strip().split("."), parse_value(raw)), f"--set {item}: {phase}"))
+        layers.append(({key.strip(): parse_value(raw)}, f"--set {item}: {phase}"))
     if values:
         layers.append((values, f"command line: {phase}"))
-
-    merged: dict[str, tuple[Any, str]] = {}
-    for layer, where in layers:
-        for key, value in layer.items():
-            if key in merged and isinstance(value, dict) and isinstance(merged[key][0], dict):
-                value = deep_merge(merged[key][0], value)
-            merged[key] = (value, where)
-    config = build_dataclass(TrainConfig, merged)
-    _check(config, {key: where for key, (_, where) in merged.items()})
-    return config
+    return layered(TrainConfig, layers)
 
 
-def _check(c: TrainConfig, where: dict[str, str]) -> None:
-    from pretrain.model import PRESETS, ModelConfig
-
+def _check(c: TrainConfig) -> None:
     def fail(key: str, problem: str):
-        raise ConfigError(f"{where.get(key.split('.')[0], 'defaults')}.{key}: {problem}")
+        raise SettingError(key, problem)
 
     if c.preset not in PRESETS:
         fail("preset", f"unknown preset {c.preset!r} (known: {', '.join(PRESETS)})")
@@ -133,18 +194,4 @@ def _check(c: TrainConfig, where: dict[str, str]) -> None:
         if key not in settable:
             hint = " (it comes from the vocabulary)" if key == "vocab_size" else f" (known: {', '.join(settable)})"
             fail(f"model.{key}", "not a model setting" + hint)
-        c.model[key] = coerce(value, hints[key], f"{where.get('model', 'model')}.model.{key}")
-
-
-def _nest(keys: list[str], value: Any) -> dict:
-    for key in reversed(keys[1:]):
-        value = {key: value}
-    return {keys[0]: value}
-
-
-def deep_merge(base: dict, update: dict) -> dict:
-    out = dict(base)
-    for key, value in update.items():
-        out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) \
-            else value
-    return out
+        c.model[key] = coerce(value, hints[key], f"model.{key}")

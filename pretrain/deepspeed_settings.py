@@ -7,9 +7,9 @@ import socket
 from pathlib import Path
 import torch
 
+from wiki2bert_core.config import deep_merge
 from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.files import read_json
-from pretrain.config import deep_merge
 from pretrain.config import TrainConfig
 from pretrain.ds_keys import check_deepspeed_keys
 

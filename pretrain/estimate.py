@@ -33,7 +33,8 @@ import math
 
 import torch
 
-from pretrain.model import BertForPreTraining, model_config
+from pretrain.config import model_config
+from pretrain.model import BertForPreTraining
 from pretrain.optimizers import BUCKET_NUMEL, OPTIMIZERS
 
 PRECISIONS = ("fp32", "bf16", "fp16")

@@ -20,7 +20,8 @@ from wiki2bert_core.hdf5_format import NEXT_SENTENCE_LABELS, SUFFIXES, read_rows
 from wiki2bert_core.wordpiece import read_vocab
 from pretrain import checkpoint
 from pretrain.data import MODEL_ARGS
-from pretrain.model import BertForPreTraining, ModelConfig
+from pretrain.config import ModelConfig
+from pretrain.model import BertForPreTraining
 
 EVAL_KEYS = ("eval_mlm_accuracy", "eval_mlm_loss", "eval_nsp_accuracy", "eval_nsp_loss")
 # sums of one evaluation, in this order

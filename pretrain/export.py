@@ -19,7 +19,7 @@ from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import remove_tree, write_json
 from wiki2bert_core.wordpiece import copy_tokenizer_files, read_vocab, special_token_ids
 from pretrain import checkpoint
-from pretrain.model import ModelConfig
+from pretrain.config import ModelConfig
 
 
 def hf_config(config: ModelConfig, pad_token_id: int, vocab_size: int):

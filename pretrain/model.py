@@ -14,7 +14,6 @@ stay relative to its own [CLS].
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -24,66 +23,7 @@ from torch.utils.checkpoint import checkpoint
 
 from wiki2bert_core.hdf5_format import used_positions
 from pretrain.attention import TokenLayout, attend, token_layout
-
-
-@dataclass
-class ModelConfig:
-    vocab_size: int
-    hidden_size: int = 768
-    num_hidden_layers: int = 12
-    num_attention_heads: int = 12
-    intermediate_size: int = 3072
-    max_position_embeddings: int = 512
-    type_vocab_size: int = 2
-    hidden_dropout_prob: float = 0.1
-    attention_probs_dropout_prob: float = 0.1
-    layer_norm_eps: float = 1e-12
-    initializer_range: float = 0.02
-    pad_token_id: int = 0
-    activation_checkpointing: bool = False
-
-    def __post_init__(self):
-        sizes = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                 "max_position_embeddings", "type_vocab_size")
-        for name in sizes:
-            if getattr(self, name) < 1:
-                raise ValueError(f"model config: {name} must be positive, got {getattr(self, name)}")
-        if self.hidden_size % self.num_attention_heads:
-            raise ValueError(f"model config: hidden_size {self.hidden_size} is not a multiple of "
-                             f"num_attention_heads {self.num_attention_heads}")
-        if not 0 <= self.pad_token_id < self.vocab_size:
-            raise ValueError(f"model config: pad_token_id {self.pad_token_id} outside the vocabulary "
-                             f"(size {self.vocab_size})")
-
-
-# tiny/mini/small follow Google's BERT miniatures (for CPU runs and tests); base and large are BERT's own;
-# 1.5b and 5b are the sizes of Habana's large-scale DeepSpeed BERT runs.
-PRESETS: dict[str, dict] = {
-    "tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512),
-    "mini": dict(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, intermediate_size=1024),
-    "small": dict(num_hidden_layers=4, hidden_size=512, num_attention_heads=8, intermediate_size=2048),
-    "base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072),
-    "large": dict(num_hidden_layers=24, hidden_size=1024, num_attention_heads=16, intermediate_size=4096),
-    "1.5b": dict(num_hidden_layers=48, hidden_size=1600, num_attention_heads=25, intermediate_size=6400),
-    "5b": dict(num_hidden_layers=63, hidden_size=2560, num_attention_heads=40, intermediate_size=10240),
-}
-
-
-def padded_vocab_size(n: int, multiple: int = 8) -> int:
-    """The vocabulary size rounded up to a multiple of 8, so the embedding and decoder GEMMs use tensor cores."""
-    if n < 1:
-        raise ValueError(f"vocabulary size must be positive, got {n}")
-    return -(-n // multiple) * multiple
-
-
-def model_config(preset: str, vocab_size: int, **overrides) -> ModelConfig:
-    if preset not in PRESETS:
-        raise ValueError(f"unknown model preset {preset!r}; choose one of {', '.join(PRESETS)}")
-    known = {f.name for f in dataclasses.fields(ModelConfig)} - {"vocab_size"}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise ValueError(f"unknown model config key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    return ModelConfig(vocab_size=padded_vocab_size(vocab_size), **{**PRESETS[preset], **overrides})
+from pretrain.config import ModelConfig
 
 
 @dataclass

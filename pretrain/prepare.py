@@ -8,22 +8,17 @@ from pathlib import Path
 
 import torch
 
-from wiki2bert_core.config import config_to_dict
+from wiki2bert_core.config import changeable_fields, config_to_dict
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json
 from wiki2bert_core.wordpiece import read_vocab
 from pretrain import checkpoint
 from pretrain.attention import available_kernels
 from pretrain.checkpoint import Checkpoint
-from pretrain.config import CHANGEABLE_ON_RESUME, TrainConfig
+from pretrain.config import ModelConfig, TrainConfig, model_config
 from pretrain.data import DataDirectory, find_data_files, find_vocab_file, open_data
 from pretrain.deepspeed_settings import choose_precision, read_user_ds_config
 from pretrain.evaluate import eval_files
-from pretrain.model import ModelConfig, model_config
-
-# ModelConfig fields phase 2 may change from the phase-1 model it starts from; the rest shape the weights
-TRAINING_ONLY_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "activation_checkpointing",
-                        "initializer_range")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,8 +131,9 @@ def _held_out_files(config: TrainConfig, data_dir: Path) -> list[Path]:
 
 def _check_resumable(resume: Checkpoint, hparams: dict, config: TrainConfig) -> None:
     before, now = hparams["config"], config_to_dict(config)
+    changeable = changeable_fields(TrainConfig)
     for key, value in now.items():
-        if key not in CHANGEABLE_ON_RESUME and before.get(key) != value:
+        if key not in changeable and before.get(key) != value:
             raise ConfigError(f"{resume.phase_dir}: resuming a run started with {key}={before.get(key)!r}, now "
                               f"{value!r}; keep the run's settings or use another --out")
 
@@ -151,16 +147,17 @@ def _find_init(init_dir: Path) -> InitFrom:
 def _continued_model(source_dir: Path, config: TrainConfig, preset_flag: str | None
                      ) -> tuple[ModelConfig, TrainConfig]:
     """Phase 2's model: that of the phase-1 run it starts from (or of its own run, when resuming), where only
-    training-time settings may change."""
+    training-time settings (the changeable ModelConfig fields) may change."""
     saved = dataclasses.asdict(checkpoint.read_model_config(source_dir))
     hparams = read_json(source_dir / "hparams.json") if (source_dir / "hparams.json").is_file() else {}
     preset = hparams.get("config", {}).get("preset", config.preset)
     if preset_flag is not None and preset_flag != preset:
         raise ConfigError(f"--preset {preset_flag}: phase 2 continues the {preset} model of {source_dir}")
-    changed = [k for k in config.model if k not in TRAINING_ONLY_FIELDS and config.model[k] != saved.get(k)]
+    training_only = changeable_fields(ModelConfig)
+    changed = [k for k in config.model if k not in training_only and config.model[k] != saved.get(k)]
     if changed:
         raise ConfigError(f"model.{changed[0]}: phase 2 cannot change the shape of the model in {source_dir} "
-                          f"(only {', '.join(TRAINING_ONLY_FIELDS)})")
+                          f"(only {', '.join(training_only)})")
     try:
         model = ModelConfig(**{**saved, **config.model})
     except (TypeError, ValueError) as e:

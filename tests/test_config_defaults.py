@@ -5,9 +5,9 @@ import dataclasses
 
 from typer.testing import CliRunner
 
-from wiki2bert_core.config import read_yaml
+from wiki2bert_core.config import field_descriptions, read_yaml
 from pipeline.cli import app
-from pipeline.config import DEFAULT_CONFIG_PATH, field_descriptions, load_pipeline_config
+from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
 from pipeline.stages import stage_by_name
 
 

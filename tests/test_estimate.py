@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from pretrain.estimate import GIB, estimate_memory, format_estimate, parameter_sizes
-from pretrain.model import BertForPreTraining, model_config
+from pretrain.config import model_config
+from pretrain.model import BertForPreTraining
 from pretrain.optimizers import build_optimizer
 
 STATES = ("parameters", "gradients", "optimizer states", "fp32 gradient partition")

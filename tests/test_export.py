@@ -13,7 +13,8 @@ import transformers
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.wordpiece import write_tokenizer_dir
 from pretrain.export import export_hf, fill_mask
-from pretrain.model import BertForPreTraining, model_config
+from pretrain.config import model_config
+from pretrain.model import BertForPreTraining
 
 WORDS = ["the", "cat", "dog", "sat", "on", "a", "mat", "and", "ran", "home", "##s", "."]
 TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS  # 17 tokens, model vocabulary 24
@@ -126,7 +127,8 @@ DEEPSPEED_SCRIPT = """
 import json, dataclasses, sys
 from pathlib import Path
 import torch, deepspeed
-from pretrain.model import BertForPreTraining, model_config
+from pretrain.config import model_config
+from pretrain.model import BertForPreTraining
 from pretrain import checkpoint
 from pretrain.optimizers import build_optimizer
 phase, zero_stage = Path(sys.argv[1]), int(sys.argv[2])

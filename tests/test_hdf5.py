@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from pipeline.cli import app
 from wiki2bert_core.errors import ConfigError
-from wiki2bert_core.config import build_dataclass
+from wiki2bert_core.config import layered
 from wiki2bert_core.errors import DataError
 from pipeline.stages.hdf5.instances import (InstancePlan, MaskingVocab, TokenizedDocuments, TokenRows, _truncate, make_instances,
                                 plan_instances, random_next_from_own_document)
@@ -304,7 +304,7 @@ def test_lowercasing_is_read_from_the_normalizer_objects():
 
 def test_config_is_checked():
     with pytest.raises(ConfigError, match="max_predictions_per_seq"):
-        build_dataclass(Hdf5Config, {"variants": ([{"max_seq_length": 128, "max_predictions_per_seq": 200}], "t")})
+        layered(Hdf5Config, [({"variants": [{"max_seq_length": 128, "max_predictions_per_seq": 200}]}, "t")])
     with pytest.raises(ConfigError, match="masked_lm_prob"):
         Hdf5Config(masked_lm_prob=1.5)
     with pytest.raises(ConfigError, match="twice"):

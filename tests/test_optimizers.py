@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from pretrain import optimizers
-from pretrain.model import BertForPreTraining, model_config
+from pretrain.config import model_config
+from pretrain.model import BertForPreTraining
 from pretrain.optimizers import Lamb, Lans, build_optimizer, parameter_groups
 
 LR, BETAS, EPS, WD = 0.01, (0.9, 0.999), 1e-6, 0.01

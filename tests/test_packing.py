@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from pretrain.attention import instance_lengths, token_layout
-from pretrain.model import BertForPreTraining, model_config
+from pretrain.config import model_config
+from pretrain.model import BertForPreTraining
 from pretrain.packing import pack_batch, plan_rows
 
 VOCAB, LENGTH, PREDICTIONS = 203, 32, 6

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from wiki2bert_core.config import changeable
 from wiki2bert_core.errors import ConfigError
 from pipeline.config import load_pipeline_config
 from wiki2bert_core.errors import DataError
@@ -27,7 +28,7 @@ CALLS: list[str] = []
 class MakeConfig:
     words: int = 3
     word: str = "alma"
-    verbose: bool = False
+    verbose: bool = changeable(False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +54,7 @@ def upper_words(config: UpperConfig, ctx) -> dict:
 
 
 TOY_STAGES = {
-    "toy_make": Stage("toy_make", MakeConfig, make_words, runtime_fields=("verbose",)),
+    "toy_make": Stage("toy_make", MakeConfig, make_words),
     "toy_upper": Stage("toy_upper", UpperConfig, upper_words, inputs=("toy_make",)),
 }
 

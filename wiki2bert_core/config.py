@@ -1,34 +1,96 @@
 """Typed config layering shared by both commands: dataclass defaults <- YAML <- --set, each value type-checked.
 
-Every mistake raises ConfigError with one line that names the file (or flag) and the key.
+`layered` is the one place where layers are merged. Every mistake raises ConfigError with one line that names the
+layer (file or flag) and the key. Each setting is described once, by the comment on its dataclass field
+(`field_descriptions`); a field declared `changeable()` may differ from the settings of the work it continues.
 """
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import json
+import re
 import types
 import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator, Mapping
 
 import yaml
 
 from wiki2bert_core.errors import ConfigError
 
 
-def build_dataclass(cls: type, values: dict[str, tuple[Any, str]]):
-    """Build `cls` from {field: (value, where-it-came-from)}, type-checking each value."""
+class SettingError(ConfigError):
+    """A value that does not fit its (dotted) key, found while a config dataclass is built: by the type checks or by
+    the dataclass's own __post_init__. `layered` names the layer that set the key."""
+
+    def __init__(self, key: str, problem: str):
+        super().__init__(f"{key}: {problem}")
+        self.key, self.problem = key, problem
+
+
+def layered(cls: type, layers: Iterable[tuple[Mapping, str]]):
+    """Build config dataclass `cls` from layers of (mapping, where it came from), each over the ones before.
+
+    A key's value replaces the one before it, but mappings are merged key by key, and a dotted key is the nested one
+    ({"model.dropout": 0} is {"model": {"dropout": 0}}); a key no layer sets keeps the dataclass default. An error
+    reads `<where>.<key>: <problem>`, where being the last layer that set the key (or a mapping above it)."""
+    values: dict = {}
+    origins: dict[str, str] = {}  # dotted key -> the layer that set it last
+    for layer, where in layers:
+        nested = _nest_dotted_keys(layer)
+        values = deep_merge(values, nested)
+        origins.update((key, where) for key in _dotted_keys(nested))
+    try:
+        return _build(cls, values)
+    except SettingError as e:
+        parts = re.split(r"(?=[.\[])", e.key)  # model.x -> model, .x; variants[0].y -> variants, [0], .y
+        where = next((origins[k] for k in ("".join(parts[:n]) for n in range(len(parts), 0, -1)) if k in origins),
+                     f"{cls.__name__} defaults")
+        raise ConfigError(f"{where}.{e.key}: {e.problem}") from None
+
+
+def deep_merge(base: dict, update: dict) -> dict:
+    """`update` over `base`, mappings merged key by key (neither is changed)."""
+    out = dict(base)
+    for key, value in update.items():
+        out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) \
+            else value
+    return out
+
+
+def _nest_dotted_keys(layer: Mapping) -> dict:
+    nested: dict = {}
+    for key, value in layer.items():
+        first, *rest = str(key).split(".")
+        for part in reversed(rest):
+            value = {part: value}
+        nested = deep_merge(nested, {first: value})
+    return nested
+
+
+def _dotted_keys(mapping: dict, prefix: str = "") -> Iterator[str]:
+    for key, value in mapping.items():
+        yield f"{prefix}{key}"
+        if isinstance(value, dict):
+            yield from _dotted_keys(value, f"{prefix}{key}.")
+
+
+def _build(cls: type, values: Mapping, prefix: str = ""):
+    """`cls(**values)`, each value checked against its field's type."""
     hints = typing.get_type_hints(cls)
     fields = {f.name for f in dataclasses.fields(cls)}
     kwargs = {}
-    for key, (value, where) in values.items():
+    for key, value in values.items():
         if key not in fields:
-            raise ConfigError(f"{where}.{key}: unknown key (known: {', '.join(sorted(fields))})")
-        kwargs[key] = coerce(value, hints[key], f"{where}.{key}")
+            raise SettingError(f"{prefix}{key}", f"unknown key (known: {', '.join(sorted(fields))})")
+        kwargs[key] = coerce(value, hints[key], f"{prefix}{key}")
     return cls(**kwargs)
 
 
-def coerce(value: Any, annotation: Any, where: str) -> Any:
-    """Check `value` against a type annotation; returns the value (ints widened to float, lists as given)."""
+def coerce(value: Any, annotation: Any, key: str) -> Any:
+    """Check the value of `key` (dotted) against a type annotation; returns the value (ints widened to float,
+    lists as given). SettingError if it does not fit."""
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if annotation is Any:
@@ -41,48 +103,48 @@ def coerce(value: Any, annotation: Any, where: str) -> Any:
             if arg is type(None):
                 continue
             try:
-                return coerce(value, arg, where)
-            except ConfigError as e:
-                errors.append(str(e))
-        raise ConfigError(errors[0] if errors else f"{where}: must not be null")
+                return coerce(value, arg, key)
+            except SettingError as e:
+                errors.append(e)
+        raise errors[0] if errors else SettingError(key, "must not be null")
     if origin is typing.Literal:
         if value not in args:
-            raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(repr, args))}")
+            raise SettingError(key, f"{value!r} is not one of {', '.join(map(repr, args))}")
         return value
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}: expected a list, got {_describe(value)}")
+            raise SettingError(key, f"expected a list, got {_describe(value)}")
         item_type = args[0] if args else Any
-        items = [coerce(v, item_type, f"{where}[{i}]") for i, v in enumerate(value)]
+        items = [coerce(v, item_type, f"{key}[{i}]") for i, v in enumerate(value)]
         return tuple(items) if origin is tuple else items
     if origin is dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {_describe(value)}")
+            raise SettingError(key, f"expected a mapping, got {_describe(value)}")
         value_type = args[1] if len(args) == 2 else Any
-        return {str(k): coerce(v, value_type, f"{where}.{k}") for k, v in value.items()}
+        return {str(k): coerce(v, value_type, f"{key}.{k}") for k, v in value.items()}
     if dataclasses.is_dataclass(annotation):
         if isinstance(value, annotation):
             return value
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {_describe(value)}")
-        return build_dataclass(annotation, {k: (v, where) for k, v in value.items()})
+            raise SettingError(key, f"expected a mapping, got {_describe(value)}")
+        return _build(annotation, value, f"{key}.")
     if annotation is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{where}: expected true or false, got {_describe(value)}")
+            raise SettingError(key, f"expected true or false, got {_describe(value)}")
         return value
     if annotation is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}: expected an integer, got {_describe(value)}")
+            raise SettingError(key, f"expected an integer, got {_describe(value)}")
         return value
     if annotation is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}: expected a number, got {_describe(value)}")
+            raise SettingError(key, f"expected a number, got {_describe(value)}")
         return float(value)
     if annotation is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a string, got {_describe(value)}")
+            raise SettingError(key, f"expected a string, got {_describe(value)}")
         return value
-    raise TypeError(f"{where}: unsupported config type {annotation!r}")
+    raise TypeError(f"{key}: unsupported config type {annotation!r}")
 
 
 def config_to_dict(config) -> dict:
@@ -135,3 +197,43 @@ def parse_value(raw: str) -> Any:
         except ValueError:
             pass
     return value
+
+
+def changeable(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING) -> Any:
+    """A dataclass field whose value may differ from the settings of the work it continues, which stays valid: a
+    stage's output made with another value is still current (download retries), a resumed run may change it
+    (log_every), phase 2 may change it from phase 1's model (dropout)."""
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={"changeable": True})
+
+
+def changeable_fields(cls: type) -> tuple[str, ...]:
+    """The fields of config dataclass `cls` declared `changeable()`."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("changeable"))
+
+
+def field_descriptions(cls: type) -> dict[str, str]:
+    """Field name -> the comment that documents it in the source of config dataclass `cls` (a comment at the end of
+    its line, or comment lines right above it): the one description of each parameter."""
+    lines, _ = inspect.getsourcelines(cls)
+    descriptions, above = {}, []
+    for line in lines[1:]:
+        code, _, comment = line.strip().partition("# ")
+        field = re.match(r"(\w+)\s*:", code)
+        if not code and comment:
+            above.append(comment.strip())
+        elif field and not code.startswith(("def ", "return ")):
+            descriptions[field.group(1)] = " ".join(above + ([comment.strip()] if comment else []))
+            above = []
+        elif code.startswith("def "):
+            break
+        else:
+            above = []
+    return {f.name: descriptions.get(f.name, "") for f in dataclasses.fields(cls)}
+
+
+def config_lines(cls: type, values: Mapping[str, Any], prefix: str = "", changeable_note: str = "") -> list[str]:
+    """What the `config` commands print for the fields of config dataclass `cls`: one line a key,
+    `<prefix><key>: <value as JSON>  # <description>`, with `[<changeable_note>]` after the changeable ones."""
+    descriptions, marked = field_descriptions(cls), changeable_fields(cls)
+    return [f"{prefix}{key}: {json.dumps(value, ensure_ascii=False)}  # {descriptions[key]}"
+            + (f" [{changeable_note}]" if key in marked else "") for key, value in values.items()]

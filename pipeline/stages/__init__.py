@@ -1,7 +1,8 @@
 """The stage interface: what a stage module defines and what the runner gives it.
 
 Each stage module defines `STAGE = Stage(...)`: a config dataclass and a function run(config, ctx) -> counts that
-fills ctx.out_dir from the directories in ctx.inputs."""
+fills ctx.out_dir from the directories in ctx.inputs. Config fields that never change the output (retries, timeouts)
+are declared with `wiki2bert_core.config.changeable` and left out of the config hash."""
 from __future__ import annotations
 
 import dataclasses
@@ -45,7 +46,6 @@ class Stage:
     run: Callable[[Any, StageContext], dict]
     inputs: tuple[str, ...] = ()  # stages whose output directories this one reads
     tools: tuple[str, ...] = ()  # distributions whose versions go into the manifest
-    runtime_fields: tuple[str, ...] = ()  # config fields that never change the output (left out of the config hash)
     # files read from outside the work directory (a local dump): config -> {label: fingerprint}; a change makes the
     # stage stale
     sources: Callable[[Any], dict] | None = None

@@ -33,6 +33,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from wiki2bert_core.config import changeable
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import file_fingerprint, remove_tree, write_json
 from wiki2bert_core.log import progress
@@ -52,10 +53,10 @@ class DownloadConfig:
     base_url: str = "https://dumps.wikimedia.org"  # Wikimedia dumps or a mirror with the same layout
     wiki: str | None = None  # dump name of the wiki; null: <lang>wiki with '-' as '_' (zh-min-nan -> zh_min_nanwiki)
     date: str | int = "latest"  # dump run YYYYMMDD, or latest: the newest run whose multistream dump is done
-    retries: int = 5  # retries in a row that get no further into the file before giving up
-    backoff_s: float = 2.0  # wait before the first retry; doubles with each retry in a row
-    timeout_s: float = 60.0  # socket timeout for connecting and for each read
-    chunk_bytes: int = 1 << 20  # read/write block size
+    retries: int = changeable(5)  # retries in a row that get no further into the file before giving up
+    backoff_s: float = changeable(2.0)  # wait before the first retry; doubles with each retry in a row
+    timeout_s: float = changeable(60.0)  # socket timeout for connecting and for each read
+    chunk_bytes: int = changeable(1 << 20)  # read/write block size
 
 
 def run(config: DownloadConfig, ctx: StageContext) -> dict:
@@ -209,5 +210,4 @@ def _write_dump_json(out_dir: Path, files: list[Path], source: str, sha1: str | 
 
 # ---- HTTP --------------------------------------------------------------------------------------------
 
-STAGE = Stage("download", DownloadConfig, run, inputs=(),
-              runtime_fields=("retries", "backoff_s", "timeout_s", "chunk_bytes"), sources=local_sources)
+STAGE = Stage("download", DownloadConfig, run, inputs=(), sources=local_sources)
