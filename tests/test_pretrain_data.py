@@ -197,7 +197,8 @@ def test_the_shapes_come_from_variant_json_else_from_the_files(tmp_path, write_d
     params = VariantParams(32, 5, 0.15, 5, 0.1, 12345, False, False, VOCAB_SIZE, {"[PAD]": 0})
     (variant / "variant.json").write_text(json.dumps(dataclasses.asdict(params)))
     assert open_data(variant, None, VOCAB_SIZE).seq_len == 32
-    (variant / "variant.json").write_text(json.dumps(dataclasses.asdict(dataclasses.replace(params, max_seq_length=64))))
+    other = dataclasses.replace(params, max_seq_length=64)
+    (variant / "variant.json").write_text(json.dumps(dataclasses.asdict(other)))
     with pytest.raises(DataError, match=r"training_0000\.hdf5: 32 tokens and 5 masked positions per sample, but "
                                         r".*variant\.json says 64 and 5"):
         open_data(variant, None, VOCAB_SIZE)
