@@ -74,7 +74,8 @@ def random_batches(seq_len: int, micro_batch: int, count: int, vocab_size: int, 
 
 def hdf5_batches(hdf5_dir: Path, seq_len: int, micro_batch: int, count: int) -> tuple[list[dict], int]:
     from wiki2bert_core.wordpiece import read_vocab
-    from pretrain.data import find_vocab_file, make_loader, open_data
+    from wiki2bert_core.variant_dir import find_vocab_file
+    from pretrain.data import make_loader, open_data
 
     found = sorted(hdf5_dir.glob(f"*seq_len_{seq_len}_*"))
     if not found:

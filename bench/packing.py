@@ -37,7 +37,8 @@ def measure(hdf5_dir: Path, seq_len: int, micro_batch: int, batches: int, rounds
     import torch
 
     from wiki2bert_core.wordpiece import read_vocab
-    from pretrain.data import find_vocab_file, make_loader, open_data
+    from wiki2bert_core.variant_dir import find_vocab_file
+    from pretrain.data import make_loader, open_data
     from pretrain.config import model_config
     from pretrain.model import BertForPreTraining
     from pretrain.optimizers import build_optimizer

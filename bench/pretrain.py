@@ -77,7 +77,7 @@ def compare_models(run_dir: Path, data: Path, vocab_size: int, micro_batch: int,
     import transformers
 
     from pretrain.data import make_loader, open_data
-    from pretrain.export import hf_config
+    from pretrain.hf_config import hf_config
     from pretrain.config import ModelConfig
     from pretrain.model import BertForPreTraining
     from pretrain.optimizers import build_optimizer
@@ -103,7 +103,7 @@ def compare_models(run_dir: Path, data: Path, vocab_size: int, micro_batch: int,
     single_process_env()
     torch.manual_seed(0)
     ours = BertForPreTraining(config)
-    theirs = transformers.BertForPreTraining(hf_config(config, pad_token_id=0))
+    theirs = transformers.BertForPreTraining(hf_config(config, config.vocab_size, pad_token_id=0))
     theirs.load_state_dict(ours.state_dict())
     engines = {}
     for name, model, inputs in (("wiki2bert", ours, batches), ("transformers", theirs, [hf_batch(b) for b in batches])):
@@ -141,7 +141,7 @@ def main() -> None:
     os.chdir(ROOT)
     sys.path.insert(0, str(ROOT))
     from wiki2bert_core.wordpiece import read_vocab
-    from pretrain.data import find_vocab_file
+    from wiki2bert_core.variant_dir import find_vocab_file
 
     with tempfile.TemporaryDirectory(prefix="bench_pretrain_") as tmp:
         data = args.data or write_random_data(Path(tmp) / "hu")

@@ -96,11 +96,12 @@ def eval_(path: Path = typer.Argument(..., help="A phase directory (its latest c
     directory; one `key value` line each."""
     import torch
 
-    from pretrain.evaluate import HeldOut, evaluate, eval_files, load_model
+    from wiki2bert_core.variant_dir import held_out_files
+    from pretrain.evaluate import HeldOut, evaluate, load_model
 
-    held_out = HeldOut.read(eval_files(data), samples)
+    files = held_out_files(data)
     model, vocab_size, source = load_model(path, tag)
-    held_out.check_vocabulary(vocab_size, data)
+    held_out = HeldOut.read(files, samples, vocab_size)
     if torch.cuda.is_available():
         model = model.cuda()
     typer.echo(f"{source} on {held_out.total:,} instances of {data}", err=True)

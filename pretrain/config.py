@@ -88,7 +88,7 @@ class TrainConfig:
     # model size: tiny, mini, small (CPU, tests), base, large, 1.5b, 5b (--preset); phase 2 keeps phase 1's
     preset: str = "base"
     model: dict[str, Any] = dataclasses.field(default_factory=dict)  # ModelConfig overrides
-    seq_len: int = 128  # must equal the sequence length of the HDF5 files
+    seq_len: int | None = None  # null: the data's sequence length; a number only asserts it
     global_batch: int = 65536  # sequences per optimizer step, all ranks together
     micro_batch: int = 64  # sequences per forward pass on one rank
     # several whole sequences per row of seq_len (first-fit decreasing over each micro-batch's sequences), so
@@ -165,8 +165,9 @@ def _check(c: TrainConfig) -> None:
 
     if c.preset not in PRESETS:
         fail("preset", f"unknown preset {c.preset!r} (known: {', '.join(PRESETS)})")
-    for key in ("seq_len", "global_batch", "micro_batch", "steps", "checkpoint_every", "keep_checkpoints",
-                "log_every"):
+    if c.seq_len is not None and c.seq_len < 1:
+        fail("seq_len", f"must be at least 1 or null (the data's), got {c.seq_len}")
+    for key in ("global_batch", "micro_batch", "steps", "checkpoint_every", "keep_checkpoints", "log_every"):
         if getattr(c, key) < 1:
             fail(key, f"must be at least 1, got {getattr(c, key)}")
     if c.eval_every is not None and c.eval_every < 0:

@@ -1,5 +1,5 @@
-"""Pretraining batches from the HDF5 files of a variant directory, in NVIDIA's layout (wiki2bert_core/hdf5_format.py; files
-made by NVIDIA's own scripts work too).
+"""Pretraining batches from the HDF5 files of a variant directory (wiki2bert_core/variant_dir.py), in NVIDIA's layout
+(wiki2bert_core/hdf5_format.py; files made by NVIDIA's own scripts work too).
 
 Order: in epoch e, rank r of W reads the files permutation(seed, e)[r::W], each file's rows in the order
 permutation(seed, e, file); micro-batches run on across file and epoch boundaries. `BatchPlan`, the DataLoader's
@@ -25,8 +25,9 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.hdf5_format import (DATASETS, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS,
-                              NEXT_SENTENCE_LABELS, PREDICTION_DATASETS, SEGMENT_IDS, SEQUENCE_DATASETS, SUFFIXES,
-                              TOKEN_DATASETS, missing_datasets, read_rows)
+                                       NEXT_SENTENCE_LABELS, PREDICTION_DATASETS, SEGMENT_IDS, SEQUENCE_DATASETS,
+                                       TOKEN_DATASETS, missing_datasets, out_of_range, read_rows)
+from wiki2bert_core.variant_dir import PARAMS_FILE, data_dir_of, read_params, training_files
 from pretrain.packing import pack_batch
 
 # HDF5 dataset -> the model's argument name
@@ -45,10 +46,10 @@ class DataFile:
 
 @dataclasses.dataclass(frozen=True)
 class DataDirectory:
-    """A checked data directory: its HDF5 files and their common shapes."""
+    """Checked HDF5 files of one data directory and their common shapes."""
     data_dir: Path
     files: list[DataFile]  # sorted by name; files without samples are left out
-    seq_len: int
+    seq_len: int  # the files' sequence length: the one the run trains at
     max_predictions: int
 
     @property
@@ -85,57 +86,42 @@ def redistribute(states: list[DataState], world_size: int) -> list[DataState]:
     return [DataState(epoch, tuple(left[r::world_size]), 0, 0) for r in range(world_size)]
 
 
-def find_vocab_file(data_dir: Path, vocab_dir: Path | None = None) -> Path:
-    """The vocab.txt the data's token ids index: `vocab_dir`'s if given, else the data directory's own (the hdf5
-    stage writes one, with the tokenizer files, into each variant directory)."""
-    if vocab_dir is not None:
-        path = Path(vocab_dir) / "vocab.txt"
-        if not path.is_file():
-            raise ConfigError(f"{path}: not found; --vocab takes a directory with vocab.txt")
-        return path
-    path = Path(data_dir) / "vocab.txt"
-    if not path.is_file():
-        raise ConfigError(f"{data_dir}: no vocab.txt in this data directory; pass --vocab DIR (a directory with "
-                          f"vocab.txt, e.g. for NVIDIA's own HDF5 directories)")
-    return path
+def open_data(data_dir: Path, seq_len: int | None, vocab_size: int, world_size: int = 1) -> DataDirectory:
+    """The training files of a data directory (variant_dir.training_files), checked; see open_files. ConfigError if
+    there are fewer files than ranks."""
+    data = open_files(training_files(data_dir), seq_len, vocab_size)
+    if len(data.files) < world_size:
+        raise ConfigError(f"{data_dir}: {len(data.files)} HDF5 file(s) for {world_size} data-parallel ranks; every "
+                          f"rank needs at least one file (make more, smaller shards)")
+    return data
 
 
-def find_data_files(data_dir: Path) -> list[Path]:
-    """The HDF5 files of a variant directory (its training/ split, as the hdf5 stage writes it) or of a flat
-    directory of them (as NVIDIA's scripts write them)."""
-    data_dir = Path(data_dir)
-    if not data_dir.is_dir():
-        raise ConfigError(f"{data_dir}: not a directory")
-    split = data_dir / "training" if (data_dir / "training").is_dir() else data_dir
-    files = sorted(p for p in split.iterdir() if p.suffix in SUFFIXES and p.is_file())
-    if not files:
-        raise ConfigError(f"{split}: no HDF5 files (*.hdf5); expected the output of the hdf5 stage "
-                          f"(data/<lang>/hdf5/<variant>/)")
-    return files
-
-
-def open_data(data_dir: Path, seq_len: int, vocab_size: int, world_size: int = 1) -> DataDirectory:
-    """Check every file's layout, its sequence length against `seq_len` and a sample of its token ids against
-    `vocab_size`; one line naming the file on the first problem: DataError for a bad or damaged file,
-    ConfigError for files that do not fit the settings (seq_len, the number of ranks)."""
-    files, max_predictions = [], None
-    for path in find_data_files(data_dir):
-        samples, predictions = _inspect(path, seq_len, vocab_size)
-        if max_predictions not in (None, predictions):
-            raise DataError(f"{path}: {predictions} masked positions per sample, other files have "
-                              f"{max_predictions}; mixed HDF5 variants in one directory?")
-        max_predictions = predictions
+def open_files(paths: list[Path], seq_len: int | None, vocab_size: int) -> DataDirectory:
+    """Check every file's layout, that all have the shapes of their variant.json (else of the first file), and a
+    sample of their values against `vocab_size` and the sequence length; one line naming the file on the first
+    problem: DataError for a bad or damaged file, ConfigError for files that do not fit the settings. `seq_len`: the
+    sequence length the run trains on, which the files' must equal; None: the data's."""
+    data_dir = data_dir_of(paths[0])
+    params = read_params(data_dir)
+    shape = (params.max_seq_length, params.max_predictions_per_seq) if params else None
+    files = []
+    for path in paths:
+        samples, file_shape = _inspect(path, seq_len, vocab_size)
+        if params and file_shape != shape:
+            raise DataError(f"{path}: {file_shape[0]} tokens and {file_shape[1]} masked positions per sample, but "
+                            f"{data_dir / PARAMS_FILE} says {shape[0]} and {shape[1]}; a file of another variant?")
+        if shape not in (None, file_shape):
+            raise DataError(f"{path}: {file_shape[0]} tokens and {file_shape[1]} masked positions per sample, other "
+                            f"files have {shape[0]} and {shape[1]}; mixed HDF5 variants in one directory?")
+        shape = file_shape
         if samples:
             files.append(DataFile(path, samples))
     if not files:
         raise DataError(f"{data_dir}: the HDF5 files hold no samples")
-    if len(files) < world_size:
-        raise ConfigError(f"{data_dir}: {len(files)} HDF5 file(s) for {world_size} data-parallel ranks; every rank "
-                          f"needs at least one file (make more, smaller shards)")
-    return DataDirectory(Path(data_dir), files, seq_len, max_predictions)
+    return DataDirectory(data_dir, files, *shape)
 
 
-def _inspect(path: Path, seq_len: int, vocab_size: int) -> tuple[int, int]:
+def _inspect(path: Path, seq_len: int | None, vocab_size: int) -> tuple[int, tuple[int, int]]:
     try:
         f = h5py.File(path, "r")
     except OSError as e:
@@ -147,7 +133,9 @@ def _inspect(path: Path, seq_len: int, vocab_size: int) -> tuple[int, int]:
         raise DataError(f"{path}: cannot read its datasets ({e}); the file is damaged") from None
 
 
-def _check_layout(f: h5py.File, path: Path, seq_len: int, vocab_size: int) -> tuple[int, int]:
+def _check_layout(f: h5py.File, path: Path, seq_len: int | None, vocab_size: int) -> tuple[int, tuple[int, int]]:
+    """(samples, (sequence length, masked positions)) of a file that has the layout, `seq_len` if given and no value
+    out of range in its first rows."""
     missing = missing_datasets(f)
     if missing:
         raise DataError(f"{path}: missing dataset(s) {', '.join(missing)}; expected NVIDIA's BERT layout "
@@ -155,51 +143,27 @@ def _check_layout(f: h5py.File, path: Path, seq_len: int, vocab_size: int) -> tu
     if f[INPUT_IDS].ndim != 2:
         raise DataError(f"{path}: input_ids has shape {f[INPUT_IDS].shape}, expected [samples, seq_len]")
     n, length = f[INPUT_IDS].shape
-    if length != seq_len:
+    if seq_len is not None and length != seq_len:
         raise ConfigError(f"{path}: sequences of length {length}, but this phase trains on seq_len {seq_len} "
-                          f"(use the HDF5 variant made for {seq_len}, or --set seq_len={length})")
+                          f"(use the HDF5 variant made for {seq_len}, or seq_len null to train on the data's)")
     if f[MASKED_LM_POSITIONS].ndim != 2:
         raise DataError(f"{path}: masked_lm_positions has shape {f[MASKED_LM_POSITIONS].shape}, "
                             f"expected [samples, max_predictions]")
     predictions = f[MASKED_LM_POSITIONS].shape[1]
     expected = {**{k: (n, length) for k in SEQUENCE_DATASETS}, **{k: (n, predictions) for k in PREDICTION_DATASETS}}
-    for key, shape in expected.items():
-        if f[key].shape != shape:
-            raise DataError(f"{path}: {key} has shape {f[key].shape}, expected {shape}")
+    for key, want in expected.items():
+        if f[key].shape != want:
+            raise DataError(f"{path}: {key} has shape {f[key].shape}, expected {want}")
     if f[NEXT_SENTENCE_LABELS].shape not in ((n,), (n, 1)):
         raise DataError(f"{path}: {NEXT_SENTENCE_LABELS} has shape {f[NEXT_SENTENCE_LABELS].shape}, "
                             f"expected ({n},)")
-    head = read_rows(f, slice(0, CHECK_ROWS))
-    bad = _out_of_range(head, vocab_size, seq_len)
-    if bad and bad[0] in TOKEN_DATASETS:
-        raise DataError(f"{path}: {bad[0]} holds token id {bad[2]}, outside the vocabulary of {vocab_size} "
-                            f"tokens; were these files made with another vocab.txt?")
+    bad = out_of_range(read_rows(f, slice(0, CHECK_ROWS)), vocab_size, length)
+    if bad and bad[0].dataset in TOKEN_DATASETS:
+        raise DataError(f"{path}: {bad[0].dataset} holds token id {bad[0].value}, outside the vocabulary of "
+                        f"{vocab_size} tokens; were these files made with another vocab.txt?")
     if bad:
-        raise DataError(f"{path}: row {bad[1]}: {bad[0]} holds {_range_text(bad[0], vocab_size, seq_len)} "
-                            f"({bad[2]})")
-    return n, predictions
-
-
-def _out_of_range(columns: dict[str, np.ndarray], vocab_size: int, seq_len: int) -> tuple[str, int, int] | None:
-    """The first value (key, row, value) of these rows that the model cannot take: a token id outside the
-    vocabulary, a masked position outside the sequence, a segment id, mask or label other than 0 or 1."""
-    limits = {**{key: vocab_size for key in TOKEN_DATASETS}, MASKED_LM_POSITIONS: seq_len, SEGMENT_IDS: 2,
-              INPUT_MASK: 2, NEXT_SENTENCE_LABELS: 2}
-    for key, limit in limits.items():
-        values = columns[key].reshape(len(columns[key]), -1)
-        bad = (values >= limit) | (values < 0)
-        if bad.any():
-            row, column = (int(i[0]) for i in np.nonzero(bad))
-            return key, row, int(values[row, column])
-    return None
-
-
-def _range_text(key: str, vocab_size: int, seq_len: int) -> str:
-    if key in TOKEN_DATASETS:
-        return f"a token id outside the vocabulary of {vocab_size} tokens"
-    if key == MASKED_LM_POSITIONS:
-        return f"a position outside the sequence of {seq_len} tokens"
-    return "a value other than 0 or 1"
+        raise DataError(f"{path}: row {bad[0].rows[0]}: {bad[0].dataset} holds {bad[0].problem} ({bad[0].value})")
+    return n, (length, predictions)
 
 
 class BatchPlan(Sampler):
@@ -261,37 +225,42 @@ class BatchReader(Dataset):
 
     def __getitem__(self, item) -> dict:
         pieces, state = item
-        columns = {key: [] for key in DATASETS}
-        for file_index, rows in pieces:
-            try:
-                arrays = self._arrays(file_index)
-            except OSError as e:  # a chunk the check before training did not read does not decompress
-                return {"data_state": state, "problem": f"{self.paths[file_index]}: cannot read its datasets ({e}); "
-                                                        f"the file is damaged"}
-            piece = {key: arrays[key][rows] for key in DATASETS}
-            bad = _out_of_range(piece, self.vocab_size, self.seq_len)
-            if bad:
-                key, row, value = bad
-                return {"data_state": state, "problem": f"{self.paths[file_index]}: row {int(rows[row])}: {key} holds "
-                                                        f"{_range_text(key, self.vocab_size, self.seq_len)}"}
-            for key in DATASETS:
-                columns[key].append(piece[key])
-        batch = {MODEL_ARGS[key]: torch.from_numpy(np.concatenate(parts).astype(np.int64, copy=False))
-                 for key, parts in columns.items()}
+        try:
+            batch = self.read(pieces)
+        except DataError as e:
+            return {"data_state": state, "problem": str(e)}
         if self.pack:
             batch = pack_batch(batch)
         batch["data_state"] = state
         batch["problem"] = ""
         return batch
 
+    def read(self, pieces: list[tuple[int, np.ndarray]]) -> dict[str, torch.Tensor]:
+        """The rows `pieces` name ((file index, rows) in that order) as int64 tensors under the model's argument
+        names; DataError naming the file (and row) if they do not read or hold a value the model cannot take."""
+        columns = {key: [] for key in DATASETS}
+        for file_index, rows in pieces:
+            try:
+                arrays = self._arrays(file_index)
+            except OSError as e:  # a chunk the check before training did not read does not decompress
+                raise DataError(f"{self.paths[file_index]}: cannot read its datasets ({e}); the file is damaged"
+                                ) from None
+            piece = {key: arrays[key][rows] for key in DATASETS}
+            bad = out_of_range(piece, self.vocab_size, self.seq_len)
+            if bad:
+                raise DataError(f"{self.paths[file_index]}: row {int(rows[bad[0].rows[0]])}: {bad[0].dataset} holds "
+                                f"{bad[0].problem}")
+            for key in DATASETS:
+                columns[key].append(piece[key])
+        return {MODEL_ARGS[key]: torch.from_numpy(np.concatenate(parts).astype(np.int64, copy=False))
+                for key, parts in columns.items()}
+
     def _arrays(self, file_index: int) -> dict[str, np.ndarray]:
         if file_index in self._cache:
             self._cache.move_to_end(file_index)
         else:
             with h5py.File(self.paths[file_index], "r") as f:
-                arrays = read_rows(f)
-            arrays[NEXT_SENTENCE_LABELS] = arrays[NEXT_SENTENCE_LABELS].reshape(-1)  # some writers store [N, 1]
-            self._cache[file_index] = arrays
+                self._cache[file_index] = read_rows(f)
             while len(self._cache) > CACHED_FILES:
                 self._cache.popitem(last=False)
         return self._cache[file_index]

@@ -1,5 +1,5 @@
-"""Held-out evaluation: masked-LM and NSP accuracy and loss of a model on the first `samples` instances of an HDF5
-directory's test split (always the same ones), each rank a part, the sums all-reduced.
+"""Held-out evaluation: masked-LM and NSP accuracy and loss of a model on the first `samples` instances of the held-out
+files (variant_dir.held_out_files; always the same ones), each rank a part, the sums all-reduced.
 
 The figures are MLPerf's: MLM accuracy over all masked positions, MLM loss per masked position, NSP accuracy and
 loss per instance. Evaluation runs the padded layout under `torch.no_grad()` in eval mode (no dropout) and inside
@@ -10,36 +10,21 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import h5py
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from wiki2bert_core.errors import ConfigError, DataError
-from wiki2bert_core.hdf5_format import NEXT_SENTENCE_LABELS, SUFFIXES, read_rows, used_positions
+from wiki2bert_core.hdf5_format import used_positions
 from wiki2bert_core.wordpiece import read_vocab
 from pretrain import checkpoint
-from pretrain.data import MODEL_ARGS
-from pretrain.config import ModelConfig
+from pretrain.data import BatchReader, open_files
+from pretrain.hf_config import model_config_of
 from pretrain.model import BertForPreTraining
 
 EVAL_KEYS = ("eval_mlm_accuracy", "eval_mlm_loss", "eval_nsp_accuracy", "eval_nsp_loss")
 # sums of one evaluation, in this order
 _SUMS = ("mlm_loss", "mlm_correct", "mlm_count", "nsp_loss", "nsp_correct", "nsp_count")
-
-
-def eval_files(data_dir: Path) -> list[Path]:
-    """The HDF5 files to evaluate on: a variant directory's test/ split, or a flat directory of HDF5 files
-    (NVIDIA's layout). ConfigError naming the directory if it has none."""
-    data_dir = Path(data_dir)
-    if not data_dir.is_dir():
-        raise ConfigError(f"{data_dir}: not a directory")
-    split = data_dir / "test" if (data_dir / "test").is_dir() or (data_dir / "training").is_dir() else data_dir
-    files = sorted(p for p in split.iterdir() if p.suffix in SUFFIXES and p.is_file()) if split.is_dir() else []
-    if not files:
-        raise ConfigError(f"{split}: no HDF5 files (*.hdf5) to evaluate on; expected a variant directory with "
-                          f"test/*.hdf5 or a directory of HDF5 files")
-    return files
 
 
 @dataclasses.dataclass
@@ -50,32 +35,20 @@ class HeldOut:
     total: int  # instances over all ranks
 
     @classmethod
-    def read(cls, files: list[Path], samples: int, rank: int = 0, world_size: int = 1) -> HeldOut:
-        parts, have = [], 0
-        for path in files:
-            if have >= samples:
+    def read(cls, files: list[Path], samples: int, vocab_size: int, rank: int = 0, world_size: int = 1) -> HeldOut:
+        """Read through the training's reader, with its checks: DataError naming the file if one is not in NVIDIA's
+        layout or holds a value a model of `vocab_size` tokens cannot take."""
+        data = open_files(files, None, vocab_size)
+        parts, total = [], 0
+        for index, file in enumerate(data.files):
+            parts.append((index, total, min(file.samples, samples - total)))
+            total += parts[-1][2]
+            if total == samples:
                 break
-            try:
-                with h5py.File(path, "r") as f:
-                    rows = read_rows(f, slice(0, samples - have))
-            except (OSError, KeyError) as e:
-                raise DataError(f"{path}: cannot read it as NVIDIA-layout HDF5 ({e})") from None
-            rows[NEXT_SENTENCE_LABELS] = rows[NEXT_SENTENCE_LABELS].reshape(-1)
-            parts.append(rows)
-            have += len(rows[NEXT_SENTENCE_LABELS])
-        if not have:
-            raise DataError(f"{files[0].parent}: the HDF5 files hold no instances to evaluate on")
-        start, stop = rank * have // world_size, (rank + 1) * have // world_size
-        columns = {MODEL_ARGS[key]: torch.from_numpy(np.concatenate([p[key] for p in parts])[start:stop]
-                                                     .astype(np.int64)) for key in parts[0]}
-        return cls(columns, have)
-
-    def check_vocabulary(self, vocab_size: int, where: Path) -> None:
-        """DataError if the instances hold token ids the model (of `vocab_size` tokens) has no embedding for."""
-        for key in ("input_ids", "masked_lm_ids"):
-            if len(self.columns[key]) and int(self.columns[key].max()) >= vocab_size:
-                raise DataError(f"{where}: {key} holds ids beyond the model's vocabulary of {vocab_size}; "
-                                    f"data and model use different vocabularies")
+        start, stop = rank * total // world_size, (rank + 1) * total // world_size
+        pieces = [(index, np.arange(max(start, first) - first, min(stop, first + rows) - first))
+                  for index, first, rows in parts if first < stop and start < first + rows] or [(0, np.arange(0))]
+        return cls(BatchReader(data, vocab_size).read(pieces), total)
 
     def batches(self, batch_size: int):
         n = len(self.columns["input_ids"])
@@ -139,16 +112,11 @@ def load_model(path: Path, tag: str | None = None) -> tuple[BertForPreTraining, 
             raise ConfigError(f"--tag {tag}: {path} is a Hugging Face directory, which has one set of weights")
         import transformers
 
+        config = model_config_of(transformers.BertConfig.from_pretrained(str(path)), path / "config.json")
         hf = transformers.BertForPreTraining.from_pretrained(str(path))
-        c = hf.config
-        config = ModelConfig(vocab_size=c.vocab_size, hidden_size=c.hidden_size,
-                             num_hidden_layers=c.num_hidden_layers, num_attention_heads=c.num_attention_heads,
-                             intermediate_size=c.intermediate_size, max_position_embeddings=c.max_position_embeddings,
-                             type_vocab_size=c.type_vocab_size, layer_norm_eps=c.layer_norm_eps,
-                             initializer_range=c.initializer_range, pad_token_id=c.pad_token_id or 0)
         model = BertForPreTraining(config)
         _load(model, hf.state_dict(), path)
-        return model, c.vocab_size, f"{path} (Hugging Face)"
+        return model, config.vocab_size, f"{path} (Hugging Face)"
     raise ConfigError(f"{path}: neither a phase directory ({checkpoint.MODEL_CONFIG}) nor a Hugging Face model "
                       f"directory (config.json)")
 

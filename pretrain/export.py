@@ -19,20 +19,7 @@ from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import remove_tree, write_json
 from wiki2bert_core.wordpiece import copy_tokenizer_files, read_vocab, special_token_ids
 from pretrain import checkpoint
-from pretrain.config import ModelConfig
-
-
-def hf_config(config: ModelConfig, pad_token_id: int, vocab_size: int):
-    import transformers
-
-    return transformers.BertConfig(
-        vocab_size=vocab_size, hidden_size=config.hidden_size, num_hidden_layers=config.num_hidden_layers,
-        num_attention_heads=config.num_attention_heads, intermediate_size=config.intermediate_size,
-        hidden_act="gelu", hidden_dropout_prob=config.hidden_dropout_prob,
-        attention_probs_dropout_prob=config.attention_probs_dropout_prob,
-        max_position_embeddings=config.max_position_embeddings, type_vocab_size=config.type_vocab_size,
-        initializer_range=config.initializer_range, layer_norm_eps=config.layer_norm_eps,
-        pad_token_id=pad_token_id, tie_word_embeddings=True, architectures=["BertForPreTraining"])
+from pretrain.hf_config import hf_config
 
 
 def export_hf(phase_dir: Path, out_dir: Path) -> Path:
@@ -47,7 +34,7 @@ def export_hf(phase_dir: Path, out_dir: Path) -> Path:
                             f"{config.vocab_size}")
     latest = checkpoint.require_latest(phase_dir, "to export")
     state = checkpoint.load_weights(latest)
-    model = transformers.BertForPreTraining(hf_config(config, special_token_ids(vocab)["[PAD]"], len(vocab)))
+    model = transformers.BertForPreTraining(hf_config(config, len(vocab), special_token_ids(vocab)["[PAD]"]))
     expected = model.state_dict()
     state = {name: _tokenizer_rows(value, expected[name], config.vocab_size) if name in expected else value
              for name, value in state.items()}

@@ -16,9 +16,9 @@ from pretrain import checkpoint
 from pretrain.attention import available_kernels
 from pretrain.checkpoint import Checkpoint
 from pretrain.config import ModelConfig, TrainConfig, model_config
-from pretrain.data import DataDirectory, find_data_files, find_vocab_file, open_data
+from pretrain.data import DataDirectory, open_data
 from pretrain.deepspeed_settings import choose_precision, read_user_ds_config
-from pretrain.evaluate import eval_files
+from wiki2bert_core.variant_dir import find_vocab_file, held_out_files, held_out_split, training_files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Run:
     phase_dir: Path
     config: TrainConfig
     model: ModelConfig
-    data: DataDirectory
+    data: DataDirectory  # its seq_len is the run's (the data's; config.seq_len, when set, only asserts it)
     vocab_dir: Path
     vocab_size: int  # tokens in vocab.txt (the model's vocabulary is this padded to a multiple of 8)
     init: InitFrom | None  # phase 2: the phase-1 checkpoint it started from
@@ -73,7 +73,7 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
         raise ConfigError(f"global_batch {config.global_batch} is not a multiple of micro_batch {config.micro_batch}"
                           f" x {world_size} rank(s) = {per_step}; change global_batch or micro_batch")
     phase_dir = Path(out_dir) / phase
-    find_data_files(data_dir)  # a wrong --data is reported as such, before the vocabulary is looked for
+    training_files(data_dir)  # a wrong --data is reported as such, before the vocabulary is looked for
     vocab_dir = find_vocab_file(data_dir, vocab_dir).parent
     vocab = read_vocab(vocab_dir / "vocab.txt")
 
@@ -98,13 +98,13 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
     if len(vocab) > model.vocab_size:
         raise ConfigError(f"{vocab_dir / 'vocab.txt'}: {len(vocab)} tokens, more than the model's vocabulary "
                           f"({model.vocab_size})")
-    if config.seq_len > model.max_position_embeddings:
-        raise ConfigError(f"seq_len {config.seq_len} is longer than the model's max_position_embeddings "
-                          f"{model.max_position_embeddings}")
     if config.attention == "flash" and "flash" not in available_kernels(torch.device("cuda" if torch.cuda.is_available()
                                                                                           else "cpu")):
         raise ConfigError("attention flash: needs a CUDA GPU and the flash-attn package; use auto, mask or nested")
     data = open_data(data_dir, config.seq_len, len(vocab), world_size)
+    if data.seq_len > model.max_position_embeddings:
+        raise ConfigError(f"{data_dir}: sequences of length {data.seq_len}, longer than the model's "
+                          f"max_position_embeddings {model.max_position_embeddings}")
     user_ds = read_user_ds_config(deepspeed_config)
     stage = user_ds.get("zero_optimization", {}).get("stage", config.zero_stage)
     if stage == 3 and config.optimizer in ("lamb", "lans"):
@@ -119,14 +119,13 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
 
 
 def _held_out_files(config: TrainConfig, data_dir: Path) -> list[Path]:
-    """The files evaluate.py reads: `eval_data`'s (which must have some), else the data directory's test/ split;
+    """The files evaluate.py reads: `eval_data`'s (which must have some), else the data directory's test split;
     none when evaluation is off or the data has no test split."""
     if config.eval_every == 0:
         return []
     if config.eval_data is not None:
-        return eval_files(Path(config.eval_data))
-    test = Path(data_dir) / "test"
-    return eval_files(data_dir) if test.is_dir() and any(test.iterdir()) else []
+        return held_out_files(Path(config.eval_data))
+    return held_out_split(data_dir)
 
 
 def _check_resumable(resume: Checkpoint, hparams: dict, config: TrainConfig) -> None:

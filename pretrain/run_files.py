@@ -22,7 +22,7 @@ def write_run_files(run: Run, ds_config: dict, num_parameters: int, zero_stage: 
         "phase": run.phase, "config": config_to_dict(run.config), "seed": run.config.seed,
         "model": dataclasses.asdict(run.model), "num_parameters": num_parameters,
         "data_dir": str(Path(run.data.data_dir).resolve()), "data_files": len(run.data.files),
-        "data_samples": run.data.samples, "max_predictions": run.data.max_predictions,
+        "data_samples": run.data.samples, "seq_len": run.data.seq_len, "max_predictions": run.data.max_predictions,
         "vocab_dir": str(run.vocab_dir.resolve()), "vocab_tokens": run.vocab_size,
         "init": run.init.to_dict() if run.init else None,
         "world_size": run.world_size, "gradient_accumulation": run.grad_accumulation,

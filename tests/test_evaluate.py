@@ -8,14 +8,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import h5py
+import numpy as np
 import pytest
+import torch
 from typer.testing import CliRunner
 
+from wiki2bert_core.errors import DataError
+from wiki2bert_core.variant_dir import held_out_files
 from pretrain.cli import app, main
-from pretrain.evaluate import EVAL_KEYS
+from pretrain.evaluate import EVAL_KEYS, HeldOut
 
 TINY = ["--preset", "tiny", "--set", "seq_len=32", "--set", "global_batch=8", "--set", "micro_batch=4",
         "--set", "log_every=1", "--set", "steps=4", "--set", "loader_workers=0"]
+VOCAB_SIZE = 60  # write_vocab_dir's, the ids write_hdf5 draws from
 ENV = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
                                                          "MASTER_PORT")} | {"OMP_NUM_THREADS": "1"}
 
@@ -107,3 +113,48 @@ def test_eval_errors_are_one_line(case, message, data, tmp_path, monkeypatch, ca
         main()
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and err.startswith("error: ") and err.count("\n") == 1 and message in err, err
+
+
+def test_held_out_instances_are_the_first_ones_read_by_the_training_reader_and_split_over_ranks(data):
+    files = held_out_files(data)
+    whole = HeldOut.read(files, 50, VOCAB_SIZE)
+    assert whole.total == 50
+    with h5py.File(files[0], "r") as first, h5py.File(files[1], "r") as second:
+        for key, name in (("input_ids", "input_ids"), ("next_sentence_labels", "next_sentence_labels"),
+                          ("segment_ids", "token_type_ids")):
+            expected = np.concatenate([first[key][:30], second[key][:20]])
+            assert whole.columns[name].dtype == torch.int64 and np.array_equal(whole.columns[name].numpy(), expected)
+    parts = [HeldOut.read(files, 50, VOCAB_SIZE, rank, 3) for rank in range(3)]
+    assert [len(p.columns["input_ids"]) for p in parts] == [16, 17, 17] and all(p.total == 50 for p in parts)
+    for name, column in whole.columns.items():
+        assert torch.equal(torch.cat([p.columns[name] for p in parts]), column)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("masked_lm_positions", 32, "masked_lm_positions holds a position outside the sequence of 32 tokens"),
+    ("masked_lm_ids", VOCAB_SIZE, "masked_lm_ids holds a token id outside the vocabulary of 60 tokens"),
+    ("next_sentence_labels", 2, "next_sentence_labels holds a value other than 0 or 1"),
+])
+def test_held_out_values_the_model_cannot_take_are_refused(tmp_path, write_hdf5, key, value, message):
+    path = tmp_path / "variant" / "test" / "test_0000.hdf5"
+    write_hdf5(path, 300, 32, 5)
+    with h5py.File(path, "a") as f:
+        f[key][290] = value  # past the rows checked when the files are opened: found by the reader
+    with pytest.raises(DataError, match=rf"test_0000\.hdf5: row 290: {message}$"):
+        HeldOut.read(held_out_files(tmp_path / "variant"), 300, VOCAB_SIZE)
+
+
+@pytest.mark.slow
+def test_pretrain_eval_refuses_masked_positions_outside_the_sequence(runs, tmp_path, write_hdf5, monkeypatch,
+                                                                     capsys):
+    on, _ = runs
+    path = tmp_path / "bad" / "test_0000.hdf5"  # a flat directory: evaluated as it is
+    write_hdf5(path, 10, 32, 5)
+    with h5py.File(path, "a") as f:
+        f["masked_lm_positions"][3, 0] = 40  # was accepted, and read past the sequence
+    monkeypatch.setattr(sys, "argv", ["pretrain", "eval", str(on), "--data", str(path.parent)])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 1 and err.count("\n") == 1, err
+    assert err == f"error: {path}: row 3: masked_lm_positions holds a position outside the sequence of 32 tokens (40)\n"

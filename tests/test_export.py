@@ -2,9 +2,11 @@
 import dataclasses
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,8 +14,10 @@ import transformers
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.wordpiece import write_tokenizer_dir
+from pretrain.evaluate import load_model
 from pretrain.export import export_hf, fill_mask
 from pretrain.config import model_config
+from pretrain.hf_config import hf_config, model_config_of
 from pretrain.model import BertForPreTraining
 
 WORDS = ["the", "cat", "dog", "sat", "on", "a", "mat", "and", "ran", "home", "##s", "."]
@@ -177,3 +181,26 @@ def test_export_of_a_real_deepspeed_checkpoint(tmp_path, zero_stage):
         value = value[:len(TOKENS)] if value.shape[0] == 24 else value
         assert torch.equal(hf.state_dict()[name], value.float()), name
     assert not torch.equal(expected["bert.pooler.dense.weight"], initial["bert.pooler.dense.weight"])  # trained
+
+
+def test_model_config_and_hugging_face_config_map_both_ways():
+    config = model_config("tiny", 24, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.05, layer_norm_eps=1e-5,
+                          initializer_range=0.01, pad_token_id=3)
+    hf = hf_config(config, config.vocab_size, config.pad_token_id)
+    assert (hf.hidden_act, hf.vocab_size, hf.pad_token_id, hf.tie_word_embeddings) == ("gelu", 24, 3, True)
+    assert model_config_of(hf, Path("config.json")) == config
+    assert model_config_of(hf_config(config, 17, 0), Path("config.json")) == \
+        dataclasses.replace(config, vocab_size=17, pad_token_id=0)  # the export's: the tokenizer's rows
+
+
+@pytest.mark.parametrize("key, value", [("hidden_act", "relu"), ("is_decoder", True)])
+def test_a_hugging_face_model_ours_cannot_compute_is_refused_with_one_line(exported, tmp_path, key, value):
+    _, out = exported
+    other = tmp_path / "other"
+    shutil.copytree(out, other)
+    config = json.loads((other / "config.json").read_text())
+    (other / "config.json").write_text(json.dumps({**config, key: value}))
+    with pytest.raises(ConfigError, match=rf"other/config\.json: {key} {value!r}, but this BERT computes only "
+                                          rf"{key} .*$") as e:
+        load_model(other)
+    assert "\n" not in str(e.value)

@@ -19,9 +19,10 @@ from wiki2bert_core.config import layered
 from wiki2bert_core.errors import DataError
 from pipeline.stages.hdf5.instances import (InstancePlan, MaskingVocab, TokenizedDocuments, TokenRows, _truncate, make_instances,
                                 plan_instances, random_next_from_own_document)
-from pipeline.stages.hdf5.stage import STAGE, Hdf5Config, Variant, _lowercases, variant_dir_name
+from pipeline.stages.hdf5.stage import STAGE, Hdf5Config, Variant, _lowercases
 from pipeline.stages.hdf5.tokenize import TokenFiles, token_batches, tokenize_documents
 from pipeline.tools.verify import verify_path
+from wiki2bert_core.variant_dir import variant_dir_name
 from wiki2bert_core.wordpiece import special_token_ids, wordpiece_tokenizer
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -33,6 +34,13 @@ def flat_documents(sentence_lengths: list[list[int]], first_id: int = 10) -> Tok
     return TokenizedDocuments(np.arange(first_id, first_id + sum(lengths), dtype=np.int32),
                               np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
                               np.concatenate([[0], np.cumsum([len(d) for d in sentence_lengths])]).astype(np.int64))
+
+
+def first_variant_dir_name(config: Hdf5Config) -> str:
+    """The directory name of the config's first variant, for a vocabulary that does not lowercase."""
+    v = config.variants[0]
+    return variant_dir_name(v.max_seq_length, v.max_predictions_per_seq, config.masked_lm_prob, config.random_seed,
+                            config.dupe_factor, config.whole_word_masking, lower_case=False)
 
 
 def positional_vocab(total_ids: int) -> MaskingVocab:
@@ -209,7 +217,7 @@ def test_special_token_ids_come_from_the_vocabulary(tmp_path, run_hdf5_stage, wr
     write_corpus(tmp_path / "shard" / "training_0000.txt", 60)
     config = Hdf5Config(variants=[Variant(64, 10)], dupe_factor=3)
     out = run_hdf5_stage(tmp_path, tmp_path / "shard", vocab_file, config)
-    variant = out / variant_dir_name(config, config.variants[0], lower_case=False)
+    variant = out / first_variant_dir_name(config)
     with h5py.File(variant / "training" / "training_0000.hdf5") as f:
         ids, length, positions = f["input_ids"][:], f["input_mask"][:].sum(axis=1), f["masked_lm_positions"][:]
         assert (ids[:, 0] == 250).all()
@@ -251,7 +259,7 @@ def test_nvidia_layout_and_determinism_across_workers(tmp_path, run_hdf5_stage, 
     files = digests(one)
     assert files == digests(two)
     assert not (tmp_path / "cache-one" / "tokens").exists()
-    name = variant_dir_name(config, config.variants[0], lower_case=False)
+    name = first_variant_dir_name(config)
     assert name == "hdf5_lower_case_0_seq_len_64_max_pred_10_masked_lm_prob_0.15_random_seed_12345_dupe_factor_2"
     assert {f"{name}/training/training_0000.hdf5", f"{name}/training/training_0002.hdf5",
             f"{name}/test/test_0000.hdf5", f"{name}/vocab.txt", f"{name}/tokenizer.json",
@@ -393,7 +401,7 @@ def test_a_shard_above_the_window_is_made_window_by_window(tmp_path, run_hdf5_st
     runs = {name: run_hdf5_stage(tmp_path, tmp_path / "shard", vocab_file,
                                  dataclasses.replace(config, window_tokens=window), out_name=name)
             for name, window in (("default", config.window_tokens), ("huge", 10 ** 12), ("small", 1500))}
-    variant = variant_dir_name(config, config.variants[0], lower_case=False)
+    variant = first_variant_dir_name(config)
     files = {name: out / variant / "training" / "training_0000.hdf5" for name, out in runs.items()}
     assert files["default"].read_bytes() == files["huge"].read_bytes()
     assert files["small"].read_bytes() != files["default"].read_bytes()

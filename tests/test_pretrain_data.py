@@ -2,6 +2,8 @@
 epoch, exact mid-epoch resume, workers that open files lazily. The writers of vocabularies and data are fixtures in conftest.py."""
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 import h5py
@@ -10,7 +12,8 @@ import pytest
 import torch
 
 from wiki2bert_core.errors import ConfigError, DataError
-from pretrain.data import BatchPlan, DataState, find_data_files, find_vocab_file, make_loader, open_data
+from wiki2bert_core.variant_dir import VariantParams, find_vocab_file, training_files
+from pretrain.data import BatchPlan, DataState, make_loader, open_data
 
 VOCAB_SIZE = 60
 
@@ -36,7 +39,7 @@ def test_bad_data_is_refused_with_one_line_naming_the_file(tmp_path, write_datas
     empty = tmp_path / "empty"
     (empty / "training").mkdir(parents=True)
     with pytest.raises(ConfigError, match=r"empty/training: no HDF5 files"):
-        find_data_files(empty)
+        training_files(empty)
 
     variant = write_dataset(tmp_path / "a", [4, 4], seq_len=32)
     with pytest.raises(ConfigError, match=r"training_0000\.hdf5: sequences of length 32, but this phase trains on "
@@ -185,3 +188,24 @@ def test_values_the_model_cannot_take_past_the_checked_rows_name_file_and_row(tm
         f[key][3] = value
     with pytest.raises(DataError, match=rf"training_0000\.hdf5: row 3: {message} \({value}\)$"):
         open_data(variant, 32, VOCAB_SIZE)
+
+
+def test_the_shapes_come_from_variant_json_else_from_the_files(tmp_path, write_dataset, write_hdf5):
+    variant = write_dataset(tmp_path / "a", [4, 4], seq_len=32, max_predictions=5)
+    data = open_data(variant, None, VOCAB_SIZE)  # no variant.json: the files'
+    assert (data.seq_len, data.max_predictions, data.data_dir) == (32, 5, variant)
+    params = VariantParams(32, 5, 0.15, 5, 0.1, 12345, False, False, VOCAB_SIZE, {"[PAD]": 0})
+    (variant / "variant.json").write_text(json.dumps(dataclasses.asdict(params)))
+    assert open_data(variant, None, VOCAB_SIZE).seq_len == 32
+    other = dataclasses.replace(params, max_seq_length=64)
+    (variant / "variant.json").write_text(json.dumps(dataclasses.asdict(other)))
+    with pytest.raises(DataError, match=r"training_0000\.hdf5: 32 tokens and 5 masked positions per sample, but "
+                                        r".*variant\.json says 64 and 5"):
+        open_data(variant, None, VOCAB_SIZE)
+
+    flat = tmp_path / "flat"
+    write_hdf5(flat / "part_0.hdf5", 4, 32, 5)
+    write_hdf5(flat / "part_1.hdf5", 4, 64, 10)
+    with pytest.raises(DataError, match=r"part_1\.hdf5: 64 tokens and 10 masked positions per sample, other files "
+                                        r"have 32 and 5; mixed HDF5 variants"):
+        open_data(flat, None, VOCAB_SIZE)

@@ -3,6 +3,7 @@ run, phase 2 from phase 1's weights, two processes (data split, SIGTERM, resume)
 training, crash-safe checkpoints, the schedule and the generated DeepSpeed config."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -24,8 +25,8 @@ from pretrain.metrics import metrics_step
 from pretrain.prepare import prepare
 from pretrain.schedule import WarmupPolyDecay
 
-TINY = ["--preset", "tiny", "--set", "seq_len=32", "--set", "global_batch=8", "--set", "micro_batch=4",
-        "--set", "log_every=1"]
+# no seq_len: the data's
+TINY = ["--preset", "tiny", "--set", "global_batch=8", "--set", "micro_batch=4", "--set", "log_every=1"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 for _var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
     ENV.pop(_var, None)
@@ -116,7 +117,7 @@ def test_loading_in_the_training_process_sees_the_same_batches(data, full_run, t
 def test_phase2_starts_from_phase1_weights_with_a_fresh_schedule(data, full_run, tmp_path):
     seq512 = data.parent / "seq_len_64"
     done = pretrain("phase2", "--data", str(seq512), "--out", str(tmp_path), "--init", str(full_run),
-                    "--set", "seq_len=64", "--set", "global_batch=4", "--set", "micro_batch=4", "--set", "steps=5",
+                    "--set", "global_batch=4", "--set", "micro_batch=4", "--set", "steps=5",
                     "--set", "warmup=0.4", "--set", "lr=1e-12", "--set", "steps_this_run=1")
     assert done.returncode == 0, done.stderr
     phase2 = tmp_path / "phase2"
@@ -237,9 +238,24 @@ def test_schedule_warms_up_linearly_then_decays_as_the_square_root():
     assert f(10) == 1.0 and f(60) == pytest.approx(0.5 ** 0.5) and 0 < f(109) < 0.11
     phase1, phase2 = load_train_config("phase1"), load_train_config("phase2")
     assert (phase1.seq_len, phase1.global_batch, phase1.lr, phase1.steps, int(phase1.warmup * phase1.steps)) == \
-        (128, 65536, 6e-3, 7038, 2000)
+        (None, 65536, 6e-3, 7038, 2000)  # seq_len: the data's (128 for the phase-1 variant, 512 for phase 2's)
     assert (phase2.seq_len, phase2.global_batch, phase2.lr, phase2.steps, int(phase2.warmup * phase2.steps)) == \
-        (512, 32768, 4e-3, 1563, 200)
+        (None, 32768, 4e-3, 1563, 200)
+
+
+def test_the_sequence_length_is_the_datas_and_a_setting_only_asserts_it(data, tmp_path):
+    config = load_train_config("phase1", overrides=["preset=tiny", "global_batch=8", "micro_batch=4"])
+    assert config.seq_len is None
+    assert prepare("phase1", data, tmp_path / "r", config).data.seq_len == 32
+    assert prepare("phase1", data.parent / "seq_len_64", tmp_path / "r", config).data.seq_len == 64
+    assert prepare("phase1", data, tmp_path / "r", dataclasses.replace(config, seq_len=32)).data.seq_len == 32
+    with pytest.raises(ConfigError, match=r"training_0000\.hdf5: sequences of length 32, but this phase trains on "
+                                          r"seq_len 128 \(use the HDF5 variant made for 128, or seq_len null"):
+        prepare("phase1", data, tmp_path / "r", dataclasses.replace(config, seq_len=128))
+    longer = dataclasses.replace(config, model={"max_position_embeddings": 16})
+    with pytest.raises(ConfigError, match=r"seq_len_32: sequences of length 32, longer than the model's "
+                                          r"max_position_embeddings 16"):
+        prepare("phase1", data, tmp_path / "r", longer)
 
 
 def test_accumulation_comes_from_global_batch_micro_batch_and_ranks(data, tmp_path, monkeypatch):

@@ -16,6 +16,8 @@ the first 0), and its masked_lm_ids slot is 0 too.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import h5py
 import numpy as np
 
@@ -62,5 +64,36 @@ def missing_datasets(f: h5py.File) -> list[str]:
 
 
 def read_rows(f: h5py.File, rows=slice(None)) -> dict[str, np.ndarray]:
-    """The six datasets' `rows` (a slice or index array; all rows by default), as numpy arrays."""
-    return {name: f[name][rows] for name in DATASETS}
+    """The six datasets' `rows` (a slice or index array; all rows by default), as numpy arrays; next_sentence_labels
+    as [N] also where a writer stored it as [N, 1]."""
+    arrays = {name: f[name][rows] for name in DATASETS}
+    labels = arrays[NEXT_SENTENCE_LABELS]
+    arrays[NEXT_SENTENCE_LABELS] = labels.reshape(len(labels))
+    return arrays
+
+
+@dataclasses.dataclass(frozen=True)
+class OutOfRange:
+    """The rows of one dataset that hold a value the model cannot take."""
+    dataset: str
+    rows: np.ndarray  # their indices, ascending
+    value: int  # the first such value
+    problem: str  # what such a value is, e.g. "a token id outside the vocabulary of 30522 tokens"
+
+
+def out_of_range(rows: dict[str, np.ndarray], vocab_size: int, max_seq_length: int) -> list[OutOfRange]:
+    """The datasets among `rows` (read_rows' arrays) holding a value the model cannot take: a token id outside the
+    vocabulary, a masked position outside the sequence, a segment id, input mask or next-sentence label other than 0
+    or 1; the token ids first."""
+    token = f"a token id outside the vocabulary of {vocab_size} tokens"
+    limits = {**{name: (vocab_size, token) for name in TOKEN_DATASETS},
+              MASKED_LM_POSITIONS: (max_seq_length, f"a position outside the sequence of {max_seq_length} tokens"),
+              **{name: (2, "a value other than 0 or 1") for name in (SEGMENT_IDS, INPUT_MASK, NEXT_SENTENCE_LABELS)}}
+    found = []
+    for name, (limit, problem) in limits.items():
+        values = rows[name].reshape(len(rows[name]), -1)
+        bad = (values < 0) | (values >= limit)
+        hits = np.flatnonzero(bad.any(axis=1))
+        if len(hits):
+            found.append(OutOfRange(name, hits, int(values[hits[0]][bad[hits[0]]][0]), problem))
+    return found

@@ -15,7 +15,8 @@ import numpy as np
 from wiki2bert_core.charts import new_figure, save_png
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import atomic_write, read_json
-from wiki2bert_core.hdf5_format import INPUT_MASK, SUFFIXES
+from wiki2bert_core.hdf5_format import INPUT_MASK
+from wiki2bert_core.variant_dir import held_out_split, training_files
 from wiki2bert_core.wordpiece import load_tokenizer, read_vocab
 from pipeline.tools.verify import format_report, verify_path
 
@@ -116,8 +117,7 @@ def _variant(variant_dir: Path, out_dir: Path, headline: list) -> str:
     if not report.stats:
         problems = "\n".join(report.problems[:10])
         return f"<h2>HDF5 variant {html.escape(variant_dir.name)}</h2><pre>{html.escape(problems)}</pre>"
-    files = sorted(p for p in (variant_dir / "test").glob("*") if p.suffix in SUFFIXES) or \
-        sorted(p for p in (variant_dir / "training").glob("*") if p.suffix in SUFFIXES)[:4]
+    files = held_out_split(variant_dir) or training_files(variant_dir)[:4]
     lengths = np.concatenate([_real_lengths(p) for p in files])
     (width, preds), stats = max(report.stats.items(), key=lambda kv: kv[1].instances)
     padding = 1 - stats.real_tokens / max(1, stats.instances * width)

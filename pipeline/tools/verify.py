@@ -1,10 +1,10 @@
 """`pipeline verify`: check HDF5 pretraining files (NVIDIA's layout) row by row, vectorised, and summarise them.
 
-The vocabulary comes from --vocab, else from the nearest `vocab.txt` in the file's directory or the two above
-it (the `hdf5` stage writes one into each variant directory, with `variant.json`; when a `variant.json` is
-found the same way, the shapes and the number of masked positions are checked against its parameters too, and
-the share of rows labelled random next whose B comes from A's own document is reported as the hdf5 stage measured
-it on the instance plan: the rows alone do not say which document a segment came from).
+The vocabulary comes from --vocab, else from the `vocab.txt` of the data directory the file belongs to
+(wiki2bert_core/variant_dir.py: the hdf5 stage writes one into each variant directory, with `variant.json`; when
+the directory has a `variant.json`, the shapes and the number of masked positions are checked against its
+parameters too, and the share of rows labelled random next whose B comes from A's own document is reported as the
+hdf5 stage measured it on the instance plan: the rows alone do not say which document a segment came from).
 """
 from __future__ import annotations
 
@@ -15,13 +15,18 @@ import h5py
 import numpy as np
 
 from wiki2bert_core.errors import DataError
-from wiki2bert_core.files import read_json
 from wiki2bert_core.hdf5_format import (DATASETS, DTYPES, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS,
-                              NEXT_SENTENCE_LABELS, SEGMENT_IDS, SUFFIXES, dataset_width, missing_datasets,
-                              read_rows, used_positions)
+                                       NEXT_SENTENCE_LABELS, SEGMENT_IDS, SUFFIXES, dataset_width, missing_datasets,
+                                       out_of_range, read_rows, used_positions)
+from wiki2bert_core.variant_dir import PARAMS_FILE, VariantParams, data_dir_of, own_vocab, read_record
 from wiki2bert_core.wordpiece import read_vocab, special_token_ids
 
 BLOCK_CELLS = 1 << 22  # rows are checked in blocks of about this many input_ids cells
+# how the values out of range (hdf5_format.out_of_range) are reported; those of input_mask and masked_lm_positions
+# fall under the stricter checks of _check_rows (1s then 0s; positions inside the real tokens)
+RANGE_PROBLEMS = {INPUT_IDS: "input_ids outside the vocabulary", MASKED_LM_IDS: "masked_lm_ids outside the vocabulary",
+                  SEGMENT_IDS: "segment_ids other than 0 and 1",
+                  NEXT_SENTENCE_LABELS: "next_sentence_labels other than 0 and 1"}
 
 
 @dataclasses.dataclass
@@ -72,21 +77,23 @@ def verify_path(path: Path, vocab: Path | None = None) -> VerifyReport:
     if not files:
         report.problems.append(f"{path}: no {'/'.join(SUFFIXES)} files")
     given = (Path(vocab) / "vocab.txt" if Path(vocab).is_dir() else Path(vocab)) if vocab else None
-    vocabs, params = {}, {}  # loaded once per path
+    vocabs, records = {}, {}  # loaded once per path
     for file in files:
         try:
-            vocab_file = given or _find_up(file, "vocab.txt")
+            data_dir = data_dir_of(file)
+            vocab_file = given or own_vocab(data_dir)
             if vocab_file is None:
-                report.problems.append(f"{file}: no vocab.txt in its directory or the two above; pass --vocab")
+                report.problems.append(f"{file}: no vocab.txt in its data directory ({data_dir}); pass --vocab")
                 continue
             if vocab_file not in vocabs:
                 vocabs[vocab_file] = _load_vocab(vocab_file)
-            params_file = _find_up(file, "variant.json")
-            if params_file not in params:
-                params[params_file] = _load_params(params_file)
-            shape, stats, problems = verify_file(file, vocabs[vocab_file], params[params_file])
+            if data_dir not in records:
+                records[data_dir] = read_record(data_dir)
+            record = records[data_dir]
+            params = VariantParams.from_dict(record, data_dir / PARAMS_FILE) if record is not None else None
+            shape, stats, problems = verify_file(file, vocabs[vocab_file], params)
             if stats is not None:
-                _add_recorded(stats, file, params_file, params[params_file])
+                _add_recorded(stats, file, data_dir, record)
         except DataError as e:
             report.problems.append(str(e))
             continue
@@ -96,10 +103,10 @@ def verify_path(path: Path, vocab: Path | None = None) -> VerifyReport:
     return report
 
 
-def verify_file(path: Path, vocab: _Vocab, params: dict | None = None
+def verify_file(path: Path, vocab: _Vocab, params: VariantParams | None = None
                 ) -> tuple[tuple[int, int] | None, Stats | None, list[str]]:
     """((max_seq_length, max_predictions_per_seq), statistics, problems) of one file; `params` are those of
-    the hdf5 stage's variant.json."""
+    its variant directory."""
     try:
         with h5py.File(path, "r") as f:
             problems = _check_layout(f, params)
@@ -120,7 +127,7 @@ def verify_file(path: Path, vocab: _Vocab, params: dict | None = None
     return (width, preds), stats, problems
 
 
-def _check_layout(f: h5py.File, params: dict | None) -> list[str]:
+def _check_layout(f: h5py.File, params: VariantParams | None) -> list[str]:
     missing = missing_datasets(f)
     if missing:
         return [f"missing dataset{'s' if len(missing) > 1 else ''} {', '.join(missing)}"]
@@ -142,12 +149,12 @@ def _check_layout(f: h5py.File, params: dict | None) -> list[str]:
                             f"{shapes['masked_lm_positions']}")
     if not problems and params is not None:
         for name, key in ((INPUT_IDS, "max_seq_length"), (MASKED_LM_POSITIONS, "max_predictions_per_seq")):
-            if shapes[name][1] != params.get(key):
-                problems.append(f"{name}: width {shapes[name][1]}, but variant.json says {key} {params.get(key)}")
+            if shapes[name][1] != getattr(params, key):
+                problems.append(f"{name}: width {shapes[name][1]}, but variant.json says {key} {getattr(params, key)}")
     return problems
 
 
-def _check_rows(a: dict[str, np.ndarray], start: int, vocab: _Vocab, params: dict | None, counts: dict,
+def _check_rows(a: dict[str, np.ndarray], start: int, vocab: _Vocab, params: VariantParams | None, counts: dict,
                 stats: Stats) -> None:
     ids, mask, seg = a[INPUT_IDS].astype(np.int64), a[INPUT_MASK], a[SEGMENT_IDS]
     positions, labels, nsp = a[MASKED_LM_POSITIONS].astype(np.int64), a[MASKED_LM_IDS], a[NEXT_SENTENCE_LABELS]
@@ -168,10 +175,11 @@ def _check_rows(a: dict[str, np.ndarray], start: int, vocab: _Vocab, params: dic
     real = pos < length[:, None]
     bad("input_mask is not 1s followed by 0s", mask != real)
     bad("fewer than 5 real tokens ([CLS] A [SEP] B [SEP])", length < 5)
-    bad("input_ids outside the vocabulary", (ids < 0) | (ids >= vocab.size))
+    for found in out_of_range(a, vocab.size, width):
+        if found.dataset in RANGE_PROBLEMS:
+            bad(RANGE_PROBLEMS[found.dataset], np.isin(rows, found.rows))
     bad("input_ids[0] is not [CLS]", ids[:, 0] != cls_id)
     bad("input_ids not 0 in the padding", (ids != 0) & ~real)
-    bad("segment_ids other than 0 and 1", (seg != 0) & (seg != 1))
     bad("segment_ids not 0 in the padding", (seg != 0) & ~real)
     is_b = (seg == 1) & real
     bad("segment_ids not 0s then 1s", is_b[:, :-1] & ~is_b[:, 1:] & real[:, 1:])
@@ -183,7 +191,6 @@ def _check_rows(a: dict[str, np.ndarray], start: int, vocab: _Vocab, params: dic
     last = np.clip(length - 1, 0, width - 1)
     bad("no [SEP] at the end of segment A", has_b & (ids[rows, np.clip(b_start - 1, 0, width - 1)] != sep_id))
     bad("no [SEP] at the last real token", ids[rows, last] != sep_id)
-    bad("next_sentence_labels other than 0 and 1", (nsp != 0) & (nsp != 1))
 
     used = used_positions(positions)  # readers stop at the first unused slot
     k = used.sum(axis=1)
@@ -193,7 +200,6 @@ def _check_rows(a: dict[str, np.ndarray], start: int, vocab: _Vocab, params: dic
     bad("masked_lm_positions not sorted", (positions[:, 1:] <= positions[:, :-1]) & used[:, 1:] & used[:, :-1])
     bad("masked position outside the real tokens", used & ((positions < 0) | (positions >= length[:, None])))
     bad("masked position on [SEP]", used & ((positions == (b_start - 1)[:, None]) | (positions == last[:, None])))
-    bad("masked_lm_ids outside the vocabulary", used & ((labels < 0) | (labels >= vocab.size)))
     bad("masked_lm_ids holds a special token ([PAD]/[CLS]/[SEP]/[MASK])", used & np.isin(labels, specials))
 
     inside = used & (positions > 0) & (positions < width)
@@ -205,11 +211,11 @@ def _check_rows(a: dict[str, np.ndarray], start: int, vocab: _Vocab, params: dic
     bad("special token inside a segment, not at a masked position",
         np.isin(ids, specials) & real & ~structural & ~is_masked)
 
-    if params is not None and isinstance(params.get("masked_lm_prob"), float):
+    if params is not None:
         expected = np.minimum(positions.shape[1],
-                              np.maximum(1, np.rint(length * params["masked_lm_prob"]).astype(np.int64)))
-        wrong = k > expected if params.get("whole_word_masking") else k != expected
-        bad(f"number of masked positions is not min(max_pred, round(length * {params['masked_lm_prob']}))", wrong)
+                              np.maximum(1, np.rint(length * params.masked_lm_prob).astype(np.int64)))
+        wrong = k > expected if params.whole_word_masking else k != expected
+        bad(f"number of masked positions is not min(max_pred, round(length * {params.masked_lm_prob}))", wrong)
 
     current, label = ids[m_rows, m_pos], labels[m_rows, m_slots]
     stats.instances += n
@@ -224,35 +230,19 @@ def _check_rows(a: dict[str, np.ndarray], start: int, vocab: _Vocab, params: dic
     stats.full_predictions += int((k == positions.shape[1]).sum())
 
 
-def _add_recorded(stats: Stats, file: Path, params_file: Path | None, params: dict | None) -> None:
+def _add_recorded(stats: Stats, file: Path, data_dir: Path, record: dict | None) -> None:
     """What the hdf5 stage measured on the instance plan and no row shows: the document each segment came from."""
-    recorded = (params or {}).get("random_next_own_document")
-    if isinstance(recorded, dict) and params_file is not None:
-        name = file.resolve().relative_to(params_file.parent.resolve()).as_posix()
+    recorded = (record or {}).get("random_next_own_document")
+    if isinstance(recorded, dict):
+        name = file.resolve().relative_to(data_dir.resolve()).as_posix()
         if isinstance(recorded.get(name), int):
             stats.random_next_own_document += recorded[name]
             stats.recorded_instances += stats.instances
 
 
-def _find_up(file: Path, name: str) -> Path | None:
-    for directory in list(file.resolve().parents)[:3]:
-        if (directory / name).is_file():
-            return directory / name
-    return None
-
-
 def _load_vocab(vocab_file: Path) -> _Vocab:
     vocab = read_vocab(vocab_file)
     return _Vocab(len(vocab), special_token_ids(vocab))
-
-
-def _load_params(params_file: Path | None) -> dict | None:
-    if params_file is None:
-        return None
-    params = read_json(params_file)
-    if not isinstance(params, dict):
-        raise DataError(f"{params_file}: expected a JSON object")
-    return params
 
 
 def format_report(report: VerifyReport) -> str:

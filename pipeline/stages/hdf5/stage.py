@@ -1,7 +1,8 @@
 """Stage `hdf5`: masked-LM + next-sentence pretraining instances in NVIDIA's HDF5 layout, one file per shard.
 
-Output: `hdf5/<variant>/training/<shard>.hdf5` and `hdf5/<variant>/test/<shard>.hdf5`, where <variant> spells
-out the parameters as NVIDIA's directories do (`hdf5_lower_case_0_seq_len_128_max_pred_20_masked_lm_prob_0.15_
+Output: one variant directory per variant (its layout is defined in wiki2bert_core/variant_dir.py):
+`hdf5/<variant>/training/<shard>.hdf5` and `hdf5/<variant>/test/<shard>.hdf5`, where <variant> spells out the
+parameters as NVIDIA's directories do (`hdf5_lower_case_0_seq_len_128_max_pred_20_masked_lm_prob_0.15_
 random_seed_12345_dupe_factor_5`; lower_case is read from the tokenizer's normalizer). Each file holds NVIDIA's
 six datasets (see wiki2bert_core/hdf5_format.py), chunked (~1 MiB of input_ids per chunk) and gzip-compressed with
 HDF5's shuffle filter, which any HDF5 reader decodes. Each variant directory is self-contained: it also gets
@@ -42,7 +43,7 @@ from tokenizers import Tokenizer, normalizers
 
 from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.errors import DataError
-from wiki2bert_core.files import remove_tree, sha256_file, write_json
+from wiki2bert_core.files import remove_tree, sha256_file
 from pipeline.stages.hdf5.finished_files import FinishedFiles, file_key
 from pipeline.stages.hdf5.instance_files import InstanceFile, write_instance_file
 from pipeline.stages.hdf5.instances import MaskingVocab
@@ -50,9 +51,9 @@ from wiki2bert_core.log import LOGGER_NAME, progress
 from pipeline.stages.hdf5.malloc import reuse_freed_memory
 from pipeline.stages.hdf5.tokenize import TokenFiles, id_dtype, token_batches
 from pipeline.stages import Stage, StageContext
-from wiki2bert_core.wordpiece import copy_tokenizer_files, load_tokenizer, read_vocab, special_token_ids, write_tokenizer_files
+from wiki2bert_core.variant_dir import SPLITS, VariantParams, split_file, write_variant_files
+from wiki2bert_core.wordpiece import load_tokenizer, read_vocab, special_token_ids, write_tokenizer_files
 
-SPLITS = ("training", "test")
 FILE_FORMAT = 2  # part of each file's key: a change to how bytes are made must change it
 
 
@@ -102,11 +103,10 @@ class Hdf5Config:
             raise ConfigError("hdf5.window_tokens: must be at least 1")
 
 
-def variant_dir_name(config: Hdf5Config, variant: Variant, lower_case: bool) -> str:
-    name = (f"hdf5_lower_case_{int(lower_case)}_seq_len_{variant.max_seq_length}"
-            f"_max_pred_{variant.max_predictions_per_seq}_masked_lm_prob_{config.masked_lm_prob}"
-            f"_random_seed_{config.random_seed}_dupe_factor_{config.dupe_factor}")
-    return name + "_whole_word_mask" if config.whole_word_masking else name
+def variant_params(config: Hdf5Config, variant: Variant, lower_case: bool, vocab: dict[str, int]) -> VariantParams:
+    return VariantParams(variant.max_seq_length, variant.max_predictions_per_seq, config.masked_lm_prob,
+                         config.dupe_factor, config.short_seq_prob, config.random_seed, config.whole_word_masking,
+                         lower_case, len(vocab), special_token_ids(vocab))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,8 +124,9 @@ def run(config: Hdf5Config, ctx: StageContext) -> dict:
     tokenizer = load_tokenizer(vocab_dir)
     _check_tokenizer_matches(tokenizer, vocab, vocab_dir)
     lower_case = _lowercases(tokenizer)
-    variant_dirs = {v: ctx.out_dir / variant_dir_name(config, v, lower_case) for v in config.variants}
-    files = {(v, split, path): f"{variant_dirs[v].name}/{split}/{path.stem}.hdf5"
+    params = {v: variant_params(config, v, lower_case, vocab) for v in config.variants}
+    variant_dirs = {v: ctx.out_dir / p.dir_name for v, p in params.items()}
+    files = {(v, split, path): f"{variant_dirs[v].name}/{split_file(split, path.stem)}"
              for v in config.variants for split, path in shards}
     tokenizer_json = tokenizer.to_str()
     keys = _file_keys(config, shards, files, vocab_dir, tokenizer_json, ctx)
@@ -154,16 +155,10 @@ def run(config: Hdf5Config, ctx: StageContext) -> dict:
 
     variants = {}
     for variant, variant_dir in variant_dirs.items():
-        copy_tokenizer_files(vocab_dir, variant_dir)
         files = {relative.split("/", 1)[1]: c for relative, c in per_file.items()
                  if relative.startswith(variant_dir.name + "/")}
         summary = _variant_summary(files)
-        write_json(variant_dir / "variant.json", {
-            **dataclasses.asdict(variant),
-            "masked_lm_prob": config.masked_lm_prob, "dupe_factor": config.dupe_factor,
-            "short_seq_prob": config.short_seq_prob, "random_seed": config.random_seed,
-            "whole_word_masking": config.whole_word_masking, "lower_case": lower_case,
-            "vocab_size": len(vocab), "special_token_ids": special_token_ids(vocab),
+        write_variant_files(variant_dir, vocab_dir, params[variant], {
             **summary, "files": {name: c["instances"] for name, c in files.items()},
             "random_next_own_document": {name: c["random_next_own_document"] for name, c in files.items()},
         })

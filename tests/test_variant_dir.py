@@ -1,0 +1,96 @@
+"""wiki2bert_core/variant_dir.py: which files are the training and the held-out ones in a variant directory and in
+NVIDIA's flat directories, where the vocabulary is, which directory a file belongs to, variant.json written and read
+back."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.variant_dir import (VariantParams, data_dir_of, find_vocab_file, held_out_files, held_out_split,
+                                        is_variant_dir, read_params, read_record, training_files, variant_dir_name,
+                                        write_variant_files)
+
+PARAMS = VariantParams(max_seq_length=128, max_predictions_per_seq=20, masked_lm_prob=0.15, dupe_factor=5,
+                       short_seq_prob=0.1, random_seed=12345, whole_word_masking=False, lower_case=True,
+                       vocab_size=60, special_token_ids={"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4})
+
+
+def touch(*paths):
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"")
+
+
+def test_a_variant_directory_trains_on_its_training_split_and_holds_out_its_test_split(tmp_path):
+    variant = tmp_path / "variant"
+    touch(variant / "training" / "training_0001.hdf5", variant / "training" / "training_0000.hdf5",
+          variant / "training" / "notes.txt", variant / "test" / "test_0000.h5", variant / "stray.hdf5")
+    assert is_variant_dir(variant)
+    assert training_files(variant) == [variant / "training" / "training_0000.hdf5",
+                                       variant / "training" / "training_0001.hdf5"]
+    assert held_out_split(variant) == held_out_files(variant) == [variant / "test" / "test_0000.h5"]
+    assert data_dir_of(variant / "training" / "training_0000.hdf5") == variant
+    assert data_dir_of(variant / "test" / "test_0000.h5") == variant
+
+
+def test_a_variant_directory_without_a_test_split_has_nothing_held_out(tmp_path):
+    variant = tmp_path / "variant"
+    touch(variant / "training" / "training_0000.hdf5")
+    (variant / "test").mkdir()
+    assert held_out_split(variant) == []  # training runs without evaluation
+    with pytest.raises(ConfigError, match=r"variant/test: no HDF5 files \(\*\.hdf5\) to evaluate on"):
+        held_out_files(variant)  # named for evaluation, it must have some
+
+
+def test_a_flat_directory_is_both_training_and_held_out_files_but_has_no_split(tmp_path):
+    flat = tmp_path / "nvidia"
+    touch(flat / "part_1.hdf5", flat / "part_0.hdf5")
+    assert not is_variant_dir(flat)
+    assert training_files(flat) == held_out_files(flat) == [flat / "part_0.hdf5", flat / "part_1.hdf5"]
+    assert held_out_split(flat) == []  # a training run on it evaluates only on eval_data
+    assert data_dir_of(flat / "part_0.hdf5") == flat
+    assert read_params(flat) is None and read_record(flat) is None  # the shapes come from the files
+    with pytest.raises(ConfigError, match="nvidia: no vocab.txt in this data directory; pass --vocab DIR"):
+        find_vocab_file(flat)
+
+
+def test_an_explicit_vocabulary_beats_the_directorys_own(tmp_path):
+    variant, other = tmp_path / "variant", tmp_path / "other"
+    touch(variant / "vocab.txt", other / "vocab.txt", variant / "training" / "training_0000.hdf5")
+    assert find_vocab_file(variant) == variant / "vocab.txt"
+    assert find_vocab_file(variant, vocab_dir=other) == other / "vocab.txt"
+    with pytest.raises(ConfigError, match="empty/vocab.txt: not found; --vocab takes a directory"):
+        find_vocab_file(variant, vocab_dir=tmp_path / "empty")
+
+
+def test_missing_directories_are_one_line_config_errors(tmp_path):
+    for rule in (training_files, held_out_files):
+        with pytest.raises(ConfigError, match=r"missing: not a directory"):
+            rule(tmp_path / "missing")
+    (tmp_path / "empty" / "training").mkdir(parents=True)
+    with pytest.raises(ConfigError, match=r"empty/training: no HDF5 files"):
+        training_files(tmp_path / "empty")
+
+
+def test_variant_json_holds_the_parameters_then_the_counts_and_reads_back(tmp_path, write_vocab_dir):
+    vocab_dir = write_vocab_dir(tmp_path / "vocab")
+    variant = tmp_path / PARAMS.dir_name
+    variant.mkdir()
+    write_variant_files(variant, vocab_dir, PARAMS, {"training_instances": 7, "files": {"training/a.hdf5": 7}})
+    assert variant.name == ("hdf5_lower_case_1_seq_len_128_max_pred_20_masked_lm_prob_0.15_random_seed_12345_"
+                            "dupe_factor_5")
+    record = json.loads((variant / "variant.json").read_text())
+    assert list(record)[:3] == ["max_seq_length", "max_predictions_per_seq", "masked_lm_prob"]
+    assert record["training_instances"] == 7 and (variant / "vocab.txt").is_file()
+    assert (variant / "tokenizer.json").is_file()
+    assert read_params(variant) == PARAMS and read_record(variant) == record
+    assert variant_dir_name(512, 80, 0.15, 1, 5, True, False).endswith("_dupe_factor_5_whole_word_mask")
+
+    (variant / "variant.json").write_text(json.dumps({**record, "max_seq_length": "128"}))
+    with pytest.raises(DataError, match=r"variant.json: max_seq_length is '128', expected int"):
+        read_params(variant)
+    (variant / "variant.json").write_text("[1, 2]")
+    with pytest.raises(DataError, match=r"variant.json: expected a JSON object"):
+        read_params(variant)

@@ -1,0 +1,170 @@
+"""The variant directory, defined once: the contract between the pipeline's `hdf5` stage, which writes it, and
+pretraining, `pipeline verify` and `pipeline report`, which read it (as LDDL's loader takes its layout from shared
+code).
+
+    <variant>/                  named by variant_dir_name: hdf5_lower_case_1_seq_len_128_max_pred_20_...
+        training/<shard>.hdf5   the training split (NVIDIA's layout, wiki2bert_core/hdf5_format.py)
+        test/<shard>.hdf5       the held-out split; absent or empty when the shard stage held nothing out
+        vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json
+                                the vocabulary the ids index and its tokenizer (wordpiece.TOKENIZER_FILES)
+        variant.json            VariantParams, then the stage's counts (instances per file, ...)
+
+NVIDIA's own scripts write a flat directory of *.hdf5 files instead: no splits, no vocabulary, no variant.json (the
+shapes come from the files). Its files are the training files, and what `pretrain eval` evaluates on when pointed at
+it; a training run on it evaluates only on --eval-data.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.files import read_json, write_json
+from wiki2bert_core.hdf5_format import SUFFIXES
+from wiki2bert_core.wordpiece import copy_tokenizer_files
+
+TRAINING, TEST = "training", "test"
+SPLITS = (TRAINING, TEST)  # also the prefixes of the shard stage's files (training_0000.txt) the splits come from
+VOCAB_FILE = "vocab.txt"
+PARAMS_FILE = "variant.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class VariantParams:
+    """How a variant's files were made: the first keys of its variant.json (the stage's counts follow them)."""
+    max_seq_length: int  # tokens per instance (the files' width): the sequence length pretraining runs at
+    max_predictions_per_seq: int  # masked positions per instance (the width of masked_lm_positions)
+    masked_lm_prob: float
+    dupe_factor: int
+    short_seq_prob: float
+    random_seed: int
+    whole_word_masking: bool
+    lower_case: bool
+    vocab_size: int  # tokens in its vocab.txt
+    special_token_ids: dict[str, int]
+
+    @property
+    def dir_name(self) -> str:
+        return variant_dir_name(self.max_seq_length, self.max_predictions_per_seq, self.masked_lm_prob,
+                                self.random_seed, self.dupe_factor, self.whole_word_masking, self.lower_case)
+
+    @classmethod
+    def from_dict(cls, record: dict, path: Path) -> VariantParams:
+        """From a variant.json's object; DataError naming `path` if a parameter is missing or of the wrong type."""
+        kinds = {"int": int, "float": (int, float), "bool": bool, "dict[str, int]": dict}
+        for field in dataclasses.fields(cls):
+            value = record.get(field.name)
+            if not isinstance(value, kinds[field.type]) or (field.type != "bool" and isinstance(value, bool)):
+                raise DataError(f"{path}: {field.name} is {value!r}, expected {field.type}; not a variant.json of "
+                                f"the hdf5 stage")
+        return cls(**{field.name: record[field.name] for field in dataclasses.fields(cls)})
+
+
+def variant_dir_name(max_seq_length: int, max_predictions_per_seq: int, masked_lm_prob: float, random_seed: int,
+                     dupe_factor: int, whole_word_masking: bool, lower_case: bool) -> str:
+    """The parameters spelled out, as NVIDIA names its directories."""
+    name = (f"hdf5_lower_case_{int(lower_case)}_seq_len_{max_seq_length}_max_pred_{max_predictions_per_seq}"
+            f"_masked_lm_prob_{masked_lm_prob}_random_seed_{random_seed}_dupe_factor_{dupe_factor}")
+    return name + "_whole_word_mask" if whole_word_masking else name
+
+
+def split_file(split: str, shard: str) -> str:
+    """Where in a variant directory the hdf5 stage writes the file of a shard (its name without .txt)."""
+    return f"{split}/{shard}.hdf5"
+
+
+def write_variant_files(variant_dir: Path, vocab_dir: Path, params: VariantParams, counts: dict) -> None:
+    """Make a variant directory whose HDF5 files are in place self-contained: the vocabulary and tokenizer files of
+    `vocab_dir`, and variant.json (`params`, then `counts`)."""
+    copy_tokenizer_files(vocab_dir, variant_dir)
+    write_json(Path(variant_dir) / PARAMS_FILE, {**dataclasses.asdict(params), **counts})
+
+
+def read_record(data_dir: Path) -> dict | None:
+    """The whole variant.json of a directory (parameters and counts); None when it has none (NVIDIA's)."""
+    path = Path(data_dir) / PARAMS_FILE
+    if not path.is_file():
+        return None
+    record = read_json(path)
+    if not isinstance(record, dict):
+        raise DataError(f"{path}: expected a JSON object")
+    return record
+
+
+def read_params(data_dir: Path) -> VariantParams | None:
+    """The parameters of a variant directory; None for a directory without variant.json (NVIDIA's)."""
+    record = read_record(data_dir)
+    return None if record is None else VariantParams.from_dict(record, Path(data_dir) / PARAMS_FILE)
+
+
+def is_variant_dir(data_dir: Path) -> bool:
+    """A directory with splits (the hdf5 stage's), not a flat directory of HDF5 files (NVIDIA's)."""
+    return any((Path(data_dir) / split).is_dir() for split in SPLITS)
+
+
+def hdf5_files(directory: Path) -> list[Path]:
+    """The HDF5 files directly in `directory`, sorted by name ([] if it is not a directory)."""
+    directory = Path(directory)
+    return sorted(p for p in directory.iterdir() if p.suffix in SUFFIXES and p.is_file()) if directory.is_dir() \
+        else []
+
+
+def training_files(data_dir: Path) -> list[Path]:
+    """The files to train on: a variant directory's training split, or a flat directory's files; ConfigError if
+    there are none."""
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise ConfigError(f"{data_dir}: not a directory")
+    split = data_dir / TRAINING if is_variant_dir(data_dir) else data_dir
+    files = hdf5_files(split)
+    if not files:
+        raise ConfigError(f"{split}: no HDF5 files (*.hdf5); expected the output of the hdf5 stage "
+                          f"(data/<lang>/hdf5/<variant>/)")
+    return files
+
+
+def held_out_split(data_dir: Path) -> list[Path]:
+    """The files of a variant directory's test split; [] when it has none (or none with files), and for a flat
+    directory, which has no split: a training run then evaluates only on what it is told to (eval_data)."""
+    return hdf5_files(Path(data_dir) / TEST) if is_variant_dir(data_dir) else []
+
+
+def held_out_files(data_dir: Path) -> list[Path]:
+    """The files to evaluate on when a directory is named for that (`pretrain eval --data`, eval_data): a variant
+    directory's test split, or a flat directory's files; ConfigError if there are none."""
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise ConfigError(f"{data_dir}: not a directory")
+    split = data_dir / TEST if is_variant_dir(data_dir) else data_dir
+    files = hdf5_files(split)
+    if not files:
+        raise ConfigError(f"{split}: no HDF5 files (*.hdf5) to evaluate on; expected a variant directory with "
+                          f"test/*.hdf5 or a directory of HDF5 files")
+    return files
+
+
+def own_vocab(data_dir: Path) -> Path | None:
+    """The vocab.txt a data directory holds (a variant directory always does; NVIDIA's do not)."""
+    path = Path(data_dir) / VOCAB_FILE
+    return path if path.is_file() else None
+
+
+def find_vocab_file(data_dir: Path, vocab_dir: Path | None = None) -> Path:
+    """The vocab.txt the data's token ids index: `vocab_dir`'s (--vocab) if given, else the data directory's own."""
+    if vocab_dir is not None:
+        path = Path(vocab_dir) / VOCAB_FILE
+        if not path.is_file():
+            raise ConfigError(f"{path}: not found; --vocab takes a directory with vocab.txt")
+        return path
+    path = own_vocab(data_dir)
+    if path is None:
+        raise ConfigError(f"{data_dir}: no vocab.txt in this data directory; pass --vocab DIR (a directory with "
+                          f"vocab.txt, e.g. for NVIDIA's own HDF5 directories)")
+    return path
+
+
+def data_dir_of(hdf5_file: Path) -> Path:
+    """The data directory an HDF5 file belongs to: the variant directory of a file in a split, else the (flat)
+    directory it is in."""
+    parent = Path(hdf5_file).parent
+    return parent.parent if parent.name in SPLITS else parent
