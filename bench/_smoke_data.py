@@ -12,8 +12,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT.parent / "shared" / "reference"  # NVIDIA's scripts, where CI and the dev machines keep them
 ARTICLES = 60  # ~100 KB of text, a few thousand HDF5 instances at seq 128
-# `pipeline run` settings that ARTICLES articles support: sentencepiece's pieces, shard.min_documents_per_shard
-SETTINGS = ["--set", "vocab.vocab_size=1000", "--set", "shard.num_shards=4"]
+VOCAB_SIZE = 1000  # sentencepiece pieces that ARTICLES articles (or half of them) support
+# `pipeline run` settings for ARTICLES articles: VOCAB_SIZE, shards of shard.min_documents_per_shard documents
+SETTINGS = ["--set", f"vocab.vocab_size={VOCAB_SIZE}", "--set", "shard.num_shards=4"]
 
 
 def pipeline_run(workdir: Path, to: str, articles: int = ARTICLES) -> Path:

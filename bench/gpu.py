@@ -208,7 +208,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=4, help="distinct micro-batches cycled through")
     parser.add_argument("--vocab-size", type=int, default=30522, help="of the random data (default: BERT's)")
     parser.add_argument("--smoke", action="store_true",
-                        help="CPU, tiny model, seq 32 and 64, vocabulary 1024: the script end to end")
+                        help="CPU, tiny model, seq 32, vocabulary 1024: the script end to end")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     import torch
@@ -217,7 +217,7 @@ def main() -> None:
 
     if args.smoke:
         device, dtype = torch.device("cpu"), torch.bfloat16
-        args.presets, args.seq, args.steps, args.batches, args.vocab_size = ["tiny"], [32, 64], 2, 2, 1024
+        args.presets, args.seq, args.steps, args.batches, args.vocab_size = ["tiny"], [32], 2, 2, 1024
         args.micro_batch = args.micro_batch or 4
     elif not torch.cuda.is_available():
         sys.exit("error: no CUDA GPU; bench/gpu.py measures a GPU (--smoke runs it on CPU with tiny sizes)")

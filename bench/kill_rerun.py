@@ -127,16 +127,17 @@ def main() -> None:
     parser.add_argument("--scratch", type=Path, default=None, help="where the work dirs go (default: a temp dir)")
     parser.add_argument("--smoke", action="store_true", help="one trial on a generated dump, removed after")
     args = parser.parse_args()
-    scratch = Path(args.scratch or tempfile.mkdtemp(prefix="kill_rerun-"))
     settings = []
     if args.smoke:
         from _smoke_data import ARTICLES, SETTINGS
         from pipeline.tools.sample_dump import write_sample_dump
 
-        args.dump, args.trials, settings = write_sample_dump(scratch / "dump", ARTICLES), 1, SETTINGS
+        args.scratch = Path(tempfile.mkdtemp(prefix="kill_rerun-"))
+        args.dump, args.trials, settings = write_sample_dump(args.scratch / "dump", ARTICLES), 1, SETTINGS
     if not args.dump.is_file():
         sys.exit(f"{args.dump}: not found (pass --dump)")
     rng = random.Random(args.seed)
+    scratch = Path(args.scratch or tempfile.mkdtemp(prefix="kill_rerun-"))
 
     clean_dir = scratch / "clean"
     started = time.perf_counter()

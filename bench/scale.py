@@ -13,7 +13,7 @@ Results go to <workdir>/results.jsonl as each stage ends; `--report` prints the 
 
     nice -n 10 .venv/bin/python bench/scale.py [--base 8000] [--factors 1,8,64] [--workers 2] \\
         [--executor local|dask] [--workdir /tmp/wiki2bert-scale] [--report]
-    .venv/bin/python bench/scale.py --smoke   # 30 and 60 articles, vocab_size 500, in a temporary workdir
+    .venv/bin/python bench/scale.py --smoke   # 30 and 60 articles, vocab_size 1000, in a temporary workdir
 """
 from __future__ import annotations
 
@@ -204,7 +204,9 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="30 and 60 articles in a temporary workdir, removed after")
     args = parser.parse_args()
     if args.smoke:
-        args.base, args.factors, args.vocab_size, args.shards_per_base = 30, "1,2", 500, 2
+        from _smoke_data import VOCAB_SIZE
+
+        args.base, args.factors, args.vocab_size, args.shards_per_base = 30, "1,2", VOCAB_SIZE, 2
         args.workdir, args.keep, args.report = Path(tempfile.mkdtemp(prefix="wiki2bert-scale-")), False, False
     args.workdir = args.workdir.resolve()
     results = args.workdir / "results.jsonl"

@@ -9,7 +9,7 @@ Corpus: a `filter` stage output directory (`<workdir>/<lang>/filter`, e.g. from 
 default the sample dump of `--articles` articles run to the filter stage in `--workdir`.
 
     nice .venv/bin/python bench/vocab_memory.py [--filter-dir DIR | --articles 40000] [--sizes 25000,100000,400000]
-    .venv/bin/python bench/vocab_memory.py --smoke   # 60 articles, one size, vocab_size 500, a temporary workdir
+    .venv/bin/python bench/vocab_memory.py --smoke   # 60 articles, one size, vocab_size 1000, a temporary workdir
 """
 from __future__ import annotations
 
@@ -78,10 +78,12 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/wiki2bert-vocab-memory"))
     ap.add_argument("--sizes", default="25000,100000,400000", help="input_sentence_size settings (0 = all)")
     ap.add_argument("--vocab-size", type=int, default=8000)
-    ap.add_argument("--smoke", action="store_true", help="60 articles, sizes 1000, vocab_size 500, a temporary workdir")
+    ap.add_argument("--smoke", action="store_true", help="60 articles, sizes 1000, vocab_size 1000, temporary")
     args = ap.parse_args()
     if args.smoke:
-        args.filter_dir, args.articles, args.sizes, args.vocab_size = None, 60, "1000", 500
+        from _smoke_data import ARTICLES, VOCAB_SIZE
+
+        args.filter_dir, args.articles, args.sizes, args.vocab_size = None, ARTICLES, "1000", VOCAB_SIZE
         args.workdir = Path(tempfile.mkdtemp(prefix="wiki2bert-vocab-memory-"))
     filter_dir = args.filter_dir or make_corpus(args.workdir, args.articles)
     parts = len(list(filter_dir.glob("part-*.txt")))

@@ -143,12 +143,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench_vocab_shard_") as tmp:
         tmp = Path(tmp)
         if args.smoke:
-            sys.path.insert(0, str(ROOT))
-            from _smoke_data import shared_data
+            from _smoke_data import VOCAB_SIZE, shared_data
 
             data = shared_data(tmp / "smoke")
             HU_TEXTS = [data / "hu" / path.name for path in HU_TEXTS]
-            args.runs, args.repeat, args.vocab_size = 1, 2, 1000
+            args.runs, args.repeat, args.vocab_size = 1, 2, VOCAB_SIZE
         if not all(p.is_file() for p in HU_TEXTS):
             print(f"skipped: {HU_TEXTS[0].parent} not found")
             return

@@ -17,7 +17,7 @@ SCRIPTS = sorted(p.name for p in (REPO / "bench").glob("[!_]*.py"))  # bench/_*.
 EXPECTED = {
     "estimate_memory.py": r"tiny +1 +\d+ +\d+ +\d+\.\d\d",
     "extract.py": r"extract stage, 2 workers +[\d.]+ +\d+ +[\d.]+ +\d+ ",
-    "gpu.py": r"tiny +64 packed +[\d,.]+ +[\d,]+ ",
+    "gpu.py": r"tiny +32 packed +[\d,.]+ +[\d,]+ ",
     "hdf5.py": r"scaling 1 -> 2 workers: \d+\.\d\dx",
     "kill_rerun.py": r"killed in stage: \w+ 1\nre-runs not exiting 0: \d+",
     "packing.py": r"packed, nested / padded: \d+\.\d\dx best round",
@@ -30,7 +30,7 @@ EXPECTED = {
     "vocab_shard.py": r"2x +[\d.]+ MB: +[\d.]+ MB/s wall",
     "zero_optimizer.py": r"lamb +2 +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+",
 }
-FAST = {"extract.py", "splitter_agreement.py", "vocab_memory.py"}  # ~1-3 s each on an idle machine; the rest slow
+FAST = {"extract.py", "splitter_agreement.py", "vocab_memory.py", "vocab_shard.py"}  # ~1-3 s each; the rest slow
 # One thread a process: several of these start a few processes, which on two cores otherwise oversubscribe them
 # (bench/preemption.py: ~4x slower). CPU only, whatever the machine has.
 ENV = {**{k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
