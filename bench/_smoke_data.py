@@ -27,8 +27,7 @@ def pipeline_run(workdir: Path, to: str, articles: int = ARTICLES) -> Path:
     subprocess.run([*cli, "sample-dump", str(workdir / "dump"), "--pages", str(articles), "-q"], check=True, env=env,
                    stdout=subprocess.DEVNULL)
     subprocess.run([*cli, "run", "--lang", "hu", "--dump", str(workdir / "dump" / DUMP_NAME), "--workdir",
-                    str(workdir), "--to", to, "--workers", "1", "--quiet", *SETTINGS],
-                   check=True, env=env)
+                    str(workdir), "--to", to, "--workers", "1", "--quiet", *SETTINGS], check=True, env=env)
     return workdir / "hu"
 
 
