@@ -7,6 +7,7 @@ estimate's model states + peak phase, i.e. without the working margin (CUDA cont
 measure sees; on CPU, of ZeRO's reduce bucket (torch.empty) only the pages written are resident.
 
     .venv/bin/python bench/estimate_memory.py [--configs tiny:0 tiny:1 mini:0 mini:1 base:0 base:1] [--micro-batch 8]
+    .venv/bin/python bench/estimate_memory.py --smoke   # tiny:1, micro-batch 2: the script end to end
     # GPU: .venv/bin/python bench/estimate_memory.py --precision bf16 --micro-batch 32 \\
     #          --configs base:0 base:1 large:0 large:1 1.5b:1
 """
@@ -84,8 +85,11 @@ def main() -> None:
                         help="PRESET:ZERO_STAGE")
     parser.add_argument("--micro-batch", type=int, default=8)
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    parser.add_argument("--smoke", action="store_true", help="--configs tiny:1 --micro-batch 2")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.smoke:
+        args.configs, args.micro_batch = ["tiny:1"], 2
     if args.worker:
         preset, stage = args.worker.split(":")
         print(json.dumps(worker(preset, int(stage), args.micro_batch, args.precision)))

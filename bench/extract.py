@@ -1,6 +1,7 @@
 """Benchmark of the extract stage against wikiextractor's own command line, on the same dump.
 
     .venv/bin/python bench/extract.py [--dump PATH] [--repeats 3]
+    .venv/bin/python bench/extract.py --smoke   # generated dumps of a few dozen articles, one repeat: seconds
 
 Default dump: ../shared/data/wiki/huwiki-20240920-pages-articles-multistream.xml.bz2 (+ its index); skipped with a
 message when absent. Every run is a fresh process, timed from the outside (interpreter start, imports, template
@@ -26,6 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DUMP = ROOT.parent / "shared/data/wiki/huwiki-20240920-pages-articles-multistream.xml.bz2"
+SAMPLE_ARTICLES = (1000, 6000)  # the generated dumps of the worker memory table
+SMOKE_ARTICLES = (30, 60)  # --smoke: those dumps, the larger one also in place of --dump
 
 
 def measure(cmd: list[str]) -> dict:
@@ -91,23 +94,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dump", type=Path, default=DEFAULT_DUMP)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="generated dumps of a few dozen articles, one repeat")
     parser.add_argument("--ours", nargs=4, metavar=("DUMP", "INDEX", "OUT", "WORKERS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.ours:
         dump, index, out, workers = args.ours
         run_ours(Path(dump), None if index == "-" else Path(index), Path(out), int(workers))
         return
-    if not args.dump.is_file():
-        print(f"skipped: {args.dump} not found (the shared development data is not here)")
-        return
-    dump = args.dump.resolve()
-    index = dump.with_name(dump.name[:-len(".xml.bz2")] + "-index.txt.bz2")
-    index = index if index.is_file() else None
-    pages = sum(1 for _ in bz2.open(index, "rt", encoding="utf-8")) if index else None
-
-    print(f"dump: {dump.name} ({dump.stat().st_size / 2**20:.1f} MiB, {pages} pages), best of {args.repeats}, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start (shared machine)")
     with tempfile.TemporaryDirectory(prefix="bench-extract-") as tmp:
+        if args.smoke:
+            from pipeline.tools.sample_dump import write_sample_dump
+
+            args.dump, args.repeats = write_sample_dump(Path(tmp) / "dump", SMOKE_ARTICLES[-1]), 1
+        if not args.dump.is_file():
+            print(f"skipped: {args.dump} not found (the shared development data is not here)")
+            return
+        dump = args.dump.resolve()
+        index = dump.with_name(dump.name[:-len(".xml.bz2")] + "-index.txt.bz2")
+        index = index if index.is_file() else None
+        pages = sum(1 for _ in bz2.open(index, "rt", encoding="utf-8")) if index else None
+
+        print(f"dump: {dump.name} ({dump.stat().st_size / 2**20:.1f} MiB, {pages} pages), best of {args.repeats}, "
+              f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start (shared machine)")
         commands = {}
         for n in (1, 2):
             commands[f"wikiextractor CLI, {n} process{'es' if n > 1 else ''}"] = (
@@ -146,7 +154,7 @@ def main() -> None:
         print("\nworker memory against dump size (generated sample dumps, 2 workers):")
         from pipeline.tools.sample_dump import generate_pages, write_multistream
 
-        for articles in (1000, 6000):
+        for articles in SMOKE_ARTICLES if args.smoke else SAMPLE_ARTICLES:
             d = Path(tmp) / f"sample{articles}"
             d.mkdir()
             sample_dump = d / "huwiki-sample-pages-articles-multistream.xml.bz2"

@@ -8,7 +8,7 @@ nested jagged tensors, flash-attn varlen when importable), SDPA backend for the 
 larger micro-batch -- and reports the fastest, with every variant's figure. One command, nothing to install:
 
     .venv/bin/python bench/gpu.py [--hdf5 DIR] [--presets base large] [--steps 20]
-    .venv/bin/python bench/gpu.py --smoke        # CPU, tiny model and sizes: checks the script end to end
+    .venv/bin/python bench/gpu.py --smoke        # CPU, tiny model, sizes and vocabulary: the script end to end
 
 Data: --hdf5 (a pipeline work dir's hdf5 stage directory: its seq-128 and seq-512 variants) gives the instances;
 without it, random ids whose lengths follow the huwiki dev data's fill (86% of the row at seq 128, 55% at 512).
@@ -171,7 +171,8 @@ def run_case(preset: str, seq_len: int, args, device, dtype) -> dict[str, tuple[
         if variant.micro_batch not in cache:
             cache[variant.micro_batch] = (hdf5_batches(args.hdf5, seq_len, variant.micro_batch, args.batches)
                                           if args.hdf5 else
-                                          (random_batches(seq_len, variant.micro_batch, args.batches, 30522), 30522))
+                                          (random_batches(seq_len, variant.micro_batch, args.batches, args.vocab_size),
+                                           args.vocab_size))
         batches, vocab_size = cache[variant.micro_batch]
         torch.manual_seed(0)
         with torch.device(device):
@@ -207,7 +208,9 @@ def main() -> None:
     parser.add_argument("--micro-batch", type=int, help="default: by model and seq (tried at 1x and 2x)")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per variant")
     parser.add_argument("--batches", type=int, default=4, help="distinct micro-batches cycled through")
-    parser.add_argument("--smoke", action="store_true", help="CPU, tiny model, seq 32 and 64: the script end to end")
+    parser.add_argument("--vocab-size", type=int, default=30522, help="of the random data (default: BERT's)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="CPU, tiny model, seq 32, vocabulary 1024: the script end to end")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     import torch
@@ -216,7 +219,7 @@ def main() -> None:
 
     if args.smoke:
         device, dtype = torch.device("cpu"), torch.bfloat16
-        args.presets, args.seq, args.steps, args.batches = ["tiny"], [32, 64], 2, 2
+        args.presets, args.seq, args.steps, args.batches, args.vocab_size = ["tiny"], [32], 2, 2, 1024
         args.micro_batch = args.micro_batch or 4
     elif not torch.cuda.is_available():
         sys.exit("error: no CUDA GPU; bench/gpu.py measures a GPU (--smoke runs it on CPU with tiny sizes)")

@@ -12,7 +12,11 @@ Text: ../shared/data/hu/ as documents (the Bible's chapters, LibreOffice help in
 - throughput: the stage on the text in 2 shards; the Rust tokenizer alone as the baseline.
 
     .venv/bin/python bench/hdf5.py [--only nvidia|memory|throughput] [--rounds 3] [--shard-mb 25,100,200]
-        [--data ../shared/data]
+        [--data ../shared/data] [--smoke]
+
+--smoke: the script end to end in seconds, on a generated stand-in for ../shared/data (bench/_smoke_data.py; its
+vocabulary serves as both vocabularies), one round, one 1 MB shard; NVIDIA's script still from
+../shared/reference, skipped when absent.
 """
 from __future__ import annotations
 
@@ -177,7 +181,8 @@ def nvidia_comparison(docs: list[list[str]], tmp: Path, rounds: int) -> None:
                   f"{instances:>10,} {load:>5.1f}")
         (their_wall, their_cpu, their_start), (our_wall, our_cpu, our_start) = results
         ratios.append(their_cpu / our_cpu)
-        work_ratios.append((their_cpu - their_start) / (our_cpu - our_start))
+        our_work = our_cpu - our_start  # can be ~0 on a tiny text (--smoke)
+        work_ratios.append((their_cpu - their_start) / our_work if our_work > 0 else float("nan"))
         wall_ratios.append(their_wall / our_wall)
 
     def summary(values: list[float]) -> str:
@@ -224,16 +229,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of NVIDIA's script and ours")
     parser.add_argument("--shard-mb", default="25,100,200", help="shard sizes (MB) for the memory runs")
     parser.add_argument("--data", type=Path, default=DATA, help="the shared data dir (hu/, vocab/)")
+    parser.add_argument("--smoke", action="store_true", help="generated data, one round, one 1 MB shard")
     args = parser.parse_args()
-    DATA = args.data.resolve()
-    needed = [DATA / p for p in TEXTS + [VOCAB, UNCASED_VOCAB]]
-    if not all(p.is_file() for p in needed):
-        print(f"skipped: needs {', '.join(str(p) for p in needed)}")
-        return
-    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores "
-          "(shared machine: wall figures vary with the other users' load; CPU time much less)")
     with tempfile.TemporaryDirectory(prefix="bench-hdf5-") as tmp:
         tmp = Path(tmp)
+        if args.smoke:
+            from _smoke_data import shared_data
+
+            args.data, args.rounds, args.shard_mb = shared_data(tmp / "smoke"), 1, "1"
+        DATA = args.data.resolve()
+        needed = [DATA / p for p in TEXTS + [VOCAB, UNCASED_VOCAB]]
+        if not all(p.is_file() for p in needed):
+            print(f"skipped: needs {', '.join(str(p) for p in needed)}")
+            return
+        print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores "
+              "(shared machine: wall figures vary with the other users' load; CPU time much less)")
         docs = hu_documents()
         if args.only in (None, "nvidia"):
             nvidia_comparison(docs, tmp, args.rounds)

@@ -1,6 +1,7 @@
 """Kill-and-rerun trials of `pipeline run`: a stop signal at a random moment, then the same command again.
 
     .venv/bin/python bench/kill_rerun.py [--dump PATH] [--trials 20] [--workers 2] [--seed 0]
+    .venv/bin/python bench/kill_rerun.py --smoke   # one trial on a generated dump of 60 articles
 
 First one clean run (its duration sets the range of kill times), then --trials trials, each in a fresh work dir:
 `pipeline run` is sent SIGKILL, SIGTERM or SIGINT (chosen at random) after a random share of the clean run's
@@ -37,9 +38,9 @@ DEFAULT_DUMP = next((d / DUMP_NAME for d in (ROOT.parent, ROOT.parent.parent) if
 SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT)
 
 
-def command(dump: Path, work: Path, workers: int) -> list[str]:
+def command(dump: Path, work: Path, workers: int, settings: list[str]) -> list[str]:
     return [sys.executable, "-m", "pipeline.cli", "run", "--lang", "hu", "--dump", str(dump), "--workdir", str(work),
-            "--workers", str(workers), "--quiet"]
+            "--workers", str(workers), "--quiet", *settings]
 
 
 def environment(work: Path) -> dict:
@@ -124,7 +125,15 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--scratch", type=Path, default=None, help="where the work dirs go (default: a temp dir)")
+    parser.add_argument("--smoke", action="store_true", help="one trial on a generated dump, removed after")
     args = parser.parse_args()
+    settings = []
+    if args.smoke:
+        from _smoke_data import ARTICLES, SETTINGS
+        from pipeline.tools.sample_dump import write_sample_dump
+
+        args.scratch = Path(tempfile.mkdtemp(prefix="kill_rerun-"))
+        args.dump, args.trials, settings = write_sample_dump(args.scratch / "dump", ARTICLES), 1, SETTINGS
     if not args.dump.is_file():
         sys.exit(f"{args.dump}: not found (pass --dump)")
     rng = random.Random(args.seed)
@@ -132,7 +141,8 @@ def main() -> None:
 
     clean_dir = scratch / "clean"
     started = time.perf_counter()
-    subprocess.run(command(args.dump, clean_dir, args.workers), env=environment(clean_dir), cwd=ROOT, check=True)
+    subprocess.run(command(args.dump, clean_dir, args.workers, settings), env=environment(clean_dir), cwd=ROOT,
+                   check=True)
     clean_s = time.perf_counter() - started
     clean, clean_cache = outputs(clean_dir / "hu"), cache_files(clean_dir / "hu")
     print(f"clean run: {clean_s:.1f} s, {sum(map(len, clean.values()))} files in {len(clean)} stages", flush=True)
@@ -143,7 +153,7 @@ def main() -> None:
     while trial < args.trials:
         work = scratch / f"trial-{trial:02d}"
         lang_dir = work / "hu"
-        env, cmd = environment(work), command(args.dump, work, args.workers)
+        env, cmd = environment(work), command(args.dump, work, args.workers, settings)
         shm_before = _shared_memory()
         signum, group = rng.choice(SIGNALS), rng.random() < 0.5
         stage, code = kill_after(cmd, env, rng.uniform(0.02, 0.9) * clean_s, signum, group, lang_dir)
@@ -185,6 +195,8 @@ def main() -> None:
         print(f"{title}: {len(items)}")
         for item in items:
             print(f"  {item}")
+    if args.smoke:
+        shutil.rmtree(scratch)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,13 @@
 """Benchmark of packed against padded micro-batches on CPU: real (non-padding) tokens per second of a training step
-(forward, backward, LAMB) of the mini model at seq 128 and 512, on the same instances of an HDF5 variant, measured
-in alternating rounds in one process (so that load on a shared machine hits all layouts alike).
+(forward, backward, LAMB) of the mini model (--preset) at seq 128 and 512, on the same instances of an HDF5 variant,
+measured in alternating rounds in one process (so that load on a shared machine hits all layouts alike).
 
 Layouts: "padded" (one instance a row, SDPA with a padding mask, as without `pack_sequences`), "packed" (the same
 instances packed into as few rows as first-fit decreasing finds, block-diagonal mask) and "packed, nested" (the
 packed batch through the unpadded nested-jagged kernel, computing real tokens only; with --nested).
 
     .venv/bin/python bench/packing.py --hdf5 /tmp/packing-data/hu/hdf5 [--micro-batch 32] [--rounds 3] [--nested]
+    .venv/bin/python bench/packing.py --smoke   # a generated sample dump's hdf5 stage, tiny model, every layout
 
 --hdf5 is the `hdf5` stage directory of a pipeline work dir (its seq-128 and seq-512 variants are used).
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -32,8 +34,8 @@ def variant_dir(hdf5_dir: Path, seq_len: int) -> Path:
     return found[0]
 
 
-def measure(hdf5_dir: Path, seq_len: int, micro_batch: int, batches: int, rounds: int, layouts: dict
-            ) -> dict[str, dict]:
+def measure(hdf5_dir: Path, seq_len: int, micro_batch: int, batches: int, rounds: int, layouts: dict,
+            preset: str) -> dict[str, dict]:
     import torch
 
     from wiki2bert_core.wordpiece import read_vocab
@@ -54,7 +56,7 @@ def measure(hdf5_dir: Path, seq_len: int, micro_batch: int, batches: int, rounds
     inputs = {name: [pack_batch(b) if packed else b for b in unpacked] for name, (packed, _) in layouts.items()}
     real_tokens = sum(int(b["attention_mask"].sum()) for b in unpacked)
     torch.manual_seed(0)
-    model = BertForPreTraining(model_config("mini", vocab_size, max_position_embeddings=max(512, seq_len))).train()
+    model = BertForPreTraining(model_config(preset, vocab_size, max_position_embeddings=max(512, seq_len))).train()
     optimizer = build_optimizer(model, "lamb", lr=1e-4)
     seconds: dict[str, list[float]] = {name: [] for name in layouts}
     for round_ in range(rounds + 1):  # round 0 warms up and is not counted
@@ -80,22 +82,40 @@ def measure(hdf5_dir: Path, seq_len: int, micro_batch: int, batches: int, rounds
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hdf5", type=Path, required=True, help="a pipeline work dir's hdf5 stage directory")
+    parser.add_argument("--hdf5", type=Path, help="a pipeline work dir's hdf5 stage directory (or --smoke)")
     parser.add_argument("--micro-batch", type=int, default=32, help="instances per micro-batch")
     parser.add_argument("--batches", type=int, default=2, help="micro-batches per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seq", type=int, nargs="+", default=[128, 512])
     parser.add_argument("--nested", action="store_true", help="also the packed batch through the nested kernel")
+    parser.add_argument("--preset", default="mini", help="model size (pretrain/model.py PRESETS)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="generated data, tiny, seq 512, 1 micro-batch of 2, 1 round, --nested")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
+    if args.smoke:
+        from _smoke_data import pipeline_run
+
+        with tempfile.TemporaryDirectory() as tmp:
+            args.hdf5 = pipeline_run(Path(tmp), "hdf5") / "hdf5"
+            args.preset, args.seq, args.micro_batch, args.batches, args.rounds = "tiny", [512], 2, 1, 1
+            args.nested = True
+            compare_layouts(args)
+    elif args.hdf5 is None:
+        parser.error("--hdf5 is required (or --smoke)")
+    else:
+        compare_layouts(args)
+
+
+def compare_layouts(args) -> None:
     import torch
 
-    print(f"CPU, {os.cpu_count()} cores (shared machine), torch threads {torch.get_num_threads()}, preset mini, fp32, "
-          f"{args.micro_batch} instances per micro-batch, {args.batches} micro-batches per round, "
-          f"{args.rounds} rounds after a warm-up, data {args.hdf5}")
+    print(f"CPU, {os.cpu_count()} cores (shared machine), torch threads {torch.get_num_threads()}, "
+          f"preset {args.preset}, fp32, {args.micro_batch} instances per micro-batch, {args.batches} micro-batches "
+          f"per round, {args.rounds} rounds after a warm-up, data {args.hdf5}")
     for seq_len in args.seq:
         layouts = {**LAYOUTS, **(NESTED if args.nested else {})}
-        results = measure(args.hdf5, seq_len, args.micro_batch, args.batches, args.rounds, layouts)
+        results = measure(args.hdf5, seq_len, args.micro_batch, args.batches, args.rounds, layouts, args.preset)
         print(f"seq {seq_len}:")
         for name, r in results.items():
             print(f"  {name:<15} {r['best']:>8,.0f} real tokens/s best round, {r['mean']:>8,.0f} mean; "

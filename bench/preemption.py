@@ -10,6 +10,7 @@ micro-batches are quick: the time from SIGTERM to exit does not depend on the st
 in progress, the checkpoint and the process's teardown.
 
     .venv/bin/python bench/preemption.py [--accumulation 2048] [--micro-batch 1] [--vocab-size 1024] [--into-step 0.4]
+    .venv/bin/python bench/preemption.py --smoke   # accumulation 64, SIGTERM as soon as step 1 is logged
 """
 from __future__ import annotations
 
@@ -32,8 +33,8 @@ def random_data(root: Path, vocab_size: int) -> Path:
     spec = importlib.util.spec_from_file_location("bench_pretrain", ROOT / "bench" / "pretrain.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module.VOCAB_SIZE = vocab_size  # a small vocabulary: the micro-batches are fast, the accumulation is what counts
-    return module.write_random_data(root)
+    # a small vocabulary: the micro-batches are fast, the accumulation is what counts
+    return module.write_random_data(root, vocab_size=vocab_size)
 
 
 def rows(out: Path) -> list[dict]:
@@ -48,7 +49,10 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=1024)
     parser.add_argument("--into-step", type=float, default=0.4, help="when to send SIGTERM, as a fraction of step 1's "
                                                                      "duration after step 1 ends")
+    parser.add_argument("--smoke", action="store_true", help="--accumulation 64 --into-step 0")
     args = parser.parse_args()
+    if args.smoke:  # step 2 still lasts ~1 s, far longer than noticing step 1's row and signalling
+        args.accumulation, args.into_step = 64, 0.0
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         data = random_data(tmp / "data", args.vocab_size)

@@ -7,6 +7,7 @@ Data: --data DIR (an HDF5 variant directory at seq 128, with --vocab DIR if it h
 random ids in NVIDIA's layout with BERT's vocabulary size (30,522; throughput does not depend on the ids).
 
     .venv/bin/python bench/pretrain.py [--data DIR] [--micro-batch 32] [--rounds 5] [--steps-per-round 4]
+    .venv/bin/python bench/pretrain.py --smoke   # tiny, vocabulary 1,024, 3 CLI steps, 1 round of 1 step
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SEQ_LEN, MAX_PREDICTIONS, VOCAB_SIZE = 128, 20, 30522
 
 
-def write_random_data(root: Path, files: int = 4, samples: int = 512) -> Path:
+def write_random_data(root: Path, files: int = 4, samples: int = 512, vocab_size: int = VOCAB_SIZE) -> Path:
     """A variant directory hdf5/seq128/ with vocab.txt and training/*.hdf5: random ids, 20 masked positions per
     sequence."""
     from wiki2bert_core.hdf5_format import (INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS, NEXT_SENTENCE_LABELS,
@@ -36,25 +37,25 @@ def write_random_data(root: Path, files: int = 4, samples: int = 512) -> Path:
 
     variant = root / "hdf5" / "seq128"
     (variant / "training").mkdir(parents=True)
-    tokens = list(SPECIAL_TOKENS) + [f"w{i}" for i in range(VOCAB_SIZE - len(SPECIAL_TOKENS))]
+    tokens = list(SPECIAL_TOKENS) + [f"w{i}" for i in range(vocab_size - len(SPECIAL_TOKENS))]
     (variant / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
     rng = np.random.default_rng(0)
     for i in range(files):
         positions = np.sort(np.stack([rng.choice(np.arange(1, SEQ_LEN - 1), MAX_PREDICTIONS, replace=False)
                                       for _ in range(samples)]), axis=1)
         with h5py.File(variant / "training" / f"training_{i:04d}.hdf5", "w") as f:
-            f[INPUT_IDS] = rng.integers(5, VOCAB_SIZE, (samples, SEQ_LEN), dtype=np.int32)
+            f[INPUT_IDS] = rng.integers(5, vocab_size, (samples, SEQ_LEN), dtype=np.int32)
             f[INPUT_MASK] = np.ones((samples, SEQ_LEN), np.int8)
             f[SEGMENT_IDS] = (np.arange(SEQ_LEN) >= SEQ_LEN // 2).astype(np.int8)[None].repeat(samples, 0)
             f[MASKED_LM_POSITIONS] = positions.astype(np.int32)
-            f[MASKED_LM_IDS] = rng.integers(5, VOCAB_SIZE, (samples, MAX_PREDICTIONS), dtype=np.int32)
+            f[MASKED_LM_IDS] = rng.integers(5, vocab_size, (samples, MAX_PREDICTIONS), dtype=np.int32)
             f[NEXT_SENTENCE_LABELS] = rng.integers(0, 2, samples, dtype=np.int8)
     return variant
 
 
-def run_cli(data: Path, vocab: Path | None, out: Path, micro_batch: int, steps: int) -> dict:
-    """`pretrain phase1 --preset mini`, global batch = one micro-batch; tokens/s and data wait over steps 3.."""
-    cmd = [sys.executable, "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(out), "--preset", "mini",
+def run_cli(data: Path, vocab: Path | None, out: Path, preset: str, micro_batch: int, steps: int) -> dict:
+    """`pretrain phase1 --preset <preset>`, global batch = one micro-batch; tokens/s and data wait over steps 3.."""
+    cmd = [sys.executable, "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(out), "--preset", preset,
            "--set", f"global_batch={micro_batch}", "--set", f"micro_batch={micro_batch}", "--set", f"steps={steps}",
            "--set", "log_every=1", "--set", f"checkpoint_every={steps}", "--set", "warmup=0.5"]
     if vocab:
@@ -137,19 +138,27 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps-per-round", type=int, default=4)
     parser.add_argument("--cli-steps", type=int, default=20)
+    parser.add_argument("--preset", default="mini", help="model size (pretrain/model.py PRESETS)")
+    parser.add_argument("--smoke", action="store_true", help="random data over 1,024 tokens, tiny, micro-batch 4, "
+                                                             "3 CLI steps (2 warm-up), 1 round of 1 step")
     args = parser.parse_args()
+    if args.smoke:
+        args.data, args.preset, args.micro_batch, args.rounds, args.steps_per_round, args.cli_steps = \
+            None, "tiny", 4, 1, 1, 3
     os.chdir(ROOT)
     sys.path.insert(0, str(ROOT))
     from wiki2bert_core.wordpiece import read_vocab
     from wiki2bert_core.variant_dir import find_vocab_file
 
     with tempfile.TemporaryDirectory(prefix="bench_pretrain_") as tmp:
-        data = args.data or write_random_data(Path(tmp) / "hu")
+        data = args.data or (write_random_data(Path(tmp) / "hu", files=1, samples=64, vocab_size=1024) if args.smoke
+                             else write_random_data(Path(tmp) / "hu"))
         vocab_size = len(read_vocab(find_vocab_file(data, args.vocab)))
-        print(f"CPU, {os.cpu_count()} cores (shared machine), torch threads {_threads()}, preset mini, seq {SEQ_LEN}, "
+        print(f"CPU, {os.cpu_count()} cores (shared machine), torch threads {_threads()}, preset {args.preset}, "
+              f"seq {SEQ_LEN}, "
               f"micro-batch {args.micro_batch}, vocabulary {vocab_size:,}, data {'random' if not args.data else data}")
-        cli = run_cli(data, args.vocab, Path(tmp) / "run", args.micro_batch, args.cli_steps)
-        print(f"pretrain phase1 --preset mini (end to end, {cli['steps']} steps after 2 warm-up): "
+        cli = run_cli(data, args.vocab, Path(tmp) / "run", args.preset, args.micro_batch, args.cli_steps)
+        print(f"pretrain phase1 --preset {args.preset} (end to end, {cli['steps']} steps after 2 warm-up): "
               f"{cli['tokens_per_s']:,.0f} tokens/s, waiting for data {100 * cli['data_wait_share']:.1f}% of the time, "
               f"peak RSS {cli['peak_rss_gb']:.2f} GB")
         print(f"  losses: {cli['losses']}")

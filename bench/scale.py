@@ -13,6 +13,7 @@ Results go to <workdir>/results.jsonl as each stage ends; `--report` prints the 
 
     nice -n 10 .venv/bin/python bench/scale.py [--base 8000] [--factors 1,8,64] [--workers 2] \\
         [--executor local|dask] [--workdir /tmp/wiki2bert-scale] [--report]
+    .venv/bin/python bench/scale.py --smoke   # 30 and 60 articles, vocab_size 1000, in a temporary workdir
 """
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ import json
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -198,7 +201,13 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/wiki2bert-scale"))
     parser.add_argument("--keep", action="store_true", help="keep each size's dump and work dir")
     parser.add_argument("--report", action="store_true", help="only print the tables of <workdir>/results.jsonl")
+    parser.add_argument("--smoke", action="store_true", help="30 and 60 articles in a temporary workdir, removed after")
     args = parser.parse_args()
+    if args.smoke:
+        from _smoke_data import VOCAB_SIZE
+
+        args.base, args.factors, args.vocab_size, args.shards_per_base = 30, "1,2", VOCAB_SIZE, 2
+        args.workdir, args.keep, args.report = Path(tempfile.mkdtemp(prefix="wiki2bert-scale-")), False, False
     args.workdir = args.workdir.resolve()
     results = args.workdir / "results.jsonl"
     if not args.report:
@@ -208,6 +217,8 @@ def main() -> None:
         for factor in (int(f) for f in args.factors.split(",")):
             run_size(factor, args, results)
     report(results)
+    if args.smoke:
+        shutil.rmtree(args.workdir)
 
 
 if __name__ == "__main__":

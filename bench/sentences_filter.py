@@ -9,7 +9,9 @@ child's maximum resident set size):
 - filter MB/s with py3langid, langdetect and no language check;
 - py3langid against langdetect on single lines: accuracy and lines/s.
 
-Usage: .venv/bin/python bench/sentences_filter.py [--articles N]
+Usage: .venv/bin/python bench/sentences_filter.py [--smoke]
+
+--smoke: the same on a generated stand-in for ../shared/data (bench/_smoke_data.py), in seconds.
 """
 from __future__ import annotations
 
@@ -164,7 +166,7 @@ def langid_table() -> None:
 
     rng = random.Random(0)
     hu = [line for line in hungarian_paragraphs() if len(line.split()) >= 5]
-    hu = rng.sample(hu, 2000)
+    hu = rng.sample(hu, min(2000, len(hu)))
     en = [line for line in (DATA / "text" / "sample_text.txt").read_text(encoding="utf-8").splitlines()
           if len(line.split()) >= 5]
     print(f"\nlanguage identification, single lines ({len(hu)} Hungarian, {len(en)} English), one process:")
@@ -182,23 +184,29 @@ def langid_table() -> None:
 
 
 def main() -> int:
+    global DATA
     parser = argparse.ArgumentParser()
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--smoke", action="store_true", help="generated stand-in data: the script end to end")
     options = parser.parse_args()
     if options.child:
         mode, *rest = options.child
         print(json.dumps(child_quntoken(*rest) if mode == "quntoken" else child_stage(mode, *rest)))
         reap_children()
         return 0
-    if not all((DATA / f).is_file() for f in HU_FILES):
-        print(f"skipped: {DATA / 'hu'} is absent")
-        return 0
     sys.path.insert(0, str(ROOT))
-    print(f"machine: {os.cpu_count()} cores, shared with other users (load average "
-          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())})")
-    paragraphs = hungarian_paragraphs()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
+        if options.smoke:
+            from _smoke_data import shared_data
+
+            DATA = shared_data(tmp / "smoke")
+        if not all((DATA / f).is_file() for f in HU_FILES):
+            print(f"skipped: {DATA / 'hu'} is absent")
+            return 0
+        print(f"machine: {os.cpu_count()} cores, shared with other users (load average "
+              f"{', '.join(f'{x:.1f}' for x in os.getloadavg())})")
+        paragraphs = hungarian_paragraphs()
         articles = write_extract(tmp / "extract", paragraphs)
         (tmp / "paragraphs.txt").write_text("".join(p + "\n\n" for p in paragraphs), encoding="utf-8")
         megabytes = sum(p.stat().st_size for p in (tmp / "extract").iterdir()) / 1e6
@@ -231,8 +239,8 @@ def main() -> int:
                                                 settings])
             print(f"  {'langid ' + langid:<38} {counts['documents_kept']:>9,} {wall:>7.2f} {cpu:>6.2f} "
                   f"{text_mb / wall:>11.2f} {text_mb / cpu:>10.2f} {peak / 2**20:>8.0f}")
-    splitter_table(paragraphs)
-    langid_table()
+        splitter_table(paragraphs)
+        langid_table()
     return 0
 
 

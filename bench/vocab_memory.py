@@ -9,6 +9,7 @@ Corpus: a `filter` stage output directory (`<workdir>/<lang>/filter`, e.g. from 
 default the sample dump of `--articles` articles run to the filter stage in `--workdir`.
 
     nice .venv/bin/python bench/vocab_memory.py [--filter-dir DIR | --articles 40000] [--sizes 25000,100000,400000]
+    .venv/bin/python bench/vocab_memory.py --smoke   # 60 articles, one size, vocab_size 1000, a temporary workdir
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def child(method: str, filter_dir: Path, parts: int, sentences: int, vocab_size:
             (subset / path.name).symlink_to(path.resolve())
         out = tmp / "vocab"
         out.mkdir()
-        ctx = StageContext(lang="hu", lang_dir=tmp, out_dir=out, inputs={"filter": subset}, cache_dir=tmp / "cache",
+        ctx = StageContext(lang="hu", out_dir=out, inputs={"filter": subset}, cache_dir=tmp / "cache",
                            workers=1, quiet=True, log=logging.getLogger("bench"))
         started = time.perf_counter()
         counts = vocab.run(vocab.VocabConfig(method=method, vocab_size=vocab_size, input_sentence_size=sentences),
@@ -77,7 +78,13 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/wiki2bert-vocab-memory"))
     ap.add_argument("--sizes", default="25000,100000,400000", help="input_sentence_size settings (0 = all)")
     ap.add_argument("--vocab-size", type=int, default=8000)
+    ap.add_argument("--smoke", action="store_true", help="60 articles, sizes 1000, vocab_size 1000, temporary")
     args = ap.parse_args()
+    if args.smoke:
+        from _smoke_data import ARTICLES, VOCAB_SIZE
+
+        args.filter_dir, args.articles, args.sizes, args.vocab_size = None, ARTICLES, "1000", VOCAB_SIZE
+        args.workdir = Path(tempfile.mkdtemp(prefix="wiki2bert-vocab-memory-"))
     filter_dir = args.filter_dir or make_corpus(args.workdir, args.articles)
     parts = len(list(filter_dir.glob("part-*.txt")))
     print(f"corpus {filter_dir}: {parts} parts, "

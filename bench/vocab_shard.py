@@ -10,6 +10,7 @@ document); skipped when absent. Each measurement runs in its own process (import
 the best wall time and the best CPU time (user + sys, steadier on a shared machine) of `--runs` are reported.
 
     .venv/bin/python bench/vocab_shard.py [--runs 3] [--repeat 15] [--vocab-size 32000]
+    .venv/bin/python bench/vocab_shard.py --smoke   # generated stand-in text (bench/_smoke_data.py), 1 run, seconds
 """
 from __future__ import annotations
 
@@ -132,18 +133,26 @@ def best(kind: str, filter_dir: Path, out: Path, vocab_size: int, runs: int) -> 
 
 
 def main() -> None:
+    global HU_TEXTS
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=15, help="shard: corpus repeated this many times")
     ap.add_argument("--vocab-size", type=int, default=32000)
+    ap.add_argument("--smoke", action="store_true", help="generated text, 1 run, repeat 2, vocab_size 1000")
     args = ap.parse_args()
-    if not all(p.is_file() for p in HU_TEXTS):
-        print(f"skipped: {HU_TEXTS[0].parent} not found")
-        return
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, shared with other jobs "
-          f"(load average {os.getloadavg()[0]:.1f} at start); Python {platform.python_version()}")
     with tempfile.TemporaryDirectory(prefix="bench_vocab_shard_") as tmp:
         tmp = Path(tmp)
+        if args.smoke:
+            from _smoke_data import VOCAB_SIZE, shared_data
+
+            data = shared_data(tmp / "smoke")
+            HU_TEXTS = [data / "hu" / path.name for path in HU_TEXTS]
+            args.runs, args.repeat, args.vocab_size = 1, 2, VOCAB_SIZE
+        if not all(p.is_file() for p in HU_TEXTS):
+            print(f"skipped: {HU_TEXTS[0].parent} not found")
+            return
+        print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, shared with other "
+              f"jobs (load average {os.getloadavg()[0]:.1f} at start); Python {platform.python_version()}")
         filter_dir = tmp / "filter"
         make_parts(filter_dir)
         size = sum(p.stat().st_size for p in filter_dir.iterdir())

@@ -5,6 +5,7 @@ whole `engine.step()` (gradient reduction, clipping, step, all-gather of the wei
 the first two, and the ratio to ZeRO 0.
 
     .venv/bin/python bench/zero_optimizer.py [--preset small] [--ranks 2] [--steps 6] [--precision fp32]
+    .venv/bin/python bench/zero_optimizer.py --smoke   # tiny, 2 ranks, 3 steps, LAMB: the script end to end
     # GPU (8 GPUs, bf16): .venv/bin/python bench/zero_optimizer.py --preset 1.5b --ranks 8 --precision bf16
 
 Starts `--ranks` processes with torchrun (gloo on CPU, NCCL on GPU) and prints a table from rank 0.
@@ -114,8 +115,11 @@ def main() -> None:
     parser.add_argument("--micro-batch", type=int, default=1)
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--optimizers", nargs="+", default=["lamb", "lans"])
+    parser.add_argument("--smoke", action="store_true", help="--preset tiny --ranks 2 --steps 3 --optimizers lamb")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.smoke:  # 3 steps: the medians are over steps 3..
+        args.preset, args.ranks, args.steps, args.optimizers = "tiny", 2, 3, ["lamb"]
     if args.worker:
         return worker(args)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}

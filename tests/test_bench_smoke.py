@@ -1,0 +1,47 @@
+"""Every bench/ script end to end in its --smoke mode (its smallest setting, CPU, no network, data it generates), so
+that a change to an internal API a benchmark uses fails here, not when someone next runs the benchmark. The scripts
+are found by glob: a new one needs a --smoke mode and a line in EXPECTED."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPTS = sorted(p.name for p in (REPO / "bench").glob("[!_]*.py"))  # bench/_*.py: the scripts' helpers
+# A row of each script's figures, searched in its output (numbers only: a crash in a table's code shows).
+EXPECTED = {
+    "estimate_memory.py": r"tiny +1 +\d+ +\d+ +\d+\.\d\d",
+    "extract.py": r"extract stage, 2 workers +[\d.]+ +\d+ +[\d.]+ +\d+ ",
+    "gpu.py": r"tiny +32 packed +[\d,.]+ +[\d,]+ ",
+    "hdf5.py": r"scaling 1 -> 2 workers: \d+\.\d\dx",
+    "kill_rerun.py": r"killed in stage: \w+ 1\nre-runs not exiting 0: \d+",
+    "packing.py": r"packed, nested / padded: \d+\.\d\dx best round",
+    "preemption.py": r"steps 1-2 equal the uninterrupted run's bit for bit",
+    "pretrain.py": r"speed-up: \d+\.\d\dx best round",
+    "scale.py": r"\| total \| \d+\.\d\d, \d+\.\d\d \| \d+\.\d\d, \d+\.\d\d \|",
+    "sentences_filter.py": r"langdetect +[\d.]+% +[\d.]+% +[\d,]+ +[\d.]+",
+    "splitter_agreement.py": r"rule splitter F1 vs quntoken [01]\.\d{4}: \d+ boundaries",
+    "vocab_memory.py": r"\| tokenizers \| - \| all \| [\d,]+ \| [\d,]+ MiB \| [\d.]+ \|",
+    "vocab_shard.py": r"2x +[\d.]+ MB: +[\d.]+ MB/s wall",
+    "zero_optimizer.py": r"lamb +2 +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+",
+}
+FAST = {"extract.py", "splitter_agreement.py", "vocab_memory.py", "vocab_shard.py"}  # ~1-3 s each; the rest slow
+# One thread a process: several of these start a few processes, which on two cores otherwise oversubscribe them
+# (bench/preemption.py: ~4x slower). CPU only, whatever the machine has.
+ENV = {**{k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                                                           "MASTER_PORT")},
+       "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+
+
+@pytest.mark.parametrize("script", [s if s in FAST else pytest.param(s, marks=pytest.mark.slow) for s in SCRIPTS])
+def test_bench_script_smoke(script, tmp_path):
+    assert script in EXPECTED, f"bench/{script}: add a pattern of its --smoke output to EXPECTED"
+    done = subprocess.run([sys.executable, str(REPO / "bench" / script), "--smoke"], cwd=tmp_path,
+                          env={**ENV, "TMPDIR": str(tmp_path)}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"bench/{script} --smoke exited {done.returncode}:\n{done.stderr[-3000:]}"
+    assert re.search(EXPECTED[script], done.stdout), f"bench/{script} --smoke printed:\n{done.stdout[-3000:]}"
