@@ -112,15 +112,7 @@ def hdf5_files(directory: Path) -> list[Path]:
 def training_files(data_dir: Path) -> list[Path]:
     """The files to train on: a variant directory's training split, or a flat directory's files; ConfigError if
     there are none."""
-    data_dir = Path(data_dir)
-    if not data_dir.is_dir():
-        raise ConfigError(f"{data_dir}: not a directory")
-    split = data_dir / TRAINING if is_variant_dir(data_dir) else data_dir
-    files = hdf5_files(split)
-    if not files:
-        raise ConfigError(f"{split}: no HDF5 files (*.hdf5); expected the output of the hdf5 stage "
-                          f"(data/<lang>/hdf5/<variant>/)")
-    return files
+    return _named_split(data_dir, TRAINING, "; expected the output of the hdf5 stage (data/<lang>/hdf5/<variant>/)")
 
 
 def held_out_split(data_dir: Path) -> list[Path]:
@@ -132,14 +124,19 @@ def held_out_split(data_dir: Path) -> list[Path]:
 def held_out_files(data_dir: Path) -> list[Path]:
     """The files to evaluate on when a directory is named for that (`pretrain eval --data`, eval_data): a variant
     directory's test split, or a flat directory's files; ConfigError if there are none."""
+    return _named_split(data_dir, TEST, " to evaluate on; expected a variant directory with test/*.hdf5 or a "
+                                        "directory of HDF5 files")
+
+
+def _named_split(data_dir: Path, split: str, hint: str) -> list[Path]:
+    """The files of a directory the user named: a variant directory's `split`, or a flat directory's files."""
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise ConfigError(f"{data_dir}: not a directory")
-    split = data_dir / TEST if is_variant_dir(data_dir) else data_dir
-    files = hdf5_files(split)
+    directory = data_dir / split if is_variant_dir(data_dir) else data_dir
+    files = hdf5_files(directory)
     if not files:
-        raise ConfigError(f"{split}: no HDF5 files (*.hdf5) to evaluate on; expected a variant directory with "
-                          f"test/*.hdf5 or a directory of HDF5 files")
+        raise ConfigError(f"{directory}: no HDF5 files (*.hdf5){hint}")
     return files
 
 
