@@ -51,7 +51,7 @@ from wiki2bert_core.log import LOGGER_NAME, progress
 from pipeline.stages.hdf5.malloc import reuse_freed_memory
 from pipeline.stages.hdf5.tokenize import TokenFiles, id_dtype, token_batches
 from pipeline.stages import Stage, StageContext
-from wiki2bert_core.variant_dir import SPLITS, VariantParams, split_file, write_variant_files
+from wiki2bert_core.variant_dir import SPLITS, TEST, TRAINING, VariantParams, split_file, write_variant_files
 from wiki2bert_core.wordpiece import load_tokenizer, read_vocab, special_token_ids, write_tokenizer_files
 
 FILE_FORMAT = 2  # part of each file's key: a change to how bytes are made must change it
@@ -337,7 +337,7 @@ def _variant_summary(files: dict[str, dict]) -> dict:
     def total(key, split=None):
         return sum(c[key] for name, c in files.items() if split is None or name.startswith(f"{split}/"))
     instances = total("instances")
-    return {"training_instances": total("instances", "training"), "test_instances": total("instances", "test"),
+    return {"training_instances": total("instances", TRAINING), "test_instances": total("instances", TEST),
             "masked_tokens": total("masked_tokens"),
             "random_next_share": round(total("random_next") / max(1, instances), 4),
             "short_target_share": round(total("short_targets") / max(1, total("document_rounds")), 4)}
