@@ -73,11 +73,16 @@ ZH = {
     ],
 }
 
+# title -> sentences of documents the filter must drop, with the reason (the first failing check)
 GARBAGE_JA = {
     "都道府県の一覧": ["北海道", "青森県", "岩手県", "宮城県", "秋田県", "山形県", "福島県", "茨城県"],
     "年表": ["1901 年 3 月 12 日 : 1 , 2 , 3", "1902 年 4 月 15 日 : 4 , 5 , 6", "1903 年 5 月 18 日 : 7 , 8 , 9",
            "1904 年 6 月 21 日 : 10 , 11 , 12"],
     "小さな記事": ["富士山 は 日本 で 一番 高い 山 で ある 。"],
+    "統計": ["人口 は 1234567 人 、 面積 は 8901234 平方 キロ 。"] * 4,
+    "English": ["The station opened in 1925 and was rebuilt in 1998 with a library upstairs.",
+                "Every morning many commuters take the train from here to the city centre.",
+                "The name comes from an old harbour that once stood near the station."],
 }
 
 GARBAGE_ZH = {
@@ -85,4 +90,9 @@ GARBAGE_ZH = {
     "年表": ["1901 年 3 月 12 日 : 1 , 2 , 3", "1902 年 4 月 15 日 : 4 , 5 , 6", "1903 年 5 月 18 日 : 7 , 8 , 9",
            "1904 年 6 月 21 日 : 10 , 11 , 12"],
     "小条目": ["北京 是 中国 的 首都 。"],
+    "统计": ["人口 为 1234567 人 ， 面积 为 8901234 平方 公里 。"] * 4,
+    "日本語": unspaced(JA["光合成"]),
 }
+GARBAGE_REASONS = {"都道府県の一覧": "avg_words", "省份列表": "avg_words", "年表": "avg_words",
+                   "小さな記事": "min_sentences", "小条目": "min_sentences", "統計": "digit_ratio", "统计": "digit_ratio",
+                   "English": "language", "日本語": "language"}
