@@ -54,3 +54,8 @@ def count_words(text: str, chars_per_word: float) -> float:
     rest (so a number or a punctuation run between them is one word, as in space-separated text)."""
     rest, letters = split_unspaced(text)
     return len(rest.split()) + letters / chars_per_word
+
+
+def recorded_chars_per_word(filter_manifest: dict | None) -> float | None:
+    """The chars_per_word the filter ran with, from its manifest: how downstream figures count words the same way."""
+    return ((filter_manifest or {}).get("config") or {}).get("chars_per_word")
