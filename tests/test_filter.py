@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import load_pipeline_config
-from wiki2bert_core.errors import DataError
+from wiki2bert_core.errors import ConfigError, DataError
 from pipeline.text_files import iter_documents, write_document
-from pipeline.runner import run_stage
+from pipeline.runner import config_hash, run_stage
 from pipeline.stages.filter import REASONS, DocumentChecker, FilterConfig, run
 from pipeline.words import UNSPACED_LETTER
 from unspaced_text import GARBAGE_JA, GARBAGE_REASONS, GARBAGE_ZH, JA, ZH, unspaced
@@ -129,6 +129,19 @@ def test_counting_unspaced_scripts_leaves_spaced_text_decisions_alone(checker):
     unspaced_checker = DocumentChecker(FilterConfig(word_chars=HU, chars_per_word=1.7), "hu", check_language=True)
     for document in [GOOD, ENGLISH, *CRAFTED.values()]:
         assert unspaced_checker.reason(document) == checker.reason(document)
+
+
+def test_chars_per_word_must_be_positive():
+    with pytest.raises(ConfigError, match=r"filter\.chars_per_word: must be positive"):
+        FilterConfig(chars_per_word=0)
+
+
+def test_work_made_before_chars_per_word_existed_stays_current():
+    """Left null, chars_per_word is not in the config hash: the Hungarian filter hashes as before it was added (the
+    hash at commit 264c8ff), so a work directory made then is not re-run from the filter on."""
+    before = "ad81b215aa6e861d3ee3e9e43b61ba340659367e58b9de7147f1e9306c00a7d6"
+    assert config_hash(FilterConfig(word_chars=HU)) == before
+    assert config_hash(FilterConfig(word_chars=HU, chars_per_word=1.7)) != before
 
 
 # --- the stage ----------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from typing import Literal
 
 import numpy as np
 
+from wiki2bert_core.config import added_later
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import atomic_write, write_json
 from pipeline.text_files import iter_documents, list_parts, write_document
@@ -76,7 +77,7 @@ class FilterConfig:
     word_chars: str | None = None  # the language's lowercase alphabet; null: any letter
     # letters of scripts written without spaces (Han, kana, Thai, ...) per word and token: the language's mean word
     # length, e.g. 1.7 for Japanese; null: every word is space-separated, as TurkuNLP counts them
-    chars_per_word: float | None = None
+    chars_per_word: float | None = added_later(None)
     langid: Literal["py3langid", "langdetect", "none"] = "py3langid"  # py3langid, langdetect (seeded) or none
     language: str | None = None  # the code langid must return; null: --lang
     langid_chars: int = 2000  # characters of each document given to langid
