@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import load_pipeline_config
-from wiki2bert_core.errors import DataError
+from wiki2bert_core.errors import ConfigError, DataError
 from pipeline.text_files import iter_documents, write_document
-from pipeline.runner import run_stage
+from pipeline.runner import config_hash, run_stage
 from pipeline.stages.filter import REASONS, DocumentChecker, FilterConfig, run
+from pipeline.words import UNSPACED_LETTER
+from unspaced_text import GARBAGE_JA, GARBAGE_REASONS, GARBAGE_ZH, JA, ZH, unspaced
 
 HU = "abcdefghijklmnopqrstuvwxyzáéíóöúüőű"
 GOOD = [  # 5 sentences, 58 words of plain Hungarian prose
@@ -86,6 +88,60 @@ def test_langdetect_is_one_config_value_away():
     checker = DocumentChecker(FilterConfig(word_chars=HU, langid="langdetect"), "hu", check_language=True)
     assert checker.reason(GOOD) == 0
     assert REASONS[checker.reason(ENGLISH) - 1] == "language"
+
+
+# --- languages written without spaces ------------------------------------------------------------------------------
+
+STAGES_YAML = Path(__file__).parent.parent / "stages.yaml"
+
+
+def profile_checker(lang: str) -> DocumentChecker:
+    return DocumentChecker(load_pipeline_config(STAGES_YAML, lang).stage_configs["filter"], lang, check_language=True)
+
+
+def reason_name(code: int) -> str:
+    return "kept" if code == 0 else REASONS[code - 1]
+
+
+@pytest.mark.parametrize("lang,documents", [("ja", JA), ("zh", ZH)])
+def test_unspaced_prose_is_kept_with_its_profile(lang, documents):
+    checker = profile_checker(lang)
+    assert {title: reason_name(checker.reason(unspaced(s))) for title, s in documents.items()} == {
+        title: "kept" for title in documents}
+
+
+@pytest.mark.parametrize("lang,documents", [("ja", GARBAGE_JA), ("zh", GARBAGE_ZH)])
+def test_unspaced_garbage_is_still_dropped_with_its_profile(lang, documents):
+    checker = profile_checker(lang)
+    assert {title: reason_name(checker.reason(s if title in ("English", "日本語") else unspaced(s)))
+            for title, s in documents.items()} == {title: GARBAGE_REASONS[title] for title in documents}
+
+
+@pytest.mark.parametrize("lang,documents", [("ja", JA), ("zh", ZH)])
+def test_profile_chars_per_word_is_the_word_length_of_a_hand_segmentation(lang, documents):
+    chars_per_word = load_pipeline_config(STAGES_YAML, lang).stage_configs["filter"].chars_per_word
+    words = [w for sentences in documents.values() for s in sentences for w in s.split() if UNSPACED_LETTER.search(w)]
+    assert chars_per_word == pytest.approx(sum(len(UNSPACED_LETTER.findall(w)) for w in words) / len(words), abs=0.05)
+
+
+def test_counting_unspaced_scripts_leaves_spaced_text_decisions_alone(checker):
+    """With chars_per_word set, text without letters of unspaced scripts is counted exactly as TurkuNLP counts it."""
+    unspaced_checker = DocumentChecker(FilterConfig(word_chars=HU, chars_per_word=1.7), "hu", check_language=True)
+    for document in [GOOD, ENGLISH, *CRAFTED.values()]:
+        assert unspaced_checker.reason(document) == checker.reason(document)
+
+
+def test_chars_per_word_must_be_positive():
+    with pytest.raises(ConfigError, match=r"filter\.chars_per_word: must be positive"):
+        FilterConfig(chars_per_word=0)
+
+
+def test_work_made_before_chars_per_word_existed_stays_current():
+    """Left null, chars_per_word is not in the config hash: the Hungarian filter hashes as before it was added (the
+    hash at commit 264c8ff), so a work directory made then is not re-run from the filter on."""
+    before = "ad81b215aa6e861d3ee3e9e43b61ba340659367e58b9de7147f1e9306c00a7d6"
+    assert config_hash(FilterConfig(word_chars=HU)) == before
+    assert config_hash(FilterConfig(word_chars=HU, chars_per_word=1.7)) != before
 
 
 # --- the stage ----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import h5py
 import pytest
 
 from wiki2bert_core.hdf5_format import DTYPES, read_rows
+from wiki2bert_core.wordpiece import SPECIAL_TOKENS, read_vocab, wordpiece_tokenizer
 
 from pipeline.cli import main
 
@@ -71,3 +72,22 @@ def test_a_work_dir_with_no_stage_done_is_one_line(tmp_path, monkeypatch, capsys
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "no finished stages" in err, err
     assert not (tmp_path / "hu" / "report").exists()
+
+
+def test_tokens_per_word_of_unspaced_text_counts_words_as_the_filter_did(tmp_path, monkeypatch):
+    """With filter.chars_per_word set, a word of the test split is chars_per_word characters of an unspaced script,
+    not a BERT word (BERT makes each kanji a word: 6 here, which would give 7/6 tokens per word)."""
+    lang = tmp_path / "hu"
+    vocab = [*SPECIAL_TOKENS, *"東京は大きい。", *(f"##{c}" for c in "東京は大きい")]
+    (lang / "vocab").mkdir(parents=True)
+    (lang / "vocab" / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    wordpiece_tokenizer(read_vocab(lang / "vocab" / "vocab.txt")).save(str(lang / "vocab" / "tokenizer.json"))
+    manifest(lang / "vocab", {})
+    manifest(lang / "filter", {})
+    (lang / "filter" / "_manifest.json").write_text(json.dumps({"stage": "filter", "config": {"chars_per_word": 1.7}}))
+    manifest(lang / "shard", {})
+    (lang / "shard" / "test_0000.txt").write_text("東京は大きい。\n\n", encoding="utf-8")
+    assert run(monkeypatch, "--workdir", str(tmp_path), "--out", str(tmp_path / "r")) == 0
+    page = (tmp_path / "r" / "report.html").read_text(encoding="utf-8")
+    # 東 京 は 大 き ##い 。: 7 tokens; 6 kanji and kana / 1.7 + "。" = 4.53 words
+    assert f"tokens per word (test split)</td><td>{7 / (6 / 1.7 + 1):.3f}<" in page

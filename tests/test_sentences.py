@@ -15,6 +15,7 @@ from pipeline.runner import MANIFEST, run_stage
 from pipeline.stages import StageContext
 from pipeline.stages.sentences.stage import SentencesConfig, run
 from pipeline.stages.sentences.splitters import QuntokenSplitter, RuleSplitter, check_quntoken, normalize_paragraph
+from unspaced_text import JA, ZH, unspaced
 
 try:
     check_quntoken()
@@ -48,13 +49,27 @@ RULE_CASES = [
     ("fr", ["M. Dupont habite à Paris.", "Il travaille chez Renault."]),
     ("xx", ["Abc def ghi.", "Jkl mno pqr!", "Stu vwx yz?"]),
     ("zh", ["今天天气很好。", "我们去公园吧！"]),
+    # after a CJK full stop, a quotation mark opens the next sentence unless it closes a quote of this one
+    ("ja", ["彼は学校に行った。", "「明日も来る？」", "先生はそう聞いた。"]),
+    ("ja", ["駅の名前は古い港に由来する。", '"みなと"という言葉が残った。']),
+    ("ja", ['彼は"もう帰る。"', "そして駅へ向かった。"]),
+    ("ja", ["ここで終わる。", "'引用'から始まる文。"]),
+    ("zh", ['他说："我们走吧。"', '大家都同意了。', '"好的。"', '她回答。']),
+    ("zh", ["他说：“我们走吧。”", "大家都同意了。", "“好的。”", "她回答。"]),
+    ("ja", ["雪が降った（大雪）。", "『雪国』は小説だ。"]),
 ]
 
 
 @pytest.mark.parametrize("language,expected", RULE_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(RULE_CASES)])
 def test_rule_splitter_boundaries(language, expected):
-    joiner = "" if language == "zh" else " "
+    joiner = "" if language in ("ja", "zh") else " "
     assert RuleSplitter(language).split_paragraph(joiner.join(expected)) == expected
+
+
+@pytest.mark.parametrize("language,documents", [("ja", JA), ("zh", ZH)])
+def test_unspaced_prose_is_split_into_its_sentences(language, documents):
+    for sentences in documents.values():
+        assert RuleSplitter(language).split_paragraph("".join(unspaced(sentences))) == unspaced(sentences)
 
 
 def test_rule_splitter_extra_abbreviations_and_unknown_language():

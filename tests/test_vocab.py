@@ -14,7 +14,11 @@ from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.errors import DataError
 from pipeline.stages.vocab import (VocabConfig, bert_normalization_rules, bert_vocabulary, run,
                                    sentencepiece_to_wordpiece)
+from wiki2bert_core.files import write_json
 from wiki2bert_core.wordpiece import load_tokenizer, read_vocab, special_token_ids
+from pipeline.runner import MANIFEST
+from pipeline.words import count_words
+from unspaced_text import JA, unspaced
 
 SYLLABLES = ["al", "ma", "kör", "te", "sző", "lő", "fű", "víz", "tű", "rő", "ár", "ka", "bá", "szél", "őr", "ül",
              "ne", "űr", "mű", "hí", "dú", "gyö", "ke", "rés", "pi", "ros", "zöld", "ég", "ó", "ta", "nya", "és", "le"]
@@ -77,6 +81,18 @@ def test_sentencepiece_sees_the_words_the_bert_tokenizer_sees(tmp_path, lowercas
                              "a+b=c <x> $5 ^_^ `q` ~| 1.5", "Ünnepi ŐSZ Ǆ ǅ ﬁ ①", "e\u0301 \U0001F600 \U000E0041"]:
         expected = [w for w, _ in pre_tokenizers.BertPreTokenizer().pre_tokenize_str(normalizer.normalize_str(line))]
         assert processor.normalize(line).split("▁")[1:] == expected, line
+
+
+def test_tokens_per_word_counts_unspaced_words_as_the_filter_did(tmp_path, write_document_parts, run_vocab):
+    """A Japanese corpus whose filter counted chars_per_word characters a word: tokens per word is per such word,
+    not per BERT word (BERT makes every kanji a word of its own and a run of kana another)."""
+    documents = [unspaced(sentences) for sentences in JA.values()] * 5
+    filter_dir = write_document_parts(tmp_path / "filter", documents, 1)
+    write_json(filter_dir / MANIFEST, {"stage": "filter", "config": {"chars_per_word": 1.7}})
+    out, counts = run_vocab(tmp_path, filter_dir, vocab_size=300)
+    sentences = [s for d in documents for s in d]
+    tokens = sum(len(e.ids) for e in load_tokenizer(out).encode_batch(sentences, add_special_tokens=False))
+    assert counts["sample_tokens_per_word"] == round(tokens / sum(count_words(s, 1.7) for s in sentences), 4)
 
 
 @pytest.mark.parametrize("method", ["sentencepiece", "tokenizers"])

@@ -206,6 +206,18 @@ def changeable(default: Any = dataclasses.MISSING, *, default_factory: Any = dat
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"changeable": True})
 
 
+def added_later(default: Any) -> Any:
+    """A dataclass field added after work was made with its class, whose `default` gives the outputs made before it
+    existed: left out of a stage's config hash while it has that default, so that work stays current."""
+    return dataclasses.field(default=default, metadata={"added_later": True})
+
+
+def unhashed_defaults(config) -> tuple[str, ...]:
+    """The fields of `config` declared `added_later()` that have their default."""
+    return tuple(f.name for f in dataclasses.fields(config)
+                 if f.metadata.get("added_later") and getattr(config, f.name) == f.default)
+
+
 def changeable_fields(cls: type) -> tuple[str, ...]:
     """The fields of config dataclass `cls` declared `changeable()`."""
     return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("changeable"))

@@ -18,6 +18,11 @@ the same way; a document's reason is its first failing check:
 A word is 2+ letters of `word_chars` with an optional capital first (any letters when `word_chars` is null);
 characters are those of the sentences, newlines excluded. A null threshold turns its check off.
 
+Languages written without spaces (Japanese, Chinese, Thai, ...): with `chars_per_word` set, the letters of those
+scripts count as letters / chars_per_word words and tokens, and a sentence holding one has a word
+(`pipeline.words`); the rest of the text is counted as above. Text without such letters gets the same decisions
+whatever `chars_per_word` is. docs/pipeline.md ("Languages without spaces") gives the profiles' thresholds.
+
 Language identification: py3langid by default, langdetect on request (docs/performance.md compares their
 accuracy and speed). Both are deterministic (langdetect is seeded). Each gets the first `langid_chars` characters
 of the document: identification is the slowest check, and a Wikipedia lead is in the article's language. A
@@ -41,11 +46,13 @@ from typing import Literal
 
 import numpy as np
 
-from wiki2bert_core.errors import DataError
+from wiki2bert_core.config import added_later
+from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import atomic_write, write_json
 from pipeline.text_files import iter_documents, list_parts, write_document
 from wiki2bert_core.log import progress
 from pipeline.stages import Stage, StageContext
+from pipeline.words import split_unspaced
 
 REASONS = ("avg_words", "min_sentences", "max_sentences", "min_tokens", "max_tokens", "no_word_ratio", "punct_ratio",
            "upper_ratio", "digit_ratio", "foreign_ratio", "min_words", "language", "duplicate")
@@ -68,11 +75,18 @@ class FilterConfig:
     max_foreign_ratio: float | None = 0.02  # letters outside word_chars / characters (off while word_chars is null)
     min_words: int | None = 30  # a word: 2+ letters of word_chars, optionally capitalized
     word_chars: str | None = None  # the language's lowercase alphabet; null: any letter
+    # letters of scripts written without spaces (Han, kana, Thai, ...) per word and token: the language's mean word
+    # length, e.g. 1.7 for Japanese; null: every word is space-separated, as TurkuNLP counts them
+    chars_per_word: float | None = added_later(None)
     langid: Literal["py3langid", "langdetect", "none"] = "py3langid"  # py3langid, langdetect (seeded) or none
     language: str | None = None  # the code langid must return; null: --lang
     langid_chars: int = 2000  # characters of each document given to langid
     dedup: bool = True  # drop exact duplicates (whitespace-normalized, casefolded text)
     examples: int = 5  # example titles per reason in report.json
+
+    def __post_init__(self):
+        if self.chars_per_word is not None and not self.chars_per_word > 0:
+            raise ConfigError(f"filter.chars_per_word: must be positive (or null), got {self.chars_per_word}")
 
 
 def run(config: FilterConfig, ctx: StageContext) -> dict:
@@ -174,10 +188,15 @@ class DocumentChecker:
     def reason(self, sentences: list[str]) -> int:
         """KEPT, or the code of the first failing check (duplicates are decided later)."""
         c = self.config
-        text = "\n".join(sentences)
         n = len(sentences)
-        words = len(self.word.findall(text))
-        tokens = len(text.split())
+        # (sentence with unspaced-script letters blanked, words they make): the sentence itself and 0 in spaced text
+        counted = ([(s, 0) for s in sentences] if c.chars_per_word is None else
+                   [(rest, letters / c.chars_per_word) for rest, letters in map(split_unspaced, sentences)])
+        unspaced_words = sum(w for _, w in counted)
+        text = "\n".join(sentences)
+        rest = "\n".join(r for r, _ in counted)
+        words = len(self.word.findall(rest)) + unspaced_words
+        tokens = len(rest.split()) + unspaced_words
         chars = len(text) - (n - 1)
         upper, digit, punct, foreign = np.bincount(
             self.flags[np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)],
@@ -189,7 +208,7 @@ class DocumentChecker:
             c.min_tokens is not None and tokens < c.min_tokens,
             c.max_tokens is not None and tokens > c.max_tokens,
             c.max_no_word_ratio is not None
-            and sum(self.word.search(s) is None for s in sentences) / n > c.max_no_word_ratio,
+            and sum(not w and self.word.search(r) is None for r, w in counted) / n > c.max_no_word_ratio,
             c.max_punct_ratio is not None and punct / chars > c.max_punct_ratio,
             c.max_upper_ratio is not None and upper / chars > c.max_upper_ratio,
             c.max_digit_ratio is not None and digit / chars > c.max_digit_ratio,

@@ -36,7 +36,9 @@ from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.errors import DataError
 from pipeline.text_files import list_parts
 from wiki2bert_core.log import progress
+from pipeline.runner import read_manifest
 from pipeline.stages import Stage, StageContext
+from pipeline.words import count_words, recorded_chars_per_word
 from wiki2bert_core.wordpiece import (SPECIAL_TOKENS, load_tokenizer, special_token_ids, wordpiece_tokenizer,
                                 write_tokenizer_dir)
 
@@ -96,7 +98,8 @@ def run(config: VocabConfig, ctx: StageContext) -> dict:
     added = len(tokens) - len(bert_vocabulary(trained, config.unused_tokens, add_characters=False))
     vocab = write_tokenizer_dir(ctx.out_dir, tokens, lowercase=config.lowercase, strip_accents=config.strip_accents)
     ctx.log.info("vocab: %d tokens (%d missing characters added), [UNK]=%d", len(vocab), added, vocab["[UNK]"])
-    unk_rate, tokens_per_word = _sample_quality(load_tokenizer(ctx.out_dir), vocab["[UNK]"], corpus.sample)
+    unk_rate, tokens_per_word = _sample_quality(load_tokenizer(ctx.out_dir), vocab["[UNK]"], corpus.sample,
+                                                recorded_chars_per_word(read_manifest(filter_dir)))
     return {
         "vocab_size": len(vocab),
         "model_vocab_size": -(-len(vocab) // 8) * 8,
@@ -334,12 +337,14 @@ def _alphabet(raw_counts: dict[str, int], normalizer, limit: int) -> list[str]:
 
 # --- quality figures -----------------------------------------------------------------------------------------------
 
-def _sample_quality(tokenizer, unk_id: int, sample: list[str]) -> tuple[float, float]:
-    """[UNK] share of the tokens, and tokens per word (words as BERT splits them, punctuation included), on the
-    first sentences of the corpus."""
+def _sample_quality(tokenizer, unk_id: int, sample: list[str], chars_per_word: float | None) -> tuple[float, float]:
+    """[UNK] share of the tokens, and tokens per word on the first sentences of the corpus: words as BERT splits
+    them, punctuation included, or, where the filter counted words of unspaced scripts (`chars_per_word`, read
+    from its manifest), as the filter counted them (BERT makes each Han character a word)."""
     encodings = tokenizer.encode_batch(sample, add_special_tokens=False)
     tokens = sum(len(e.ids) for e in encodings)
-    words = sum(e.word_ids[-1] + 1 for e in encodings if e.word_ids)
+    words = (sum(e.word_ids[-1] + 1 for e in encodings if e.word_ids) if chars_per_word is None else
+             sum(count_words(s, chars_per_word) for s in sample))
     unks = sum(e.ids.count(unk_id) for e in encodings)
     return round(unks / max(tokens, 1), 5), round(tokens / max(words, 1), 4)
 

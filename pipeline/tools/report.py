@@ -19,6 +19,7 @@ from wiki2bert_core.hdf5_format import INPUT_MASK
 from wiki2bert_core.variant_dir import held_out_split, training_files
 from wiki2bert_core.wordpiece import load_tokenizer, read_vocab
 from pipeline.tools.verify import format_report, verify_path
+from pipeline.words import count_words, recorded_chars_per_word
 
 MANIFEST = "_manifest.json"
 DOCUMENT_SAMPLE = 20000  # documents whose tokens are counted (the first ones of the filter's output)
@@ -39,7 +40,7 @@ def write_report(lang_dir: Path, out_dir: Path) -> Path:
     if "hdf5" in done:
         sections += [_variant(d, out_dir, headline) for d in sorted((Path(lang_dir) / "hdf5").iterdir()) if d.is_dir()]
     if "shard" in done and "vocab" in done:
-        sections.append(_coverage(lang_dir, headline))
+        sections.append(_coverage(lang_dir, headline, recorded_chars_per_word(done.get("filter"))))
     rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in headline)
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>wiki2bert data report: {lang_dir}</title>"
             "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}img{width:49%}"
@@ -143,7 +144,9 @@ def _real_lengths(path: Path) -> np.ndarray:
         return f[INPUT_MASK][:].sum(1)
 
 
-def _coverage(lang_dir: Path, headline: list) -> str:
+def _coverage(lang_dir: Path, headline: list, chars_per_word: float | None) -> str:
+    """Unknown-token rate and tokens per word of the test split; words as BERT splits them, or as the filter counted
+    them where it counted words of unspaced scripts (`chars_per_word`, pipeline.words.count_words)."""
     vocab_dir = Path(lang_dir) / "vocab"
     unk = read_vocab(vocab_dir / "vocab.txt")["[UNK]"]
     tokenizer = load_tokenizer(vocab_dir)
@@ -153,7 +156,10 @@ def _coverage(lang_dir: Path, headline: list) -> str:
         for encoding in tokenizer.encode_batch(lines, add_special_tokens=False):
             total += len(encoding.ids)
             unknown += encoding.ids.count(unk)
-            words += len(set(w for w in encoding.word_ids if w is not None))
+            if chars_per_word is None:
+                words += len(set(w for w in encoding.word_ids if w is not None))
+        if chars_per_word is not None:
+            words += sum(count_words(line, chars_per_word) for line in lines)
     rate = unknown / max(1, total)
     headline += [("unknown-token rate (test split)", f"{rate:.4%}"),
                  ("tokens per word (test split)", f"{total / max(1, words):.3f}")]

@@ -15,7 +15,9 @@ Two splitters, both taking a batch of normalized paragraphs and returning the se
   symbol, or the word before is a known abbreviation, an initial ("J."), a dotted abbreviation
   ("U.S.", "i.e.") or, in languages that write ordinals with a period, an ordinal ("XIV.", a number
   before a number as in "2001. 02. 28.", a number in brackets "(2.)", a number after an article as in
-  "a 27. Sampras–Agassi", and in German "3." before any word).
+  "a 27. Sampras–Agassi", and in German "3." before any word). A CJK full stop (。！？) ends a sentence without
+  a space, together with the closing quotes and brackets after it (」』） ” ...); a straight quote after it closes
+  only a quote the sentence opened, else it opens the next sentence (。"引用"... starts a sentence with ").
 
 Why our own rule splitter rather than a library: docs/performance.md (sentences and filter) compares it
 with blingfire, syntok, sentence-splitter, sentencex and pysbd on 37 hand-written cases in 12 languages and on
@@ -85,11 +87,15 @@ def language_rules(language: str) -> LanguageRules:
 
 _CLOSERS = "'\"”’»)]"
 _OPENERS = "'\"“„‘«([¿¡"
+_CJK_CLOSERS = "」』）〕】〉》］｝"
+_STRAIGHT_QUOTES = "'\""
 # A sentence-final punctuation run, optional closing quotes/brackets, spaces, then the next word's
-# first character after any opening punctuation or dialogue dash. CJK full stops need no space.
+# first character after any opening punctuation or dialogue dash. CJK full stops need no space; the quotes and
+# brackets after one are taken whole (possessive: never given back to the lookahead, which would split "。”" at the
+# end of a paragraph between the full stop and its quote), and `_closing_length` decides which of them close.
 _CANDIDATE = re.compile(
     rf"([.!?…։؟۔।॥။።]+)([{re.escape(_CLOSERS)}]*) +(?=(?:[–—] )?[{re.escape(_OPENERS)}]*(\S))"
-    rf"|([。！？]+[」』）{re.escape(_CLOSERS)}]*) *(?=\S)")
+    rf"|([。！？｡]+)([{_CJK_CLOSERS}{re.escape(_CLOSERS)}]*+) *(?=\S)")
 _DOTTED = re.compile(r"^(?:[^\W\d_]{1,4}\.)+[^\W\d_]{1,4}$")  # U.S, i.e, Ph.D
 _ROMAN = re.compile(r"^[IVXLCDM]+$")  # case-sensitive: "mix." is not a numeral
 
@@ -111,11 +117,14 @@ class RuleSplitter:
     def split_paragraph(self, text: str) -> list[str]:
         sentences, start = [], 0
         for m in _CANDIDATE.finditer(text):
-            if m.group(4) is None and not self._ends_sentence(text, m):
-                continue
-            end = m.end(2) if m.group(4) is None else m.end(4)
+            if m.group(4) is None:
+                if not self._ends_sentence(text, m):
+                    continue
+                end = m.end(2)
+            else:
+                end = m.end(4) + _closing_length(text[start:m.end(4)], m.group(5))
             sentences.append(text[start:end].strip())
-            start = m.end()
+            start = end
         tail = text[start:].strip()
         if tail:
             sentences.append(tail)
@@ -150,6 +159,15 @@ class RuleSplitter:
         if self.capitalized_ordinals and raw.isdigit() and len(raw) <= 2:
             return False
         return True
+
+
+def _closing_length(sentence: str, closers: str) -> int:
+    """How many of the quotes and brackets after a CJK full stop belong to `sentence`: all of them, up to a straight
+    quote that the sentence has not opened (an even number of them so far), which opens the next sentence."""
+    for i, c in enumerate(closers):
+        if c in _STRAIGHT_QUOTES and (sentence + closers[:i]).count(c) % 2 == 0:
+            return i
+    return len(closers)
 
 
 def _word_set(words) -> frozenset[str]:
