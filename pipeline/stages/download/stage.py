@@ -33,7 +33,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from wiki2bert_core.config import changeable
+from wiki2bert_core.config import SettingError, changeable
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import file_fingerprint, remove_tree, write_json
 from wiki2bert_core.log import progress
@@ -57,6 +57,15 @@ class DownloadConfig:
     backoff_s: float = changeable(2.0)  # wait before the first retry; doubles with each retry in a row
     timeout_s: float = changeable(60.0)  # socket timeout for connecting and for each read
     chunk_bytes: int = changeable(1 << 20)  # read/write block size
+
+    def __post_init__(self):
+        for name in ("retries", "backoff_s"):
+            if (value := getattr(self, name)) < 0:
+                raise SettingError(name, f"must not be negative, got {value}")
+        if self.timeout_s <= 0:
+            raise SettingError("timeout_s", f"must be above 0, got {self.timeout_s}")
+        if self.chunk_bytes < 1:
+            raise SettingError("chunk_bytes", f"must be at least 1, got {self.chunk_bytes}")
 
 
 def run(config: DownloadConfig, ctx: StageContext) -> dict:
