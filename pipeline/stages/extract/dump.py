@@ -147,7 +147,8 @@ class DumpFile:
             if title.startswith(template_prefix):
                 template_streams.add(len(offsets) - 1)
         if offsets[-1] >= size:
-            if (problem := bz2_end_problem(self.path)) is None:
+            if (problem := bz2_end_problem(self.path, unknown=f"no bz2 stream starts in its last {BZ2_END_BYTES:,} "
+                                                             "bytes")) is None:
                 raise DataError(f"{self.index}: lists a bz2 stream at byte {offsets[-1]:,}, but {self.path} ends "
                                 f"complete at {size:,} bytes: the index of another dump? (use the index of the same "
                                 "dump run)")
@@ -188,9 +189,9 @@ class DumpFile:
             yield _split_lines(_read_chunks(text, where, damage, self.compression)), where
 
 
-def bz2_end_problem(path: Path, xml: bool = True) -> str | None:
+def bz2_end_problem(path: Path, xml: bool = True, unknown: str | None = None) -> str | None:
     """Why a bz2 file does not end complete: it ends inside a bz2 stream, or (`xml`) the text of its last complete
-    streams does not end with </mediawiki>; None when it ends complete, or when no stream starts in its last
+    streams does not end with </mediawiki>; None when it ends complete; `unknown` when no stream starts in its last
     BZ2_END_BYTES (one stream over the whole file: only a full read can tell). Reads at most the last BZ2_END_BYTES
     of the file, and decompresses the streams that start there (from the last one back, to the first that is one)."""
     size = path.stat().st_size
@@ -212,7 +213,7 @@ def bz2_end_problem(path: Path, xml: bool = True) -> str | None:
         if xml and not _ends_with_closing_tag(b"".join(text)):
             return f"its last bz2 stream (at byte {base + start:,}) does not end with {CLOSING_TAG}: cut short"
         return None
-    return None
+    return unknown
 
 
 def _ends_with_closing_tag(text: bytes) -> bool:
