@@ -139,7 +139,9 @@ class _DropWritesAfterAFailure(io.RawIOBase):
         if self.failure is None:
             try:
                 self.raw.seek(self.position)
-                self.raw.write(data)
+                rest = memoryview(data)
+                while rest:  # an unbuffered write may write part of it (the last bytes that fit on a disk)
+                    rest = rest[self.raw.write(rest):]
             except OSError as e:
                 self.failure = e
                 raise
