@@ -156,10 +156,21 @@ def verify(path: Path = typer.Argument(..., help="An HDF5 file, or a directory s
 def report(lang: str = LangOpt, workdir: Path = WorkdirOpt,
            out: Optional[Path] = typer.Option(None, "--out", help="Directory for report.html and its PNGs "
                                                                "(default: <workdir>/<lang>/report)")) -> None:
-    """A one-page HTML report with PNG figures of the data the finished stages made; prints its path."""
+    """A one-page HTML report with PNG figures of the data the finished stages made; prints its path. Exit 1 when a
+    stage's files (or its inputs) are missing or changed since it finished, or an HDF5 file does not read: the
+    page names them and leaves their figures out."""
     from pipeline.tools.report import write_report
 
-    typer.echo(write_report(workdir / lang, out or workdir / lang / "report"))
+    lang_dir = workdir / lang
+    path, not_current, damaged = write_report(lang_dir, out or lang_dir / "report")
+    typer.echo(path)
+    problems = []
+    if not_current:
+        problems.append(f"{len(not_current)} stage{'s' if len(not_current) > 1 else ''} not current: "
+                        f"{'; '.join(not_current)} (`pipeline run --lang {lang}` makes them again)")
+    problems += damaged
+    if problems:
+        raise DataError(f"{lang_dir}: {'; '.join(problems)}; the report leaves their figures out")
 
 
 @app.command("sample-dump")

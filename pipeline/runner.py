@@ -68,10 +68,12 @@ def read_manifest(stage_dir: Path) -> dict | None:
     return read_json(stage_dir / MANIFEST, default=None)
 
 
-def stage_state(pcfg: PipelineConfig, lang_dir: Path, name: str, known: dict[str, StageState] | None = None,
+def stage_state(pcfg: PipelineConfig | None, lang_dir: Path, name: str, known: dict[str, StageState] | None = None,
                 corrupt: dict[str, str] | None = None) -> StageState:
     """The state of `name`, judged against the current config and its upstream manifests; `corrupt` (from
-    corrupt_stages) makes the stages whose bytes no longer match their sha256 stale."""
+    corrupt_stages) makes the stages whose bytes no longer match their sha256 stale. Without a config (`pcfg`
+    None), by the manifests alone: whether each stage's files and inputs are still those it recorded, whatever
+    settings made them."""
     known = {} if known is None else known
     corrupt = corrupt or {}
     if name in known:
@@ -82,7 +84,7 @@ def stage_state(pcfg: PipelineConfig, lang_dir: Path, name: str, known: dict[str
     if manifest is None:
         state = StageState(name, FAILED if failure.exists() else MISSING,
                            failure.read_text(encoding="utf-8").strip() if failure.exists() else "not run", None)
-    elif manifest.get("config_hash") != config_hash(pcfg.stage_configs[name]):
+    elif pcfg is not None and manifest.get("config_hash") != config_hash(pcfg.stage_configs[name]):
         state = StageState(name, STALE, "config changed", manifest)
     else:
         state = StageState(name, DONE, "", manifest)
@@ -97,8 +99,8 @@ def stage_state(pcfg: PipelineConfig, lang_dir: Path, name: str, known: dict[str
                     state = StageState(name, STALE, f"output {rel} missing or changed", manifest)
                     break
             else:
-                if stage.sources and (changed := _changed_source(manifest.get("sources", {}),
-                                                                  stage.sources(pcfg.stage_configs[name]))):
+                if pcfg is not None and stage.sources and (changed := _changed_source(
+                        manifest.get("sources", {}), stage.sources(pcfg.stage_configs[name]))):
                     state = StageState(name, STALE, f"input {changed} changed", manifest)
                 elif name in corrupt:
                     state = StageState(name, STALE, corrupt[name], manifest)

@@ -6,6 +6,7 @@ import dataclasses
 from typer.testing import CliRunner
 
 from wiki2bert_core.config import field_descriptions, read_yaml
+from wiki2bert_core.errors import ConfigError
 from pipeline.cli import app
 from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
 from pipeline.stages import stage_by_name
@@ -33,3 +34,34 @@ def test_config_command_shows_effective_values_and_descriptions():
     lines = result.output.splitlines()
     assert "shard.num_shards: 7  # training shards, balanced by size, whole documents only" in lines
     assert any(line.startswith('extract.redirect_words: ["ÁTIRÁNYÍTÁS", "REDIRECT"]  # localized') for line in lines)
+
+
+NEGATIVE_OR_OUT_OF_RANGE = [
+    "download.retries=-1", "download.backoff_s=-1", "download.timeout_s=-1", "download.timeout_s=0",
+    "download.chunk_bytes=0",
+    "extract.articles_per_part=0",
+    "filter.min_avg_words=-1", "filter.min_sentences=-1", "filter.max_sentences=-1", "filter.min_tokens=-1",
+    "filter.max_tokens=-1", "filter.max_no_word_ratio=-0.1", "filter.max_punct_ratio=-0.1",
+    "filter.max_upper_ratio=1.5", "filter.max_digit_ratio=-0.1", "filter.max_foreign_ratio=-0.1",
+    "filter.min_words=-1", "filter.langid_chars=0", "filter.examples=-1",
+    "vocab.vocab_size=0", "vocab.unused_tokens=-1", "vocab.character_coverage=-0.5", "vocab.input_sentence_size=-1",
+    "vocab.seed=-1", "vocab.min_frequency=-1", "vocab.limit_alphabet=0",
+    "shard.num_shards=0", "shard.test_fraction=-0.1", "shard.num_test_shards=-1", "shard.seed=-1",
+    "shard.min_documents_per_shard=0",
+    "hdf5.masked_lm_prob=-0.1", "hdf5.dupe_factor=0", "hdf5.short_seq_prob=-0.1", "hdf5.random_seed=-1",
+    "hdf5.gzip_level=-1", "hdf5.window_tokens=0",
+]
+
+
+def test_negative_counts_sizes_timeouts_and_probabilities_are_refused():
+    accepted, unnamed = [], []
+    for setting in NEGATIVE_OR_OUT_OF_RANGE:
+        key = setting.partition("=")[0]
+        try:
+            load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", [setting])
+        except ConfigError as e:
+            if f"{key}:" not in str(e) or "\n" in str(e):
+                unnamed.append(str(e))
+        else:
+            accepted.append(setting)
+    assert accepted == [] and unnamed == []

@@ -423,3 +423,24 @@ def test_killed_download_resumes_from_the_part_file(tmp_path, server):
     assert (out_dir(tmp_path) / DUMP).read_bytes() == dump
     assert manifest["counts"]["bytes_resumed"] == kept
     assert manifest["counts"]["bytes_downloaded"] == len(dump) - kept + len(server.files[f"/{WIKI}/{DATE}/{INDEX}"])
+
+
+def test_a_short_body_with_a_matching_content_length_is_not_a_finished_download(tmp_path, server):
+    """The server sends fewer bytes than the dump holds and a Content-Length that says so: the end of the dump
+    (a complete bz2 stream ending the XML with </mediawiki>) decides, before the stage is done."""
+    from pipeline.tools.sample_dump import write_sample_dump
+
+    dump = write_sample_dump(tmp_path / "dumps", 60, seed=0).read_bytes()
+    streams = [m.start() for m in re.finditer(rb"BZh91AY&SY", dump)]
+    url = f"{server.url}/{WIKI}/{DATE}/{DUMP}"
+    cut = len(dump) - 100  # in the last page stream
+    for cut, problem in ((cut, rf"ends inside the bz2 stream that starts at byte {streams[-2]:,} of {cut:,}"),
+                         (streams[-1], r"its last bz2 stream \(at byte [\d,]+\) does not end with </mediawiki>")):
+        server.files[f"/{WIKI}/{DATE}/{DUMP}"] = dump[:cut]
+        with pytest.raises(DataError, match=rf"^{re.escape(url)}: {problem}: cut short"):
+            run_download(tmp_path, server, source=url)
+        assert_nothing_complete(tmp_path)
+        assert not (tmp_path / "data" / "hu" / ".cache" / "download" / f"{DUMP}.part").exists()
+    server.files[f"/{WIKI}/{DATE}/{DUMP}"] = dump
+    run_download(tmp_path, server, source=url)
+    assert (out_dir(tmp_path) / DUMP).read_bytes() == dump

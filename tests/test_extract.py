@@ -254,7 +254,8 @@ def test_corrupt_stream_and_foreign_index(tmp_path, pages, multistream, run_extr
     other.mkdir()
     sample.write_multistream(sample.generate_pages(90, seed=4), other / "o.xml.bz2", other / "o-index.txt.bz2",
                              pages_per_stream=10)
-    with pytest.raises(DataError, match=rf"{dump.name}: bz2 stream at byte [\d,]+ is cut short \(ends at byte"):
+    with pytest.raises(DataError, match=rf"o-index.txt.bz2: lists a bz2 stream at byte [\d,]+ of \S+/{dump.name}, "
+                                        r"which has none there: the index of another dump\?"):
         run_extract(other, dump, other / "o-index.txt.bz2")
 
     lines = bz2.decompress(index.read_bytes()).decode().splitlines(keepends=True)
@@ -265,6 +266,17 @@ def test_corrupt_stream_and_foreign_index(tmp_path, pages, multistream, run_extr
     with pytest.raises(DataError, match=rf"{dump.name}: stream at byte {offsets[3]:,}: holds {len(fourth)} pages "
                                             rf"but the index lists {len(fourth) - 1}: does the index belong"):
         run_extract(short.parent, dump, short)
+
+
+def test_an_index_of_a_longer_dump_is_named_as_such_not_as_a_truncated_dump(tmp_path, multistream, run_extract):
+    dump, _ = multistream
+    longer = tmp_path / "longer"
+    longer.mkdir()
+    sample.write_multistream(sample.generate_pages(400, seed=4), longer / "l-multistream.xml.bz2",
+                             longer / "l-multistream-index.txt.bz2", pages_per_stream=10)
+    with pytest.raises(DataError, match=rf"l-multistream-index.txt.bz2: lists a bz2 stream at byte [\d,]+, but "
+                                        rf"\S+/{dump.name} ends complete at [\d,]+ bytes: the index of another dump\?"):
+        run_extract(longer, dump, longer / "l-multistream-index.txt.bz2")
 
 
 def test_damaged_bz2_is_reported_as_damage_not_as_bad_text(tmp_path, pages):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import load_pipeline_config
+from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
 from wiki2bert_core.errors import ConfigError, DataError
 from pipeline.text_files import iter_documents, write_document
 from pipeline.runner import config_hash, run_stage
@@ -132,8 +132,8 @@ def test_counting_unspaced_scripts_leaves_spaced_text_decisions_alone(checker):
 
 
 def test_chars_per_word_must_be_positive():
-    with pytest.raises(ConfigError, match=r"filter\.chars_per_word: must be positive"):
-        FilterConfig(chars_per_word=0)
+    with pytest.raises(ConfigError, match=r"--set filter.chars_per_word=0: filter\.chars_per_word: must be positive"):
+        load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", ["filter.chars_per_word=0"])
 
 
 def test_work_made_before_chars_per_word_existed_stays_current():

@@ -3,23 +3,34 @@ directory with no stage done."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import sys
 
 import h5py
 import pytest
 
+from wiki2bert_core.files import sha256_file
 from wiki2bert_core.hdf5_format import DTYPES, read_rows
 from wiki2bert_core.wordpiece import SPECIAL_TOKENS, read_vocab, wordpiece_tokenizer
 
 from pipeline.cli import main
+from pipeline.runner import fingerprint, read_manifest
+from pipeline.stages import stage_by_name
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def manifest(stage_dir, counts):
+    """The stage's _manifest.json as the runner writes it: its files, and the fingerprints of its inputs."""
     stage_dir.mkdir(parents=True, exist_ok=True)
-    (stage_dir / "_manifest.json").write_text(json.dumps({"stage": stage_dir.name, "counts": counts}))
+    outputs = {str(p.relative_to(stage_dir)): {"size": p.stat().st_size, "sha256": sha256_file(p),
+                                               "mtime_ns": p.stat().st_mtime_ns}
+               for p in sorted(stage_dir.rglob("*")) if p.is_file()}
+    inputs = {up: fingerprint(read_manifest(stage_dir.parent / up)) for up in stage_by_name(stage_dir.name).inputs}
+    (stage_dir / "_manifest.json").write_text(json.dumps({"stage": stage_dir.name, "config_hash": "",
+                                                          "inputs": inputs, "outputs": outputs, "counts": counts}))
 
 
 @pytest.fixture
@@ -33,15 +44,24 @@ def work_dir(tmp_path, write_dataset, write_hdf5, write_vocab_dir):
         with h5py.File(path, "w") as f:
             for key, value in arrays.items():
                 f.create_dataset(key, data=value.astype(DTYPES[key]))
-    manifest(lang / "hdf5", {})
     write_vocab_dir(lang / "vocab")
-    manifest(lang / "vocab", {})
-    manifest(lang / "extract", {"pages": 12, "articles": 9, "skipped": {"redirect": 3}})
-    manifest(lang / "filter", {"documents_kept": 3})
+    (lang / "download").mkdir()
+    (lang / "download" / "dump.json").write_text("{}")
+    for stage in ("extract", "sentences"):
+        (lang / stage).mkdir()
+        (lang / stage / "part-00000.txt").write_text("w1 w2 w3 w4 w5 w6 w7\n")
+    (lang / "filter").mkdir()
     (lang / "filter" / "report.json").write_text(json.dumps({"dropped": {"min_sentences": {"documents": 6}}}))
     (lang / "filter" / "part-00000.txt").write_text("w1 w2 w3\nw4 w5\n\nw6 zz\n\nw7\nw8\nw9 w10\n")
-    manifest(lang / "shard", {"training_documents": 2, "test_documents": 1})
+    (lang / "shard").mkdir()
     (lang / "shard" / "test_0000.txt").write_text("w1 w2 qq\nw3\n\n")
+    manifest(lang / "download", {})
+    manifest(lang / "extract", {"pages": 12, "articles": 9, "skipped": {"redirect": 3}})
+    manifest(lang / "sentences", {})
+    manifest(lang / "filter", {"documents_kept": 3})
+    manifest(lang / "shard", {"training_documents": 2, "test_documents": 1})
+    manifest(lang / "vocab", {})
+    manifest(lang / "hdf5", {})
     return tmp_path
 
 
@@ -78,16 +98,66 @@ def test_tokens_per_word_of_unspaced_text_counts_words_as_the_filter_did(tmp_pat
     """With filter.chars_per_word set, a word of the test split is chars_per_word characters of an unspaced script,
     not a BERT word (BERT makes each kanji a word: 6 here, which would give 7/6 tokens per word)."""
     lang = tmp_path / "hu"
+    manifest(lang / "download", {})
+    manifest(lang / "extract", {"pages": 1, "articles": 1})
+    manifest(lang / "sentences", {})
+    (lang / "filter").mkdir()
+    (lang / "filter" / "report.json").write_text("{}")
+    manifest(lang / "filter", {"documents_kept": 1})
+    recorded = json.loads((lang / "filter" / "_manifest.json").read_text())
+    (lang / "filter" / "_manifest.json").write_text(json.dumps({**recorded, "config": {"chars_per_word": 1.7}}))
     vocab = [*SPECIAL_TOKENS, *"東京は大きい。", *(f"##{c}" for c in "東京は大きい")]
     (lang / "vocab").mkdir(parents=True)
     (lang / "vocab" / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     wordpiece_tokenizer(read_vocab(lang / "vocab" / "vocab.txt")).save(str(lang / "vocab" / "tokenizer.json"))
     manifest(lang / "vocab", {})
-    manifest(lang / "filter", {})
-    (lang / "filter" / "_manifest.json").write_text(json.dumps({"stage": "filter", "config": {"chars_per_word": 1.7}}))
-    manifest(lang / "shard", {})
+    (lang / "shard").mkdir()
     (lang / "shard" / "test_0000.txt").write_text("東京は大きい。\n\n", encoding="utf-8")
+    manifest(lang / "shard", {"training_documents": 0, "test_documents": 1})
     assert run(monkeypatch, "--workdir", str(tmp_path), "--out", str(tmp_path / "r")) == 0
     page = (tmp_path / "r" / "report.html").read_text(encoding="utf-8")
     # 東 京 は 大 き ##い 。: 7 tokens; 6 kanji and kana / 1.7 + "。" = 4.53 words
     assert f"tokens per word (test split)</td><td>{7 / (6 / 1.7 + 1):.3f}<" in page
+
+
+def test_missing_or_changed_outputs_are_named_never_ok(work_dir, monkeypatch, capsys):
+    """The report judges the work directory by its manifests as `pipeline status` does (without the config: a stage
+    done with other settings still describes its data): a stage whose files are gone or changed is left out of
+    the figures, named on the page and on stderr, and the exit code is 1."""
+    lang = work_dir / "hu"
+    shutil.rmtree(lang / "hdf5" / "seq_len_32")  # a deleted variant
+    assert run(monkeypatch, "--workdir", str(work_dir), "--out", str(work_dir / "r")) == 1
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {lang}: 1 stage not current: {lang / 'hdf5'}: stale "
+                                                  "(output seq_len_32/"), lines
+    assert captured.out.strip() == str(work_dir / "r" / "report.html")  # written all the same, for what is current
+    page = (work_dir / "r" / "report.html").read_text()
+    assert "Not current" in page and "seq_len 32: padding share" not in page and "OK" not in page
+    assert "<td>pages</td><td>12</td>" in page  # the stages before it still report
+
+    (lang / "extract" / "part-00000.txt").write_text("")  # an emptied extract part: everything after it is stale
+    assert run(monkeypatch, "--workdir", str(work_dir), "--out", str(work_dir / "r")) == 1
+    err = capsys.readouterr().err
+    assert f"{lang / 'extract'}: stale (output part-00000.txt missing or changed)" in err
+    assert f"{lang / 'filter'}: stale (input sentences changed)" in err
+    page = (work_dir / "r" / "report.html").read_text()
+    assert "<td>pages</td>" not in page and "unknown-token rate" not in page
+
+    shutil.rmtree(lang / "sentences")  # a missing stage
+    assert run(monkeypatch, "--workdir", str(work_dir), "--out", str(work_dir / "r")) == 1
+    assert f"{lang / 'sentences'}: missing (not run)" in capsys.readouterr().err
+
+
+def test_an_unreadable_hdf5_file_is_named(work_dir, monkeypatch, capsys):
+    """A truncated HDF5 file that the manifests cannot catch (a work dir put together by hand, or bit rot at the
+    same size and mtime): named on the page and on stderr, exit 1."""
+    test_file = work_dir / "hu" / "hdf5" / "seq_len_32" / "test" / "test_0000.hdf5"
+    stat = test_file.stat()
+    data = test_file.read_bytes()
+    test_file.write_bytes(data[:5000] + bytes(len(data) - 5000))
+    os.utime(test_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert run(monkeypatch, "--workdir", str(work_dir), "--out", str(work_dir / "r")) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and f"{test_file}: cannot read the file" in err, err
+    assert f"{test_file}: cannot read the file" in (work_dir / "r" / "report.html").read_text()

@@ -46,8 +46,8 @@ from typing import Literal
 
 import numpy as np
 
-from wiki2bert_core.config import added_later
-from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.config import SettingError, added_later
+from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import atomic_write, write_json
 from pipeline.text_files import iter_documents, list_parts, write_document
 from wiki2bert_core.log import progress
@@ -85,8 +85,18 @@ class FilterConfig:
     examples: int = 5  # example titles per reason in report.json
 
     def __post_init__(self):
+        for name in ("min_avg_words", "min_sentences", "max_sentences", "min_tokens", "max_tokens", "min_words",
+                     "examples"):
+            if (value := getattr(self, name)) is not None and value < 0:
+                raise SettingError(name, f"must not be negative, got {value}")
+        for name in ("max_no_word_ratio", "max_punct_ratio", "max_upper_ratio", "max_digit_ratio",
+                     "max_foreign_ratio"):
+            if (value := getattr(self, name)) is not None and not 0.0 <= value <= 1.0:
+                raise SettingError(name, f"{value} is not between 0 and 1")
+        if self.langid_chars < 1:
+            raise SettingError("langid_chars", f"must be at least 1, got {self.langid_chars}")
         if self.chars_per_word is not None and not self.chars_per_word > 0:
-            raise ConfigError(f"filter.chars_per_word: must be positive (or null), got {self.chars_per_word}")
+            raise SettingError("chars_per_word", f"must be positive (or null), got {self.chars_per_word}")
 
 
 def run(config: FilterConfig, ctx: StageContext) -> dict:

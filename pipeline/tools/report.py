@@ -3,7 +3,11 @@
 instance for each HDF5 variant (the padding share), masked-LM and NSP statistics (`pipeline verify`) and the
 vocabulary's coverage of the test split.
 
-It reads only the stages' finished outputs and manifests; sections whose stages are not done are left out."""
+It reads only the stages' finished outputs and manifests, and judges them as `pipeline status` does but by the
+manifests alone (no --dump/--set/--config: a stage done with other settings still describes the data it made):
+a stage whose files are missing or changed since it finished, or whose inputs are, is not current. Its figures are
+left out, and the page and the exit code (1) say which and why; so do they for an HDF5 file `pipeline verify`
+cannot read."""
 from __future__ import annotations
 
 import html
@@ -18,18 +22,25 @@ from wiki2bert_core.files import atomic_write, read_json
 from wiki2bert_core.hdf5_format import INPUT_MASK
 from wiki2bert_core.variant_dir import held_out_split, training_files
 from wiki2bert_core.wordpiece import load_tokenizer, read_vocab
+from pipeline.runner import DONE, MANIFEST, StageState, stage_state
+from pipeline.stages import stage_by_name
 from pipeline.tools.verify import format_report, verify_path
 from pipeline.words import count_words, recorded_chars_per_word
 
-MANIFEST = "_manifest.json"
 DOCUMENT_SAMPLE = 20000  # documents whose tokens are counted (the first ones of the filter's output)
 
 
-def write_report(lang_dir: Path, out_dir: Path) -> Path:
-    """Writes report.html and its PNGs into `out_dir`; returns the HTML's path. DataError if no stage is done."""
-    done = {p.parent.name: read_json(p) for p in sorted(Path(lang_dir).glob(f"*/{MANIFEST}"))}
-    if not done:
+def write_report(lang_dir: Path, out_dir: Path) -> tuple[Path, list[str], list[str]]:
+    """Writes report.html and its PNGs into `out_dir`; returns the HTML's path and the problems the page names: a
+    line for each stage that is not current, and for each HDF5 file `pipeline verify` finds wrong (both empty when
+    all it reports on is current). DataError if no stage has finished."""
+    lang_dir = Path(lang_dir)
+    states = _recorded_states(lang_dir)
+    if not states:
         raise DataError(f"{lang_dir}: no finished stages (no */{MANIFEST}); run `pipeline run` first")
+    done = {name: st.manifest for name, st in states.items() if st.state == DONE}
+    not_current = [f"{lang_dir / name}: {st.state} ({st.reason})" for name, st in states.items() if st.state != DONE]
+    damaged: list[str] = []
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     headline, sections = [], []
@@ -38,19 +49,35 @@ def write_report(lang_dir: Path, out_dir: Path) -> Path:
     if "filter" in done and "vocab" in done:
         sections.append(_documents(lang_dir, out_dir, headline))
     if "hdf5" in done:
-        sections += [_variant(d, out_dir, headline) for d in sorted((Path(lang_dir) / "hdf5").iterdir()) if d.is_dir()]
+        sections += [_variant(d, out_dir, headline, damaged) for d in sorted((lang_dir / "hdf5").iterdir())
+                     if d.is_dir()]
     if "shard" in done and "vocab" in done:
         sections.append(_coverage(lang_dir, headline, recorded_chars_per_word(done.get("filter"))))
     rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in headline)
+    stale = ("<h2>Not current</h2><p>These stages' files, or their inputs, are missing or changed since they "
+             "finished; their figures are left out (<code>pipeline run</code> makes them again):</p><ul>"
+             + "".join(f"<li>{html.escape(line)}</li>" for line in not_current) + "</ul>") if not_current else ""
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>wiki2bert data report: {lang_dir}</title>"
             "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}img{width:49%}"
             "td{padding:2px 12px}pre{background:#f4f4f4;padding:8px}</style></head><body>"
-            f"<h1>Data report: {html.escape(str(lang_dir))}</h1><p>stages done: {', '.join(done)}</p>"
-            f"<h2>Headline figures</h2><table>{rows}</table>{''.join(sections)}</body></html>")
+            f"<h1>Data report: {html.escape(str(lang_dir))}</h1><p>stages done: {', '.join(done) or 'none'}</p>"
+            f"{stale}<h2>Headline figures</h2><table>{rows}</table>{''.join(sections)}</body></html>")
     path = out_dir / "report.html"
     with atomic_write(path) as f:
         f.write(page)
-    return path
+    return path, not_current, damaged
+
+
+def _recorded_states(lang_dir: Path) -> dict[str, StageState]:
+    """The state of each stage with a manifest, and of the stages they read (judged by the manifests alone)."""
+    known: dict[str, StageState] = {}
+    for manifest in sorted(lang_dir.glob(f"*/{MANIFEST}")):
+        try:
+            stage_by_name(manifest.parent.name)
+        except KeyError:  # not a stage's directory
+            continue
+        stage_state(None, lang_dir, manifest.parent.name, known)
+    return known
 
 
 def _img(path: Path) -> str:
@@ -113,9 +140,10 @@ def _documents(lang_dir: Path, out_dir: Path, headline: list) -> str:
     return f"<h2>Documents</h2><p>{len(sentences):,} documents{sample}</p>{''.join(_img(p) for p in figures)}"
 
 
-def _variant(variant_dir: Path, out_dir: Path, headline: list) -> str:
+def _variant(variant_dir: Path, out_dir: Path, headline: list, damaged: list) -> str:
     report = verify_path(variant_dir)
-    if not report.stats:
+    if report.problems or not report.stats:
+        damaged += report.problems
         problems = "\n".join(report.problems[:10])
         return f"<h2>HDF5 variant {html.escape(variant_dir.name)}</h2><pre>{html.escape(problems)}</pre>"
     files = held_out_split(variant_dir) or training_files(variant_dir)[:4]

@@ -33,12 +33,13 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from wiki2bert_core.config import changeable
+from wiki2bert_core.config import SettingError, changeable
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import file_fingerprint, remove_tree, write_json
 from wiki2bert_core.log import progress
 from pipeline.stages.download.http import HttpClient, RetryPolicy, NotFound, NotReady, RemoteFile, check_magic
 from pipeline.stages import Stage, StageContext
+from pipeline.stages.extract.dump import bz2_end_problem
 
 DUMP_SUFFIX = "-pages-articles-multistream.xml.bz2"
 INDEX_SUFFIX = "-pages-articles-multistream-index.txt.bz2"
@@ -57,6 +58,15 @@ class DownloadConfig:
     backoff_s: float = changeable(2.0)  # wait before the first retry; doubles with each retry in a row
     timeout_s: float = changeable(60.0)  # socket timeout for connecting and for each read
     chunk_bytes: int = changeable(1 << 20)  # read/write block size
+
+    def __post_init__(self):
+        for name in ("retries", "backoff_s"):
+            if (value := getattr(self, name)) < 0:
+                raise SettingError(name, f"must not be negative, got {value}")
+        if self.timeout_s <= 0:
+            raise SettingError("timeout_s", f"must be above 0, got {self.timeout_s}")
+        if self.chunk_bytes < 1:
+            raise SettingError("chunk_bytes", f"must be at least 1, got {self.chunk_bytes}")
 
 
 def run(config: DownloadConfig, ctx: StageContext) -> dict:
@@ -115,6 +125,8 @@ def download_dump(config: DownloadConfig, ctx: StageContext) -> dict:
     remotes = _remotes_from_url(config.source) if config.source else resolve_wikimedia_dump(config, ctx.lang, client, ctx.log)
     parts = {r.name: ctx.cache_dir / f"{r.name}.part" for r in remotes}
     fetched = [r for r in remotes if client.fetch(r, parts[r.name])]
+    for remote in fetched:
+        _check_the_end(parts[remote.name], remote)
     for remote in fetched:  # only once every file is complete and verified
         os.replace(parts[remote.name], ctx.out_dir / remote.name)
     remove_tree(ctx.cache_dir)  # also drops .part files of earlier, abandoned sources
@@ -123,6 +135,16 @@ def download_dump(config: DownloadConfig, ctx: StageContext) -> dict:
     return {"files": len(fetched), "bytes": sum(p.stat().st_size for p in outputs),
             "bytes_downloaded": client.bytes_downloaded, "bytes_resumed": client.bytes_resumed,
             "retries": client.retries}
+
+
+def _check_the_end(part: Path, remote: RemoteFile) -> None:
+    """A body cut short with a Content-Length that says the same short length passes the size check (and has no
+    checksum to fail without a dumpstatus.json): a bz2 dump must end with a complete stream, and its XML with
+    </mediawiki>. Reads the last few MiB of the file (dump.bz2_end_problem), whatever its size."""
+    if remote.name.endswith(".bz2") and (problem := bz2_end_problem(part, xml=remote.name.endswith(".xml.bz2"))):
+        part.unlink()
+        raise DataError(f"{remote.url}: {problem} (the server sent less than the whole file); deleted it, re-run "
+                        "to download it again")
 
 
 def _remotes_from_url(url: str) -> list[RemoteFile]:

@@ -29,6 +29,10 @@ _TIMESTAMP_RE = re.compile(r"<timestamp>(\d{4})-(\d\d)-(\d\d)T")
 COMPRESSIONS = {".bz2": ("bz2", bz2.BZ2File), ".xz": ("xz", lzma.LZMAFile),
                 ".gz": ("gzip", lambda raw: gzip.GzipFile(fileobj=raw))}
 BZ2_CHECK_AHEAD = 4 << 20  # a bz2 block is at most 900 kB of text: its CRC check comes within this many bytes
+BZ2_STREAM_START = re.compile(rb"BZh[1-9]1AY&SY")  # a bz2 stream's header and the magic of its first block
+BZ2_END_BYTES = 4 << 20  # bz2_end_problem reads this much of the end of a file (a page stream is ~100-500 kB)
+CLOSING_TAG = "</mediawiki>"
+INDEX_OFFSETS_CHECKED = 64  # stream offsets of the index checked against the dump (evenly spread, and the last)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +82,7 @@ class DumpFile:
             self.streams: list[Stream] = []
         else:
             first = self._first_offset()
+            self._check_stream_starts([first])
             head = _decompress_stream(self.path, 0, first, _read_range(str(self.path), 0, first))
             self.encoding, bom = _sniff_encoding(head)
             lines = iter(_decode(head[bom:], self.encoding, self.path, 0).split("\n"))
@@ -142,11 +147,27 @@ class DumpFile:
             if title.startswith(template_prefix):
                 template_streams.add(len(offsets) - 1)
         if offsets[-1] >= size:
+            if (problem := bz2_end_problem(self.path, unknown=f"no bz2 stream starts in its last {BZ2_END_BYTES:,} "
+                                                             "bytes")) is None:
+                raise DataError(f"{self.index}: lists a bz2 stream at byte {offsets[-1]:,}, but {self.path} ends "
+                                f"complete at {size:,} bytes: the index of another dump? (use the index of the same "
+                                "dump run)")
             raise DataError(f"{self.path}: the index lists a stream at byte {offsets[-1]:,} but the file has "
-                                f"{size:,} bytes: truncated download?")
+                            f"{size:,} bytes and {problem}: truncated download?")
+        self._check_stream_starts(offsets[::max(1, len(offsets) // INDEX_OFFSETS_CHECKED)] + offsets[-1:])
         ends = offsets[1:] + [size]
         return [Stream(start, end, count, i in template_streams, i == len(offsets) - 1)
                 for i, (start, end, count) in enumerate(zip(offsets, ends, pages))]
+
+    def _check_stream_starts(self, offsets: list[int]) -> None:
+        """Each offset, listed by the index as a stream's, must start a bz2 stream of the dump (else the index is
+        another dump's, whose streams lie elsewhere)."""
+        with open(self.path, "rb") as f:
+            for offset in offsets:
+                f.seek(offset)
+                if not BZ2_STREAM_START.fullmatch(f.read(10)):
+                    raise DataError(f"{self.index}: lists a bz2 stream at byte {offset:,} of {self.path}, which has "
+                                    "none there: the index of another dump? (use the index of the same dump run)")
 
     @contextlib.contextmanager
     def _open_sequential(self):
@@ -166,6 +187,38 @@ class DumpFile:
             if bom:
                 text.read(1)
             yield _split_lines(_read_chunks(text, where, damage, self.compression)), where
+
+
+def bz2_end_problem(path: Path, xml: bool = True, unknown: str | None = None) -> str | None:
+    """Why a bz2 file does not end complete: it ends inside a bz2 stream, or (`xml`) the text of its last complete
+    streams does not end with </mediawiki>; None when it ends complete; `unknown` when no stream starts in its last
+    BZ2_END_BYTES (one stream over the whole file: only a full read can tell). Reads at most the last BZ2_END_BYTES
+    of the file, and decompresses the streams that start there (from the last one back, to the first that is one)."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        f.seek(max(0, size - BZ2_END_BYTES))
+        tail = f.read()
+    base = size - len(tail)
+    for start in reversed([m.start() for m in BZ2_STREAM_START.finditer(tail)]):
+        text, data = [], tail[start:]
+        try:
+            while data:
+                decompressor = bz2.BZ2Decompressor()
+                text.append(decompressor.decompress(data))
+                if not decompressor.eof:
+                    return f"ends inside the bz2 stream that starts at byte {base + start:,} of {size:,}: cut short"
+                data = decompressor.unused_data
+        except (OSError, ValueError):  # those bytes inside compressed data, not a stream start
+            continue
+        if xml and not _ends_with_closing_tag(b"".join(text)):
+            return f"its last bz2 stream (at byte {base + start:,}) does not end with {CLOSING_TAG}: cut short"
+        return None
+    return unknown
+
+
+def _ends_with_closing_tag(text: bytes) -> bool:
+    end = text.rstrip(b" \t\r\n\x00")
+    return any(end.endswith(CLOSING_TAG.encode(codec).rstrip(b"\x00")) for codec in ("utf-8", "utf-16-le", "utf-16-be"))
 
 
 def _newest_date_in_stream(task) -> tuple[str, str, str] | None:

@@ -44,7 +44,7 @@ from tokenizers import Tokenizer, normalizers
 from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import remove_tree, sha256_file
-from pipeline.stages.hdf5.finished_files import FinishedFiles, file_key
+from pipeline.stages.hdf5.finished_files import SIDECAR, FinishedFiles, file_key
 from pipeline.stages.hdf5.instance_files import InstanceFile, write_instance_file
 from pipeline.stages.hdf5.instances import MaskingVocab
 from wiki2bert_core.log import LOGGER_NAME, progress
@@ -235,8 +235,10 @@ def run_standalone(config: Hdf5Config, inputs: Path, vocab: Path, out: Path, low
                            log=log or logging.getLogger(LOGGER_NAME))
         counts = run(config, ctx)
     except BaseException:
-        remove_tree(tmp)
-        remove_tree(scratch)
+        for leftover in (tmp, scratch, *partial.rglob("*.tmp")):
+            remove_tree(leftover)
+        if not any(partial.rglob(f"*{SIDECAR}")):  # nothing finished for the next run to reuse
+            remove_tree(partial)
         raise
     remove_tree(out)
     tmp.rename(out)
