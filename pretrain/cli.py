@@ -76,11 +76,14 @@ def show_config(phase: str = typer.Option("phase1", "--phase", help="phase1 or p
 
 @app.command()
 def export(phase_dir: Path = typer.Argument(..., help="A phase directory, e.g. runs/hu/phase2"),
-           out: Path = typer.Option(..., "--out", help="Hugging Face model directory to write")) -> None:
+           out: Path = typer.Option(..., "--out", help="Hugging Face model directory to write: new, empty or a "
+                                                       "previous export, which is replaced"),
+           force: bool = typer.Option(False, "--force", help="Replace --out even if it holds other files (never a "
+                                                              "pretraining run or checkpoint)")) -> None:
     """Write the phase's latest weights as a Hugging Face BertForPreTraining directory with its tokenizer."""
     from pretrain.export import export_hf
 
-    typer.echo(export_hf(phase_dir, out))
+    typer.echo(export_hf(phase_dir, out, force))
 
 
 @app.command("eval")
