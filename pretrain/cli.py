@@ -104,7 +104,7 @@ def eval_(path: Path = typer.Argument(..., help="A phase directory (its latest c
 
     files = held_out_files(data)
     model, vocab_size, source = load_model(path, tag)
-    held_out = HeldOut.read(files, samples, vocab_size)
+    held_out = HeldOut.read(files, samples, vocab_size, model.config.max_position_embeddings)
     if torch.cuda.is_available():
         model = model.cuda()
     typer.echo(f"{source} on {held_out.total:,} instances of {data}", err=True)
