@@ -188,7 +188,8 @@ def test_an_export_with_truncated_weights_is_one_line_naming_the_file(data, tmp_
             f.truncate(size)
         code, err = eval_exit(monkeypatch, capsys, str(model_dir), "--data", str(data))
         last = err.splitlines()[-1]
-        assert code == 1 and "Traceback" not in err and last.startswith(f"error: {weights}: cannot load the weights ("), err
+        assert code == 1 and "Traceback" not in err, err
+        assert last.startswith(f"error: {weights}: cannot load the weights ("), err
         assert last.endswith("; the file is damaged or incomplete, export it again"), err
 
 
