@@ -17,6 +17,7 @@ from pretrain.cli import main
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.wordpiece import write_tokenizer_dir
+from pretrain import checkpoint
 from pretrain.evaluate import load_model
 from pretrain.export import export_hf, fill_mask
 from pretrain.config import model_config
@@ -208,6 +209,36 @@ def test_export_errors_are_one_line(tmp_path):
     with pytest.raises(ConfigError, match="model_config.json: not found"):
         export_hf(phase, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_flipped_bytes_in_a_checkpoint_are_found_by_export_and_eval(exported, tmp_path):
+    model, _ = exported
+
+    class Engine:  # saves as DeepSpeed does without ZeRO
+        global_rank = 0
+
+        def save_checkpoint(self, save_dir, tag, client_state, save_latest):
+            (Path(save_dir) / tag).mkdir(parents=True)
+            torch.save({"module": model.state_dict()}, Path(save_dir) / tag / checkpoint.MODEL_STATES)
+
+    phase = tmp_path / "phase1"
+    write_phase_dir(phase, model)  # a checkpoint of before the checksums (no sha256 in meta.json) still loads
+    for step in (8, 9):
+        checkpoint.save(Engine(), phase, step, {"world_size": 1}, {}, keep=3)
+    export_hf(phase, tmp_path / "hf")
+    states = phase / "checkpoints" / "step00000009" / checkpoint.MODEL_STATES
+    with open(states, "r+b") as f:  # one byte of a weight: torch.load reads it without complaint
+        f.seek(states.stat().st_size // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0x10]))
+    message = (rf"^{states}: its sha256 differs from the one saved with the checkpoint \(changed on disk since\); "
+               rf"the previous complete checkpoint is {phase / 'checkpoints' / 'step00000008'}: ")
+    with pytest.raises(DataError, match=message):
+        export_hf(phase, tmp_path / "hf2")
+    with pytest.raises(DataError, match=message):
+        load_model(phase)
+    assert not (tmp_path / "hf2").exists()
 
 
 DEEPSPEED_SCRIPT = """
