@@ -55,11 +55,11 @@ def read_rows(path: Path) -> list[dict]:
     for number, line in enumerate(lines, 1):
         try:
             row = json.loads(line.decode("utf-8"))
-        except UnicodeDecodeError:
-            raise DataError(f"{path}: line {number}: not UTF-8 text") from None
-        except ValueError:
+        except ValueError as e:  # also UnicodeDecodeError
             if number == len(lines):
                 break
+            if isinstance(e, UnicodeDecodeError):
+                raise DataError(f"{path}: line {number}: not UTF-8 text") from None
             row = None
         if not isinstance(row, dict):
             raise DataError(f"{path}: line {number}: not a JSON object")
