@@ -2,14 +2,16 @@
 `<phase_dir>/checkpoints/<tag>/`, our own `latest`, the weights alone and the phase's `model_config.json`.
 
 A checkpoint counts once it is complete: every rank has written its files (DeepSpeed's save ends with a barrier),
-then rank 0 writes `<tag>/meta.json`, which lists the files and their sizes, and only then replaces `latest`,
+then rank 0 writes `<tag>/meta.json`, which lists the files, their sizes and sha256, and only then replaces `latest`,
 atomically. A crash while saving therefore leaves `latest` on the previous checkpoint; a save that fails (a full
 disk) removes its directory and is one error line; DeepSpeed's own `latest` writing is off. The newest `keep`
 complete checkpoints are kept; directories of saves that never completed are removed.
 
-Reading checks first that the files meta.json lists are there with their sizes (a truncated file is found without
-loading it); a checkpoint that is damaged anyway fails to load. Either is one error line naming the file and the
-previous complete checkpoint, which the user can make `latest` (docs/errors.md); nothing falls back silently.
+Finding the latest checkpoint checks that the files meta.json lists are there with their sizes (a truncated file is
+found without loading it); loading one (`load`, `load_weights`) first checks their sha256 (`verify`: flipped bytes,
+which would load without complaint), except in checkpoints saved before the checksums were kept; a checkpoint that is
+damaged anyway fails to load. Each is one error line naming the file and the previous complete checkpoint, which the
+user can make `latest` (docs/errors.md); nothing falls back silently.
 
 The client state holds, for every rank, its data position and its RNG states (python, numpy, torch, CUDA):
 DeepSpeed writes the client state only from rank 0, so the training loop gathers all ranks' states into it.
@@ -32,7 +34,7 @@ import numpy as np
 import torch
 
 from wiki2bert_core.errors import ConfigError, DataError
-from wiki2bert_core.files import atomic_write, read_json, remove_tree, write_json
+from wiki2bert_core.files import atomic_write, read_json, remove_tree, sha256_file, write_json
 from pretrain.config import ModelConfig
 
 CHECKPOINTS = "checkpoints"
@@ -95,6 +97,26 @@ def _damage(ckpt: Path, tag: str) -> str | None:
     return None
 
 
+def verify(checkpoint: Checkpoint) -> None:
+    """DataError naming the file and the previous complete checkpoint if a file is missing, or its size or sha256
+    differs from those meta.json holds. Collective when torch.distributed is initialized: each rank hashes its share
+    of the files."""
+    ckpt = checkpoint_dir(checkpoint.phase_dir)
+    damage = _damage(ckpt, checkpoint.tag)
+    if damage is None:
+        rank, world_size = _rank(), _world_size()
+        saved = sorted(checkpoint.meta.get("sha256", {}).items())  # none in checkpoints saved before they were kept
+        damage = next((f"{checkpoint.path / name}: its sha256 differs from the one saved with the checkpoint "
+                       f"(changed on disk since)" for name, digest in saved[rank::world_size]
+                       if sha256_file(checkpoint.path / name) != digest), None)
+        if world_size > 1:
+            found = [None] * world_size
+            torch.distributed.all_gather_object(found, damage)
+            damage = next((d for d in found if d), None)
+    if damage:
+        raise DataError(f"{damage}; {_previous_good(ckpt, checkpoint.tag)}")
+
+
 def _previous_good(ckpt: Path, tag: str) -> str:
     """Names the newest complete checkpoint before `tag`, and how to use it."""
     for earlier in sorted((d.name for d in ckpt.iterdir() if d.is_dir() and d.name < tag), reverse=True):
@@ -140,6 +162,7 @@ def write_model_config(phase_dir: Path, config: ModelConfig) -> None:
 
 def load_weights(checkpoint: Checkpoint) -> dict[str, torch.Tensor]:
     """The checkpoint's model state dict, in fp32."""
+    verify(checkpoint)
     tag_dir = checkpoint.path
     if any(tag_dir.glob("zero_pp_rank_*_optim_states.pt")):
         from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
@@ -163,8 +186,10 @@ def save(engine, phase_dir: Path, step: int, meta: dict, client_state: dict, kee
     try:
         engine.save_checkpoint(str(ckpt), tag=tag, client_state=client_state, save_latest=False)
         if engine.global_rank == 0:
-            files = {p.name: p.stat().st_size for p in sorted((ckpt / tag).iterdir()) if p.is_file()}
-            write_json(ckpt / tag / META, {**meta, "tag": tag, "step": step, "files": files})
+            files = [p for p in sorted((ckpt / tag).iterdir()) if p.is_file()]
+            write_json(ckpt / tag / META, {**meta, "tag": tag, "step": step,
+                                           "files": {p.name: p.stat().st_size for p in files},
+                                           "sha256": {p.name: sha256_file(p) for p in files}})
             with atomic_write(ckpt / LATEST) as f:
                 f.write(tag)
     except (OSError, RuntimeError) as e:  # torch.save reports a full disk as a RuntimeError
@@ -183,6 +208,7 @@ def load(engine, checkpoint: Checkpoint, universal: bool = False) -> dict:
     """Loads model, optimizer and LR-scheduler states into `engine`; returns the client state. `universal`: the
     checkpoint was written under ZeRO 1/2 by another number of ranks; it is read as DeepSpeed's universal checkpoint
     (made once, into `<tag>/universal/`), which needs `checkpoint.load_universal` in the engine's config."""
+    verify(checkpoint)
     load_dir, tag = checkpoint_dir(checkpoint.phase_dir), checkpoint.tag
     with _unloadable(checkpoint):
         if universal:
@@ -255,6 +281,10 @@ def _prune(ckpt: Path, keep: int, current: str) -> None:
 
 def _rank() -> int:
     return torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+
+
+def _world_size() -> int:
+    return torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
 
 
 def _barrier() -> None:

@@ -76,11 +76,14 @@ def show_config(phase: str = typer.Option("phase1", "--phase", help="phase1 or p
 
 @app.command()
 def export(phase_dir: Path = typer.Argument(..., help="A phase directory, e.g. runs/hu/phase2"),
-           out: Path = typer.Option(..., "--out", help="Hugging Face model directory to write")) -> None:
+           out: Path = typer.Option(..., "--out", help="Hugging Face model directory to write: new, empty or a "
+                                                       "previous export, which is replaced"),
+           force: bool = typer.Option(False, "--force", help="Replace --out even if it holds other files (never a "
+                                                              "pretraining run or checkpoint)")) -> None:
     """Write the phase's latest weights as a Hugging Face BertForPreTraining directory with its tokenizer."""
     from pretrain.export import export_hf
 
-    typer.echo(export_hf(phase_dir, out))
+    typer.echo(export_hf(phase_dir, out, force))
 
 
 @app.command("eval")
@@ -101,7 +104,7 @@ def eval_(path: Path = typer.Argument(..., help="A phase directory (its latest c
 
     files = held_out_files(data)
     model, vocab_size, source = load_model(path, tag)
-    held_out = HeldOut.read(files, samples, vocab_size)
+    held_out = HeldOut.read(files, samples, vocab_size, model.config.max_position_embeddings)
     if torch.cuda.is_available():
         model = model.cuda()
     typer.echo(f"{source} on {held_out.total:,} instances of {data}", err=True)

@@ -56,6 +56,12 @@ class DataDirectory:
     def samples(self) -> int:
         return sum(f.samples for f in self.files)
 
+    def check_positions(self, max_position_embeddings: int) -> None:
+        """ConfigError if the sequences are longer than a model of `max_position_embeddings` positions takes."""
+        if self.seq_len > max_position_embeddings:
+            raise ConfigError(f"{self.data_dir}: sequences of length {self.seq_len}, longer than the model's "
+                              f"max_position_embeddings {max_position_embeddings}")
+
 
 @dataclasses.dataclass(frozen=True)
 class DataState:

@@ -35,10 +35,13 @@ class HeldOut:
     total: int  # instances over all ranks
 
     @classmethod
-    def read(cls, files: list[Path], samples: int, vocab_size: int, rank: int = 0, world_size: int = 1) -> HeldOut:
+    def read(cls, files: list[Path], samples: int, vocab_size: int, max_positions: int, rank: int = 0,
+             world_size: int = 1) -> HeldOut:
         """Read through the training's reader, with its checks: DataError naming the file if one is not in NVIDIA's
-        layout or holds a value a model of `vocab_size` tokens cannot take."""
+        layout or holds a value a model of `vocab_size` tokens cannot take, ConfigError if its sequences are longer
+        than the model's `max_positions` (max_position_embeddings)."""
         data = open_files(files, None, vocab_size)
+        data.check_positions(max_positions)
         parts, total = [], 0
         for index, file in enumerate(data.files):
             parts.append((index, total, min(file.samples, samples - total)))
@@ -111,9 +114,15 @@ def load_model(path: Path, tag: str | None = None) -> tuple[BertForPreTraining, 
         if tag:
             raise ConfigError(f"--tag {tag}: {path} is a Hugging Face directory, which has one set of weights")
         import transformers
+        from safetensors import SafetensorError
 
         config = model_config_of(transformers.BertConfig.from_pretrained(str(path)), path / "config.json")
-        hf = transformers.BertForPreTraining.from_pretrained(str(path))
+        try:
+            hf = transformers.BertForPreTraining.from_pretrained(str(path))
+        except (OSError, SafetensorError) as e:
+            weights = path / "model.safetensors"
+            raise DataError(f"{weights if weights.is_file() else path}: cannot load the weights ({e}); the file is "
+                            f"damaged or incomplete, export it again") from None
         model = BertForPreTraining(config)
         _load(model, hf.state_dict(), path)
         return model, config.vocab_size, f"{path} (Hugging Face)"

@@ -6,26 +6,46 @@ weight, tied to the word embeddings, once, as `from_pretrained` expects). The mo
 a multiple of 8 for the GPU; the export keeps exactly the tokenizer's rows (config `vocab_size` == len(tokenizer)),
 so no padding row can come out of fill-mask as an empty token. The tokenizer files come from the phase's
 `tokenizer/` directory (a copy of the data directory's). The phase directory is read through `pretrain.checkpoint`.
+
+The export never removes what it did not write: `--out` must not exist, be empty, or be a previous export (its
+`pretraining_config.json` and only EXPORT_FILES), which is replaced; anything else only with `force`, and never a
+directory that is, holds or lies inside a pretraining run or checkpoint (RUN_FILES), nor the phase directory being
+exported or one of its parents. The export is written into a temporary directory renamed into place, so a failure
+(a full disk) leaves `--out` as it was.
 """
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import os
+import shutil
 from pathlib import Path
 
 import torch
 
-from wiki2bert_core.errors import DataError
+from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import remove_tree, write_json
-from wiki2bert_core.wordpiece import copy_tokenizer_files, read_vocab, special_token_ids
+from wiki2bert_core.wordpiece import TOKENIZER_FILES, copy_tokenizer_files, read_vocab, special_token_ids
 from pretrain import checkpoint
 from pretrain.hf_config import hf_config
 
+PRETRAINING_CONFIG = "pretraining_config.json"
+# the names an export writes: save_pretrained's (weights in shards for large models) and ours
+EXPORT_FILES = ("config.json", "generation_config.json", "model.safetensors", "model-*-of-*.safetensors",
+                "model.safetensors.index.json", PRETRAINING_CONFIG, *TOKENIZER_FILES)
+# names that mark a pretraining run, phase directory or checkpoint
+RUN_FILES = (checkpoint.CHECKPOINTS, checkpoint.MODEL_CONFIG, checkpoint.META, checkpoint.MODEL_STATES, "hparams.json",
+             "metrics.jsonl")
 
-def export_hf(phase_dir: Path, out_dir: Path) -> Path:
+
+def export_hf(phase_dir: Path, out_dir: Path, force: bool = False) -> Path:
+    """Writes the export into `out_dir`; ConfigError if `out_dir` may not be replaced (see the module's doc), DataError
+    if the export cannot be written."""
     import transformers
+    from safetensors import SafetensorError
 
     phase_dir, out_dir = Path(phase_dir), Path(out_dir)
+    check_out_dir(phase_dir, out_dir, force)
     config = checkpoint.read_model_config(phase_dir)
     tokenizer_dir = phase_dir / "tokenizer"
     vocab = read_vocab(tokenizer_dir / "vocab.txt")
@@ -47,22 +67,64 @@ def export_hf(phase_dir: Path, out_dir: Path) -> Path:
     except RuntimeError as e:
         raise DataError(f"{phase_dir}: checkpoint does not match model_config.json ({e})") from None
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
+    place = Path(os.path.abspath(out_dir))  # has a name and a parent also when out_dir is "."
+    place.parent.mkdir(parents=True, exist_ok=True)
+    tmp = place.with_name(f".{place.name}.tmp-{os.getpid()}")
     remove_tree(tmp)
     try:
-        model.save_pretrained(tmp)
-        copy_tokenizer_files(tokenizer_dir, tmp)
-        write_json(tmp / "pretraining_config.json", {"model_config": dataclasses.asdict(config),
-                                                     "checkpoint": latest.tag})
-        old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-        if out_dir.exists():
-            os.replace(out_dir, old)
-        os.replace(tmp, out_dir)
+        try:
+            model.save_pretrained(tmp)
+            copy_tokenizer_files(tokenizer_dir, tmp)
+            write_json(tmp / PRETRAINING_CONFIG, {"model_config": dataclasses.asdict(config), "checkpoint": latest.tag})
+        except (OSError, SafetensorError) as e:  # SafetensorError: the weights' write failed (a full disk)
+            remove_tree(tmp)  # before the free space is measured
+            raise DataError(f"{out_dir}: writing the export failed ({e}); "
+                            f"{shutil.disk_usage(place.parent).free / 2 ** 30:.1f} GiB free there; {out_dir} is "
+                            f"left as it was") from None
+        old = place.with_name(f".{place.name}.old-{os.getpid()}")
+        if place.exists() or place.is_symlink():
+            os.replace(place, old)
+        os.replace(tmp, place)
         remove_tree(old)
     finally:
         remove_tree(tmp)
     return out_dir
+
+
+def check_out_dir(phase_dir: Path, out_dir: Path, force: bool) -> None:
+    """ConfigError unless the export may replace `out_dir` (see the module's doc)."""
+    out, phase = out_dir.resolve(), phase_dir.resolve()
+    never = "export never replaces a pretraining run or checkpoint; choose another --out"
+    if out == phase:
+        raise ConfigError(f"{out_dir}: is the phase directory being exported; {never}")
+    if out in phase.parents:
+        raise ConfigError(f"{out_dir}: holds the phase directory being exported; {never}")
+    if not out_dir.exists():
+        return
+    names = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else [out_dir.name]
+    foreign = [name for name in names if not any(fnmatch.fnmatchcase(name, pattern) for pattern in EXPORT_FILES)]
+    if out_dir.is_dir() and (not names or (PRETRAINING_CONFIG in names and not foreign)):
+        return
+    run = next((parent for parent in out.parents if any((parent / name).exists() for name in RUN_FILES)), None)
+    if run:
+        raise ConfigError(f"{out_dir}: lies inside the pretraining run {run}; {never}")
+    held = _run_file(out_dir)
+    if held:
+        raise ConfigError(f"{out_dir}: holds {held}; {never}")
+    if not force:
+        shown = foreign or names
+        listed = ", ".join(shown[:3]) + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
+        what = f"not empty and not an export (it holds {listed})" if out_dir.is_dir() else "a file"
+        raise ConfigError(f"{out_dir}: {what}; choose another --out, or pass --force to replace it")
+
+
+def _run_file(directory: Path) -> Path | None:
+    """The first file or directory under `directory` whose name is one of RUN_FILES."""
+    for root, dirs, files in os.walk(directory):
+        found = sorted(set(RUN_FILES) & set(dirs + files))
+        if found:
+            return Path(root) / found[0]
+    return None
 
 
 def _tokenizer_rows(value: torch.Tensor, expected: torch.Tensor, padded_vocab_size: int) -> torch.Tensor:

@@ -22,6 +22,7 @@ FIGURES = {
     "throughput.png": ("Throughput", "tokens per second (all ranks)", False,
                        [("real_tokens_per_s", "real tokens/s"), ("tokens_per_s", "positions/s (with padding)")]),
 }
+PLOTTED = [key for _, _, _, series in FIGURES.values() for key, _ in series]
 
 
 def read_phases(run_dir: Path) -> list[tuple[str, list[dict]]]:
@@ -37,17 +38,42 @@ def read_phases(run_dir: Path) -> list[tuple[str, list[dict]]]:
                             f"directory of `pretrain phase1 --out`?")
     phases = []
     for phase, path in dirs:
-        rows = []
-        for line in (path / "metrics.jsonl").read_text(encoding="utf-8").splitlines():
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                continue  # a row cut off by a crash
+        rows = read_rows(path / "metrics.jsonl")
         if rows:
             phases.append((phase, rows))
     if not phases:
         raise DataError(f"{run_dir}: its metrics.jsonl files hold no rows yet")
     return phases
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The rows of a metrics.jsonl, each with a step and numbers (or null) under the keys FIGURES plot; a last line
+    cut off (by a crash, or being written now) is left out. DataError naming the file and line of any other line that
+    is not such a row."""
+    lines = path.read_bytes().splitlines()
+    rows = []
+    for number, line in enumerate(lines, 1):
+        try:
+            row = json.loads(line.decode("utf-8"))
+        except ValueError as e:  # also UnicodeDecodeError
+            if number == len(lines):
+                break
+            if isinstance(e, UnicodeDecodeError):
+                raise DataError(f"{path}: line {number}: not UTF-8 text") from None
+            row = None
+        if not isinstance(row, dict):
+            raise DataError(f"{path}: line {number}: not a JSON object")
+        if not _is_number(row.get("step")):
+            raise DataError(f"{path}: line {number}: no step number")
+        for key in PLOTTED:
+            if row.get(key) is not None and not _is_number(row[key]):
+                raise DataError(f"{path}: line {number}: {key} is not a number")
+        rows.append(row)
+    return rows
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def plot_run(run_dir: Path, out_dir: Path | None = None) -> list[Path]:

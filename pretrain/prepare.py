@@ -102,9 +102,7 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
                                                                                           else "cpu")):
         raise ConfigError("attention flash: needs a CUDA GPU and the flash-attn package; use auto, mask or nested")
     data = open_data(data_dir, config.seq_len, len(vocab), world_size)
-    if data.seq_len > model.max_position_embeddings:
-        raise ConfigError(f"{data_dir}: sequences of length {data.seq_len}, longer than the model's "
-                          f"max_position_embeddings {model.max_position_embeddings}")
+    data.check_positions(model.max_position_embeddings)
     user_ds = read_user_ds_config(deepspeed_config)
     stage = user_ds.get("zero_optimization", {}).get("stage", config.zero_stage)
     if stage == 3 and config.optimizer in ("lamb", "lans"):

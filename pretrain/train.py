@@ -218,7 +218,8 @@ def _held_out(run: Run, rank: int, log: logging.Logger) -> HeldOut | None:
         log.info("held-out evaluation: off (%s)", "eval_every 0" if run.eval_every == 0 else
                  f"no test/ split in {run.data.data_dir}; pass --eval-data DIR")
         return None
-    held_out = HeldOut.read(run.eval_files, run.config.eval_samples, run.vocab_size, rank, run.world_size)
+    held_out = HeldOut.read(run.eval_files, run.config.eval_samples, run.vocab_size,
+                            run.model.max_position_embeddings, rank, run.world_size)
     log.info("held-out evaluation: every %d steps on the first %s instances of %s", run.eval_every,
              f"{held_out.total:,}", run.eval_files[0].parent)
     return held_out

@@ -117,14 +117,14 @@ def test_eval_errors_are_one_line(case, message, data, tmp_path, monkeypatch, ca
 
 def test_held_out_instances_are_the_first_ones_read_by_the_training_reader_and_split_over_ranks(data):
     files = held_out_files(data)
-    whole = HeldOut.read(files, 50, VOCAB_SIZE)
+    whole = HeldOut.read(files, 50, VOCAB_SIZE, 512)
     assert whole.total == 50
     with h5py.File(files[0], "r") as first, h5py.File(files[1], "r") as second:
         for key, name in (("input_ids", "input_ids"), ("next_sentence_labels", "next_sentence_labels"),
                           ("segment_ids", "token_type_ids")):
             expected = np.concatenate([first[key][:30], second[key][:20]])
             assert whole.columns[name].dtype == torch.int64 and np.array_equal(whole.columns[name].numpy(), expected)
-    parts = [HeldOut.read(files, 50, VOCAB_SIZE, rank, 3) for rank in range(3)]
+    parts = [HeldOut.read(files, 50, VOCAB_SIZE, 512, rank, 3) for rank in range(3)]
     assert [len(p.columns["input_ids"]) for p in parts] == [16, 17, 17] and all(p.total == 50 for p in parts)
     for name, column in whole.columns.items():
         assert torch.equal(torch.cat([p.columns[name] for p in parts]), column)
@@ -141,7 +141,7 @@ def test_held_out_values_the_model_cannot_take_are_refused(tmp_path, write_hdf5,
     with h5py.File(path, "a") as f:
         f[key][290] = value  # past the rows checked when the files are opened: found by the reader
     with pytest.raises(DataError, match=rf"test_0000\.hdf5: row 290: {message}$"):
-        HeldOut.read(held_out_files(tmp_path / "variant"), 300, VOCAB_SIZE)
+        HeldOut.read(held_out_files(tmp_path / "variant"), 300, VOCAB_SIZE, 512)
 
 
 @pytest.mark.slow
@@ -158,3 +158,43 @@ def test_pretrain_eval_refuses_masked_positions_outside_the_sequence(runs, tmp_p
     err = capsys.readouterr().err
     assert exit_.value.code == 1 and err.count("\n") == 1, err
     assert err == f"error: {path}: row 3: masked_lm_positions holds a position outside the sequence of 32 tokens (40)\n"
+
+
+def hugging_face_dir(path: Path, **model_settings) -> Path:
+    """A Hugging Face BERT directory (as `pretrain export` writes one) of the tiny preset for write_hdf5's ids."""
+    import transformers
+
+    from pretrain.config import model_config
+    from pretrain.hf_config import hf_config
+
+    config = model_config("tiny", VOCAB_SIZE, **model_settings)
+    transformers.BertForPreTraining(hf_config(config, VOCAB_SIZE, 0)).save_pretrained(path)
+    return path
+
+
+def eval_exit(monkeypatch, capsys, *args: str) -> tuple[int, str]:
+    monkeypatch.setattr(sys, "argv", ["pretrain", "eval", *args])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    return exit_.value.code, capsys.readouterr().err
+
+
+def test_an_export_with_truncated_weights_is_one_line_naming_the_file(data, tmp_path, monkeypatch, capsys):
+    model_dir = hugging_face_dir(tmp_path / "hf")
+    assert eval_exit(monkeypatch, capsys, str(model_dir), "--data", str(data), "--samples", "8")[0] == 0
+    weights = model_dir / "model.safetensors"
+    for size in (weights.stat().st_size // 2, 5):  # cut in the tensors, cut in the header
+        with open(weights, "r+b") as f:
+            f.truncate(size)
+        code, err = eval_exit(monkeypatch, capsys, str(model_dir), "--data", str(data))
+        last = err.splitlines()[-1]
+        assert code == 1 and "Traceback" not in err, err
+        assert last.startswith(f"error: {weights}: cannot load the weights ("), err
+        assert last.endswith("; the file is damaged or incomplete, export it again"), err
+
+
+def test_data_longer_than_the_model_takes_is_one_line(data, tmp_path, monkeypatch, capsys):
+    model_dir = hugging_face_dir(tmp_path / "hf", max_position_embeddings=16)
+    code, err = eval_exit(monkeypatch, capsys, str(model_dir), "--data", str(data))
+    assert code == 2 and "Traceback" not in err and err.splitlines()[-1] == (
+        f"error: {data}: sequences of length 32, longer than the model's max_position_embeddings 16"), err

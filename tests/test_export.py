@@ -2,6 +2,7 @@
 import dataclasses
 import json
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -12,8 +13,11 @@ import pytest
 import torch
 import transformers
 
+from pretrain.cli import main
+
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.wordpiece import write_tokenizer_dir
+from pretrain import checkpoint
 from pretrain.evaluate import load_model
 from pretrain.export import export_hf, fill_mask
 from pretrain.config import model_config
@@ -101,9 +105,89 @@ def test_export_replaces_a_previous_export(exported, tmp_path):
     out = tmp_path / "hf"
     out.mkdir()
     (out / "stale.bin").write_text("old")
-    export_hf(tmp_path / "phase1", out)
+    export_hf(tmp_path / "phase1", out, force=True)
     assert not (out / "stale.bin").exists() and (out / "model.safetensors").is_file()
     assert json.loads((out / "pretraining_config.json").read_text())["checkpoint"] == "global_step7"
+
+
+def export_cli(monkeypatch, capsys, *args: str) -> tuple[int, str]:
+    """Exit code and stderr of `pretrain export ARGS`."""
+    monkeypatch.setattr(sys, "argv", ["pretrain", "export", *args])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    return exit_.value.code, capsys.readouterr().err
+
+
+def test_export_refuses_a_directory_it_did_not_write_unless_forced(exported, tmp_path, monkeypatch, capsys):
+    model, _ = exported
+    write_phase_dir(tmp_path / "phase1", model)
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("the user's")
+    code, err = export_cli(monkeypatch, capsys, str(tmp_path / "phase1"), "--out", str(out))
+    assert code == 2 and err == (f"error: {out}: not empty and not an export (it holds notes.txt); choose another "
+                                 f"--out, or pass --force to replace it\n"), err
+    assert [p.name for p in out.iterdir()] == ["notes.txt"] and (out / "notes.txt").read_text() == "the user's"
+    (out / "config.json").write_text("{}")  # an export's file beside the user's: still not an export
+    (out / "pretraining_config.json").write_text("{}")
+    assert export_cli(monkeypatch, capsys, str(tmp_path / "phase1"), "--out", str(out))[0] == 2
+    assert (out / "notes.txt").is_file()
+    code, err = export_cli(monkeypatch, capsys, str(tmp_path / "phase1"), "--out", str(out), "--force")
+    assert code == 0 and not (out / "notes.txt").exists() and (out / "model.safetensors").is_file(), err
+
+
+def test_export_over_a_previous_export_replaces_it(exported, tmp_path, monkeypatch, capsys):
+    model, _ = exported
+    write_phase_dir(tmp_path / "phase1", model, tag="step00000007")
+    out = tmp_path / "hf"
+    assert export_cli(monkeypatch, capsys, str(tmp_path / "phase1"), "--out", str(out))[0] == 0
+    write_phase_dir(tmp_path / "phase2", model, tag="step00000009")
+    code, err = export_cli(monkeypatch, capsys, str(tmp_path / "phase2"), "--out", str(out))
+    assert code == 0, err
+    assert json.loads((out / "pretraining_config.json").read_text())["checkpoint"] == "step00000009"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf", "phase1", "phase2"]  # no temporary left over
+
+
+@pytest.mark.parametrize("target", ["phase dir", "run dir", "another run", "a checkpoint", "a run's tokenizer"])
+def test_export_never_replaces_a_run_or_a_checkpoint_even_forced(exported, tmp_path, monkeypatch, capsys, target):
+    model, _ = exported
+    run = tmp_path / "run"
+    write_phase_dir(run / "phase1", model)
+    (run / "phase1" / "hparams.json").write_text("{}")
+    (run / "phase1" / "metrics.jsonl").write_text('{"step": 1}\n')
+    other = tmp_path / "other"
+    write_phase_dir(other / "phase1", model)
+    out, found = {"phase dir": (run / "phase1", "is the phase directory being exported"),
+                  "run dir": (run, "holds the phase directory being exported"),
+                  "another run": (other, f"holds {other / 'phase1' / 'checkpoints'}"),
+                  "a checkpoint": (other / "phase1" / "checkpoints", f"lies inside the pretraining run {other}/phase1"),
+                  "a run's tokenizer": (run / "phase1" / "tokenizer", f"lies inside the pretraining run {run}/phase1"),
+                  }[target]
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    for force in ([], ["--force"]):
+        code, err = export_cli(monkeypatch, capsys, str(run / "phase1"), "--out", str(out), *force)
+        assert code == 2 and err.startswith(f"error: {out}: ") and found in err and err.count("\n") == 1, err
+        assert "export never replaces a pretraining run or checkpoint" in err
+        assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+def test_a_full_disk_during_export_is_one_line_and_keeps_the_previous_export(exported, tmp_path):
+    model, _ = exported
+    write_phase_dir(tmp_path / "phase1", model)
+    out = tmp_path / "hf"
+    command = [sys.executable, "-m", "pretrain.cli", "export", str(tmp_path / "phase1"), "--out", str(out)]
+    assert subprocess.run(command, capture_output=True, timeout=300).returncode == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    size = (out / "model.safetensors").stat().st_size
+    # a file size limit below the weights' size: the write fails as on a full disk (EFBIG instead of ENOSPC)
+    full = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (size // 2, size // 2)))
+    assert full.returncode == 1 and "Traceback" not in full.stderr, full.stderr
+    last = full.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: {out}: writing the export failed (") and "File too large" in last, last
+    assert f"GiB free there; {out} is left as it was" in last, last
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf", "phase1"]
 
 
 def test_export_errors_are_one_line(tmp_path):
@@ -125,6 +209,36 @@ def test_export_errors_are_one_line(tmp_path):
     with pytest.raises(ConfigError, match="model_config.json: not found"):
         export_hf(phase, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_flipped_bytes_in_a_checkpoint_are_found_by_export_and_eval(exported, tmp_path):
+    model, _ = exported
+
+    class Engine:  # saves as DeepSpeed does without ZeRO
+        global_rank = 0
+
+        def save_checkpoint(self, save_dir, tag, client_state, save_latest):
+            (Path(save_dir) / tag).mkdir(parents=True)
+            torch.save({"module": model.state_dict()}, Path(save_dir) / tag / checkpoint.MODEL_STATES)
+
+    phase = tmp_path / "phase1"
+    write_phase_dir(phase, model)  # a checkpoint of before the checksums (no sha256 in meta.json) still loads
+    for step in (8, 9):
+        checkpoint.save(Engine(), phase, step, {"world_size": 1}, {}, keep=3)
+    export_hf(phase, tmp_path / "hf")
+    states = phase / "checkpoints" / "step00000009" / checkpoint.MODEL_STATES
+    with open(states, "r+b") as f:  # one byte of a weight: torch.load reads it without complaint
+        f.seek(states.stat().st_size // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0x10]))
+    message = (rf"^{states}: its sha256 differs from the one saved with the checkpoint \(changed on disk since\); "
+               rf"the previous complete checkpoint is {phase / 'checkpoints' / 'step00000008'}: ")
+    with pytest.raises(DataError, match=message):
+        export_hf(phase, tmp_path / "hf2")
+    with pytest.raises(DataError, match=message):
+        load_model(phase)
+    assert not (tmp_path / "hf2").exists()
 
 
 DEEPSPEED_SCRIPT = """

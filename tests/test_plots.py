@@ -57,3 +57,24 @@ def test_a_run_without_metrics_is_one_line(make, message, tmp_path, monkeypatch,
     err = capsys.readouterr().err
     assert exit_.value.code == 1 and err.startswith("error: ") and err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "plots").exists()
+
+
+@pytest.mark.parametrize("content, problem", [
+    (PNG_SIGNATURE + bytes(range(256)) * 4, "line 1: not UTF-8 text"),
+    (bytes(range(256)) * 4, "line 1: not a JSON object"),
+    (b'{"step": 1, "loss": 2.0}\n[1, 2, 3]\n{"step": 2, "loss": 1.0}\n', "line 2: not a JSON object"),
+    (b'{"step": 1, "loss": 2.0}\n7\n', "line 2: not a JSON object"),
+    (b'{"step": 1, "loss": 2.0}\nnot json\n{"step": 2, "loss": 1.0}\n', "line 2: not a JSON object"),
+    (b'{"loss": 2.0}\n', "line 1: no step number"),
+    (b'{"step": 1, "loss": "low"}\n', "line 1: loss is not a number"),
+])
+def test_a_metrics_file_that_is_not_metrics_rows_is_one_line_naming_file_and_line(content, problem, tmp_path,
+                                                                                   monkeypatch, capsys):
+    (tmp_path / "phase1").mkdir()
+    (tmp_path / "phase1" / "metrics.jsonl").write_bytes(content)
+    monkeypatch.setattr(sys, "argv", ["pretrain", "plot", str(tmp_path)])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 1 and err == f"error: {tmp_path / 'phase1' / 'metrics.jsonl'}: {problem}\n", err
+    assert not (tmp_path / "plots").exists()

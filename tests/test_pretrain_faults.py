@@ -171,7 +171,7 @@ def two_checkpoints(data, tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("damage", ["truncated", "missing", "overwritten"])
+@pytest.mark.parametrize("damage", ["truncated", "missing", "overwritten", "flipped"])
 def test_a_damaged_latest_checkpoint_is_refused_naming_the_previous_good_one(data, two_checkpoints, tmp_path,
                                                                                damage):
     phase = tmp_path / "phase1"
@@ -183,10 +183,16 @@ def test_a_damaged_latest_checkpoint_is_refused_naming_the_previous_good_one(dat
             f.truncate(size // 2)
     elif damage == "missing":
         states.unlink()
-    else:  # same size, the zip directory at its end destroyed: only loading it finds out
+    elif damage == "overwritten":  # same size, the zip directory at its end destroyed
         with open(states, "r+b") as f:
             f.seek(size - 200)
             f.write(b"\0" * 200)
+    else:  # one bit of a weight: torch.load reads it without complaint; only the checksum finds it
+        with open(states, "r+b") as f:
+            f.seek(size // 2)
+            byte = f.read(1)
+            f.seek(size // 2)
+            f.write(bytes([byte[0] ^ 0x10]))
     previous = checkpoint.checkpoint_dir(phase) / "step00000001"
     for command in (["phase1", "--data", str(data), "--out", str(tmp_path), *TINY, "--set", "steps=3",
                      "--set", "checkpoint_every=1"],

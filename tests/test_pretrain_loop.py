@@ -4,9 +4,11 @@ training, crash-safe checkpoints, the schedule and the generated DeepSpeed confi
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -39,6 +41,10 @@ def pretrain(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 def metrics(phase_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (phase_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def tags(phase_dir: Path) -> list[str]:
@@ -228,8 +234,53 @@ def test_a_crash_while_saving_leaves_latest_on_the_previous_checkpoint(tmp_path)
     checkpoint.save(engine, tmp_path, 4, {"world_size": 1}, {}, keep=2)
     latest = checkpoint.latest(tmp_path)
     assert (latest.tag, latest.meta) == ("step00000004", {"world_size": 1, "tag": "step00000004", "step": 4,
-                                                          "files": {MODEL_STATES: 17}})
+                                                          "files": {MODEL_STATES: 17},
+                                                          "sha256": {MODEL_STATES: sha256(b"half a checkpoint")}})
     assert tags(tmp_path) == ["step00000002", "step00000004"]  # the broken step 3 and the oldest are gone
+
+
+VERIFY_SCRIPT = """
+import sys, torch
+from pathlib import Path
+from pretrain import checkpoint
+from wiki2bert_core.errors import DataError
+torch.distributed.init_process_group("gloo")
+try:
+    checkpoint.verify(checkpoint.latest(Path(sys.argv[1])))
+    print("intact")
+except DataError as e:
+    print(e)
+"""
+
+
+def test_each_rank_checks_a_share_of_the_checksums_and_all_report_a_damage(tmp_path):
+    class Engine:
+        global_rank = 0
+
+        def save_checkpoint(self, save_dir, tag, client_state, save_latest):
+            (Path(save_dir) / tag).mkdir(parents=True)
+            for rank in range(2):
+                (Path(save_dir) / tag / f"zero_pp_rank_{rank}_mp_rank_00_optim_states.pt").write_bytes(b"ab" * 100)
+
+    checkpoint.save(Engine(), tmp_path, 1, {"world_size": 2}, {}, keep=1)
+    checkpoint.save(Engine(), tmp_path, 2, {"world_size": 2}, {}, keep=2)
+    damaged = checkpoint.checkpoint_dir(tmp_path) / "step00000002" / "zero_pp_rank_1_mp_rank_00_optim_states.pt"
+
+    def both_ranks() -> list[str]:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        ranks = [subprocess.Popen([sys.executable, "-c", VERIFY_SCRIPT, str(tmp_path)], stdout=subprocess.PIPE,
+                                  text=True, env={**ENV, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                                                  "RANK": str(rank), "WORLD_SIZE": "2"}) for rank in range(2)]
+        return [p.communicate(timeout=120)[0].strip() for p in ranks]
+
+    assert both_ranks() == ["intact", "intact"]
+    damaged.write_bytes(b"ba" * 100)  # the second of the two files: rank 1's share
+    expected = (f"{damaged}: its sha256 differs from the one saved with the checkpoint (changed on disk since); the "
+                f"previous complete checkpoint is {checkpoint.checkpoint_dir(tmp_path) / 'step00000001'}: to go on "
+                f"from it, write 'step00000001' into {checkpoint.checkpoint_dir(tmp_path) / 'latest'}")
+    assert both_ranks() == [expected, expected]
 
 
 def test_schedule_warms_up_linearly_then_decays_as_the_square_root():
