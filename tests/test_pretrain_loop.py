@@ -204,6 +204,17 @@ def test_bad_data_exits_1_bad_vocab_and_init_exit_2_before_training(data, tmp_pa
     assert not (tmp_path / "r").exists()
 
 
+def test_a_vocab_other_than_the_datas_is_refused_before_training(data, tmp_path, monkeypatch, capsys,
+                                                                 write_vocab_dir):
+    other = write_vocab_dir(tmp_path / "other", size=80)  # the data's ids index a 60-token vocabulary
+    code = _exit_code(monkeypatch, ["phase1", "--data", str(data), "--vocab", str(other), "--out", str(tmp_path / "r"),
+                                    *TINY, "--set", "steps=1"])
+    assert (code, capsys.readouterr().err) == (2, f"error: --vocab {other / 'vocab.txt'}: differs from "
+                                                  f"{data / 'vocab.txt'}, the vocabulary the data's token ids index "
+                                                  f"(80 tokens against 60); leave out --vocab\n")
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_crash_while_saving_leaves_latest_on_the_previous_checkpoint(tmp_path):
     class Engine:
         global_rank = 0
