@@ -1,8 +1,9 @@
 """The training loop of one pretraining phase on DeepSpeed: builds the engine for a prepared `Run` (see run.py),
 trains until the phase's last step, `steps_this_run` steps or a stop signal, logging metrics and saving checkpoints.
 
-Run directory (`<out>/<phase>/`): .lock (one run at a time, wiki2bert_core/dir_lock.py), the provenance files (run_files.py), train.log, metrics.jsonl and tb/
-(metrics.py), checkpoints/ (checkpoint.py), flops_profile.txt and profile/ when profiling (profiling.py).
+Run directory (`<out>/<phase>/`): .lock (one run at a time: wiki2bert_core/dir_lock.py), the provenance files
+(run_files.py), train.log, metrics.jsonl and tb/ (metrics.py), checkpoints/ (checkpoint.py), flops_profile.txt and
+profile/ when profiling (profiling.py).
 """
 from __future__ import annotations
 

@@ -13,5 +13,7 @@ fi
 # is the one that builds it (a build killed half-way leaves a lock that hangs every later DeepSpeed run). Importing
 # pretrain first puts it where pretrain looks for it: .venv/torch_extensions (TORCH_EXTENSIONS_DIR, unless set), not
 # the ~/.cache/torch_extensions that all environments share.
-.venv/bin/python -c "import pretrain; from deepspeed.ops.op_builder.cpu import ShareMemCommBuilder; ShareMemCommBuilder().load(verbose=False)" \
+.venv/bin/python -c "import pretrain
+from deepspeed.ops.op_builder.cpu import ShareMemCommBuilder
+ShareMemCommBuilder().load(verbose=False)" \
   2>&1 | { grep -v "Setting accelerator to CPU" || true; }

@@ -1,8 +1,8 @@
 """Pretraining under faults, injected by the tests: SIGTERM in the middle of a large gradient accumulation (stop
 within a micro-batch, resume exactly), a signal to one rank of two, a full disk while saving a checkpoint, a
 truncated or damaged checkpoint on resume and export, damaged or out-of-range data met during training, a
-misspelled key in --deepspeed-config, a second run on a phase directory another run holds. Each gets one `error:` line naming the file, a non-zero exit and nothing that
-looks complete."""
+misspelled key in --deepspeed-config, a second run on a phase directory another run holds. Each gets one `error:`
+line naming the file, a non-zero exit and nothing that looks complete."""
 from __future__ import annotations
 
 import contextlib

@@ -205,7 +205,7 @@ def test_config_mistakes():
         VocabConfig(character_coverage=1.5)
 
 
-# Unicode line separators other than "\n", which str.splitlines() also splits at: inside a token on one line
+# Unicode line separators other than "\n" (str.splitlines() splits there): inside a token on one line
 SEPARATORS = ["\u2028", "\x85", "\u2029", "\x1c", "\x1d", "\x1e", "\x0b", "\x0c"]
 
 

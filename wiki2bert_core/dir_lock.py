@@ -1,6 +1,7 @@
 """One process at a time in a directory: an OS lock (fcntl.flock) on <directory>/.lock, which the OS releases when
-the holding process ends, also by SIGKILL (its forked children do not keep it); the holder writes its pid and host there for the message of a refused
-second process. Used by the pipeline for a work directory and by pretraining for a phase directory."""
+the holding process ends, also by SIGKILL (its forked children do not keep it); the holder writes its pid and host
+there for the message of a refused second process. Used by the pipeline for a work directory and by pretraining for a
+phase directory."""
 from __future__ import annotations
 
 import fcntl
@@ -25,7 +26,8 @@ os.register_at_fork(after_in_child=_close_in_child)
 
 def lock_directory(directory: Path) -> str | None:
     """Take <directory>/.lock for the rest of this process, making the directory if needed. None when taken; else
-    the holder as it wrote itself into the file ("N on HOST": its pid and host; "?" if unknown). OSError if it cannot be written."""
+    the holder as it wrote itself into the file ("N on HOST": its pid and host; "?" if unknown). OSError if the
+    directory or the file cannot be written."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     f = open(directory / LOCK_NAME, "a+", encoding="utf-8")
