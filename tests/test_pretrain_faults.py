@@ -297,3 +297,20 @@ def test_eval_and_plot_of_a_running_phase_are_not_blocked_by_its_lock(data, two_
         plotted = pretrain("plot", str(two_checkpoints), "--out", str(tmp_path / "png"))
     assert evaluated.returncode == 0 and "mlm_accuracy" in evaluated.stdout, evaluated.stderr
     assert plotted.returncode == 0 and (tmp_path / "png" / "loss.png").is_file(), plotted.stderr
+
+
+@pytest.mark.slow
+def test_only_global_rank_0_takes_the_lock_and_its_refusal_stops_every_rank(data, tmp_path):
+    phase_dir = tmp_path / "run" / "phase1"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(tmp_path / "run"), *TINY,
+                "--set", "steps=1"]
+    with held_lock(phase_dir) as holder:
+        started = time.monotonic()
+        refused = subprocess.run(torchrun, env=ENV, capture_output=True, text=True, timeout=300)
+    assert refused.returncode != 0 and time.monotonic() - started < 120
+    assert refused.stderr.count(f"another pretraining run (pid {holder.pid} on ") == 1  # rank 0's line alone
+    assert sorted(p.name for p in phase_dir.iterdir()) == [".lock"]
+    done = subprocess.run(torchrun, env=ENV, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr  # rank 1 never takes the lock rank 0 holds
+    assert [row["step"] for row in metrics(phase_dir)] == [1]
