@@ -25,7 +25,7 @@ import psutil
 import pytest
 import torch
 
-from wiki2bert_core.errors import ConfigError
+from wiki2bert_core.errors import ConfigError, DataError
 from pretrain import checkpoint
 from pretrain.config import load_train_config
 from pretrain.prepare import prepare
@@ -314,3 +314,19 @@ def test_only_global_rank_0_takes_the_lock_and_its_refusal_stops_every_rank(data
     done = subprocess.run(torchrun, env=ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr  # rank 1 never takes the lock rank 0 holds
     assert [row["step"] for row in metrics(phase_dir)] == [1]
+
+
+def test_a_checkpoint_saved_between_the_checks_and_the_lock_is_refused_not_overwritten(data, two_checkpoints,
+                                                                                       tmp_path, monkeypatch):
+    from pretrain.train import train
+
+    config = load_train_config("phase1", overrides=["preset=tiny", "global_batch=8", "micro_batch=4"])
+    run = prepare("phase1", data, tmp_path, config)  # a new phase: no checkpoint yet
+    shutil.copytree(two_checkpoints, tmp_path / "phase1")  # meanwhile another run saved step 2 and ended
+    log = (tmp_path / "phase1" / "train.log").read_bytes()
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    with pytest.raises(DataError, match=rf"^{tmp_path / 'phase1'}: another run saved a checkpoint since this one "
+                                        rf"read the directory; re-run the command to go on from it$"):
+        train(run)
+    assert (tmp_path / "phase1" / "train.log").read_bytes() == log  # nothing written
