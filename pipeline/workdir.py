@@ -2,17 +2,14 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
 import signal
 import sys
 from pathlib import Path
 from typing import Iterator
 
+from wiki2bert_core.dir_lock import lock_directory
 from wiki2bert_core.errors import ConfigError, DataError
 
-LOCK_NAME = ".lock"
-_held: list = []  # the open lock files: closing one (or the process dying) releases its lock
 _received: list[int] = []  # stop signals received while exit_nonzero_after_signal() was active
 
 
@@ -21,25 +18,13 @@ def lock_work_dir(lang_dir: Path) -> None:
     for parent in (lang_dir.parent, lang_dir):
         if parent.exists() and not parent.is_dir():
             raise ConfigError(f"--workdir: {parent} is a file, not a directory")
-    path = lang_dir / LOCK_NAME
     try:
-        lang_dir.mkdir(parents=True, exist_ok=True)
-        f = open(path, "a+", encoding="utf-8")
+        holder = lock_directory(lang_dir)
     except OSError as e:
         raise DataError(f"{lang_dir}: cannot write to the work directory ({e.strerror})") from None
-    try:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.seek(0)
-        holder = f.read().strip() or "?"
-        f.close()
+    if holder is not None:
         raise DataError(f"{lang_dir}: another pipeline run (pid {holder}) is using this work directory; "
-                            "wait for it to finish or use another --workdir") from None
-    f.seek(0)
-    f.truncate()
-    f.write(f"{os.getpid()}\n")
-    f.flush()
-    _held.append(f)
+                        "wait for it to finish or use another --workdir")
 
 
 @contextlib.contextmanager

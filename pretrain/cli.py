@@ -25,7 +25,8 @@ DsOpt = typer.Option(None, "--deepspeed-config", help="JSON merged over the gene
 EvalDataOpt = typer.Option(None, "--eval-data", help="Held-out HDF5 directory to evaluate on (default: the data "
                                                      "directory's test/ split); same as --set eval_data=DIR")
 VocabOpt = typer.Option(None, "--vocab", help="Directory with vocab.txt (default: the one in --data; needed for "
-                                           "HDF5 directories without one, e.g. NVIDIA's)")
+                                           "HDF5 directories without one, e.g. NVIDIA's; refused if it is not the "
+                                           "vocabulary the data records)")
 
 
 @app.callback()

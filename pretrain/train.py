@@ -1,8 +1,9 @@
 """The training loop of one pretraining phase on DeepSpeed: builds the engine for a prepared `Run` (see run.py),
 trains until the phase's last step, `steps_this_run` steps or a stop signal, logging metrics and saving checkpoints.
 
-Run directory (`<out>/<phase>/`): the provenance files (run_files.py), train.log, metrics.jsonl and tb/
-(metrics.py), checkpoints/ (checkpoint.py), flops_profile.txt and profile/ when profiling (profiling.py).
+Run directory (`<out>/<phase>/`): .lock (one run at a time: wiki2bert_core/dir_lock.py), the provenance files
+(run_files.py), train.log, metrics.jsonl and tb/ (metrics.py), checkpoints/ (checkpoint.py), flops_profile.txt and
+profile/ when profiling (profiling.py).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import numpy as np
 import torch
 
 from wiki2bert_core.config import config_to_dict
+from wiki2bert_core.dir_lock import lock_directory
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.log import LOGGER_NAME, progress, setup_logging
 from pretrain import checkpoint
@@ -108,6 +110,8 @@ def train(run: Run) -> int:
     single_process_env()
     rank = int(os.environ["RANK"])
     c = run.config
+    if rank == 0:  # one lock per run, global rank 0's: the ranks of all nodes share the filesystem
+        _lock_phase_dir(run)
     log = setup_logging(run.phase_dir / "train.log" if rank == 0 else None, quiet=rank != 0)
     started = start(run)
     engine, zero_stage, step, data_state, rng = (started.engine, started.zero_stage, started.step,
@@ -175,6 +179,20 @@ def train(run: Run) -> int:
         log.info("%s complete: %d steps, checkpoint in %s", run.phase, step,
                  checkpoint.checkpoint_dir(run.phase_dir))
     return 0
+
+
+def _lock_phase_dir(run: Run) -> None:
+    """Hold <phase_dir>/.lock for this run, taken before anything is written into the phase directory, or fail at
+    once naming the run that holds it. If rank 0 is refused, the launcher stops the other ranks, which wait for it in
+    DeepSpeed's rendezvous without having written anything."""
+    holder = lock_directory(run.phase_dir)
+    if holder is not None:
+        raise DataError(f"{run.phase_dir}: another pretraining run (pid {holder}) is using this phase directory; "
+                        f"wait for it to finish or use another --out")
+    latest = checkpoint.latest(run.phase_dir)
+    if (latest and latest.tag) != (run.resume and run.resume.tag):  # a run that ended while this one was prepared
+        raise DataError(f"{run.phase_dir}: another run saved a checkpoint since this one read the directory; "
+                        f"re-run the command to go on from it")
 
 
 def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int, stop: StopSignal):

@@ -11,6 +11,10 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[pretrain,test,bench]"
 # DeepSpeed JIT-builds its CPU communication op on first use (~40 s); build it here, once, so that no timed test
-# is the one that builds it (a build killed half-way leaves a lock that hangs every later DeepSpeed run).
-.venv/bin/python -c "from deepspeed.ops.op_builder.cpu import ShareMemCommBuilder; ShareMemCommBuilder().load(verbose=False)" \
+# is the one that builds it (a build killed half-way leaves a lock that hangs every later DeepSpeed run). Importing
+# pretrain first puts it where pretrain looks for it: .venv/torch_extensions (TORCH_EXTENSIONS_DIR, unless set), not
+# the ~/.cache/torch_extensions that all environments share.
+.venv/bin/python -c "import pretrain
+from deepspeed.ops.op_builder.cpu import ShareMemCommBuilder
+ShareMemCommBuilder().load(verbose=False)" \
   2>&1 | { grep -v "Setting accelerator to CPU" || true; }

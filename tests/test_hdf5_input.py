@@ -3,6 +3,7 @@ file is named as the user gave it (not as the scratch copy the command works on)
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import subprocess
@@ -119,3 +120,26 @@ def test_a_full_disk_is_one_line_naming_the_file(tmp_path, write_vocab, write_co
         assert re.fullmatch(rf"error: {re.escape(str(small))}/out\.partial/files/\S+/training_corpus\.hdf5\.tmp: "
                             r"No space left on device", lines[0]), lines[0]
         assert list(small.iterdir()) == []  # the half-written file and the empty .partial are gone
+
+
+def test_a_token_holding_a_unicode_line_separator_keeps_the_ids_bert_tokenizers_give(tmp_path, write_vocab,
+                                                                                     write_corpus):
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer
+
+    vocab = tmp_path / "vocab.txt"
+    write_vocab(vocab)
+    lines = vocab.read_text().splitlines()
+    vocab.write_text("\n".join(lines[:5] + ["w\u2028x"] + lines[5:]) + "\n")  # one line, one token
+    text = tmp_path / "corpus.txt"
+    write_corpus(text, 20)
+    args = ["hdf5", "--input", text, "--vocab", vocab, "--out", tmp_path / "out", "--quiet", "--set",
+            "hdf5.variants=[{max_seq_length: 64, max_predictions_per_seq: 10}]", "--set", "hdf5.dupe_factor=1"]
+    result = subprocess.run([sys.executable, "-m", "pipeline.cli", *map(str, args)], capture_output=True, text=True,
+                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert result.returncode == 0, result.stderr
+    [variant] = (tmp_path / "out").iterdir()
+    bert = transformers.BertTokenizer(str(vocab)).get_vocab()
+    assert len(bert) == len(lines) + 1
+    assert Tokenizer.from_file(str(variant / "tokenizer.json")).get_vocab() == bert  # the ids the files hold
+    assert json.loads((variant / "variant.json").read_text())["vocab_size"] == len(bert)

@@ -1,8 +1,8 @@
 """Pretraining under faults, injected by the tests: SIGTERM in the middle of a large gradient accumulation (stop
 within a micro-batch, resume exactly), a signal to one rank of two, a full disk while saving a checkpoint, a
 truncated or damaged checkpoint on resume and export, damaged or out-of-range data met during training, a
-misspelled key in --deepspeed-config. Each gets one `error:` line naming the file, a non-zero exit and nothing that
-looks complete."""
+misspelled key in --deepspeed-config, a second run on a phase directory another run holds. Each gets one `error:`
+line naming the file, a non-zero exit and nothing that looks complete."""
 from __future__ import annotations
 
 import contextlib
@@ -12,8 +12,10 @@ import re
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -23,12 +25,14 @@ import psutil
 import pytest
 import torch
 
-from wiki2bert_core.errors import ConfigError
+from wiki2bert_core.errors import ConfigError, DataError
 from pretrain import checkpoint
 from pretrain.config import load_train_config
 from pretrain.prepare import prepare
 from test_pretrain_data import rechunk
 from test_pretrain_loop import ENV, TINY, metrics, pretrain
+
+REPO = Path(__file__).resolve().parent.parent
 
 ACCUMULATION = 64
 LARGE_ACCUMULATION = ["--set", f"global_batch={4 * ACCUMULATION}"]  # micro_batch 4 (TINY)
@@ -252,3 +256,83 @@ def test_a_misspelled_deepspeed_setting_is_refused_with_one_line(data, tmp_path,
     path.write_text(json.dumps({"zero_optimization": {"reduce_bucket_size": 1000}, "wall_clock_breakdown": True,
                                 "flops_profiler": {"enabled": False, "profile_step": 3}}))
     assert prepare("phase1", data, tmp_path / "r", config, deepspeed_config=path).user_ds_config
+
+
+@contextlib.contextmanager
+def held_lock(directory: Path):
+    """A process holding `directory`'s lock as a running phase holds its phase directory, with a forked child (as a
+    DataLoader worker, which outlives a SIGKILLed run by seconds); both are SIGKILLed after the block."""
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import os, sys, time
+        sys.path.insert(0, {str(REPO)!r})
+        from wiki2bert_core.dir_lock import lock_directory
+        assert lock_directory({str(directory)!r}) is None
+        if os.fork() == 0:
+            time.sleep(600)
+        print("locked", flush=True)
+        time.sleep(600)
+    """)], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        yield holder
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+
+
+def test_a_second_run_on_a_busy_phase_dir_is_refused_and_a_killed_runs_lock_is_free(data, tmp_path):
+    phase_dir = tmp_path / "run" / "phase1"
+    args = ["phase1", "--data", str(data), "--out", str(tmp_path / "run"), *TINY, "--set", "steps=1"]
+    with held_lock(phase_dir) as holder:
+        refused = pretrain(*args)
+        assert refused.returncode == 1 and refused.stderr == (
+            f"error: {phase_dir}: another pretraining run (pid {holder.pid} on {socket.gethostname()}) is using "
+            f"this phase directory; wait for it to finish or use another --out\n")
+        assert sorted(p.name for p in phase_dir.iterdir()) == [".lock"]  # not even a log line written
+        holder.kill()  # its child lives on: the lock must not
+        holder.wait()
+        done = pretrain(*args)
+    assert done.returncode == 0, done.stderr
+    assert [row["step"] for row in metrics(phase_dir)] == [1]
+
+
+def test_eval_and_plot_of_a_running_phase_are_not_blocked_by_its_lock(data, two_checkpoints, tmp_path):
+    with held_lock(two_checkpoints):
+        evaluated = pretrain("eval", str(two_checkpoints), "--data", str(data / "training"), "--samples", "20")
+        plotted = pretrain("plot", str(two_checkpoints), "--out", str(tmp_path / "png"))
+    assert evaluated.returncode == 0 and "mlm_accuracy" in evaluated.stdout, evaluated.stderr
+    assert plotted.returncode == 0 and (tmp_path / "png" / "loss.png").is_file(), plotted.stderr
+
+
+@pytest.mark.slow
+def test_only_global_rank_0_takes_the_lock_and_its_refusal_stops_every_rank(data, tmp_path):
+    phase_dir = tmp_path / "run" / "phase1"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(tmp_path / "run"), *TINY,
+                "--set", "steps=1"]
+    with held_lock(phase_dir) as holder:
+        started = time.monotonic()
+        refused = subprocess.run(torchrun, env=ENV, capture_output=True, text=True, timeout=300)
+    assert refused.returncode != 0 and time.monotonic() - started < 120
+    assert refused.stderr.count(f"another pretraining run (pid {holder.pid} on ") == 1  # rank 0's line alone
+    assert sorted(p.name for p in phase_dir.iterdir()) == [".lock"]
+    done = subprocess.run(torchrun, env=ENV, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr  # rank 1 never takes the lock rank 0 holds
+    assert [row["step"] for row in metrics(phase_dir)] == [1]
+
+
+def test_a_checkpoint_saved_between_the_checks_and_the_lock_is_refused_not_overwritten(data, two_checkpoints,
+                                                                                       tmp_path, monkeypatch):
+    from pretrain.train import train
+
+    config = load_train_config("phase1", overrides=["preset=tiny", "global_batch=8", "micro_batch=4"])
+    run = prepare("phase1", data, tmp_path, config)  # a new phase: no checkpoint yet
+    shutil.copytree(two_checkpoints, tmp_path / "phase1")  # meanwhile another run saved step 2 and ended
+    log = (tmp_path / "phase1" / "train.log").read_bytes()
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    with pytest.raises(DataError, match=rf"^{tmp_path / 'phase1'}: another run saved a checkpoint since this one "
+                                        rf"read the directory; re-run the command to go on from it$"):
+        train(run)
+    assert (tmp_path / "phase1" / "train.log").read_bytes() == log  # nothing written

@@ -210,6 +210,17 @@ def test_bad_data_exits_1_bad_vocab_and_init_exit_2_before_training(data, tmp_pa
     assert not (tmp_path / "r").exists()
 
 
+def test_a_vocab_other_than_the_datas_is_refused_before_training(data, tmp_path, monkeypatch, capsys,
+                                                                 write_vocab_dir):
+    other = write_vocab_dir(tmp_path / "other", size=80)  # the data's ids index a 60-token vocabulary
+    code = _exit_code(monkeypatch, ["phase1", "--data", str(data), "--vocab", str(other), "--out", str(tmp_path / "r"),
+                                    *TINY, "--set", "steps=1"])
+    assert (code, capsys.readouterr().err) == (2, f"error: --vocab {other / 'vocab.txt'}: differs from "
+                                                  f"{data / 'vocab.txt'}, the vocabulary the data's token ids index "
+                                                  f"(80 tokens against 60); leave out --vocab\n")
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_crash_while_saving_leaves_latest_on_the_previous_checkpoint(tmp_path):
     class Engine:
         global_rank = 0
@@ -420,3 +431,17 @@ def test_a_variant_directory_copied_alone_trains_evaluates_and_exports(tmp_path,
     assert tokenizer.convert_ids_to_tokens(tokenizer("w1 w2s .")["input_ids"]) == \
         ["[CLS]", "w1", "w2", "##s", ".", "[SEP]"]
     assert model.config.vocab_size >= len(tokenizer)
+
+
+def test_deepspeed_ops_are_built_in_the_environments_own_cache(tmp_path):
+    """DeepSpeed JIT-builds its ops through torch.utils.cpp_extension.load, into TORCH_EXTENSIONS_DIR, by default the
+    user-wide ~/.cache/torch_extensions that every environment shares (a build lock another one left hung runs):
+    pretrain points it into its virtual environment, unless it is set."""
+    code = "import os, pretrain.cli; print(os.environ.get('TORCH_EXTENSIONS_DIR'))"
+    env = {k: v for k, v in ENV.items() if k != "TORCH_EXTENSIONS_DIR"}
+    own = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    in_venv = sys.prefix != sys.base_prefix and os.access(sys.prefix, os.W_OK)
+    assert own.stdout.strip() == (str(Path(sys.prefix) / "torch_extensions") if in_venv else "None")
+    given = subprocess.run([sys.executable, "-c", code], env={**env, "TORCH_EXTENSIONS_DIR": str(tmp_path)},
+                           capture_output=True, text=True, check=True)
+    assert given.stdout.strip() == str(tmp_path)

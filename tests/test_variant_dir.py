@@ -65,6 +65,40 @@ def test_an_explicit_vocabulary_beats_the_directorys_own(tmp_path):
         find_vocab_file(variant, vocab_dir=tmp_path / "empty")
 
 
+def test_a_vocabulary_other_than_the_one_the_data_records_is_refused(tmp_path, write_vocab_dir):
+    variant = write_vocab_dir(tmp_path / "variant")  # 60 tokens
+    touch(variant / "training" / "training_0000.hdf5")
+    same = write_vocab_dir(tmp_path / "same")
+    (same / "vocab.txt").write_text((same / "vocab.txt").read_text().replace("\n", "\r\n"))  # the same tokens
+    assert find_vocab_file(variant, vocab_dir=same) == same / "vocab.txt"
+    bigger = write_vocab_dir(tmp_path / "bigger", size=80)
+    with pytest.raises(ConfigError) as refused:
+        find_vocab_file(variant, vocab_dir=bigger)
+    assert str(refused.value) == (f"--vocab {bigger / 'vocab.txt'}: differs from {variant / 'vocab.txt'}, the "
+                                  f"vocabulary the data's token ids index (80 tokens against 60); leave out --vocab")
+    reordered = write_vocab_dir(tmp_path / "reordered")
+    lines = (reordered / "vocab.txt").read_text().splitlines()
+    lines[6], lines[7] = lines[7], lines[6]
+    (reordered / "vocab.txt").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError, match=r"reordered/vocab.txt: differs from .*variant/vocab.txt, the vocabulary "
+                                          r"the data's token ids index \(line 7: 'w2' against 'w1'\)"):
+        find_vocab_file(variant, vocab_dir=reordered)
+    # a variant directory without its vocab.txt still records the vocabulary's size and special token ids
+    (variant / "vocab.txt").unlink()
+    write_variant_files(variant, tmp_path / "nothing", PARAMS, {})
+    assert find_vocab_file(variant, vocab_dir=same) == same / "vocab.txt"
+    with pytest.raises(ConfigError) as refused:
+        find_vocab_file(variant, vocab_dir=bigger)
+    assert str(refused.value) == (
+        f"--vocab {bigger / 'vocab.txt'}: 80 tokens, special token ids {{'[PAD]': 0, '[UNK]': 1, '[CLS]': 2, "
+        f"'[SEP]': 3, '[MASK]': 4}}, but {variant / 'variant.json'} records the data's vocabulary as 60 tokens, "
+        f"special token ids {{'[PAD]': 0, '[UNK]': 1, '[CLS]': 2, '[SEP]': 3, '[MASK]': 4}}; pass the vocabulary "
+        f"the data was made with")
+    flat = tmp_path / "nvidia"  # no record: --vocab is the only source
+    touch(flat / "part_0.hdf5")
+    assert find_vocab_file(flat, vocab_dir=bigger) == bigger / "vocab.txt"
+
+
 def test_missing_directories_are_one_line_config_errors(tmp_path):
     for rule in (training_files, held_out_files):
         with pytest.raises(ConfigError, match=r"missing: not a directory"):

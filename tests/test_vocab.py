@@ -219,3 +219,28 @@ def test_config_mistakes():
         VocabConfig(vocab_size=0)
     with pytest.raises(ConfigError, match="vocab.character_coverage"):
         VocabConfig(character_coverage=1.5)
+
+
+# Unicode line separators other than "\n" (str.splitlines() splits there): inside a token on one line
+SEPARATORS = ["\u2028", "\x85", "\u2029", "\x1c", "\x1d", "\x1e", "\x0b", "\x0c"]
+
+
+def test_vocab_txt_is_read_as_bert_tokenizers_read_it(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.bert.tokenization_bert import load_vocab
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"a{s}b" for s in SEPARATORS), "\x1cend", "crlf",
+              " leading", "last"]
+    path = tmp_path / "vocab.txt"
+    path.write_bytes("\n".join(tokens[:-2]).encode() + b"\r\n" + "\n".join(tokens[-2:]).encode() + b"\n")
+    ours = read_vocab(path)
+    assert ours == {token: i for i, token in enumerate(tokens)}
+    assert ours == dict(load_vocab(str(path))) == transformers.BertTokenizer(str(path)).get_vocab()
+
+    # lines the two readers of BERT vocabularies read differently: transformers' load_vocab splits at a lone "\r"
+    # and keeps trailing whitespace, HF tokenizers' WordPiece.read_file does neither
+    for line, what in [("cr\rlf", "holds a carriage return"), ("trailing ", "ends in whitespace"),
+                       ("sep\u2028", "ends in whitespace")]:
+        path.write_text("\n".join([*tokens[:5], line, "last"]) + "\n", encoding="utf-8")
+        with pytest.raises(DataError, match=rf"vocab.txt: line 6: .* {what}"):
+            read_vocab(path)

@@ -21,7 +21,7 @@ from pathlib import Path
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json, write_json
 from wiki2bert_core.hdf5_format import SUFFIXES
-from wiki2bert_core.wordpiece import copy_tokenizer_files
+from wiki2bert_core.wordpiece import copy_tokenizer_files, read_vocab, special_token_ids
 
 TRAINING, TEST = "training", "test"
 SPLITS = (TRAINING, TEST)  # also the prefixes of the shard stage's files (training_0000.txt) the splits come from
@@ -147,17 +147,42 @@ def own_vocab(data_dir: Path) -> Path | None:
 
 
 def find_vocab_file(data_dir: Path, vocab_dir: Path | None = None) -> Path:
-    """The vocab.txt the data's token ids index: `vocab_dir`'s (--vocab) if given, else the data directory's own."""
+    """The vocab.txt the data's token ids index: `vocab_dir`'s (--vocab) if given, else the data directory's own.
+    Where the data directory records its vocabulary (its own vocab.txt, or variant.json's size and special token
+    ids), --vocab must name that vocabulary; NVIDIA's directories record none, and --vocab is all there is."""
     if vocab_dir is not None:
         path = Path(vocab_dir) / VOCAB_FILE
         if not path.is_file():
             raise ConfigError(f"{path}: not found; --vocab takes a directory with vocab.txt")
+        _check_data_vocab(data_dir, path)
         return path
     path = own_vocab(data_dir)
     if path is None:
         raise ConfigError(f"{data_dir}: no vocab.txt in this data directory; pass --vocab DIR (a directory with "
                           f"vocab.txt, e.g. for NVIDIA's own HDF5 directories)")
     return path
+
+
+def _check_data_vocab(data_dir: Path, given: Path) -> None:
+    own = own_vocab(data_dir)
+    if own is not None:
+        if own.read_bytes() == given.read_bytes():
+            return
+        theirs, tokens = list(read_vocab(own)), list(read_vocab(given))
+        if tokens != theirs:
+            line = next((i for i, (a, b) in enumerate(zip(tokens, theirs)) if a != b), None)
+            detail = (f"{len(tokens)} tokens against {len(theirs)}" if line is None else
+                      f"line {line + 1}: {tokens[line]!r} against {theirs[line]!r}")
+            raise ConfigError(f"--vocab {given}: differs from {own}, the vocabulary the data's token ids index "
+                              f"({detail}); leave out --vocab")
+        return
+    params = read_params(data_dir)
+    vocab = read_vocab(given)
+    if params is not None and (len(vocab), special_token_ids(vocab)) != (params.vocab_size, params.special_token_ids):
+        raise ConfigError(f"--vocab {given}: {len(vocab)} tokens, special token ids {special_token_ids(vocab)}, but "
+                          f"{Path(data_dir) / PARAMS_FILE} records the data's vocabulary as {params.vocab_size} "
+                          f"tokens, special token ids {params.special_token_ids}; pass the vocabulary the data was "
+                          f"made with")
 
 
 def data_dir_of(hdf5_file: Path) -> Path:

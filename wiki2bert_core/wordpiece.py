@@ -31,7 +31,11 @@ def neutralize_special_tokens(text: str) -> str:
 
 
 def read_vocab(path: Path) -> dict[str, int]:
-    """token -> id from a vocab.txt (one token per line, id = line number)."""
+    r"""token -> id from a vocab.txt: one token per line, id = line number, as BERT tokenizers read it. Lines end at
+    "\n" (or "\r\n") only: other Unicode line separators (U+2028, U+0085, \x1c, ...) are part of a token, which
+    str.splitlines() would break in two, shifting every later id. Where the two BERT readers disagree (a lone "\r":
+    transformers' load_vocab ends the line there, HF tokenizers' WordPiece.read_file does not; trailing whitespace:
+    load_vocab keeps it, read_file strips it), the file is refused, as are empty and repeated tokens."""
     path = Path(path)
     try:
         text = path.read_bytes().decode("utf-8")
@@ -39,13 +43,24 @@ def read_vocab(path: Path) -> dict[str, int]:
         raise DataError(f"{path}: vocabulary file not found") from None
     except UnicodeDecodeError as e:
         raise DataError(f"{path}: not UTF-8 (byte {e.start})") from None
+    lines = text.split("\n")
+    if lines[-1] == "":  # the last line's "\n"
+        lines.pop()
     vocab: dict[str, int] = {}
-    for line_no, token in enumerate(text.splitlines()):
-        token = token.rstrip("\r")
+    for line_no, token in enumerate(lines):
+        token = token.removesuffix("\r")
+        where = f"{path}: line {line_no + 1}"
         if not token:
-            raise DataError(f"{path}: line {line_no + 1}: empty token")
+            raise DataError(f"{where}: empty token")
+        if "\r" in token:
+            raise DataError(f"{where}: {token!r} holds a carriage return, which BERT tokenizers read differently "
+                            f"(one token or two)")
+        # Unicode White_Space (str.isspace() but for \x1c-\x1f): what read_file's trim_end strips
+        if token[-1].isspace() and token[-1] not in "\x1c\x1d\x1e\x1f":
+            raise DataError(f"{where}: {token!r} ends in whitespace, which BERT tokenizers read differently "
+                            f"(kept or stripped)")
         if token in vocab:
-            raise DataError(f"{path}: line {line_no + 1}: duplicate token {token!r}")
+            raise DataError(f"{where}: duplicate token {token!r}")
         vocab[token] = line_no
     missing = [t for t in SPECIAL_TOKENS if t not in vocab]
     if missing:
