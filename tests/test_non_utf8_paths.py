@@ -73,3 +73,31 @@ def test_a_relative_path_in_a_non_utf8_current_directory_is_refused(tmp_path):
     result = run("pipeline.cli", "status", "--lang", "hu", "--workdir", "w", cwd=bad)
     line = one_error_line(result)
     assert result.returncode == 2 and line.startswith("error: --workdir: ") and SHOWN in line, line
+
+
+PRINTER = f"""
+import logging, sys
+from pathlib import Path
+from wiki2bert_core.errors import DataError, run_cli
+from wiki2bert_core.log import setup_logging
+
+def app():
+    log = setup_logging(Path(sys.argv[1]) / "pipeline.log")
+    log.warning("reading %s", sys.argv[1])
+    raise DataError(sys.argv[1] + ": boom")
+
+run_cli(app, "interrupted")
+"""
+
+
+def test_the_error_line_and_the_log_never_crash_on_a_non_utf8_name(tmp_path):
+    """A message holding such a name (from code that lists a directory, say) is printed with the byte escaped, and the
+    log file takes it (a failed write there would have silently ended the log)."""
+    bad = tmp_path / BAD
+    bad.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-c", PRINTER, str(bad)], capture_output=True, text=True, errors="replace", cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONIOENCODING": "utf-8:strict"}, timeout=60)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.splitlines()[-1] == f"error: {os.fsencode(bad).decode('utf-8', 'backslashreplace')}: boom"
+    assert "reading" in (bad / "pipeline.log").read_text(encoding="utf-8")

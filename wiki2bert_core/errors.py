@@ -26,7 +26,6 @@ def shown(text: str) -> str:
 def run_cli(app: Callable[[], object], interrupted: str) -> None:
     """Run a typer app: one `error:` line and exit 2 for config mistakes, 1 for bad input or a failing
     environment (OSError), 130 on Ctrl-C."""
-    sys.stderr.reconfigure(errors="backslashreplace")  # a strict PYTHONIOENCODING must not crash a message
     try:
         app()
     except ConfigError as e:
