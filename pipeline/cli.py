@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from wiki2bert_core.errors import ConfigError, DataError, run_cli
-from wiki2bert_core.path_flags import utf8_path, utf8_text
+from wiki2bert_core.utf8_paths import utf8_names, utf8_path, utf8_text
 from pipeline.config import default_config_path, load_pipeline_config
 from wiki2bert_core.log import setup_logging
 from pipeline.executors.local import LocalExecutor
@@ -134,7 +134,7 @@ def hdf5(input_: Path = typer.Option(..., "--input", callback=utf8_path, help="S
         layers.append(({key: value}, f"--set {item}: hdf5"))
     config = layered(STAGE.config_cls, layers)
     log = setup_logging(None, quiet=quiet)
-    texts = sorted(input_.glob("*.txt")) if input_.is_dir() else [input_] if input_.is_file() else []
+    texts = utf8_names(sorted(input_.glob("*.txt"))) if input_.is_dir() else [input_] if input_.is_file() else []
     check_text_shape(input_, texts, max(v.max_seq_length for v in config.variants), log)
     run_standalone(config, input_, vocab, out, lowercase=lowercase, strip_accents=strip_accents, workers=workers,
                    force=force, quiet=quiet, log=log)

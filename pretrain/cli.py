@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from wiki2bert_core.errors import ConfigError, run_cli
-from wiki2bert_core.path_flags import utf8_path, utf8_text
+from wiki2bert_core.utf8_paths import utf8_path, utf8_text
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
 

@@ -101,3 +101,40 @@ def test_the_error_line_and_the_log_never_crash_on_a_non_utf8_name(tmp_path):
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.splitlines()[-1] == f"error: {os.fsencode(bad).decode('utf-8', 'backslashreplace')}: boom"
     assert "reading" in (bad / "pipeline.log").read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def data_with_a_non_utf8_name(tmp_path, write_dataset, write_hdf5) -> Path:
+    """A variant directory whose training and test splits each hold a file of a non-UTF-8 name next to a good one."""
+    variant = write_dataset(tmp_path / "data", [20])
+    write_hdf5(variant / "training" / f"{BAD}.hdf5", 20, seed=1)
+    write_hdf5(variant / "test" / "test_0000.hdf5", 20, seed=2)
+    write_hdf5(variant / "test" / f"{BAD}.hdf5", 20, seed=3)
+    return variant
+
+
+@pytest.mark.parametrize("command, split", [
+    ("pipeline.cli verify {data}", "test"),  # the first in name order
+    ("pretrain.cli eval {tmp}/no-model --data {data}", "test"),
+    ("pretrain.cli phase1 --data {data} --out {tmp}/run --preset tiny", "training"),
+], ids=["verify", "eval", "phase1"])
+def test_a_non_utf8_file_name_in_a_data_directory_is_one_line(tmp_path, data_with_a_non_utf8_name, command, split):
+    result = run(*command.format(data=data_with_a_non_utf8_name, tmp=tmp_path).split(), cwd=tmp_path)
+    line = one_error_line(result)
+    named = os.fsencode(data_with_a_non_utf8_name / split / f"{BAD}.hdf5").decode("utf-8", "backslashreplace")
+    assert result.returncode == 1 and line.startswith(f"error: {named}: the file name is not UTF-8"), line
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_non_utf8_file_name_in_an_hdf5_input_directory_is_one_line(tmp_path, write_vocab, write_corpus):
+    text_dir = tmp_path / "in"
+    text_dir.mkdir()
+    write_corpus(text_dir / "a.txt", 5)
+    write_corpus(text_dir / f"{BAD}.txt", 5, seed=1)
+    write_vocab(tmp_path / "vocab.txt")
+    result = run("pipeline.cli", "hdf5", "--input", text_dir, "--vocab", tmp_path / "vocab.txt", "--out",
+                 tmp_path / "out", "--quiet", "--set", "hdf5.variants=[{max_seq_length: 64, max_predictions_per_seq: 10}]",
+                 cwd=tmp_path)
+    line = one_error_line(result)
+    assert result.returncode == 1 and line.startswith(f"error: {text_dir}/{SHOWN}.txt: the file name is not UTF-8"), line
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()

@@ -1,12 +1,13 @@
-"""Paths on both command lines must be UTF-8: logs, manifests, reports and run files name them as text, so a path
-holding other bytes (on Linux a str with surrogate escapes, b'caf\\xe9' -> 'caf\\udce9') is refused before any work,
-in one line naming its flag, rather than failing halfway through a run."""
+"""Paths must be UTF-8: logs, manifests, reports and run files name them as text, so a path holding other bytes (on
+Linux a str with surrogate escapes, b'caf\\xe9' -> 'caf\\udce9') is refused before any work, in one line, rather than
+failing halfway through a run: on the command lines naming its flag (ConfigError), in a directory the user named
+naming the file (DataError: the data is renamed, not the command changed)."""
 import os
 from pathlib import Path
 
 import typer
 
-from wiki2bert_core.errors import ConfigError, shown
+from wiki2bert_core.errors import ConfigError, DataError, shown
 
 
 def utf8_path(param: typer.CallbackParam, value):
@@ -24,6 +25,16 @@ def utf8_text(param: typer.CallbackParam, value):
     for item in _items(value):
         _check(param, str(item))
     return value
+
+
+def utf8_names(paths: list[Path]) -> list[Path]:
+    """The files found in a directory the user named, unchanged; DataError naming the first whose name is not
+    UTF-8."""
+    for path in paths:
+        if not is_utf8(str(path)):
+            raise DataError(f"{shown(str(path))}: the file name is not UTF-8 (the logs, manifests and run files name "
+                            "it as text); rename it")
+    return paths
 
 
 def is_utf8(text: str) -> bool:
