@@ -138,3 +138,14 @@ def test_a_non_utf8_file_name_in_an_hdf5_input_directory_is_one_line(tmp_path, w
     line = one_error_line(result)
     assert result.returncode == 1 and line.startswith(f"error: {text_dir}/{SHOWN}.txt: the file name is not UTF-8"), line
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()
+
+
+def test_a_symlink_into_a_non_utf8_directory_is_refused(tmp_path):
+    """--dump is stored resolved (the same file from any directory), so a UTF-8 link to a non-UTF-8 path counts."""
+    bad = tmp_path / BAD
+    bad.mkdir()
+    (bad / "dump.xml.bz2").write_bytes(b"")
+    (tmp_path / "dump.xml.bz2").symlink_to(bad / "dump.xml.bz2")
+    result = run("pipeline.cli", "run", "--lang", "hu", "--workdir", "w", "--dump", "dump.xml.bz2", cwd=tmp_path)
+    line = one_error_line(result)
+    assert result.returncode == 2 and line.startswith("error: --dump: ") and f"{SHOWN}/dump.xml.bz2" in line, line

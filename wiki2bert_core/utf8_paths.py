@@ -11,12 +11,12 @@ from wiki2bert_core.errors import ConfigError, DataError, shown
 
 
 def utf8_path(param: typer.CallbackParam, value):
-    """typer callback of every path option and argument: the value unchanged, or ConfigError when the path, made
-    absolute (a relative one lies in the current directory, which counts too), is not UTF-8. URLs are taken as
-    given."""
+    """typer callback of every path option and argument: the value unchanged, or ConfigError when the path, resolved
+    as the commands store it (a relative one in the current directory, a link to where it leads), is not UTF-8.
+    URLs are taken as given."""
     for item in _items(value):
         text = str(item)
-        _check(param, text if "://" in text else os.path.abspath(text))
+        _check(param, text if "://" in text else os.path.realpath(text))
     return value
 
 
