@@ -75,7 +75,7 @@ def test_a_relative_path_in_a_non_utf8_current_directory_is_refused(tmp_path):
     assert result.returncode == 2 and line.startswith("error: --workdir: ") and SHOWN in line, line
 
 
-PRINTER = f"""
+PRINTER = """
 import logging, sys
 from pathlib import Path
 from wiki2bert_core.errors import DataError, run_cli
@@ -133,10 +133,11 @@ def test_a_non_utf8_file_name_in_an_hdf5_input_directory_is_one_line(tmp_path, w
     write_corpus(text_dir / f"{BAD}.txt", 5, seed=1)
     write_vocab(tmp_path / "vocab.txt")
     result = run("pipeline.cli", "hdf5", "--input", text_dir, "--vocab", tmp_path / "vocab.txt", "--out",
-                 tmp_path / "out", "--quiet", "--set", "hdf5.variants=[{max_seq_length: 64, max_predictions_per_seq: 10}]",
-                 cwd=tmp_path)
+                 tmp_path / "out", "--quiet", "--set",
+                 "hdf5.variants=[{max_seq_length: 64, max_predictions_per_seq: 10}]", cwd=tmp_path)
     line = one_error_line(result)
-    assert result.returncode == 1 and line.startswith(f"error: {text_dir}/{SHOWN}.txt: the file name is not UTF-8"), line
+    assert result.returncode == 1, result.stderr
+    assert line.startswith(f"error: {text_dir}/{SHOWN}.txt: the file name is not UTF-8"), line
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()
 
 

@@ -31,13 +31,13 @@ def utf8_names(paths: list[Path]) -> list[Path]:
     """The files found in a directory the user named, unchanged; DataError naming the first whose name is not
     UTF-8."""
     for path in paths:
-        if not is_utf8(str(path)):
+        if not _is_utf8(str(path)):
             raise DataError(f"{shown(str(path))}: the file name is not UTF-8 (the logs, manifests and run files name "
                             "it as text); rename it")
     return paths
 
 
-def is_utf8(text: str) -> bool:
+def _is_utf8(text: str) -> bool:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -50,7 +50,7 @@ def _items(value) -> list:
 
 
 def _check(param: typer.CallbackParam, text: str) -> None:
-    if not is_utf8(text):
+    if not _is_utf8(text):
         name = max(param.opts, key=len) if param.param_type_name == "option" else param.name.upper()
         raise ConfigError(f"{name}: {shown(text)}: not UTF-8 (the logs, manifests and run files name it as text); "
                           "rename it, or give a path whose names are UTF-8")
