@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from wiki2bert_core.errors import ConfigError, DataError, run_cli
+from wiki2bert_core.utf8_paths import utf8_names, utf8_path, utf8_text
 from pipeline.config import default_config_path, load_pipeline_config
 from wiki2bert_core.log import setup_logging
 from pipeline.executors.local import LocalExecutor
@@ -16,11 +17,14 @@ from pipeline.workdir import exit_nonzero_after_signal, lock_work_dir
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Turn a Wikipedia dump into BERT pretraining data.")
 
-LangOpt = typer.Option(..., "--lang", help="Wikipedia language code (hu, en, fi, ...)")
-WorkdirOpt = typer.Option(Path("data"), "--workdir", help="Work directory; stage outputs go to <workdir>/<lang>/<stage>/")
-ConfigOpt = typer.Option(None, "--config", help="stages.yaml to use (default: ./stages.yaml, else the bundled one)")
-DumpOpt = typer.Option(None, "--dump", help="Dump to use: local path, file:// or http(s):// URL (default: resolve from Wikimedia)")
-SetOpt = typer.Option(None, "--set", help="Override a parameter: STAGE.KEY=VALUE (repeatable)")
+LangOpt = typer.Option(..., "--lang", callback=utf8_text, help="Wikipedia language code (hu, en, fi, ...)")
+WorkdirOpt = typer.Option(Path("data"), "--workdir", callback=utf8_path,
+                          help="Work directory; stage outputs go to <workdir>/<lang>/<stage>/")
+ConfigOpt = typer.Option(None, "--config", callback=utf8_path,
+                         help="stages.yaml to use (default: ./stages.yaml, else the bundled one)")
+DumpOpt = typer.Option(None, "--dump", callback=utf8_path,
+                       help="Dump to use: local path, file:// or http(s):// URL (default: resolve from Wikimedia)")
+SetOpt = typer.Option(None, "--set", callback=utf8_text, help="Override a parameter: STAGE.KEY=VALUE (repeatable)")
 WorkersOpt = typer.Option(1, "--workers", min=1, help="Worker processes for parallel stages")
 ForceOpt = typer.Option(False, "--force", help="Re-run stages even when their outputs are up to date")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bars; only warnings and errors on stderr")
@@ -109,16 +113,20 @@ def show_config(lang: str = LangOpt, dump: Optional[str] = DumpOpt, set_: Option
 
 
 @app.command()
-def hdf5(input_: Path = typer.Option(..., "--input", help="Sentence-per-line text, a blank line after each "
-                                     "document: a file, or a directory of *.txt files or of training_*/test_* shards"),
-         vocab: Path = typer.Option(..., "--vocab", help="vocab.txt, or a directory with vocab.txt + tokenizer.json"),
-         out: Path = typer.Option(..., "--out", help="Output directory (gets one subdirectory per variant)"),
+def hdf5(input_: Path = typer.Option(..., "--input", callback=utf8_path,
+                                     help="Sentence-per-line text, a blank line after each document: a file, "
+                                     "or a directory of *.txt files or of training_*/test_* shards"),
+         vocab: Path = typer.Option(..., "--vocab", callback=utf8_path,
+                                    help="vocab.txt, or a directory with vocab.txt + tokenizer.json"),
+         out: Path = typer.Option(..., "--out", callback=utf8_path,
+                                  help="Output directory (gets one subdirectory per variant)"),
          lowercase: Optional[bool] = typer.Option(None, "--lowercase/--no-lowercase",
                                                   help="Lowercase the text (uncased vocabularies: bert-base-uncased)"),
          strip_accents: Optional[bool] = typer.Option(None, "--strip-accents/--keep-accents",
                                                       help="Strip accents (default: when lowercasing, as BERT's "
                                                       "uncased models do)"),
-         set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a parameter: hdf5.KEY=VALUE"),
+         set_: Optional[list[str]] = typer.Option(None, "--set", callback=utf8_text,
+                                                  help="Override a parameter: hdf5.KEY=VALUE"),
          workers: int = WorkersOpt, force: bool = typer.Option(False, "--force", help="Replace --out if it exists"),
          quiet: bool = QuietOpt) -> None:
     """Run the hdf5 stage on your own text and vocabulary (as NVIDIA's create_pretraining_data.py users do)."""
@@ -133,16 +141,18 @@ def hdf5(input_: Path = typer.Option(..., "--input", help="Sentence-per-line tex
         layers.append(({key: value}, f"--set {item}: hdf5"))
     config = layered(STAGE.config_cls, layers)
     log = setup_logging(None, quiet=quiet)
-    texts = sorted(input_.glob("*.txt")) if input_.is_dir() else [input_] if input_.is_file() else []
+    texts = utf8_names(sorted(input_.glob("*.txt"))) if input_.is_dir() else [input_] if input_.is_file() else []
     check_text_shape(input_, texts, max(v.max_seq_length for v in config.variants), log)
     run_standalone(config, input_, vocab, out, lowercase=lowercase, strip_accents=strip_accents, workers=workers,
                    force=force, quiet=quiet, log=log)
 
 
 @app.command()
-def verify(path: Path = typer.Argument(..., help="An HDF5 file, or a directory searched recursively"),
-           vocab: Optional[Path] = typer.Option(None, "--vocab", help="vocab.txt the ids index (default: the "
-                                                "vocab.txt next to the data, as the hdf5 stage writes it)")) -> None:
+def verify(path: Path = typer.Argument(..., callback=utf8_path,
+                                       help="An HDF5 file, or a directory searched recursively"),
+           vocab: Optional[Path] = typer.Option(None, "--vocab", callback=utf8_path,
+                                                help="vocab.txt the ids index (default: the vocab.txt next to the "
+                                                "data, as the hdf5 stage writes it)")) -> None:
     """Check HDF5 pretraining files (NVIDIA's layout) and print their statistics; exit 1 on any problem."""
     from pipeline.tools.verify import format_report, verify_path
 
@@ -154,8 +164,9 @@ def verify(path: Path = typer.Argument(..., help="An HDF5 file, or a directory s
 
 @app.command()
 def report(lang: str = LangOpt, workdir: Path = WorkdirOpt,
-           out: Optional[Path] = typer.Option(None, "--out", help="Directory for report.html and its PNGs "
-                                                               "(default: <workdir>/<lang>/report)")) -> None:
+           out: Optional[Path] = typer.Option(None, "--out", callback=utf8_path,
+                                              help="Directory for report.html and its PNGs "
+                                              "(default: <workdir>/<lang>/report)")) -> None:
     """A one-page HTML report with PNG figures of the data the finished stages made; prints its path. Exit 1 when a
     stage's files (or its inputs) are missing or changed since it finished, or an HDF5 file does not read: the
     page names them and leaves their figures out."""
@@ -174,7 +185,7 @@ def report(lang: str = LangOpt, workdir: Path = WorkdirOpt,
 
 
 @app.command("sample-dump")
-def sample_dump(out_dir: Path = typer.Argument(..., help="Directory for the dump and its index"),
+def sample_dump(out_dir: Path = typer.Argument(..., callback=utf8_path, help="Directory for the dump and its index"),
                 pages: int = typer.Option(400, "--pages", min=1, help="Articles (plus redirects, stubs, talk pages, ...)"),
                 seed: int = typer.Option(0, "--seed", help="Same seed, same bytes"),
                 quiet: bool = QuietOpt) -> None:

@@ -12,21 +12,28 @@ from typing import Optional
 import typer
 
 from wiki2bert_core.errors import ConfigError, run_cli
+from wiki2bert_core.utf8_paths import utf8_path, utf8_text
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
 
-OutOpt = typer.Option(..., "--out", help="Run directory; the phase writes into <out>/<phase>/ and resumes from it")
+OutOpt = typer.Option(..., "--out", callback=utf8_path,
+                      help="Run directory; the phase writes into <out>/<phase>/ and resumes from it")
 PresetOpt = typer.Option(None, "--preset", help="Model size: tiny, mini, small, base, large, 1.5b, 5b")
-ConfigOpt = typer.Option(None, "--config", help="YAML file of settings over the phase's recipe (same keys)")
-SetOpt = typer.Option(None, "--set", help="Override a setting: KEY=VALUE, e.g. micro_batch=32 or "
-                                          "model.hidden_dropout_prob=0 (repeatable)")
-DsOpt = typer.Option(None, "--deepspeed-config", help="JSON merged over the generated DeepSpeed config "
-                                                        "(keys DeepSpeed does not know are refused)")
-EvalDataOpt = typer.Option(None, "--eval-data", help="Held-out HDF5 directory to evaluate on (default: the data "
-                                                     "directory's test/ split); same as --set eval_data=DIR")
-VocabOpt = typer.Option(None, "--vocab", help="Directory with vocab.txt (default: the one in --data; needed for "
-                                           "HDF5 directories without one, e.g. NVIDIA's; refused if it is not the "
-                                           "vocabulary the data records)")
+ConfigOpt = typer.Option(None, "--config", callback=utf8_path,
+                         help="YAML file of settings over the phase's recipe (same keys)")
+SetOpt = typer.Option(None, "--set", callback=utf8_text,
+                      help="Override a setting: KEY=VALUE, e.g. micro_batch=32 or model.hidden_dropout_prob=0 "
+                      "(repeatable)")
+DsOpt = typer.Option(None, "--deepspeed-config", callback=utf8_path,
+                     help="JSON merged over the generated DeepSpeed config "
+                     "(keys DeepSpeed does not know are refused)")
+EvalDataOpt = typer.Option(None, "--eval-data", callback=utf8_path,
+                           help="Held-out HDF5 directory to evaluate on (default: the data "
+                           "directory's test/ split); same as --set eval_data=DIR")
+VocabOpt = typer.Option(None, "--vocab", callback=utf8_path,
+                        help="Directory with vocab.txt (default: the one in --data; needed for "
+                        "HDF5 directories without one, e.g. NVIDIA's; refused if it is not the vocabulary the "
+                        "data records)")
 
 
 @app.callback()
@@ -37,7 +44,8 @@ def launcher_options(local_rank: Optional[int] = typer.Option(None, "--local_ran
 
 
 @app.command()
-def phase1(data: Path = typer.Option(..., "--data", help="HDF5 variant directory (data/<lang>/hdf5/<variant>)"),
+def phase1(data: Path = typer.Option(..., "--data", callback=utf8_path,
+                                     help="HDF5 variant directory (data/<lang>/hdf5/<variant>)"),
            out: Path = OutOpt, preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
            set_: Optional[list[str]] = SetOpt, deepspeed_config: Optional[Path] = DsOpt,
            vocab: Optional[Path] = VocabOpt, eval_data: Optional[Path] = EvalDataOpt) -> None:
@@ -46,10 +54,12 @@ def phase1(data: Path = typer.Option(..., "--data", help="HDF5 variant directory
 
 
 @app.command()
-def phase2(data: Path = typer.Option(..., "--data", help="HDF5 variant directory of 512-token sequences"),
+def phase2(data: Path = typer.Option(..., "--data", callback=utf8_path,
+                                     help="HDF5 variant directory of 512-token sequences"),
            out: Path = OutOpt,
-           init: Optional[Path] = typer.Option(None, "--init", help="Phase-1 directory to start from "
-                                                                    "(default: <out>/phase1)"),
+           init: Optional[Path] = typer.Option(None, "--init", callback=utf8_path,
+                                               help="Phase-1 directory to start from "
+                                               "(default: <out>/phase1)"),
            preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
            set_: Optional[list[str]] = SetOpt, deepspeed_config: Optional[Path] = DsOpt,
            vocab: Optional[Path] = VocabOpt, eval_data: Optional[Path] = EvalDataOpt) -> None:
@@ -76,9 +86,10 @@ def show_config(phase: str = typer.Option("phase1", "--phase", help="phase1 or p
 
 
 @app.command()
-def export(phase_dir: Path = typer.Argument(..., help="A phase directory, e.g. runs/hu/phase2"),
-           out: Path = typer.Option(..., "--out", help="Hugging Face model directory to write: new, empty or a "
-                                                       "previous export, which is replaced"),
+def export(phase_dir: Path = typer.Argument(..., callback=utf8_path, help="A phase directory, e.g. runs/hu/phase2"),
+           out: Path = typer.Option(..., "--out", callback=utf8_path,
+                                    help="Hugging Face model directory to write: new, empty or a "
+                                    "previous export, which is replaced"),
            force: bool = typer.Option(False, "--force", help="Replace --out even if it holds other files (never a "
                                                               "pretraining run or checkpoint)")) -> None:
     """Write the phase's latest weights as a Hugging Face BertForPreTraining directory with its tokenizer."""
@@ -88,10 +99,12 @@ def export(phase_dir: Path = typer.Argument(..., help="A phase directory, e.g. r
 
 
 @app.command("eval")
-def eval_(path: Path = typer.Argument(..., help="A phase directory (its latest checkpoint) or an exported Hugging "
-                                               "Face directory"),
-          data: Path = typer.Option(..., "--data", help="HDF5 variant directory (its test/ split) or a directory "
-                                                        "of NVIDIA-layout HDF5 files"),
+def eval_(path: Path = typer.Argument(..., callback=utf8_path,
+                                      help="A phase directory (its latest checkpoint) or an exported Hugging "
+                                      "Face directory"),
+          data: Path = typer.Option(..., "--data", callback=utf8_path,
+                                    help="HDF5 variant directory (its test/ split) or a directory "
+                                    "of NVIDIA-layout HDF5 files"),
           tag: Optional[str] = typer.Option(None, "--tag", help="Checkpoint of the phase directory, e.g. "
                                                                 "step00000200 (default: the latest)"),
           samples: int = typer.Option(10000, "--samples", min=1, help="Evaluate on the first N instances"),
@@ -114,8 +127,10 @@ def eval_(path: Path = typer.Argument(..., help="A phase directory (its latest c
 
 
 @app.command()
-def plot(run_dir: Path = typer.Argument(..., help="Run directory (--out of phase1/phase2) or one phase directory"),
-         out: Optional[Path] = typer.Option(None, "--out", help="Directory for the PNGs (default: RUN_DIR/plots)")
+def plot(run_dir: Path = typer.Argument(..., callback=utf8_path,
+                                        help="Run directory (--out of phase1/phase2) or one phase directory"),
+         out: Optional[Path] = typer.Option(None, "--out", callback=utf8_path,
+                                            help="Directory for the PNGs (default: RUN_DIR/plots)")
          ) -> None:
     """PNG figures of metrics.jsonl: loss, MLM/NSP accuracy (train and held-out), learning rate, gradient norm and
     throughput against step; phase 1 and 2 on one axis. Prints the paths."""

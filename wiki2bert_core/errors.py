@@ -15,20 +15,28 @@ class ConfigError(Exception):
     names nothing usable; the message is one line naming file and key."""
 
 
+def shown(text: str) -> str:
+    """Text as it can be printed: the bytes of a file name that are not UTF-8 (surrogate escapes) as \\xNN."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that is no escaped byte
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def run_cli(app: Callable[[], object], interrupted: str) -> None:
     """Run a typer app: one `error:` line and exit 2 for config mistakes, 1 for bad input or a failing
     environment (OSError), 130 on Ctrl-C."""
     try:
         app()
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {shown(str(e))}", file=sys.stderr)
         sys.exit(2)
     except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {shown(str(e))}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr)
         sys.exit(130)
     except OSError as e:  # the environment failed (disk full, read-only, missing directory): no traceback
-        print(f"error: {e.filename or 'input/output'}: {e.strerror or e}", file=sys.stderr)
+        print(f"error: {shown(str(e.filename or 'input/output'))}: {shown(str(e.strerror or e))}", file=sys.stderr)
         sys.exit(1)

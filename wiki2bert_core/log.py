@@ -26,7 +26,7 @@ def setup_logging(log_file: Path | None, quiet: bool = False) -> logging.Logger:
     log.addHandler(console)
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
-        file_handler = _FileHandler(log_file, encoding="utf-8")
+        file_handler = _FileHandler(log_file, encoding="utf-8", errors="backslashreplace")
         file_handler.setFormatter(logging.Formatter(_FORMAT))
         log.addHandler(file_handler)
     return log

@@ -21,6 +21,7 @@ from pathlib import Path
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json, write_json
 from wiki2bert_core.hdf5_format import SUFFIXES
+from wiki2bert_core.utf8_paths import utf8_names
 from wiki2bert_core.wordpiece import copy_tokenizer_files, read_vocab, special_token_ids
 
 TRAINING, TEST = "training", "test"
@@ -103,10 +104,11 @@ def is_variant_dir(data_dir: Path) -> bool:
 
 
 def hdf5_files(directory: Path) -> list[Path]:
-    """The HDF5 files directly in `directory`, sorted by name ([] if it is not a directory)."""
+    """The HDF5 files directly in `directory`, sorted by name ([] if it is not a directory); DataError if one's name
+    is not UTF-8."""
     directory = Path(directory)
-    return sorted(p for p in directory.iterdir() if p.suffix in SUFFIXES and p.is_file()) if directory.is_dir() \
-        else []
+    return utf8_names(sorted(p for p in directory.iterdir() if p.suffix in SUFFIXES and p.is_file())) \
+        if directory.is_dir() else []
 
 
 def training_files(data_dir: Path) -> list[Path]:

@@ -18,6 +18,7 @@ from wiki2bert_core.errors import DataError
 from wiki2bert_core.hdf5_format import (DATASETS, DTYPES, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS,
                                        NEXT_SENTENCE_LABELS, SEGMENT_IDS, SUFFIXES, dataset_width, missing_datasets,
                                        out_of_range, read_rows, used_positions)
+from wiki2bert_core.utf8_paths import utf8_names
 from wiki2bert_core.variant_dir import PARAMS_FILE, VariantParams, data_dir_of, own_vocab, read_record
 from wiki2bert_core.wordpiece import read_vocab, special_token_ids
 
@@ -72,7 +73,8 @@ def verify_path(path: Path, vocab: Path | None = None) -> VerifyReport:
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: no such file or directory")
-    files = sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file()) if path.is_dir() else [path]
+    files = utf8_names(sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file())) if path.is_dir() \
+        else [path]
     report = VerifyReport(files, [], {})
     if not files:
         report.problems.append(f"{path}: no {'/'.join(SUFFIXES)} files")
