@@ -209,8 +209,9 @@ def test_sigterm_during_held_out_evaluation_stops_within_seconds_and_resumes_exa
 @pytest.mark.slow
 def test_a_signal_to_one_rank_during_evaluation_stops_both_within_seconds(data, long_held_out, tmp_path):
     out = tmp_path / "two"
-    # 60,001 instances: the ranks hold 30,000 and 30,001, a different number of batches of 4
-    args = ["phase1", "--data", str(data), "--out", str(out), *TINY, "--set", "steps=50", "--set", "eval_every=1",
+    # 60,001 instances: the ranks hold 30,000 and 30,001, a different number of batches of 2
+    args = ["phase1", "--data", str(data), "--out", str(out), *TINY, "--set", "micro_batch=2", "--set", "steps=50",
+            "--set", "eval_every=1",
             "--eval-data", str(long_held_out), "--set", "eval_samples=60001", "--set", "checkpoint_every=100"]
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                 "-m", "pretrain.cli"]
