@@ -11,8 +11,7 @@ import torch
 class StopSignal:
     """SIGTERM/SIGINT set `signum`. Before each micro-batch (and batch of a held-out evaluation) every rank calls
     `agreed()`, true on all ranks at the same one once any rank got a signal: a MAX all-reduce on a CPU (gloo)
-    group, so no GPU synchronisation.
-    A second SIGINT interrupts at once."""
+    group, so no GPU synchronisation. A second SIGINT interrupts at once."""
 
     def __init__(self, log: logging.Logger, world_size: int):
         self.log, self.signum, self._previous = log, None, {}
