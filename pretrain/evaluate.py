@@ -21,6 +21,7 @@ from pretrain import checkpoint
 from pretrain.data import BatchReader, open_files
 from pretrain.hf_config import model_config_of
 from pretrain.model import BertForPreTraining
+from pretrain.signals import StopSignal
 
 EVAL_KEYS = ("eval_mlm_accuracy", "eval_mlm_loss", "eval_nsp_accuracy", "eval_nsp_loss")
 # sums of one evaluation, in this order
@@ -33,6 +34,7 @@ class HeldOut:
     model's argument names."""
     columns: dict[str, torch.Tensor]
     total: int  # instances over all ranks
+    largest_part: int  # the most instances a rank holds (every rank steps through as many batches)
 
     @classmethod
     def read(cls, files: list[Path], samples: int, vocab_size: int, max_positions: int, rank: int = 0,
@@ -51,19 +53,24 @@ class HeldOut:
         start, stop = rank * total // world_size, (rank + 1) * total // world_size
         pieces = [(index, np.arange(max(start, first) - first, min(stop, first + rows) - first))
                   for index, first, rows in parts if first < stop and start < first + rows] or [(0, np.arange(0))]
-        return cls(BatchReader(data, vocab_size).read(pieces), total)
+        return cls(BatchReader(data, vocab_size).read(pieces), total, -(-total // world_size))
 
     def batches(self, batch_size: int):
-        n = len(self.columns["input_ids"])
-        for start in range(0, n, batch_size):
-            yield {k: v[start:start + batch_size] for k, v in self.columns.items()}
+        """This rank's instances in batches of `batch_size`, as many batches on every rank (those of the largest
+        part): None once this rank's part is used up."""
+        for start in range(0, self.largest_part, batch_size):
+            batch = {k: v[start:start + batch_size] for k, v in self.columns.items()}
+            yield batch if len(batch["input_ids"]) else None
 
 
 def evaluate(model: BertForPreTraining, held_out: HeldOut, batch_size: int, vocab_size: int,
-             autocast_dtype=None) -> dict[str, float]:
+             autocast_dtype=None, stop: StopSignal | None = None) -> dict[str, float] | None:
     """The EVAL_KEYS figures of `model` on `held_out`, over the first `vocab_size` tokens (the tokenizer's; the
     model's rows beyond them pad its vocabulary to a multiple of 8 and are left out, as the export leaves them out),
-    summed over all ranks when torch.distributed is initialized (every rank must call it)."""
+    summed over all ranks when torch.distributed is initialized (every rank must call it).
+
+    None when `stop` is agreed before one of the batches (every rank checks before each, as many times): the
+    evaluation is abandoned on all ranks together, before the sums' all-reduce, and leaves no trace."""
     device = next(model.parameters()).device
     sums = torch.zeros(len(_SUMS), dtype=torch.float64, device=device)
     was_training = model.training
@@ -73,7 +80,10 @@ def evaluate(model: BertForPreTraining, held_out: HeldOut, batch_size: int, voca
         with torch.random.fork_rng(devices=devices), torch.no_grad(), \
                 torch.autocast(device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
             for batch in held_out.batches(batch_size):
-                sums += _batch_sums(model, {k: v.to(device) for k, v in batch.items()}, vocab_size)
+                if stop is not None and stop.agreed():
+                    return None
+                if batch is not None:
+                    sums += _batch_sums(model, {k: v.to(device) for k, v in batch.items()}, vocab_size)
     finally:
         model.train(was_training)
     if torch.distributed.is_initialized():

@@ -111,11 +111,11 @@ class MetricsLog:
         self.restart_clock()
         return row
 
-    def eval_row(self, step: int, figures: dict[str, float], seconds: float) -> None:
-        """A metrics.jsonl row of held-out figures (evaluate.py); the `seconds` it took do not count as training
-        time in the throughput."""
+    def eval_row(self, step: int, figures: dict[str, float] | None, seconds: float) -> None:
+        """A metrics.jsonl row of held-out figures (evaluate.py; None: abandoned, no row); the `seconds` it took do
+        not count as training time in the throughput."""
         self.start += seconds
-        if self.file:
+        if self.file and figures is not None:
             self.file.write(json.dumps({"step": step, **figures}) + "\n")
             self.file.flush()
             for key, value in figures.items():

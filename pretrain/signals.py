@@ -1,4 +1,5 @@
-"""Stop signals: SIGTERM/SIGINT ask the training loop to stop within a micro-batch, agreed by all ranks."""
+"""Stop signals: SIGTERM/SIGINT ask the training loop to stop within a micro-batch (or a batch of a held-out
+evaluation), agreed by all ranks."""
 from __future__ import annotations
 
 import logging
@@ -8,9 +9,9 @@ import torch
 
 
 class StopSignal:
-    """SIGTERM/SIGINT set `signum`. Before each micro-batch every rank calls `agreed()`, true on all ranks at the
-    same micro-batch once any rank got a signal: a MAX all-reduce on a CPU (gloo) group, so no GPU synchronisation.
-    A second SIGINT interrupts at once."""
+    """SIGTERM/SIGINT set `signum`. Before each micro-batch (and batch of a held-out evaluation) every rank calls
+    `agreed()`, true on all ranks at the same one once any rank got a signal: a MAX all-reduce on a CPU (gloo)
+    group, so no GPU synchronisation. A second SIGINT interrupts at once."""
 
     def __init__(self, log: logging.Logger, world_size: int):
         self.log, self.signum, self._previous = log, None, {}

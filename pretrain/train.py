@@ -157,8 +157,10 @@ def train(run: Run) -> int:
                 bar.set_postfix(loss=f"{row['loss']:.4f}", real_tok_s=f"{row['real_tokens_per_s']:,.0f}",
                                 padding=f"{row['padding_share']:.0%}")
                 logged = step
-            if held_out and (step % run.eval_every == 0 or step == c.steps):
-                _evaluate(model, held_out, run, step, metrics, log)
+            if held_out and (step % run.eval_every == 0 or step == c.steps) and \
+                    not _evaluate(model, held_out, run, step, metrics, log, stop):
+                stopped = True
+                break
             if step % c.checkpoint_every == 0 or step == last:
                 _save(engine, run, step, data_state, rng)
                 metrics.restart_clock()
@@ -243,12 +245,21 @@ def _held_out(run: Run, rank: int, log: logging.Logger) -> HeldOut | None:
     return held_out
 
 
-def _evaluate(model, held_out: HeldOut, run: Run, step: int, metrics: MetricsLog, log: logging.Logger) -> None:
+def _evaluate(model, held_out: HeldOut, run: Run, step: int, metrics: MetricsLog, log: logging.Logger,
+              stop: StopSignal) -> bool:
+    """Evaluate and write the eval_* row; False, writing none, when a stop signal abandons the evaluation: figures
+    of a part of the instances would not compare with the other rows, and the stop must not wait for the rest."""
+    log.info("step %d: held-out evaluation of %s instances", step, f"{held_out.total:,}")
     start = time.perf_counter()
     figures = evaluate(model, held_out, run.config.micro_batch, run.vocab_size,
-                       {"bf16": torch.bfloat16, "fp16": torch.float16}.get(run.precision))
+                       {"bf16": torch.bfloat16, "fp16": torch.float16}.get(run.precision), stop)
     metrics.eval_row(step, figures, time.perf_counter() - start)
+    if figures is None:
+        log.warning("held-out evaluation of step %d abandoned: no eval_* row for it, a resumed run does not repeat "
+                    "it", step)
+        return False
     log.info("step %d: %s", step, format_figures(figures))
+    return True
 
 
 def _attention_kernel(run: Run, model: BertForPreTraining, rank: int, log: logging.Logger) -> str:

@@ -76,6 +76,22 @@ def test_training_evaluates_on_the_test_split_without_changing_the_losses(runs):
 
 
 @pytest.mark.slow
+def test_two_ranks_with_different_numbers_of_batches_evaluate_as_one(data, tmp_path):
+    """9 instances in batches of 4: rank 0 holds 4 (one batch), rank 1 holds 5 (two). Both step through two, checking
+    for a stop signal together before each, and their sums give the figures of one process."""
+    out = tmp_path / "two"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    two = subprocess.run([*torchrun, "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(out), *TINY,
+                          "--set", "eval_every=2", "--set", "eval_samples=9"],
+                         env=ENV, capture_output=True, text=True, timeout=300)
+    assert two.returncode == 0, two.stderr
+    last = [r for r in rows(out / "phase1") if "eval_mlm_accuracy" in r][-1]
+    assert last["step"] == 4
+    one = eval_cli(str(out / "phase1"), "--data", str(data), "--samples", "9", "--batch", "4")
+    assert one == pytest.approx({key: last[key] for key in EVAL_KEYS}, abs=1e-5)
+
+
+@pytest.mark.slow
 def test_pretrain_eval_gives_the_same_figures_for_checkpoint_export_and_training(runs, data, tmp_path):
     on, _ = runs
     first = eval_cli(str(on), "--data", str(data), "--samples", "50")

@@ -145,6 +145,119 @@ def test_a_signal_to_one_rank_stops_both_at_the_same_micro_batch(data, tmp_path)
     assert found.step == int(abandoned[0][0]) - 1 and found.meta["world_size"] == 2
 
 
+EVALUATING = re.compile(r"step (\d+): held-out evaluation of")
+STOP_SECONDS = 15  # from SIGTERM to exit: a batch, a tiny checkpoint and the process's teardown, on a loaded machine
+
+
+@pytest.fixture(scope="module")
+def long_held_out(tmp_path_factory, write_hdf5) -> Path:
+    """Held-out files that take a tiny model far longer than STOP_SECONDS to evaluate on CPU."""
+    held_out = tmp_path_factory.mktemp("held_out")
+    write_hdf5(held_out / "test_0000.hdf5", 60_001, seq_len=32)
+    return held_out
+
+
+def wait_for_evaluation(log_file: Path, proc: subprocess.Popen, timeout: float = 240) -> int:
+    """The step whose held-out evaluation the run (its train.log) has started."""
+    deadline = time.monotonic() + timeout
+    while not (log_file.is_file() and (started := EVALUATING.search(log_file.read_text()))):
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(1)  # well inside it
+    return int(started[1])
+
+
+@pytest.mark.slow
+def test_sigterm_during_held_out_evaluation_stops_within_seconds_and_resumes_exactly(data, long_held_out, tmp_path):
+    args = ["phase1", "--data", str(data), *TINY, "--set", "steps=3"]
+    full = pretrain(*args, "--out", str(tmp_path / "full"), "--set", "eval_every=0", "--set", "checkpoint_every=1",
+                    "--set", "keep_checkpoints=3")
+    assert full.returncode == 0, full.stderr
+
+    stopped = [*args, "--out", str(tmp_path / "stopped"), "--eval-data", str(long_held_out), "--set", "eval_every=2",
+               "--set", "eval_samples=60001", "--set", "checkpoint_every=100"]
+    phase_dir = tmp_path / "stopped" / "phase1"
+    proc = subprocess.Popen([sys.executable, "-m", "pretrain.cli", *stopped], env=ENV, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for_evaluation(phase_dir / "train.log", proc) == 2
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=300)
+        seconds = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert seconds < STOP_SECONDS, f"{seconds:.1f} s from SIGTERM to exit\n{stderr}"
+    assert "held-out evaluation of step 2 abandoned" in stderr and "checkpoint of step 2 saved" in stderr, stderr
+    assert [row["step"] for row in metrics(phase_dir)] == [1, 2]  # no eval_* row for the abandoned evaluation
+    # the abandoned evaluation changed nothing the training carries on with: the checkpoint is an uninterrupted
+    # run's (without evaluation), random states included
+    found = checkpoint.latest(phase_dir)
+    assert found.step == 2
+    assert_same(checkpoint_states(found.path),
+                checkpoint_states(checkpoint.checkpoint_dir(tmp_path / "full" / "phase1") / found.tag))
+
+    start = time.monotonic()
+    resumed = pretrain(*stopped)  # the same command: step 3 and, at the phase's end, a whole evaluation
+    assert resumed.returncode == 0, resumed.stderr
+    assert time.monotonic() - start > 2 * STOP_SECONDS  # the evaluation is long enough for the bound to mean something
+    expected, got = metrics(tmp_path / "full" / "phase1"), metrics(phase_dir)
+    assert [row["step"] for row in got] == [1, 2, 3, 3] and "eval_mlm_accuracy" in got[3]
+    for a, b in zip(expected, got[:3]):
+        for key in ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy", "lr", "grad_norm"):
+            assert a[key] == b[key], (a["step"], key)  # bit for bit
+
+
+@pytest.mark.slow
+def test_a_signal_to_one_rank_during_evaluation_stops_both_within_seconds(data, long_held_out, tmp_path):
+    out = tmp_path / "two"
+    # 60,001 instances: the ranks hold 30,000 and 30,001, a different number of batches of 2
+    args = ["phase1", "--data", str(data), "--out", str(out), *TINY, "--set", "micro_batch=2", "--set", "steps=50",
+            "--set", "eval_every=1",
+            "--eval-data", str(long_held_out), "--set", "eval_samples=60001", "--set", "checkpoint_every=100"]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                "-m", "pretrain.cli"]
+    proc = subprocess.Popen(torchrun + args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert wait_for_evaluation(out / "phase1" / "train.log", proc) == 1
+        workers = [p for p in psutil.Process(proc.pid).children() if "pretrain.cli" in " ".join(p.cmdline())]
+        assert len(workers) == 2
+        sent = time.monotonic()
+        workers[1].send_signal(signal.SIGTERM)  # as if one node of a job were preempted first
+        _, stderr = proc.communicate(timeout=300)
+        seconds = time.monotonic() - sent
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # torchrun and its workers, whatever happened
+    assert seconds < STOP_SECONDS, f"{seconds:.1f} s from SIGTERM to exit\n{stderr}"
+    assert stderr.count("held-out evaluation of step 1 abandoned") == 2, stderr  # both ranks
+    found = checkpoint.latest(out / "phase1")
+    assert found.step == 1 and found.meta["world_size"] == 2
+    assert [row["step"] for row in metrics(out / "phase1")] == [1]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_pretrain_eval_within_seconds(two_checkpoints, long_held_out, signum):
+    proc = subprocess.Popen([sys.executable, "-m", "pretrain.cli", "eval", str(two_checkpoints), "--data",
+                             str(long_held_out), "--samples", "60001", "--batch", "4"],
+                            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "instances of" in proc.stderr.readline()  # the evaluation starts
+        time.sleep(1)
+        sent = time.monotonic()
+        proc.send_signal(signum)
+        stdout, stderr = proc.communicate(timeout=300)
+        seconds = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert seconds < STOP_SECONDS, f"{seconds:.1f} s from the signal to exit\n{stderr}"
+    assert proc.returncode in (128 + signum, -signum) and "Traceback" not in stderr, stderr
+    assert stdout == ""  # no figures of a part of the instances
+
+
 def limited_file_size(limit: int):
     return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
