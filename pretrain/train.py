@@ -33,6 +33,7 @@ from pretrain.prepare import Run
 from pretrain.run_files import write_run_files
 from pretrain.schedule import WarmupPolyDecay
 from pretrain.signals import StopSignal
+from pretrain.time_plan import TimePlan, scale_warning
 
 
 log = logging.getLogger(LOGGER_NAME)
@@ -113,6 +114,8 @@ def train(run: Run) -> int:
     if rank == 0:  # one lock per run, global rank 0's: the ranks of all nodes share the filesystem
         _lock_phase_dir(run)
     log = setup_logging(run.phase_dir / "train.log" if rank == 0 else None, quiet=rank != 0)
+    if rank == 0 and (warning := scale_warning(run.phase, c, run.world_size, torch.cuda.is_available())):
+        log.warning(warning)
     started = start(run)
     engine, zero_stage, step, data_state, rng = (started.engine, started.zero_stage, started.step,
                                                  started.data_state, started.rng)
@@ -142,6 +145,7 @@ def train(run: Run) -> int:
         held_out = _held_out(run, rank, log)
         saved = logged = step
         stopped = False
+        plan = TimePlan(run.phase, step, last, c.global_batch, log)
         while step < last:
             with profiling(engine, c, run.phase_dir, step + 1, rank):
                 done = _train_step(engine, batches, run, stats, step + 1, stop)
@@ -155,7 +159,7 @@ def train(run: Run) -> int:
             if step % c.log_every == 0 or step == last:
                 row = metrics.row(step, stats, lr, grad_norm)
                 bar.set_postfix(loss=f"{row['loss']:.4f}", real_tok_s=f"{row['real_tokens_per_s']:,.0f}",
-                                padding=f"{row['padding_share']:.0%}")
+                                padding=f"{row['padding_share']:.0%}", refresh=False)
                 logged = step
             if held_out and (step % run.eval_every == 0 or step == c.steps) and \
                     not _evaluate(model, held_out, run, step, metrics, log, stop):
@@ -165,6 +169,7 @@ def train(run: Run) -> int:
                 _save(engine, run, step, data_state, rng)
                 metrics.restart_clock()
                 saved = step
+            plan.step_done(step)
         if stopped and step > saved:  # the last completed step; the abandoned one left no trace in the engine
             if step > logged:
                 metrics.row(step, stats, lr, grad_norm)

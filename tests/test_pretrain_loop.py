@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -26,6 +27,7 @@ from pretrain.deepspeed_settings import deepspeed_config
 from pretrain.metrics import metrics_step
 from pretrain.prepare import prepare
 from pretrain.schedule import WarmupPolyDecay
+from pretrain.time_plan import scale_warning
 
 # no seq_len: the data's
 TINY = ["--preset", "tiny", "--set", "global_batch=8", "--set", "micro_batch=4", "--set", "log_every=1"]
@@ -69,6 +71,26 @@ def full_run(data, tmp_path_factory) -> Path:
                     "--set", "checkpoint_every=4", "--set", "keep_checkpoints=2")
     assert done.returncode == 0, done.stderr
     return out / "phase1"
+
+
+def test_the_time_plan_is_logged_once_the_first_steps_are_measured(full_run):
+    log = (full_run / "train.log").read_text()
+    plan = re.findall(r"phase1: 8 steps x 8 sequences at [0-9.e+-]+ s/step here: about \d+ s \(done ~\d\d:\d\d UTC\)",
+                      log)
+    assert len(plan) == 1, log
+    assert "sized for GPUs" not in log  # a CPU run of global_batch 8 is in scale
+
+
+def test_a_cpu_plan_sized_for_gpus_is_warned_about_naming_the_settings_to_change():
+    recipe = load_train_config("phase1", overrides=["preset=tiny"])
+    assert recipe.global_batch == 65536
+    warning = scale_warning("phase1", recipe, world_size=1, cuda=False)
+    for setting in ("global_batch", "micro_batch", "steps"):
+        assert f"--set {setting}=" in warning
+    assert "65,536" in warning and "accumulation 1,024" in warning
+    assert scale_warning("phase1", recipe, world_size=1, cuda=True) is None
+    small = load_train_config("phase1", overrides=["preset=tiny", "global_batch=64", "micro_batch=32", "steps=150"])
+    assert scale_warning("phase1", small, world_size=1, cuda=False) is None
 
 
 @pytest.mark.slow

@@ -1,8 +1,11 @@
-"""Logging to stderr and <workdir>/<lang>/pipeline.log, and progress bars that respect --quiet."""
+"""Logging to stderr and <workdir>/<lang>/pipeline.log, and progress bars that respect --quiet: a live bar on a
+terminal, a plain line every PLAIN_EVERY_S seconds (and at the end) when stderr is a file or a pipe."""
 from __future__ import annotations
 
 import logging
+import re
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,6 +14,7 @@ if TYPE_CHECKING:
 
 LOGGER_NAME = "wiki2bert"
 _FORMAT = "%(asctime)s %(levelname)s %(message)s"
+PLAIN_EVERY_S = 30.0  # seconds between a bar's lines when stderr is not a terminal
 
 
 def setup_logging(log_file: Path | None, quiet: bool = False) -> logging.Logger:
@@ -47,7 +51,8 @@ class _FileHandler(logging.FileHandler):
 
 def progress(total: float | None = None, desc: str = "", unit: str = "it", quiet: bool = False,
              **kwargs) -> tqdm | QuietBar:
-    """A tqdm bar on stderr with rate and ETA; under --quiet a QuietBar. unit='B' gives scaled bytes."""
+    """A tqdm bar on stderr with rate and ETA; under --quiet a QuietBar. unit='B' gives scaled bytes. When stderr
+    is not a terminal (a log file, CI), the bar is written as plain lines instead of a carriage-return stream."""
     if quiet:
         return QuietBar()
     from tqdm import tqdm
@@ -55,7 +60,27 @@ def progress(total: float | None = None, desc: str = "", unit: str = "it", quiet
     if unit == "B":
         kwargs.setdefault("unit_scale", True)
         kwargs.setdefault("unit_divisor", 1024)
-    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True, mininterval=0.5, **kwargs)
+    if sys.stderr.isatty():
+        return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True, mininterval=0.5,
+                    **kwargs)
+    return tqdm(total=total, desc=desc, unit=unit, file=_PlainLines(sys.stderr), ascii=True,
+                mininterval=PLAIN_EVERY_S, **kwargs)
+
+
+class _PlainLines:
+    """The file a bar writes to when stderr is not a terminal: each redraw ("\\r" + text + padding) becomes one
+    timestamped line; the bar's own line ends and cursor moves are dropped."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> None:
+        text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text).replace("\r", "").strip()
+        if text:
+            self.stream.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+
+    def flush(self) -> None:
+        self.stream.flush()
 
 
 class QuietBar:
