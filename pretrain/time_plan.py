@@ -7,10 +7,10 @@ import time
 
 from pretrain.config import TrainConfig
 
-# On a CPU, a global batch above this many sequences is a GPU-sized plan: even the tiny model takes some 5 ms per
-# sequence at seq_len 128 on a few CPU cores, so a step of 1,024 sequences is seconds and of the recipes' 65,536
-# minutes, times thousands of steps. The demo's CPU settings (global_batch 64, micro_batch 32, 150 steps) are
-# suggested instead.
+# On a CPU, a global batch above this many sequences is a GPU-sized plan: even the tiny model takes a few ms per
+# sequence at seq_len 128 on CPU cores, so a step of 1,024 sequences takes seconds, one of the recipes' 65,536
+# minutes, times their thousands of steps: days. The demo's CPU settings (global_batch 64, micro_batch 32, 150
+# steps) are suggested instead.
 CPU_GLOBAL_BATCH = 1024
 PLAN_AFTER_STEPS = 4  # the plan is logged after this many steps of the run, or after PLAN_AFTER_S seconds
 PLAN_AFTER_S = 30.0
@@ -24,8 +24,9 @@ def scale_warning(phase: str, config: TrainConfig, world_size: int, cuda: bool) 
     accumulation = config.global_batch // (config.micro_batch * world_size)
     return (f"{phase}: no GPU here, and the plan is sized for GPUs: {config.steps:,} steps x global_batch "
             f"{config.global_batch:,} sequences (micro_batch {config.micro_batch} x {world_size} rank(s) x "
-            f"accumulation {accumulation:,}), days or more on a CPU; for a CPU trial set global_batch, micro_batch "
-            f"and steps, e.g. --set global_batch=64 --set micro_batch=32 --set steps=150")
+            f"accumulation {accumulation:,}), more than {CPU_GLOBAL_BATCH:,} sequences per step, slow on a CPU "
+            f"(the recipes' plans take days); for a CPU trial set global_batch, micro_batch and steps, e.g. "
+            f"--set global_batch=64 --set micro_batch=32 --set steps=150")
 
 
 class TimePlan:
