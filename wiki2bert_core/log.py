@@ -64,20 +64,23 @@ def progress(total: float | None = None, desc: str = "", unit: str = "it", quiet
         return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True, mininterval=0.5,
                     **kwargs)
     return tqdm(total=total, desc=desc, unit=unit, file=_PlainLines(sys.stderr), ascii=True,
-                mininterval=PLAIN_EVERY_S, **kwargs)
+                mininterval=PLAIN_EVERY_S, maxinterval=PLAIN_EVERY_S, **kwargs)
 
 
 class _PlainLines:
     """The file a bar writes to when stderr is not a terminal: each redraw ("\\r" + text + padding) becomes one
-    timestamped line; the bar's own line ends and cursor moves are dropped."""
+    timestamped line; the bar's own line ends, cursor moves and a repeat of the last line (closing a bar redraws
+    it) are dropped."""
 
     def __init__(self, stream):
         self.stream = stream
+        self.last = ""
 
     def write(self, text: str) -> None:
         text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text).replace("\r", "").strip()
-        if text:
+        if text and text != self.last:
             self.stream.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+            self.last = text
 
     def flush(self) -> None:
         self.stream.flush()
