@@ -2,6 +2,7 @@
 come back in task order; a scheduler whose workers cannot see the work dir is refused in one line."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -235,3 +236,41 @@ def test_a_task_that_kills_its_workers_is_one_line(tmp_path):
     assert isinstance(error, DataError), error
     assert str(error).startswith("--executor dask: task 3 killed its worker 1 time (out of memory?)"), error
     assert "\n" not in str(error)
+
+
+def _semaphores_held(pid: int) -> set[str]:
+    import psutil
+
+    held = set()
+    root = psutil.Process(pid)
+    for process in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            held.update(m.path for m in process.memory_maps() if m.path.startswith("/dev/shm/sem.mp-"))
+    return held
+
+
+@pytest.mark.slow
+def test_semaphores_of_a_killed_local_cluster_are_removed_by_the_next_run(tmp_path):
+    """SIGKILL to the whole process group (multiprocessing's resource tracker included) leaves the named
+    semaphores of the LocalCluster's processes in /dev/shm; the next run removes them, and only them."""
+    dump = write_sample_dump(tmp_path / "dump", 150, 2)
+    workdir = tmp_path / "work"
+    run = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", "--lang", "hu", "--workdir", str(workdir),
+                            "--dump", str(dump), "--workers", "2", "--quiet", *SETTINGS, "--executor", "dask"],
+                           start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    held: set[str] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while not (held and (workdir / "hu/download" / MANIFEST).exists()):  # the cluster is up and running stages
+            assert run.poll() is None and time.monotonic() < deadline
+            held |= _semaphores_held(run.pid)
+            time.sleep(0.1)
+        held |= _semaphores_held(run.pid)
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    left = {path for path in held if Path(path).exists()}
+    assert left == held
+    again = _pipeline(workdir, dump, "--to", "download")  # the local executor: no semaphores of its own
+    assert again.returncode == 0, again.stderr
+    assert not [path for path in held if Path(path).exists()]
