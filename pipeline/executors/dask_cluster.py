@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Iterator, TypeVar
 
 from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.log import LOGGER_NAME
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -32,7 +33,7 @@ WORKER_WAIT_S = 600  # for the first worker, and for a new one when none is left
 WORKER_POLL_S = 1.0  # how often a stage waiting for a result asks the scheduler how many workers it has
 SEMAPHORES = "dask-semaphores.txt"  # under .state: the named semaphores of this run's LocalCluster
 SEMAPHORE_PATH = re.compile(r"/dev/shm/sem\.mp-[A-Za-z0-9_]+")  # multiprocessing's (SemLock._make_name)
-log = logging.getLogger(__name__)
+log = logging.getLogger(LOGGER_NAME)  # the command's console and pipeline.log
 
 
 class DaskExecutor:
@@ -110,7 +111,7 @@ def dask_executor(scheduler: str | None, workers: int, workdir: Path) -> Iterato
         try:
             client.wait_for_workers(1, timeout=WORKER_WAIT_S)
         except TimeoutError:
-            raise ConfigError(f"--scheduler {scheduler}: no worker joined in {WORKER_WAIT_S} s") from None
+            raise ConfigError(f"{where}: no worker joined in {WORKER_WAIT_S} s") from None
         check_workers_see(client, workdir, where)
         threads = sum(client.nthreads().values())
         yield DaskExecutor(client, threads, where)
