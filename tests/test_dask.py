@@ -90,6 +90,19 @@ def test_results_come_back_in_task_order_and_errors_as_raised(threads_cluster):
             list(executor.map(_fail_at_seven, range(30)))
 
 
+def _time_out_at_three(x: int) -> int:
+    if x == 3:
+        raise TimeoutError("part 3: timed out")
+    return x
+
+
+def test_a_task_that_raises_timeout_error_is_not_taken_for_a_wait(threads_cluster):
+    with distributed.Client(threads_cluster) as client:
+        executor = dask_cluster.DaskExecutor(client, workers=2, where="--executor dask")
+        with pytest.raises(TimeoutError, match="part 3: timed out"):
+            list(executor.map(_time_out_at_three, range(10)))
+
+
 def test_a_scheduler_whose_workers_cannot_see_the_work_dir_is_refused(threads_cluster, tmp_path, monkeypatch):
     with dask_cluster.dask_executor(threads_cluster.scheduler_address, 2, tmp_path) as executor:
         assert executor.workers == 2

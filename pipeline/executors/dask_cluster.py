@@ -69,7 +69,8 @@ class DaskExecutor:
             try:
                 return future.result(timeout=WORKER_POLL_S)
             except TimeoutError:
-                pass
+                if future.done():  # the task's own
+                    raise
             except KilledWorker as e:
                 deaths = e.allowed_failures + 1
                 raise DataError(f"{self.where}: task {number} killed its worker {deaths} time{'s' * (deaths > 1)} "
@@ -126,16 +127,14 @@ def check_is_scheduler(scheduler: str) -> None:
     async def identity() -> dict:
         comm = await connect(scheduler, timeout=CONNECT_TIMEOUT_S)
         try:
-            await comm.write({"op": "identity", "reply": True})
+            await comm.write({"op": "identity"})
             return await comm.read()
         finally:
             comm.abort()
 
-    try:
-        reply = asyncio.run(asyncio.wait_for(identity(), CONNECT_TIMEOUT_S))
-    except TimeoutError as e:
-        if str(e).startswith("Timed out trying to connect"):  # distributed's own: nothing accepted the connection
-            raise ConfigError(f"--scheduler {scheduler}: cannot connect ({e})") from None
+    try:  # a second more than connect's own timeout, so that nothing accepting gets connect's error (OSError)
+        reply = asyncio.run(asyncio.wait_for(identity(), CONNECT_TIMEOUT_S + 1))
+    except TimeoutError:
         raise ConfigError(f"--scheduler {scheduler}: no Dask scheduler answered in {CONNECT_TIMEOUT_S} s "
                           f"(the port of another program?)") from None
     except OSError as e:
