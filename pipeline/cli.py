@@ -215,11 +215,12 @@ def _executor_workdir(executor: str, scheduler: str | None, workdir: Path) -> Pa
 
 @contextlib.contextmanager
 def _open_executor(executor: str, scheduler: str | None, workers: int, lang_dir: Path):
+    from pipeline.executors.dask_cluster import dask_executor, remove_leftover_semaphores
+
+    remove_leftover_semaphores(lang_dir)  # a killed --executor dask run's, whichever executor runs now
     if executor == "local":
         yield LocalExecutor(workers)
         return
-    from pipeline.executors.dask_cluster import dask_executor
-
     with dask_executor(scheduler, workers, lang_dir) as ex:
         yield ex
 

@@ -2,12 +2,18 @@
 come back in task order; a scheduler whose workers cannot see the work dir is refused in one line."""
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import random
+import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -17,6 +23,7 @@ from pipeline.tools.sample_dump import write_sample_dump
 from pipeline.runner import MANIFEST
 
 distributed = pytest.importorskip("distributed")
+import dask  # noqa: E402  (installed with distributed)
 
 STAGES = ["download", "extract", "sentences", "filter", "vocab", "shard", "hdf5"]
 SETTINGS = ["--set", "vocab.vocab_size=2000", "--set", "shard.num_shards=3", "--set", "hdf5.dupe_factor=2",
@@ -77,10 +84,23 @@ def _fail_at_seven(x: int) -> int:
 
 def test_results_come_back_in_task_order_and_errors_as_raised(threads_cluster):
     with distributed.Client(threads_cluster) as client:
-        executor = dask_cluster.DaskExecutor(client, workers=2)
+        executor = dask_cluster.DaskExecutor(client, workers=2, where="--executor dask")
         assert list(executor.map(_square_at_a_random_pace, range(30))) == [x * x for x in range(30)]
         with pytest.raises(DataError, match="part 7: bad"):
             list(executor.map(_fail_at_seven, range(30)))
+
+
+def _time_out_at_three(x: int) -> int:
+    if x == 3:
+        raise TimeoutError("part 3: timed out")
+    return x
+
+
+def test_a_task_that_raises_timeout_error_is_not_taken_for_a_wait(threads_cluster):
+    with distributed.Client(threads_cluster) as client:
+        executor = dask_cluster.DaskExecutor(client, workers=2, where="--executor dask")
+        with pytest.raises(TimeoutError, match="part 3: timed out"):
+            list(executor.map(_time_out_at_three, range(10)))
 
 
 def test_a_scheduler_whose_workers_cannot_see_the_work_dir_is_refused(threads_cluster, tmp_path, monkeypatch):
@@ -104,8 +124,166 @@ def test_an_unreachable_scheduler_is_one_line(tmp_path, monkeypatch):
 
 
 def test_a_scheduler_without_workers_is_refused_after_the_wait(tmp_path, monkeypatch):
-    monkeypatch.setattr(dask_cluster, "FIRST_WORKER_TIMEOUT_S", 1)
+    monkeypatch.setattr(dask_cluster, "WORKER_WAIT_S", 1)
     with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as empty:
         with pytest.raises(ConfigError, match=r"--scheduler .*: no worker joined in 1 s"):
             with dask_cluster.dask_executor(empty.scheduler_address, 2, tmp_path):
                 pass
+
+
+def _raised_within(seconds: float, fn: Callable[[], None]) -> BaseException | None:
+    """The exception fn raised, failing the test if fn has not returned within `seconds` (it runs in a daemon
+    thread, so a hang fails the test instead of stalling the suite)."""
+    raised: list[BaseException | None] = []
+
+    def call():
+        try:
+            fn()
+            raised.append(None)
+        except BaseException as e:
+            raised.append(e)
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert raised, f"still waiting after {seconds} s"
+    return raised[0]
+
+
+def _open(scheduler: str, workdir: Path) -> Callable[[], None]:
+    def open_executor():
+        with dask_cluster.dask_executor(scheduler, 2, workdir):
+            pass
+    return open_executor
+
+
+def _serve_once(reply: bytes | None) -> int:
+    """The port of a TCP server on 127.0.0.1 that accepts one connection and then says nothing (reply None), or
+    reads what the client sends and answers `reply`, as a web server answers bytes it cannot parse."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        with server:
+            conn, _ = server.accept()
+            if reply is not None:
+                conn.recv(4096)
+                conn.sendall(reply)
+            time.sleep(30)
+            conn.close()
+    threading.Thread(target=serve, daemon=True).start()
+    return server.getsockname()[1]
+
+
+def test_a_port_that_accepts_and_says_nothing_is_one_line_in_bounded_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(dask_cluster, "CONNECT_TIMEOUT_S", 1)
+    address = f"tcp://127.0.0.1:{_serve_once(None)}"
+    error = _raised_within(10, _open(address, tmp_path))
+    assert isinstance(error, ConfigError), error
+    assert str(error).startswith(f"--scheduler {address}: no Dask scheduler answered in 1 s"), error
+    assert "\n" not in str(error)
+
+
+def test_a_port_that_answers_http_is_one_line(tmp_path, monkeypatch):
+    """Dask read "HTTP/1.1" as the length of a frame and asked for 3.07 EiB."""
+    monkeypatch.setattr(dask_cluster, "CONNECT_TIMEOUT_S", 2)
+    port = _serve_once(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+    address = f"tcp://127.0.0.1:{port}"
+    error = _raised_within(10, _open(address, tmp_path))
+    assert isinstance(error, ConfigError), error
+    assert str(error).startswith(f"--scheduler {address}: not a Dask scheduler"), error
+    assert "\n" not in str(error)
+
+
+def test_a_dask_worker_address_is_not_taken_for_a_scheduler(threads_cluster, tmp_path):
+    worker = next(iter(threads_cluster.workers.values())).address
+    with pytest.raises(ConfigError, match=rf"--scheduler {worker}: a Dask Worker, not a scheduler"):
+        with dask_cluster.dask_executor(worker, 2, tmp_path):
+            pass
+
+
+def _sleep_then_return(x: int) -> int:
+    time.sleep(0.3)
+    return x
+
+
+@pytest.mark.slow
+def test_the_only_worker_killed_mid_stage_is_one_line_in_bounded_time(tmp_path, monkeypatch):
+    """A worker without a nanny (nothing restarts it) SIGKILLed while tasks are pending: the tasks would wait for
+    ever for a worker; the stage stops once the scheduler has had none for WORKER_WAIT_S."""
+    with distributed.LocalCluster(n_workers=0, processes=False, protocol="tcp", dashboard_address=":0") as empty:
+        worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", empty.scheduler_address,
+                                   "--no-nanny", "--nthreads", "1", "--no-dashboard"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            with distributed.Client(empty) as client:
+                client.wait_for_workers(1, timeout=30)
+            monkeypatch.setattr(dask_cluster, "WORKER_WAIT_S", 2)
+            def run_until_killed():
+                with dask_cluster.dask_executor(empty.scheduler_address, 1, tmp_path) as executor:
+                    for x in executor.map(_sleep_then_return, range(20)):
+                        if x == 1:
+                            worker.kill()
+            started = time.monotonic()
+            error = _raised_within(60, run_until_killed)
+        finally:
+            worker.kill()
+            worker.wait()
+    assert isinstance(error, DataError), error
+    assert str(error).startswith(f"--scheduler {empty.scheduler_address}: no worker left for 2 s")
+    assert "\n" not in str(error) and time.monotonic() - started < 30
+
+
+def _kill_own_worker(x: int) -> int:
+    if x == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x
+
+
+@pytest.mark.slow
+def test_a_task_that_kills_its_workers_is_one_line(tmp_path):
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        def run():
+            with dask_cluster.dask_executor(None, 1, tmp_path) as executor:
+                list(executor.map(_kill_own_worker, range(6)))
+        error = _raised_within(60, run)
+    assert isinstance(error, DataError), error
+    assert str(error).startswith("--executor dask: task 3 killed its worker 1 time (out of memory?)"), error
+    assert "\n" not in str(error)
+
+
+def _semaphores_held(pid: int) -> set[str]:
+    import psutil
+
+    held = set()
+    root = psutil.Process(pid)
+    for process in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            held.update(m.path for m in process.memory_maps() if m.path.startswith("/dev/shm/sem.mp-"))
+    return held
+
+
+@pytest.mark.slow
+def test_semaphores_of_a_killed_local_cluster_are_removed_by_the_next_run(tmp_path):
+    """SIGKILL to the whole process group (multiprocessing's resource tracker included) leaves the named
+    semaphores of the LocalCluster's processes in /dev/shm; the next run removes them, and only them."""
+    dump = write_sample_dump(tmp_path / "dump", 150, 2)
+    workdir = tmp_path / "work"
+    run = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", "--lang", "hu", "--workdir", str(workdir),
+                            "--dump", str(dump), "--workers", "2", "--quiet", *SETTINGS, "--executor", "dask"],
+                           start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    held: set[str] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while not (held and (workdir / "hu/download" / MANIFEST).exists()):  # the cluster is up and running stages
+            assert run.poll() is None and time.monotonic() < deadline
+            held |= _semaphores_held(run.pid)
+            time.sleep(0.1)
+        held |= _semaphores_held(run.pid)
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    left = {path for path in held if Path(path).exists()}
+    assert left == held
+    again = _pipeline(workdir, dump, "--to", "download")  # the local executor: no semaphores of its own
+    assert again.returncode == 0, again.stderr
+    assert not [path for path in held if Path(path).exists()]

@@ -5,23 +5,35 @@ on this machine for the command's duration; with one, it connects to that schedu
 (Slurm, Kubernetes: docs/cluster.md). Workers read the stage inputs and write the stage outputs themselves, so the work dir must be on
 a filesystem every worker mounts at the same path: each worker must find a token file the client wrote there,
 or the command stops before any stage runs. Dask is an optional extra: `pip install 'wiki2bert[dask]'`.
+
+A scheduler left without workers would keep the stage's tasks pending for ever; the stage stops once it has had
+none for WORKER_WAIT_S. A LocalCluster's worker processes hold named semaphores (multiprocessing's, in
+/dev/shm) that a killed command cannot remove: their names are recorded in the work dir, and the next run removes them.
 """
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import logging
+import re
 import secrets
+import time
 from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Iterator, TypeVar
 
-from wiki2bert_core.errors import ConfigError
+from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.log import LOGGER_NAME
 
 T = TypeVar("T")
 R = TypeVar("R")
 TASKS_PER_WORKER = 2  # tasks queued per worker thread ahead of the result the stage waits for
-CONNECT_TIMEOUT_S = 30
-FIRST_WORKER_TIMEOUT_S = 600  # a batch system may take a while to start the first worker job
+CONNECT_TIMEOUT_S = 30  # to connect to --scheduler and hear it answer as a Dask scheduler
+WORKER_WAIT_S = 600  # for the first worker, and for a new one when none is left: a batch system may take a while
+WORKER_POLL_S = 1.0  # how often a stage waiting for a result asks the scheduler how many workers it has
+SEMAPHORES = "dask-semaphores.txt"  # under .state: the named semaphores of this run's LocalCluster
+SEMAPHORE_PATH = re.compile(r"/dev/shm/sem\.mp-[A-Za-z0-9_]+")  # multiprocessing's (SemLock._make_name)
+log = logging.getLogger(LOGGER_NAME)  # the command's console and pipeline.log
 
 
 class DaskExecutor:
@@ -29,22 +41,48 @@ class DaskExecutor:
     bounded however many tasks there are) and their results handed back in task order."""
     name: ClassVar[str] = "dask"
 
-    def __init__(self, client, workers: int):
+    def __init__(self, client, workers: int, where: str):
         self.client = client
         self.workers = workers
+        self.where = where  # the flag that chose the cluster, for messages: "--scheduler ADDRESS", "--executor dask"
 
     def map(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[R]:
         window: collections.deque = collections.deque()
         try:
-            for task in tasks:
-                window.append(self.client.submit(fn, task, pure=False))
+            for number, task in enumerate(tasks):
+                window.append((number, self.client.submit(fn, task, pure=False)))
                 if len(window) >= TASKS_PER_WORKER * self.workers:
-                    yield window.popleft().result()
+                    yield self._result(*window.popleft())
             while window:
-                yield window.popleft().result()
+                yield self._result(*window.popleft())
         finally:
             if window:  # an error or a stage that stopped early: drop the work still queued
-                self.client.cancel(list(window))
+                self.client.cancel([future for _, future in window])
+
+    def _result(self, number: int, future):
+        """The task's result; DataError when workers died running it (Dask's allowed-failures), or when the
+        scheduler has had no worker for WORKER_WAIT_S."""
+        from distributed.scheduler import KilledWorker
+
+        no_worker_since = None
+        while True:
+            try:
+                return future.result(timeout=WORKER_POLL_S)
+            except TimeoutError:
+                if future.done():  # the task's own
+                    raise
+            except KilledWorker as e:
+                deaths = e.allowed_failures + 1
+                raise DataError(f"{self.where}: task {number} killed its worker {deaths} time{'s' * (deaths > 1)} "
+                                f"(out of memory?); the last was {e.last_worker.address}") from None
+            if self.client.nthreads():
+                no_worker_since = None
+            elif no_worker_since is None:
+                no_worker_since = time.monotonic()
+                log.warning("%s: no worker left; waiting up to %d s for one to join", self.where, WORKER_WAIT_S)
+            elif time.monotonic() - no_worker_since > WORKER_WAIT_S:
+                raise DataError(f"{self.where}: no worker left for {WORKER_WAIT_S} s while tasks were waiting "
+                                f"(the workers died or were stopped); start workers and re-run to continue")
 
 
 @contextlib.contextmanager
@@ -56,23 +94,84 @@ def dask_executor(scheduler: str | None, workers: int, workdir: Path) -> Iterato
     except ImportError:
         raise ConfigError("--executor dask: Dask distributed is not installed (pip install 'wiki2bert[dask]')"
                           ) from None
+    where = f"--scheduler {scheduler}" if scheduler else "--executor dask"
     with contextlib.ExitStack() as stack:
         if scheduler is None:
+            record = workdir / ".state" / SEMAPHORES
+            stack.callback(record.unlink, missing_ok=True)  # runs once the cluster has closed them
             cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                        dashboard_address=":0", silence_logs=logging.ERROR))
             client = stack.enter_context(Client(cluster))
+            record_semaphores(record)
         else:
+            check_is_scheduler(scheduler)
             try:
                 client = stack.enter_context(Client(scheduler, timeout=CONNECT_TIMEOUT_S))
             except (OSError, TimeoutError, ValueError) as e:
                 raise ConfigError(f"--scheduler {scheduler}: cannot connect ({e})") from None
         try:
-            client.wait_for_workers(1, timeout=FIRST_WORKER_TIMEOUT_S)
+            client.wait_for_workers(1, timeout=WORKER_WAIT_S)
         except TimeoutError:
-            raise ConfigError(f"--scheduler {scheduler}: no worker joined in {FIRST_WORKER_TIMEOUT_S} s") from None
-        check_workers_see(client, workdir, scheduler or "LocalCluster")
+            raise ConfigError(f"{where}: no worker joined in {WORKER_WAIT_S} s") from None
+        check_workers_see(client, workdir, where)
         threads = sum(client.nthreads().values())
-        yield DaskExecutor(client, threads)
+        yield DaskExecutor(client, threads, where)
+
+
+def check_is_scheduler(scheduler: str) -> None:
+    """ConfigError unless `scheduler` answers as a Dask scheduler within CONNECT_TIMEOUT_S. Client's own timeout
+    covers only the TCP connect: a port that accepts and says nothing would hang it in the handshake, and one that
+    answers other bytes (a web server) gets them read as a frame length ("Unable to allocate 3.07 EiB")."""
+    from distributed.comm import connect
+
+    async def identity() -> dict:
+        comm = await connect(scheduler, timeout=CONNECT_TIMEOUT_S)
+        try:
+            await comm.write({"op": "identity"})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    try:  # a second more than connect's own timeout, so that nothing accepting gets connect's error (OSError)
+        reply = asyncio.run(asyncio.wait_for(identity(), CONNECT_TIMEOUT_S + 1))
+    except TimeoutError:
+        raise ConfigError(f"--scheduler {scheduler}: no Dask scheduler answered in {CONNECT_TIMEOUT_S} s "
+                          f"(the port of another program?)") from None
+    except OSError as e:
+        raise ConfigError(f"--scheduler {scheduler}: cannot connect ({e})") from None
+    except Exception as e:  # bytes that are not Dask's: a frame length of exabytes, msgpack that does not parse
+        raise ConfigError(f"--scheduler {scheduler}: not a Dask scheduler (its answer does not read as Dask's "
+                          f"protocol: {type(e).__name__})") from None
+    kind = reply.get("type") if isinstance(reply, dict) else None
+    if kind != "Scheduler":
+        raise ConfigError(f"--scheduler {scheduler}: a Dask {kind or 'server'}, not a scheduler (give the "
+                          f"scheduler's address, tcp://HOST:8786 by default)")
+
+
+def record_semaphores(record: Path) -> None:
+    """Writes to `record` the named semaphores this process and its LocalCluster's processes hold: they go when the
+    cluster closes, but a killed command leaves them in /dev/shm, for the next run to remove."""
+    import psutil  # a dependency of distributed
+
+    held = set()
+    me = psutil.Process()
+    for process in [me, *me.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            held.update(m.path for m in process.memory_maps() if SEMAPHORE_PATH.fullmatch(m.path))
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text("".join(f"{path}\n" for path in sorted(held)), encoding="utf-8")
+
+
+def remove_leftover_semaphores(workdir: Path) -> None:
+    """Removes the semaphores a killed run recorded (record_semaphores); only names of multiprocessing's form
+    that the record lists, never another program's."""
+    record = workdir / ".state" / SEMAPHORES
+    if not record.exists():
+        return
+    for path in record.read_text(encoding="utf-8").splitlines():
+        if SEMAPHORE_PATH.fullmatch(path):
+            Path(path).unlink(missing_ok=True)
+    record.unlink()
 
 
 def check_workers_see(client, workdir: Path, where: str) -> None:
@@ -88,7 +187,7 @@ def check_workers_see(client, workdir: Path, where: str) -> None:
     blind = sorted(worker for worker, value in seen.items() if value != token)
     if blind:
         more = f" and {len(blind) - 1} more" if len(blind) > 1 else ""
-        raise ConfigError(f"--scheduler {where}: worker {blind[0]}{more} cannot see the work dir {workdir} "
+        raise ConfigError(f"{where}: worker {blind[0]}{more} cannot see the work dir {workdir} "
                           f"(no token file {path.name} there): put --workdir on a filesystem every worker mounts "
                           f"at the same path (docs/cluster.md)")
 
