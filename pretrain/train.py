@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import logging
 import os
 import random
@@ -108,6 +109,25 @@ def start(run: Run) -> Started:
 
 def train(run: Run) -> int:
     """Train until the phase's last step, `steps_this_run` steps, or a stop signal; returns the exit code."""
+    try:
+        return _train(run)
+    finally:
+        if torch.distributed.is_initialized():
+            leave_process_groups()
+
+
+def leave_process_groups() -> None:
+    """End every process group's gloo threads now: left to the interpreter's teardown, they now and then abort a
+    finished rank ('terminate called without an active exception'). torch's destroy_process_group keeps DeepSpeed's
+    own groups (deepspeed.utils.groups) alive, DeepSpeed's releases them; an engine holds the others in reference
+    cycles, which the collector frees once nothing reaches the engine (call this after its holder returned)."""
+    import deepspeed.comm
+
+    deepspeed.comm.destroy_process_group()
+    gc.collect()
+
+
+def _train(run: Run) -> int:
     single_process_env()
     rank = int(os.environ["RANK"])
     c = run.config
@@ -125,8 +145,6 @@ def train(run: Run) -> int:
              "ZeRO %d", run.phase, step + 1, last, c.steps, f"{model.num_parameters():,}", run.world_size,
              c.micro_batch, run.grad_accumulation, c.global_batch, run.precision, zero_stage)
     with contextlib.ExitStack() as cleanup:
-        # last on the way out: the process group's threads and sockets go before the interpreter's teardown
-        cleanup.callback(torch.distributed.destroy_process_group)
         batches = iter(make_loader(run.data, c.micro_batch, run.vocab_size, rank, run.world_size, c.seed,
                                    c.loader_workers, data_state, pin_memory=torch.cuda.is_available(),
                                    pack=c.pack_sequences))
