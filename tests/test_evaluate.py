@@ -92,6 +92,23 @@ def test_two_ranks_with_different_numbers_of_batches_evaluate_as_one(data, tmp_p
 
 
 @pytest.mark.slow
+def test_a_two_rank_run_exits_cleanly_with_the_held_out_figures_of_pretrain_eval_on_one_rank(data, tmp_path):
+    """The final evaluation of a 2-rank run (the first 50 instances, 25 a rank) against `pretrain eval` of its last
+    checkpoint in one process, to 1e-6: `pretrain eval` prints 6 decimals (up to 5e-7 off), the two sum the same
+    per-instance figures in another order and batching (float32 logits, float64 sums)."""
+    out = tmp_path / "two"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    two = subprocess.run([*torchrun, "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(out), *TINY,
+                          "--set", "eval_every=4", "--set", "eval_samples=50"],
+                         env=ENV, capture_output=True, text=True, timeout=300)
+    assert two.returncode == 0 and "terminate called" not in two.stderr, two.stderr[-3000:]
+    last = [r for r in rows(out / "phase1") if "eval_mlm_accuracy" in r][-1]
+    assert last["step"] == 4
+    one = eval_cli(str(out / "phase1"), "--data", str(data), "--samples", "50")
+    assert one == pytest.approx({key: last[key] for key in EVAL_KEYS}, abs=1e-6, rel=0)
+
+
+@pytest.mark.slow
 def test_pretrain_eval_gives_the_same_figures_for_checkpoint_export_and_training(runs, data, tmp_path):
     on, _ = runs
     first = eval_cli(str(on), "--data", str(data), "--samples", "50")
