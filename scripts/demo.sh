@@ -32,8 +32,9 @@ PY
 
 plots=$(pretrain plot "$run")
 report=$(pipeline report --lang hu --workdir "$work")
-accuracy=$(pretrain eval "$run/hf" --data "$(variant 128)" --samples 2000 | awk '$1 == "eval_mlm_accuracy" {print $2}')
-echo "held-out MLM accuracy of the exported model ($run/hf, test split of the seq_len 128 variant, up to 2,000 instances): $accuracy"
+figures=$(pretrain eval "$run/hf" --data "$(variant 128)" --samples 2000)
+figure() { echo "$figures" | awk -v key="$1" '$1 == key {print $2}'; }
+echo "held-out MLM accuracy of the exported model ($run/hf, test split of the seq_len 128 variant, up to 2,000 instances): $(figure eval_mlm_accuracy) (baseline, always the most frequent masked token: $(figure eval_mlm_unigram_baseline))"
 echo "plots:"
 echo "$plots" | sed 's/^/  /'
 echo "data report: $report"
