@@ -110,11 +110,12 @@ def eval_(path: Path = typer.Argument(..., callback=utf8_path,
           samples: int = typer.Option(10000, "--samples", min=1, help="Evaluate on the first N instances"),
           batch: int = typer.Option(64, "--batch", min=1, help="Instances per forward pass")) -> None:
     """Held-out masked-LM and NSP accuracy and loss (the eval_* figures of training) of a model on an HDF5
-    directory; one `key value` line each."""
+    directory, and the baselines of the same instances (most frequent masked token's share, majority NSP label's
+    share); one `key value` line each."""
     import torch
 
     from wiki2bert_core.variant_dir import held_out_files
-    from pretrain.evaluate import HeldOut, evaluate, load_model
+    from pretrain.evaluate import HeldOut, evaluate, format_figures, load_model
 
     files = held_out_files(data)
     model, vocab_size, source = load_model(path, tag)
@@ -122,8 +123,7 @@ def eval_(path: Path = typer.Argument(..., callback=utf8_path,
     if torch.cuda.is_available():
         model = model.cuda()
     typer.echo(f"{source} on {held_out.total:,} instances of {data}", err=True)
-    for key, value in evaluate(model, held_out, batch, vocab_size).items():
-        typer.echo(f"{key} {value:.6f}")
+    typer.echo(format_figures(evaluate(model, held_out, batch, vocab_size), 6, "\n"))
 
 
 @app.command()

@@ -2,7 +2,8 @@
 files (variant_dir.held_out_files; always the same ones), each rank a part, the sums all-reduced.
 
 The figures are MLPerf's: MLM accuracy over all masked positions, MLM loss per masked position, NSP accuracy and
-loss per instance. Evaluation runs the padded layout under `torch.no_grad()` in eval mode (no dropout) and inside
+loss per instance. Beside them, the baselines of the same instances: the share of the most frequent masked token (the
+MLM accuracy of a model that always answers it, and which token it is) and the majority NSP label's share. Evaluation runs the padded layout under `torch.no_grad()` in eval mode (no dropout) and inside
 `torch.random.fork_rng`, so the training's random streams continue as if it had not run.
 """
 from __future__ import annotations
@@ -23,7 +24,8 @@ from pretrain.hf_config import model_config_of
 from pretrain.model import BertForPreTraining
 from pretrain.signals import StopSignal
 
-EVAL_KEYS = ("eval_mlm_accuracy", "eval_mlm_loss", "eval_nsp_accuracy", "eval_nsp_loss")
+EVAL_KEYS = ("eval_mlm_accuracy", "eval_mlm_loss", "eval_nsp_accuracy", "eval_nsp_loss",
+             "eval_mlm_unigram_baseline", "eval_mlm_unigram_token", "eval_nsp_majority_baseline")
 # sums of one evaluation, in this order
 _SUMS = ("mlm_loss", "mlm_correct", "mlm_count", "nsp_loss", "nsp_correct", "nsp_count")
 
@@ -62,10 +64,17 @@ class HeldOut:
             batch = {k: v[start:start + batch_size] for k, v in self.columns.items()}
             yield batch if len(batch["input_ids"]) else None
 
+    def target_counts(self, vocab_size: int) -> torch.Tensor:
+        """This rank's count of each masked token id (the first `vocab_size` entries) and of each NSP label (the
+        last two), float64."""
+        ids = self.columns["masked_lm_ids"][used_positions(self.columns["masked_lm_positions"])]
+        return torch.cat([torch.bincount(ids, minlength=vocab_size),
+                          torch.bincount(self.columns["next_sentence_labels"].view(-1), minlength=2)]).double()
+
 
 def evaluate(model: BertForPreTraining, held_out: HeldOut, batch_size: int, vocab_size: int,
-             autocast_dtype=None, stop: StopSignal | None = None) -> dict[str, float] | None:
-    """The EVAL_KEYS figures of `model` on `held_out`, over the first `vocab_size` tokens (the tokenizer's; the
+             autocast_dtype=None, stop: StopSignal | None = None) -> dict[str, float | int] | None:
+    """The EVAL_KEYS figures of `model` on `held_out` (and its baselines), over the first `vocab_size` tokens (the tokenizer's; the
     model's rows beyond them pad its vocabulary to a multiple of 8 and are left out, as the export leaves them out),
     summed over all ranks when torch.distributed is initialized (every rank must call it).
 
@@ -73,6 +82,7 @@ def evaluate(model: BertForPreTraining, held_out: HeldOut, batch_size: int, voca
     evaluation is abandoned on all ranks together, before the sums' all-reduce, and leaves no trace."""
     device = next(model.parameters()).device
     sums = torch.zeros(len(_SUMS), dtype=torch.float64, device=device)
+    counts = held_out.target_counts(vocab_size).to(device)
     was_training = model.training
     model.eval()
     devices = [device] if device.type == "cuda" else []
@@ -86,13 +96,18 @@ def evaluate(model: BertForPreTraining, held_out: HeldOut, batch_size: int, voca
                     sums += _batch_sums(model, {k: v.to(device) for k, v in batch.items()}, vocab_size)
     finally:
         model.train(was_training)
+    sums = torch.cat([sums, counts])
     if torch.distributed.is_initialized():
         torch.distributed.all_reduce(sums)
-    s = dict(zip(_SUMS, sums.tolist()))
+    s = dict(zip(_SUMS, sums[:len(_SUMS)].tolist()))
+    token_counts, label_counts = sums[len(_SUMS):-2], sums[-2:]
     return {"eval_mlm_accuracy": s["mlm_correct"] / max(1.0, s["mlm_count"]),
             "eval_mlm_loss": s["mlm_loss"] / max(1.0, s["mlm_count"]),
             "eval_nsp_accuracy": s["nsp_correct"] / max(1.0, s["nsp_count"]),
-            "eval_nsp_loss": s["nsp_loss"] / max(1.0, s["nsp_count"])}
+            "eval_nsp_loss": s["nsp_loss"] / max(1.0, s["nsp_count"]),
+            "eval_mlm_unigram_baseline": token_counts.max().item() / max(1.0, s["mlm_count"]),
+            "eval_mlm_unigram_token": int(token_counts.argmax()),
+            "eval_nsp_majority_baseline": label_counts.max().item() / max(1.0, s["nsp_count"])}
 
 
 def _batch_sums(model: BertForPreTraining, batch: dict[str, torch.Tensor], vocab_size: int) -> torch.Tensor:
@@ -152,5 +167,7 @@ def _load(model: BertForPreTraining, state: dict[str, torch.Tensor], source: Pat
         raise DataError(f"{source}: weights do not fit its model config ({str(e).splitlines()[0]})") from None
 
 
-def format_figures(figures: dict[str, float]) -> str:
-    return " ".join(f"{key} {value:.4f}" for key, value in figures.items())
+def format_figures(figures: dict[str, float | int], digits: int = 4, separator: str = " ") -> str:
+    """`key value` pairs (the token id as an integer), one `separator` between them."""
+    return separator.join(f"{key} {value}" if isinstance(value, int) else f"{key} {value:.{digits}f}"
+                    for key, value in figures.items())

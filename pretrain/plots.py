@@ -1,5 +1,6 @@
 """`pretrain plot`: PNG figures of a run's metrics.jsonl (loss, accuracy, learning rate, gradient norm, throughput
-against step), phase 1 and phase 2 on one step axis (phase 2's steps follow phase 1's last)."""
+against step), phase 1 and phase 2 on one step axis (phase 2's steps follow phase 1's last); the accuracy figure
+shows each phase's held-out MLM baseline (the most frequent masked token's share) as a horizontal line."""
 from __future__ import annotations
 
 import json
@@ -22,7 +23,9 @@ FIGURES = {
     "throughput.png": ("Throughput", "tokens per second (all ranks)", False,
                        [("real_tokens_per_s", "real tokens/s"), ("tokens_per_s", "positions/s (with padding)")]),
 }
-PLOTTED = [key for _, _, _, series in FIGURES.values() for key, _ in series]
+# figure file -> (metrics.jsonl key of a held-out set's constant, legend label): a horizontal line over each phase
+BASELINES = {"accuracy.png": ("eval_mlm_unigram_baseline", "held-out MLM baseline (most frequent token)")}
+PLOTTED = [key for _, _, _, series in FIGURES.values() for key, _ in series] + [key for key, _ in BASELINES.values()]
 
 
 def read_phases(run_dir: Path) -> list[tuple[str, list[dict]]]:
@@ -95,6 +98,13 @@ def plot_run(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
                         ls="--" if held_out else "-", lw=1.2, label=None if key in labelled else label)
                 labelled.add(key)
             last = max(r["step"] for r in rows)
+            if name in BASELINES:
+                key, label = BASELINES[name]
+                values = [r[key] for r in rows if r.get(key) is not None]
+                if values:
+                    ax.hlines(values[-1], offset, offset + last, color="grey", ls="-.", lw=1.2,
+                              label=None if key in labelled else label)
+                    labelled.add(key)
             if len(phases) > 1 and i < len(phases) - 1:
                 ax.axvline(offset + last, color="grey", ls=":", lw=1)
                 ax.text(offset + last, 1.0, f" {phases[i + 1][0]} ", transform=ax.get_xaxis_transform(),

@@ -17,7 +17,7 @@ pipeline verify "$work/hu/hdf5"
 
 variant() { ls -d "$work"/hu/hdf5/*_seq_len_"$1"_*; }
 pretrain phase1 --data "$(variant 128)" --out "$run" --preset tiny \
-  --set steps=150 --set global_batch=64 --set micro_batch=32 --set lr=5e-3 --set checkpoint_every=50 --set log_every=10 --set eval_every=50 --set eval_samples=2000
+  --set steps=300 --set global_batch=32 --set micro_batch=32 --set lr=2e-2 --set warmup=0.1 --set checkpoint_every=100 --set log_every=20 --set eval_every=100 --set eval_samples=2000
 pretrain phase2 --data "$(variant 512)" --out "$run" --preset tiny \
   --set steps=30 --set global_batch=16 --set micro_batch=8 --set lr=2e-3 --set checkpoint_every=30 --set log_every=5 --set eval_every=10 --set eval_samples=500
 pretrain export "$run/phase2" --out "$run/hf"
@@ -32,8 +32,9 @@ PY
 
 plots=$(pretrain plot "$run")
 report=$(pipeline report --lang hu --workdir "$work")
-accuracy=$(pretrain eval "$run/hf" --data "$(variant 128)" --samples 2000 | awk '$1 == "eval_mlm_accuracy" {print $2}')
-echo "held-out MLM accuracy of the exported model ($run/hf, test split of the seq_len 128 variant, up to 2,000 instances): $accuracy"
+figures=$(pretrain eval "$run/hf" --data "$(variant 128)" --samples 2000)
+figure() { echo "$figures" | awk -v key="$1" '$1 == key {print $2}'; }
+echo "held-out MLM accuracy of the exported model ($run/hf, test split of the seq_len 128 variant, up to 2,000 instances): $(figure eval_mlm_accuracy) (baseline, always the most frequent masked token: $(figure eval_mlm_unigram_baseline))"
 echo "plots:"
 echo "$plots" | sed 's/^/  /'
 echo "data report: $report"

@@ -231,3 +231,41 @@ def test_data_longer_than_the_model_takes_is_one_line(data, tmp_path, monkeypatc
     code, err = eval_exit(monkeypatch, capsys, str(model_dir), "--data", str(data))
     assert code == 2 and "Traceback" not in err and err.splitlines()[-1] == (
         f"error: {data}: sequences of length 32, longer than the model's max_position_embeddings 16"), err
+
+
+@pytest.fixture
+def skewed(tmp_path, write_hdf5) -> tuple[Path, dict[str, np.ndarray]]:
+    """Two test files whose masked tokens are mostly 9 in the first file: the first 45 of their 60 instances' targets
+    (used slots only) and NSP labels, as a hand count sees them."""
+    variant = tmp_path / "skewed"
+    for index in range(2):
+        path = variant / "test" / f"test_000{index}.hdf5"
+        write_hdf5(path, 30, 32, 5, seed=20 + index)
+        if index == 0:
+            with h5py.File(path, "a") as f:
+                ids = f["masked_lm_ids"][:]
+                ids[:20, :2] = 9  # slots 0 and 1 are used in every row (at least one prediction, 8+ tokens)
+                f["masked_lm_ids"][:] = ids
+    files = held_out_files(variant)
+    with h5py.File(files[0], "r") as first, h5py.File(files[1], "r") as second:
+        first45 = {key: np.concatenate([first[key][:30], second[key][:15]])
+                   for key in ("masked_lm_ids", "masked_lm_positions", "next_sentence_labels")}
+    return variant, first45
+
+
+def test_the_baselines_are_the_shares_of_the_most_frequent_target_and_label_on_one_rank_or_two(skewed, tmp_path):
+    variant, first45 = skewed
+    targets = first45["masked_lm_ids"][first45["masked_lm_positions"] != 0]
+    hand = np.bincount(targets, minlength=VOCAB_SIZE)
+    labels = np.bincount(first45["next_sentence_labels"].ravel(), minlength=2)
+    assert hand.argmax() == 9 and hand[9] >= 40
+    files = held_out_files(variant)
+    one = HeldOut.read(files, 45, VOCAB_SIZE, 512).target_counts(VOCAB_SIZE)
+    two = sum(HeldOut.read(files, 45, VOCAB_SIZE, 512, rank, 2).target_counts(VOCAB_SIZE) for rank in range(2))
+    assert torch.equal(one, two) and one.tolist() == [*hand.tolist(), *labels.tolist()]
+
+    figures = eval_cli(str(hugging_face_dir(tmp_path / "hf")), "--data", str(variant), "--samples", "45")
+    assert list(figures) == list(EVAL_KEYS)  # the baselines after the model's figures
+    assert figures["eval_mlm_unigram_baseline"] == pytest.approx(hand[9] / len(targets), abs=1e-6)
+    assert figures["eval_mlm_unigram_token"] == 9
+    assert figures["eval_nsp_majority_baseline"] == pytest.approx(labels.max() / 45, abs=1e-6)
