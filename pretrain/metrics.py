@@ -119,7 +119,8 @@ class MetricsLog:
             self.file.write(json.dumps({"step": step, **figures}) + "\n")
             self.file.flush()
             for key, value in figures.items():
-                self.tb.add_scalar(f"eval/{key.removeprefix('eval_')}", value, step)
+                if isinstance(value, float):  # not eval_mlm_unigram_token, a token id
+                    self.tb.add_scalar(f"eval/{key.removeprefix('eval_')}", value, step)
 
     def close(self) -> None:
         if self.file:
