@@ -241,17 +241,24 @@ class BatchReader(Dataset):
         batch["problem"] = ""
         return batch
 
-    def read(self, pieces: list[tuple[int, np.ndarray]]) -> dict[str, torch.Tensor]:
+    def read(self, pieces: list[tuple[int, np.ndarray]], whole_files: bool = True) -> dict[str, torch.Tensor]:
         """The rows `pieces` name ((file index, rows) in that order) as int64 tensors under the model's argument
-        names; DataError naming the file (and row) if they do not read or hold a value the model cannot take."""
+        names; DataError naming the file (and row) if they do not read or hold a value the model cannot take.
+        `whole_files`: through the cache of whole files (training reads each file's rows in a permutation); else only
+        the chunks that hold the rows' range are read (a held-out set read once)."""
         columns = {key: [] for key in DATASETS}
         for file_index, rows in pieces:
             try:
-                arrays = self._arrays(file_index)
+                if whole_files:
+                    arrays, offset = self._arrays(file_index), 0
+                else:
+                    offset = int(rows.min()) if len(rows) else 0
+                    with h5py.File(self.paths[file_index], "r") as f:
+                        arrays = read_rows(f, slice(offset, int(rows.max()) + 1 if len(rows) else 0))
             except OSError as e:  # a chunk the check before training did not read does not decompress
                 raise DataError(f"{self.paths[file_index]}: cannot read its datasets ({e}); the file is damaged"
                                 ) from None
-            piece = {key: arrays[key][rows] for key in DATASETS}
+            piece = {key: arrays[key][rows - offset] for key in DATASETS}
             bad = out_of_range(piece, self.vocab_size, self.seq_len)
             if bad:
                 raise DataError(f"{self.paths[file_index]}: row {int(rows[bad[0].rows[0]])}: {bad[0].dataset} holds "

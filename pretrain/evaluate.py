@@ -55,7 +55,7 @@ class HeldOut:
         start, stop = rank * total // world_size, (rank + 1) * total // world_size
         pieces = [(index, np.arange(max(start, first) - first, min(stop, first + rows) - first))
                   for index, first, rows in parts if first < stop and start < first + rows] or [(0, np.arange(0))]
-        return cls(BatchReader(data, vocab_size).read(pieces), total, -(-total // world_size))
+        return cls(BatchReader(data, vocab_size).read(pieces, whole_files=False), total, -(-total // world_size))
 
     def batches(self, batch_size: int):
         """This rank's instances in batches of `batch_size`, as many batches on every rank (those of the largest
