@@ -28,6 +28,10 @@ TRAINING, TEST = "training", "test"
 SPLITS = (TRAINING, TEST)  # also the prefixes of the shard stage's files (training_0000.txt) the splits come from
 VOCAB_FILE = "vocab.txt"
 PARAMS_FILE = "variant.json"
+# what an instance holds: two segments with an NSP label (BERT's and NVIDIA's), or whole consecutive sentences of
+# one document up to the length limit, segment ids 0 and NSP label 0 (RoBERTa's DOC-SENTENCES: MLM-only training)
+SEGMENT_PAIR, DOC_SENTENCES = "segment-pair", "doc-sentences"
+SEQUENCE_KINDS = (SEGMENT_PAIR, DOC_SENTENCES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +47,7 @@ class VariantParams:
     lower_case: bool
     vocab_size: int  # tokens in its vocab.txt
     special_token_ids: dict[str, int]
+    sequence_kind: str = SEGMENT_PAIR  # one of SEQUENCE_KINDS; variant.json files written before it existed: pairs
 
     @property
     def dir_name(self) -> str:
@@ -52,12 +57,17 @@ class VariantParams:
     @classmethod
     def from_dict(cls, record: dict, path: Path) -> VariantParams:
         """From a variant.json's object; DataError naming `path` if a parameter is missing or of the wrong type."""
-        kinds = {"int": int, "float": (int, float), "bool": bool, "dict[str, int]": dict}
+        kinds = {"int": int, "float": (int, float), "bool": bool, "dict[str, int]": dict, "str": str}
+        record = {field.name: field.default for field in dataclasses.fields(cls)
+                  if field.default is not dataclasses.MISSING} | record
         for field in dataclasses.fields(cls):
             value = record.get(field.name)
             if not isinstance(value, kinds[field.type]) or (field.type != "bool" and isinstance(value, bool)):
                 raise DataError(f"{path}: {field.name} is {value!r}, expected {field.type}; not a variant.json of "
                                 f"the hdf5 stage")
+        if record["sequence_kind"] not in SEQUENCE_KINDS:
+            raise DataError(f"{path}: sequence_kind is {record['sequence_kind']!r}, expected one of "
+                            f"{', '.join(SEQUENCE_KINDS)}")
         return cls(**{field.name: record[field.name] for field in dataclasses.fields(cls)})
 
 

@@ -1,0 +1,37 @@
+"""What a fine-tuning task is once read, whatever its file format: the contract between the readers (tasks.py) and
+the fine-tuning runs."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Literal
+
+# single: one sentence -> label; pair: two sentences -> label; choice: a context and candidate answers -> which one;
+# tokens: a label per word (named entities, part of speech)
+TaskKind = Literal["single", "pair", "choice", "tokens"]
+TASK_KINDS = ("single", "pair", "choice", "tokens")
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    id: str  # the example's id in its file, or file:line where it has none
+    texts: tuple[str, ...] = ()  # single: (sentence,); pair: (first, second); choice: (context,)
+    label: str | None = None  # single, pair, choice: one of Task.labels (choice: the label of the right choice)
+    choices: tuple[str, ...] = ()  # choice: the candidates, in the order of Task.labels
+    words: tuple[str, ...] = ()  # tokens: the sentence's words
+    tags: tuple[str, ...] = ()  # tokens: one of Task.labels per word
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    name: str  # for tables and output paths (the file's or directory's stem unless the task file names it)
+    kind: TaskKind
+    labels: tuple[str, ...]  # the label set (tokens: the tag set, e.g. IOB2 tags), in a fixed order
+    metrics: tuple[str, ...]  # the figures it is judged by, names of metrics.METRICS; the first is the main one
+    train: tuple[Example, ...]
+    dev: tuple[Example, ...]
+    source: Path  # the file or directory it was read from
+
+    @property
+    def main_metric(self) -> str:
+        return self.metrics[0]
