@@ -46,11 +46,17 @@ def launcher_options(local_rank: Optional[int] = typer.Option(None, "--local_ran
 @app.command()
 def phase1(data: Path = typer.Option(..., "--data", callback=utf8_path,
                                      help="HDF5 variant directory (data/<lang>/hdf5/<variant>)"),
-           out: Path = OutOpt, preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
+           out: Path = OutOpt,
+           init: Optional[Path] = typer.Option(None, "--init", callback=utf8_path,
+                                               help="Start from this model's weights instead of random ones: a "
+                                               "phase directory, an export or another Hugging Face BERT "
+                                               "directory (same vocabulary as the data)"),
+           preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
            set_: Optional[list[str]] = SetOpt, deepspeed_config: Optional[Path] = DsOpt,
            vocab: Optional[Path] = VocabOpt, eval_data: Optional[Path] = EvalDataOpt) -> None:
-    """Phase 1: sequence length 128 from random weights (recipe: pretrain/configs/phase1.yaml)."""
-    _train("phase1", data, out, preset, config, set_, deepspeed_config, vocab, eval_data=eval_data)
+    """Phase 1: sequence length 128 from random weights, or from those of --init, with a fresh schedule and
+    optimizer (recipe: pretrain/configs/phase1.yaml)."""
+    _train("phase1", data, out, preset, config, set_, deepspeed_config, vocab, init, eval_data)
 
 
 @app.command()
@@ -59,7 +65,8 @@ def phase2(data: Path = typer.Option(..., "--data", callback=utf8_path,
            out: Path = OutOpt,
            init: Optional[Path] = typer.Option(None, "--init", callback=utf8_path,
                                                help="Phase-1 directory to start from "
-                                               "(default: <out>/phase1)"),
+                                               "(default: <out>/phase1), or an export or another Hugging Face "
+                                               "BERT directory"),
            preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
            set_: Optional[list[str]] = SetOpt, deepspeed_config: Optional[Path] = DsOpt,
            vocab: Optional[Path] = VocabOpt, eval_data: Optional[Path] = EvalDataOpt) -> None:
@@ -92,7 +99,8 @@ def export(phase_dir: Path = typer.Argument(..., callback=utf8_path, help="A pha
                                     "previous export, which is replaced"),
            force: bool = typer.Option(False, "--force", help="Replace --out even if it holds other files (never a "
                                                               "pretraining run or checkpoint)")) -> None:
-    """Write the phase's latest weights as a Hugging Face BertForPreTraining directory with its tokenizer."""
+    """Write the phase's latest weights as a Hugging Face BertForPreTraining directory (BertForMaskedLM for a model
+    trained MLM-only) with its tokenizer."""
     from pretrain.export import export_hf
 
     typer.echo(export_hf(phase_dir, out, force))
@@ -111,7 +119,7 @@ def eval_(path: Path = typer.Argument(..., callback=utf8_path,
           batch: int = typer.Option(64, "--batch", min=1, help="Instances per forward pass")) -> None:
     """Held-out masked-LM and NSP accuracy and loss (the eval_* figures of training) of a model on an HDF5
     directory, and the baselines of the same instances (most frequent masked token's share, majority NSP label's
-    share); one `key value` line each."""
+    share); one `key value` line each. A model without the NSP head (trained MLM-only) gets the MLM figures only."""
     import torch
 
     from wiki2bert_core.variant_dir import held_out_files

@@ -88,6 +88,11 @@ class TrainConfig:
     # model size: tiny, mini, small (CPU, tests), base, large, 1.5b, 5b (--preset); phase 2 keeps phase 1's
     preset: str = "base"
     model: dict[str, Any] = dataclasses.field(default_factory=dict)  # ModelConfig overrides
+    # what the model learns: mlm+nsp, masked LM and next-sentence prediction (BERT's, NVIDIA's), or mlm, masked LM
+    # only (RoBERTa's, MosaicBERT's): no NSP head, loss or figures, exported as a BertForMaskedLM. Data without
+    # sentence pairs (a doc-sentences variant) needs mlm. null: that of the model --init or phase 2 continues (mlm
+    # for one trained MLM-only or a Hugging Face model without NSP head), else mlm+nsp
+    objective: Literal["mlm+nsp", "mlm"] | None = None
     seq_len: int | None = None  # null: the data's sequence length; a number only asserts it
     global_batch: int = 65536  # sequences per optimizer step, all ranks together
     micro_batch: int = 64  # sequences per forward pass on one rank

@@ -2,7 +2,7 @@
 files (variant_dir.held_out_files; always the same ones), each rank a part, the sums all-reduced.
 
 The figures are MLPerf's: MLM accuracy over all masked positions, MLM loss per masked position, NSP accuracy and
-loss per instance. Beside them, the baselines of the same instances: the share of the most frequent masked token (the
+loss per instance (not for a model without the NSP head, trained MLM-only: its figures are the MLM ones). Beside them, the baselines of the same instances: the share of the most frequent masked token (the
 MLM accuracy of a model that always answers it, and which token it is) and the majority NSP label's share. Evaluation runs the padded layout under `torch.no_grad()` in eval mode (no dropout) and inside
 `torch.random.fork_rng`, so the training's random streams continue as if it had not run.
 """
@@ -20,12 +20,15 @@ from wiki2bert_core.hdf5_format import used_positions
 from wiki2bert_core.wordpiece import read_vocab
 from pretrain import checkpoint
 from pretrain.data import BatchReader, open_files
-from pretrain.hf_config import model_config_of
+from pretrain.config import ModelConfig
+from pretrain.hf_config import read_hf_config
+from pretrain.hf_weights import MLM_HEAD, NSP_HEAD, load_matching, read_weights
 from pretrain.model import BertForPreTraining
 from pretrain.signals import StopSignal
 
 EVAL_KEYS = ("eval_mlm_accuracy", "eval_mlm_loss", "eval_nsp_accuracy", "eval_nsp_loss",
              "eval_mlm_unigram_baseline", "eval_mlm_unigram_token", "eval_nsp_majority_baseline")
+NSP_KEYS = ("eval_nsp_accuracy", "eval_nsp_loss", "eval_nsp_majority_baseline")  # none for a model without NSP head
 # sums of one evaluation, in this order
 _SUMS = ("mlm_loss", "mlm_correct", "mlm_count", "nsp_loss", "nsp_correct", "nsp_count")
 
@@ -74,7 +77,8 @@ class HeldOut:
 
 def evaluate(model: BertForPreTraining, held_out: HeldOut, batch_size: int, vocab_size: int,
              autocast_dtype=None, stop: StopSignal | None = None) -> dict[str, float | int] | None:
-    """The EVAL_KEYS figures of `model` on `held_out` (and its baselines), over the first `vocab_size` tokens (the tokenizer's; the
+    """The EVAL_KEYS figures of `model` on `held_out` (and its baselines; without NSP_KEYS for a model without the
+    NSP head), over the first `vocab_size` tokens (the tokenizer's; the
     model's rows beyond them pad its vocabulary to a multiple of 8 and are left out, as the export leaves them out),
     summed over all ranks when torch.distributed is initialized (every rank must call it).
 
@@ -101,13 +105,14 @@ def evaluate(model: BertForPreTraining, held_out: HeldOut, batch_size: int, voca
         torch.distributed.all_reduce(sums)
     s = dict(zip(_SUMS, sums[:len(_SUMS)].tolist()))
     token_counts, label_counts = sums[len(_SUMS):-2], sums[-2:]
-    return {"eval_mlm_accuracy": s["mlm_correct"] / max(1.0, s["mlm_count"]),
-            "eval_mlm_loss": s["mlm_loss"] / max(1.0, s["mlm_count"]),
-            "eval_nsp_accuracy": s["nsp_correct"] / max(1.0, s["nsp_count"]),
-            "eval_nsp_loss": s["nsp_loss"] / max(1.0, s["nsp_count"]),
-            "eval_mlm_unigram_baseline": token_counts.max().item() / max(1.0, s["mlm_count"]),
-            "eval_mlm_unigram_token": int(token_counts.argmax()),
-            "eval_nsp_majority_baseline": label_counts.max().item() / max(1.0, s["nsp_count"])}
+    figures = {"eval_mlm_accuracy": s["mlm_correct"] / max(1.0, s["mlm_count"]),
+               "eval_mlm_loss": s["mlm_loss"] / max(1.0, s["mlm_count"]),
+               "eval_nsp_accuracy": s["nsp_correct"] / max(1.0, s["nsp_count"]),
+               "eval_nsp_loss": s["nsp_loss"] / max(1.0, s["nsp_count"]),
+               "eval_mlm_unigram_baseline": token_counts.max().item() / max(1.0, s["mlm_count"]),
+               "eval_mlm_unigram_token": int(token_counts.argmax()),
+               "eval_nsp_majority_baseline": label_counts.max().item() / max(1.0, s["nsp_count"])}
+    return figures if model.nsp_head else {k: v for k, v in figures.items() if k not in NSP_KEYS}
 
 
 def _batch_sums(model: BertForPreTraining, batch: dict[str, torch.Tensor], vocab_size: int) -> torch.Tensor:
@@ -117,54 +122,42 @@ def _batch_sums(model: BertForPreTraining, batch: dict[str, torch.Tensor], vocab
     valid = used_positions(batch["masked_lm_positions"])
     labels = batch["masked_lm_ids"].masked_fill(~valid, -100)
     nsp_labels = batch["next_sentence_labels"].view(-1)
-    return torch.stack([
-        F.cross_entropy(mlm_logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum").double(),
-        ((mlm_logits.argmax(-1) == labels) & valid).sum().double(), valid.sum().double(),
-        F.cross_entropy(nsp_logits.float(), nsp_labels, reduction="sum").double(),
-        (nsp_logits.argmax(-1) == nsp_labels).sum().double(), torch.tensor(float(len(nsp_labels)), dtype=torch.float64,
-                                                                            device=nsp_labels.device)])
+    mlm = [F.cross_entropy(mlm_logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum"),
+           ((mlm_logits.argmax(-1) == labels) & valid).sum(), valid.sum()]
+    if nsp_logits is None:
+        return torch.stack([*mlm, *torch.zeros(3, device=valid.device)]).double()
+    return torch.stack([*mlm, F.cross_entropy(nsp_logits.float(), nsp_labels, reduction="sum"),
+                        (nsp_logits.argmax(-1) == nsp_labels).sum(),
+                        torch.tensor(float(len(nsp_labels)), device=nsp_labels.device)]).double()
 
 
 def load_model(path: Path, tag: str | None = None) -> tuple[BertForPreTraining, int, str]:
-    """Our model with the weights of a phase directory's latest checkpoint (or `tag`'s), or of an exported Hugging
-    Face directory (loaded with transformers' BertForPreTraining, whose parameter names are ours); with the size of
-    its tokenizer's vocabulary and what was loaded, in words."""
+    """Our model with the weights of a phase directory's latest checkpoint (or `tag`'s), or of a Hugging Face
+    directory (an export, or another BERT with a masked-LM head: hf_weights.py), with the heads they hold; with the
+    size of its tokenizer's vocabulary and what was loaded, in words."""
     path = Path(path)
     if (path / checkpoint.MODEL_CONFIG).is_file():
         found = checkpoint.by_tag(path, tag) if tag else checkpoint.require_latest(path, "to evaluate")
-        model = BertForPreTraining(checkpoint.read_model_config(path))
-        _load(model, checkpoint.load_weights(found), found.path)
+        model = _model_of(checkpoint.read_model_config(path), checkpoint.load_weights(found), found.path)
         return model, len(read_vocab(path / "tokenizer" / "vocab.txt")), f"{found.path} (step {found.step})"
     if (path / "config.json").is_file():
         if tag:
             raise ConfigError(f"--tag {tag}: {path} is a Hugging Face directory, which has one set of weights")
-        import transformers
-        from safetensors import SafetensorError
-
-        config = model_config_of(transformers.BertConfig.from_pretrained(str(path)), path / "config.json")
-        try:
-            hf = transformers.BertForPreTraining.from_pretrained(str(path))
-        except (OSError, SafetensorError) as e:
-            weights = path / "model.safetensors"
-            raise DataError(f"{weights if weights.is_file() else path}: cannot load the weights ({e}); the file is "
-                            f"damaged or incomplete, export it again") from None
-        model = BertForPreTraining(config)
-        _load(model, hf.state_dict(), path)
-        return model, config.vocab_size, f"{path} (Hugging Face)"
+        config = read_hf_config(path)
+        return _model_of(config, read_weights(path), path), config.vocab_size, f"{path} (Hugging Face)"
     raise ConfigError(f"{path}: neither a phase directory ({checkpoint.MODEL_CONFIG}) nor a Hugging Face model "
                       f"directory (config.json)")
 
 
-def _load(model: BertForPreTraining, state: dict[str, torch.Tensor], source: Path) -> None:
-    ours = model.state_dict()
-    state = {k: v for k, v in state.items() if k in ours}
-    missing = sorted(set(ours) - set(state))
+def _model_of(config: ModelConfig, state: dict[str, torch.Tensor], source: Path) -> BertForPreTraining:
+    """Our model of `config` with the heads `state` holds (the NSP head only if it has one), loaded from it."""
+    if MLM_HEAD not in state:
+        raise ConfigError(f"{source}: holds no masked-LM head ({MLM_HEAD}), so there is nothing to evaluate")
+    model = BertForPreTraining(config, nsp_head=NSP_HEAD in state)
+    missing, _ = load_matching(model, state, source)
     if missing:
         raise DataError(f"{source}: weights do not fit a BERT for pretraining (missing {missing[:3]})")
-    try:
-        model.load_state_dict(state)
-    except RuntimeError as e:
-        raise DataError(f"{source}: weights do not fit its model config ({str(e).splitlines()[0]})") from None
+    return model
 
 
 def format_figures(figures: dict[str, float | int], digits: int = 4, separator: str = " ") -> str:

@@ -1,8 +1,9 @@
 """Export a pretraining phase's latest checkpoint as a Hugging Face model directory.
 
-The model's parameter names are those of `transformers.BertForPreTraining`, so the export loads our state dict
-into that class and lets `save_pretrained` write `config.json` and `model.safetensors` (it stores the decoder
-weight, tied to the word embeddings, once, as `from_pretrained` expects). The model's vocabulary rows are padded to
+The model's parameter names are those of `transformers.BertForPreTraining` (of `BertForMaskedLM` for a model trained
+MLM-only, which has no NSP head), so the export loads our state dict into that class and lets `save_pretrained`
+write `config.json` and `model.safetensors` (it stores the decoder weight, tied to the word embeddings, once, as
+`from_pretrained` expects). The model's vocabulary rows are padded to
 a multiple of 8 for the GPU; the export keeps exactly the tokenizer's rows (config `vocab_size` == len(tokenizer)),
 so no padding row can come out of fill-mask as an empty token. The tokenizer files come from the phase's
 `tokenizer/` directory (a copy of the data directory's). The phase directory is read through `pretrain.checkpoint`.
@@ -28,6 +29,7 @@ from wiki2bert_core.files import remove_tree, write_json
 from wiki2bert_core.wordpiece import TOKENIZER_FILES, copy_tokenizer_files, read_vocab, special_token_ids
 from pretrain import checkpoint
 from pretrain.hf_config import hf_config
+from pretrain.hf_weights import NSP_HEAD
 
 PRETRAINING_CONFIG = "pretraining_config.json"
 # the names an export writes: save_pretrained's (weights in shards for large models) and ours
@@ -54,7 +56,9 @@ def export_hf(phase_dir: Path, out_dir: Path, force: bool = False) -> Path:
                             f"{config.vocab_size}")
     latest = checkpoint.require_latest(phase_dir, "to export")
     state = checkpoint.load_weights(latest)
-    model = transformers.BertForPreTraining(hf_config(config, len(vocab), special_token_ids(vocab)["[PAD]"]))
+    architecture = "BertForPreTraining" if NSP_HEAD in state else "BertForMaskedLM"
+    model = getattr(transformers, architecture)(hf_config(config, len(vocab), special_token_ids(vocab)["[PAD]"],
+                                                          architecture))
     expected = model.state_dict()
     state = {name: _tokenizer_rows(value, expected[name], config.vocab_size) if name in expected else value
              for name, value in state.items()}
@@ -140,13 +144,13 @@ def fill_mask(model_dir: Path, text: str, top_k: int = 5) -> list[tuple[str, flo
     import transformers
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir))
-    model = transformers.BertForPreTraining.from_pretrained(str(model_dir)).eval()
+    model = transformers.AutoModelForMaskedLM.from_pretrained(str(model_dir)).eval()
     encoded = tokenizer(text, return_tensors="pt")
     positions = (encoded["input_ids"][0] == tokenizer.mask_token_id).nonzero().flatten()
     if len(positions) != 1:
         raise ValueError(f"text must contain the mask token {tokenizer.mask_token} exactly once: {text!r}")
     with torch.no_grad():
-        logits = model(**encoded).prediction_logits[0, positions[0]]
+        logits = model(**encoded).logits[0, positions[0]]
     probabilities = logits.softmax(-1)
     top = probabilities.topk(min(top_k, len(probabilities)))
     return [(tokenizer.convert_ids_to_tokens(int(i)), float(p)) for p, i in zip(top.values, top.indices)]

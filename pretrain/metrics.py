@@ -36,10 +36,11 @@ def batch_counts(batch: dict[str, torch.Tensor]) -> list[float]:
 
 def step_stats(out, wait_s: float, counts: list[float], device) -> torch.Tensor:
     """One micro-batch's contribution to the STEP_STATS sums, from the model's output, the data wait and
-    `batch_counts`."""
-    losses = torch.stack([out.loss.detach().double(), out.mlm_loss.detach().double(), out.nsp_loss.detach().double(),
-                          out.mlm_correct.double(), out.mlm_count.double(), out.nsp_correct.double(),
-                          out.nsp_count.double()])
+    `batch_counts`; the NSP sums are 0 for a model without the NSP head."""
+    zero = torch.zeros((), device=out.loss.device)
+    nsp = [zero] * 3 if out.nsp_loss is None else [out.nsp_loss.detach(), out.nsp_correct, out.nsp_count]
+    losses = torch.stack([t.double() for t in (out.loss.detach(), out.mlm_loss.detach(), nsp[0], out.mlm_correct,
+                                               out.mlm_count, nsp[1], nsp[2])])
     return torch.cat([losses, torch.tensor([1.0, wait_s, *counts], dtype=torch.float64, device=device)])
 
 
@@ -95,6 +96,8 @@ class MetricsLog:
                "padding_share": 1.0 - s["real_tokens"] / max(1.0, s["positions"]), "tflops": tflops,
                "data_wait_s": s["data_wait_s"] / self.run.world_size,
                "data_wait_share": s["data_wait_s"] / self.run.world_size / elapsed}
+        if self.run.config.objective == "mlm":
+            row = {key: value for key, value in row.items() if not key.startswith("nsp_")}
         if self.peak:
             row["mfu"] = tflops / self.run.world_size / self.peak
         if torch.cuda.is_available():

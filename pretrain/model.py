@@ -1,7 +1,9 @@
-"""BERT for pretraining: masked-LM and next-sentence-prediction heads on a post-LayerNorm Transformer encoder.
+"""BERT for pretraining: masked-LM and next-sentence-prediction heads on a post-LayerNorm Transformer encoder (or the
+masked-LM head alone, for MLM-only training).
 
-Module and parameter names are exactly those of `transformers.BertForPreTraining`, so a state dict of this model
-loads there unchanged (export is a plain save). What differs from that implementation is for speed: attention runs
+Module and parameter names are exactly those of `transformers.BertForPreTraining` (without the NSP head, of
+`transformers.BertForMaskedLM`: no pooler, no `cls.seq_relationship`), so a state dict of this model loads there
+unchanged (export is a plain save). What differs from that implementation is for speed: attention runs
 through the kernels of `attention.py` (SDPA with a mask, or over the real tokens only), the masked-LM head
 (transform + vocabulary projection) runs only on the masked positions, gathered first, and a row may hold several
 instances (packed, see packing.py).
@@ -30,11 +32,11 @@ from pretrain.config import ModelConfig
 class PretrainOutput:
     loss: Tensor  # mlm_loss + nsp_loss
     mlm_loss: Tensor  # mean over the valid masked positions of the batch
-    nsp_loss: Tensor
+    nsp_loss: Tensor | None  # the nsp_* are None for a model without the NSP head
     mlm_correct: Tensor
     mlm_count: Tensor
-    nsp_correct: Tensor
-    nsp_count: Tensor
+    nsp_correct: Tensor | None
+    nsp_count: Tensor | None
 
 
 class BertEmbeddings(nn.Module):
@@ -138,14 +140,15 @@ class BertPooler(nn.Module):
 
 
 class BertModel(nn.Module):
-    """The encoder over padded rows or over the real tokens only (`attention`: a kernel of attention.py)."""
+    """The encoder over padded rows or over the real tokens only (`attention`: a kernel of attention.py); the pooler
+    only for the NSP head (transformers' BertForMaskedLM has none)."""
 
-    def __init__(self, config: ModelConfig, attention: str = "mask"):
+    def __init__(self, config: ModelConfig, attention: str = "mask", pooler: bool = True):
         super().__init__()
         self.attention = attention
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config)
-        self.pooler = BertPooler(config)
+        self.pooler = BertPooler(config) if pooler else None
 
     def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, position_ids: Tensor,
                 packed: bool) -> tuple[Tensor, TokenLayout]:
@@ -183,18 +186,21 @@ class BertLMPredictionHead(nn.Module):
 
 
 class BertPreTrainingHeads(nn.Module):
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelConfig, nsp_head: bool = True):
         super().__init__()
         self.predictions = BertLMPredictionHead(config)
-        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2) if nsp_head else None
 
 
 class BertForPreTraining(nn.Module):
-    def __init__(self, config: ModelConfig, attention: str = "mask"):
+    """`nsp_head` False: masked LM only (objective mlm), the parameters of transformers' BertForMaskedLM."""
+
+    def __init__(self, config: ModelConfig, attention: str = "mask", nsp_head: bool = True):
         super().__init__()
         self.config = config
-        self.bert = BertModel(config, attention)
-        self.cls = BertPreTrainingHeads(config)
+        self.nsp_head = nsp_head
+        self.bert = BertModel(config, attention, pooler=nsp_head)
+        self.cls = BertPreTrainingHeads(config, nsp_head)
         self.apply(self._init_weights)
         self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight
 
@@ -224,7 +230,8 @@ class BertForPreTraining(nn.Module):
     def logits(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, masked_lm_positions: Tensor,
                position_ids: Tensor | None = None, cls_positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """MLM logits [K, P, V] at the masked positions (slot order of masked_lm_positions; zero slots give
-        [CLS]'s logits, to be ignored) and NSP logits [K, 2], K instances (rows unless packed)."""
+        [CLS]'s logits, to be ignored) and NSP logits [K, 2] (None without the NSP head), K instances (rows unless
+        packed)."""
         rows, length = input_ids.shape
         packed = cls_positions is not None
         if not packed:
@@ -234,8 +241,10 @@ class BertForPreTraining(nn.Module):
         cls_positions = cls_positions.long()[:, None]
         index = layout.flat_index(torch.cat([cls_positions, cls_positions + masked_lm_positions.long()], 1), rows,
                                   length)
-        pooled = self.bert.pooler(sequence[index[:, 0]])
-        return self.cls.predictions(sequence[index[:, 1:]]), self.cls.seq_relationship(pooled)
+        mlm_logits = self.cls.predictions(sequence[index[:, 1:]])
+        if not self.nsp_head:
+            return mlm_logits, None
+        return mlm_logits, self.cls.seq_relationship(self.bert.pooler(sequence[index[:, 0]]))
 
     def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, masked_lm_positions: Tensor,
                 masked_lm_ids: Tensor, next_sentence_labels: Tensor, position_ids: Tensor | None = None,
@@ -249,10 +258,14 @@ class BertForPreTraining(nn.Module):
         mlm_sum = F.cross_entropy(mlm_logits.flatten(0, 1).float(), mlm_labels.flatten(), ignore_index=-100,
                                   reduction="sum")
         mlm_loss = mlm_sum / mlm_count.clamp(min=1)
+        with torch.no_grad():
+            mlm_correct = ((mlm_logits.argmax(-1) == mlm_labels) & valid).sum()
+        if nsp_logits is None:  # next_sentence_labels are not used
+            return PretrainOutput(loss=mlm_loss, mlm_loss=mlm_loss, nsp_loss=None, mlm_correct=mlm_correct,
+                                  mlm_count=mlm_count, nsp_correct=None, nsp_count=None)
         nsp_labels = next_sentence_labels.long().view(-1)
         nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)
         with torch.no_grad():
-            mlm_correct = ((mlm_logits.argmax(-1) == mlm_labels) & valid).sum()
             nsp_correct = (nsp_logits.argmax(-1) == nsp_labels).sum()
         return PretrainOutput(loss=mlm_loss + nsp_loss, mlm_loss=mlm_loss, nsp_loss=nsp_loss,
                               mlm_correct=mlm_correct, mlm_count=mlm_count, nsp_correct=nsp_correct,
@@ -275,6 +288,6 @@ class BertForPreTraining(nn.Module):
         # per layer: projections + FFN per token, QK^T + AV per (query, key) pair
         layers = c.num_hidden_layers * (2 * tokens * (4 * h * h + 2 * h * c.intermediate_size)
                                         + 2 * 2 * attention_pairs * h)
-        pooler_nsp, mlm = 2 * h * h + 2 * h * 2, 2 * h * h + 2 * h * c.vocab_size
+        pooler_nsp, mlm = (2 * h * h + 2 * h * 2) * self.nsp_head, 2 * h * h + 2 * h * c.vocab_size
         heads = instances * pooler_nsp + predictions * mlm
         return 3.0 * (layers + heads)

@@ -1,5 +1,5 @@
 """Run preparation: every check a pretraining phase needs (config, vocabulary, data, the checkpoint to resume or
-start from) before anything is written or DeepSpeed is imported, gathered into a `Run`."""
+the model to start from) before anything is written or DeepSpeed is imported, gathered into a `Run`."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,33 +11,55 @@ import torch
 from wiki2bert_core.config import changeable_fields, config_to_dict
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json
-from wiki2bert_core.wordpiece import read_vocab
+from wiki2bert_core.wordpiece import read_vocab, vocab_difference
 from pretrain import checkpoint
 from pretrain.attention import available_kernels
 from pretrain.checkpoint import Checkpoint
-from pretrain.config import ModelConfig, TrainConfig, model_config
+from pretrain.config import PRESETS, ModelConfig, TrainConfig, model_config, padded_vocab_size
 from pretrain.data import DataDirectory, open_data
 from pretrain.deepspeed_settings import choose_precision, read_user_ds_config
-from wiki2bert_core.variant_dir import find_vocab_file, held_out_files, held_out_split, training_files
+from pretrain.hf_config import read_hf_config
+from pretrain.hf_weights import MLM_HEAD, NSP_HEAD, read_weights, weight_names, weights_file
+from wiki2bert_core.variant_dir import (DOC_SENTENCES, PARAMS_FILE, find_vocab_file, held_out_files, held_out_split,
+                                        read_params, training_files)
 
 
 @dataclasses.dataclass(frozen=True)
 class InitFrom:
-    """Phase 2's start: the phase-1 checkpoint whose weights it loads (recorded in hparams.json as `init`)."""
-    phase_dir: Path
-    tag: str
-    step: int
+    """The weights a phase starts from (--init; recorded in hparams.json as `init`): the latest checkpoint of a phase
+    directory (phase 2 from phase 1, or a phase continuing another run), or a Hugging Face BERT directory (an export,
+    or another BERT: hf_weights.py)."""
+    path: Path
+    tag: str | None = None  # the phase directory's checkpoint; None: a Hugging Face directory
+    step: int | None = None
+
+    @property
+    def hugging_face(self) -> bool:
+        return self.tag is None
 
     def to_dict(self) -> dict:
-        return {"phase_dir": str(self.phase_dir), "tag": self.tag, "step": self.step}
+        if self.hugging_face:
+            return {"model_dir": str(self.path)}
+        return {"phase_dir": str(self.path), "tag": self.tag, "step": self.step}
 
     @classmethod
     def from_dict(cls, d: dict) -> InitFrom:
+        if "model_dir" in d:
+            return cls(Path(d["model_dir"]))
         return cls(Path(d["phase_dir"]), d["tag"], int(d["step"]))
 
     @property
-    def checkpoint(self) -> Checkpoint:
-        return Checkpoint(self.phase_dir, self.tag, {"step": self.step})
+    def vocab_file(self) -> Path:
+        return self.path / ("vocab.txt" if self.hugging_face else "tokenizer/vocab.txt")
+
+    def weights(self) -> dict:
+        """Its weights under our parameter names (fp32 from a checkpoint, as stored from a Hugging Face directory)."""
+        if self.hugging_face:
+            return read_weights(self.path)
+        return checkpoint.load_weights(checkpoint.by_tag(self.path, self.tag))
+
+    def __str__(self) -> str:
+        return f"{self.path} (Hugging Face)" if self.hugging_face else f"{self.path}, step {self.step}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +71,7 @@ class Run:
     data: DataDirectory  # its seq_len is the run's (the data's; config.seq_len, when set, only asserts it)
     vocab_dir: Path
     vocab_size: int  # tokens in vocab.txt (the model's vocabulary is this padded to a multiple of 8)
-    init: InitFrom | None  # phase 2: the phase-1 checkpoint it started from
+    init: InitFrom | None  # the weights it started from (phase 2: phase 1's; phase 1: those of --init, if given)
     resume: Checkpoint | None  # this phase's own latest checkpoint
     world_size: int
     grad_accumulation: int
@@ -80,21 +102,26 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
     resume = checkpoint.latest(phase_dir)
     if resume is not None and not (phase_dir / "hparams.json").is_file():
         raise DataError(f"{phase_dir / 'hparams.json'}: missing, so the checkpoint's settings are unknown")
-    init = None
-    if phase == "phase2":
-        init = (InitFrom.from_dict(read_json(phase_dir / "hparams.json")["init"]) if resume
-                else _find_init(Path(init_dir) if init_dir else Path(out_dir) / "phase1"))
-        model, config = _continued_model(phase_dir if resume else init.phase_dir, config, preset_flag)
+    hparams = read_json(phase_dir / "hparams.json") if resume else None
+    init = _init(phase, phase_dir, Path(init_dir) if init_dir else None, Path(out_dir), hparams)
+    if resume:
+        _check_same_vocab(vocab_dir / "vocab.txt", phase_dir / "tokenizer" / "vocab.txt",
+                          "the vocabulary the model was trained with")
+    elif init:
+        _check_same_vocab(vocab_dir / "vocab.txt", init.vocab_file, f"the vocabulary of the model --init starts from")
+    if init:
+        model, config = _continued_model(phase_dir if resume else init.path, config, preset_flag, phase)
     else:
         try:
             model = model_config(config.preset, len(vocab), **config.model)
         except ValueError as e:
             raise ConfigError(f"model: {e}") from None
+        config = dataclasses.replace(config, objective=config.objective or (_objective_of(phase_dir) if resume
+                                                                            else "mlm+nsp"))
     if resume:
-        _check_resumable(resume, read_json(phase_dir / "hparams.json"), config)
-    if resume or init:
-        _check_same_vocab(vocab_dir / "vocab.txt", (phase_dir if resume else init.phase_dir) / "tokenizer" /
-                          "vocab.txt", "the vocabulary the model was trained with")
+        _check_resumable(resume, hparams, config)
+    if config.objective == "mlm+nsp":
+        _check_sentence_pairs(data_dir)
     if len(vocab) > model.vocab_size:
         raise ConfigError(f"{vocab_dir / 'vocab.txt'}: {len(vocab)} tokens, more than the model's vocabulary "
                           f"({model.vocab_size})")
@@ -127,7 +154,7 @@ def _held_out_files(config: TrainConfig, data_dir: Path) -> list[Path]:
 
 
 def _check_resumable(resume: Checkpoint, hparams: dict, config: TrainConfig) -> None:
-    before, now = hparams["config"], config_to_dict(config)
+    before, now = {"objective": "mlm+nsp", **hparams["config"]}, config_to_dict(config)  # runs older than objective
     changeable = changeable_fields(TrainConfig)
     for key, value in now.items():
         if key not in changeable and before.get(key) != value:
@@ -135,33 +162,90 @@ def _check_resumable(resume: Checkpoint, hparams: dict, config: TrainConfig) -> 
                               f"{value!r}; keep the run's settings or use another --out")
 
 
-def _find_init(init_dir: Path) -> InitFrom:
-    found = checkpoint.require_latest(init_dir, "to start phase 2 from; pass --init PHASE1_DIR")
+def _init(phase: str, phase_dir: Path, init_dir: Path | None, out_dir: Path, hparams: dict | None) -> InitFrom | None:
+    """What the phase starts from: a resumed run's recorded start (--init, if given, must name it), else --init
+    (phase 2: by default <out>/phase1), else nothing (phase 1 from random weights)."""
+    if hparams is not None:
+        recorded = InitFrom.from_dict(hparams["init"]) if hparams.get("init") else None
+        if init_dir is not None and (recorded is None or recorded.path != init_dir.resolve()):
+            raise ConfigError(f"--init {init_dir}: {phase_dir} holds a run started from "
+                              f"{recorded.path if recorded else 'random weights'}, which this command would resume; "
+                              f"leave out --init, or use another --out")
+        return recorded
+    if init_dir is None and phase == "phase1":
+        return None
+    return _find_init(init_dir or out_dir / "phase1", phase)
+
+
+def _find_init(init_dir: Path, phase: str) -> InitFrom:
+    """--init: a Hugging Face directory (config.json, no model_config.json) or a phase directory (its latest
+    checkpoint)."""
+    if (init_dir / "config.json").is_file() and not (init_dir / checkpoint.MODEL_CONFIG).is_file():
+        read_hf_config(init_dir)
+        weights_file(init_dir)
+        if not (init_dir / "vocab.txt").is_file():
+            raise ConfigError(f"{init_dir}: no vocab.txt, so its vocabulary cannot be checked against the data's")
+        return InitFrom(init_dir.resolve())
+    hint = ("pass --init PHASE1_DIR" if phase == "phase2" else
+            "--init takes a phase directory or a Hugging Face model directory (config.json)")
+    found = checkpoint.require_latest(init_dir, f"to start {phase.replace('phase', 'phase ')} from; {hint}")
     checkpoint.read_model_config(init_dir)
     return InitFrom(init_dir.resolve(), found.tag, found.step)
 
 
-def _continued_model(source_dir: Path, config: TrainConfig, preset_flag: str | None
+def _continued_model(source_dir: Path, config: TrainConfig, preset_flag: str | None, phase: str = "phase2"
                      ) -> tuple[ModelConfig, TrainConfig]:
-    """Phase 2's model: that of the phase-1 run it starts from (or of its own run, when resuming), where only
-    training-time settings (the changeable ModelConfig fields) may change."""
-    saved = dataclasses.asdict(checkpoint.read_model_config(source_dir))
-    hparams = read_json(source_dir / "hparams.json") if (source_dir / "hparams.json").is_file() else {}
-    preset = hparams.get("config", {}).get("preset", config.preset)
+    """The model of a phase that continues another's weights (phase 2 those of phase 1, any phase those of --init;
+    when resuming, its own run's): that of the phase directory or Hugging Face directory `source_dir`, where only
+    training-time settings (the changeable ModelConfig fields) may change. The config gets the model's preset (a
+    Hugging Face model's: the preset of its shape, if one has it) and, unless set, its objective."""
+    if (source_dir / checkpoint.MODEL_CONFIG).is_file():
+        saved = dataclasses.asdict(checkpoint.read_model_config(source_dir))
+        hparams = read_json(source_dir / "hparams.json") if (source_dir / "hparams.json").is_file() else {}
+        preset = hparams.get("config", {}).get("preset", config.preset)
+    else:
+        saved = dataclasses.asdict(read_hf_config(source_dir))
+        saved["vocab_size"] = padded_vocab_size(saved["vocab_size"])
+        preset = next((name for name, shape in PRESETS.items() if all(saved[k] == v for k, v in shape.items())),
+                      None)
+        if preset is None and preset_flag is None:
+            preset = config.preset
+    what = phase.replace("phase", "phase ")
     if preset_flag is not None and preset_flag != preset:
-        raise ConfigError(f"--preset {preset_flag}: phase 2 continues the {preset} model of {source_dir}")
+        raise ConfigError(f"--preset {preset_flag}: {what} continues the {preset or 'custom-shaped'} model of "
+                          f"{source_dir}")
     training_only = changeable_fields(ModelConfig)
     changed = [k for k in config.model if k not in training_only and config.model[k] != saved.get(k)]
     if changed:
-        raise ConfigError(f"model.{changed[0]}: phase 2 cannot change the shape of the model in {source_dir} "
+        raise ConfigError(f"model.{changed[0]}: {what} cannot change the shape of the model in {source_dir} "
                           f"(only {', '.join(training_only)})")
     try:
         model = ModelConfig(**{**saved, **config.model})
     except (TypeError, ValueError) as e:
         raise ConfigError(f"model: {e}") from None
-    return model, dataclasses.replace(config, preset=preset)
+    return model, dataclasses.replace(config, preset=preset,
+                                      objective=config.objective or _objective_of(source_dir))
+
+
+def _objective_of(source_dir: Path) -> str:
+    """The objective the model of a phase directory was trained with (recorded; mlm+nsp in runs older than the
+    setting), or that of a Hugging Face model's heads (mlm for a masked-LM head alone)."""
+    if (source_dir / checkpoint.MODEL_CONFIG).is_file():
+        hparams = read_json(source_dir / "hparams.json") if (source_dir / "hparams.json").is_file() else {}
+        return hparams.get("config", {}).get("objective") or "mlm+nsp"
+    names = weight_names(source_dir)
+    return "mlm" if MLM_HEAD in names and NSP_HEAD not in names else "mlm+nsp"
+
+
+def _check_sentence_pairs(data_dir: Path) -> None:
+    """Next-sentence prediction needs sentence pairs: refuses a variant written without them."""
+    params = read_params(data_dir)
+    if params is not None and params.sequence_kind == DOC_SENTENCES:
+        raise ConfigError(f"{Path(data_dir) / PARAMS_FILE}: sequence_kind {DOC_SENTENCES}, no sentence pairs for "
+                          f"next-sentence prediction (objective mlm+nsp); train it with --set objective=mlm")
 
 
 def _check_same_vocab(vocab: Path, reference: Path, what: str) -> None:
-    if reference.is_file() and reference.read_bytes() != vocab.read_bytes():
-        raise ConfigError(f"{vocab}: differs from {what} ({reference})")
+    detail = vocab_difference(vocab, reference) if reference.is_file() else None
+    if detail:
+        raise ConfigError(f"{vocab}: differs from {what} ({reference}: {detail})")

@@ -27,6 +27,7 @@ from pretrain.attention import choose_attention
 from pretrain.data import DataState, make_loader, redistribute
 from pretrain.deepspeed_settings import deepspeed_config, single_process_env, zero_stage_for
 from pretrain.evaluate import HeldOut, evaluate, format_figures
+from pretrain.hf_weights import load_matching, module_names
 from pretrain.metrics import STEP_STATS, MetricsLog, batch_counts, step_stats
 from pretrain.model import BertForPreTraining
 from pretrain.profiling import profiling
@@ -69,10 +70,9 @@ def start(run: Run) -> Started:
     logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
     _seed(c.seed + rank)
     with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
-        model = BertForPreTraining(run.model)
+        model = BertForPreTraining(run.model, nsp_head=c.objective == "mlm+nsp")
     if run.init is not None and run.resume is None:
-        model.load_state_dict(checkpoint.load_weights(run.init.checkpoint))
-        log.info("phase 2 starts from %s, step %d", run.init.phase_dir, run.init.step)
+        _load_init(model, run)
     model.attention = _attention_kernel(run, model, rank, log)
     optimizer = build_optimizer(model, c.optimizer, lr=c.lr, weight_decay=c.weight_decay, betas=tuple(c.betas),
                                 eps=c.eps)
@@ -204,6 +204,18 @@ def _train(run: Run) -> int:
         log.info("%s complete: %d steps, checkpoint in %s", run.phase, step,
                  checkpoint.checkpoint_dir(run.phase_dir))
     return 0
+
+
+def _load_init(model: BertForPreTraining, run: Run) -> None:
+    """The weights of --init (phase 2: phase 1's) where they fit; the heads they do not hold keep their fresh
+    initialisation, and the log names them and the tensors the objective leaves out."""
+    fresh, unused = load_matching(model, run.init.weights(), run.init.path)
+    log.info("%s starts from %s", run.phase, run.init)
+    if fresh:
+        log.info("not in %s, initialised fresh: %s", run.init.path, ", ".join(module_names(fresh)))
+    if unused:
+        log.info("in %s, not used by this model (objective %s): %s", run.init.path, run.config.objective,
+                 ", ".join(unused))
 
 
 def _lock_phase_dir(run: Run) -> None:

@@ -189,6 +189,7 @@ def test_flops_per_sequence_by_hand_for_base():
         flops_per_sequence = BertForPreTraining.flops_per_sequence
         training_flops = BertForPreTraining.training_flops
         config = model_config("base", 30522)
+        nsp_head = True
 
     shell = Shell()
     s, h, v = 128, 768, 30528

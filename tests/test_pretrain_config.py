@@ -23,7 +23,7 @@ LINE = re.compile(r"^(?P<key>[\w.]+): (?P<value>.+?)  # (?P<description>.+)$")
 
 # the recipes as they were written out in full (pretrain/configs/phase{1,2}.yaml before they held only differences);
 # seq_len is left out: the data decides it
-PHASE1 = dict(preset="base", model={}, global_batch=65536, micro_batch=64, pack_sequences=True, steps=7038,
+PHASE1 = dict(preset="base", model={}, objective=None, global_batch=65536, micro_batch=64, pack_sequences=True, steps=7038,
               steps_this_run=None, lr=6.0e-3, warmup=0.2843, decay_power=0.5, optimizer="lamb", betas=[0.9, 0.999],
               eps=1.0e-6, weight_decay=0.01, grad_clip=1.0, attention="auto", precision="auto", zero_stage=None,
               seed=12345, loader_workers=2, checkpoint_every=200, keep_checkpoints=3, log_every=10, eval_every=None,

@@ -22,7 +22,7 @@ from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json, write_json
 from wiki2bert_core.hdf5_format import SUFFIXES
 from wiki2bert_core.utf8_paths import utf8_names
-from wiki2bert_core.wordpiece import copy_tokenizer_files, read_vocab, special_token_ids
+from wiki2bert_core.wordpiece import copy_tokenizer_files, read_vocab, special_token_ids, vocab_difference
 
 TRAINING, TEST = "training", "test"
 SPLITS = (TRAINING, TEST)  # also the prefixes of the shard stage's files (training_0000.txt) the splits come from
@@ -178,13 +178,8 @@ def find_vocab_file(data_dir: Path, vocab_dir: Path | None = None) -> Path:
 def _check_data_vocab(data_dir: Path, given: Path) -> None:
     own = own_vocab(data_dir)
     if own is not None:
-        if own.read_bytes() == given.read_bytes():
-            return
-        theirs, tokens = list(read_vocab(own)), list(read_vocab(given))
-        if tokens != theirs:
-            line = next((i for i, (a, b) in enumerate(zip(tokens, theirs)) if a != b), None)
-            detail = (f"{len(tokens)} tokens against {len(theirs)}" if line is None else
-                      f"line {line + 1}: {tokens[line]!r} against {theirs[line]!r}")
+        detail = vocab_difference(given, own)
+        if detail:
             raise ConfigError(f"--vocab {given}: differs from {own}, the vocabulary the data's token ids index "
                               f"({detail}); leave out --vocab")
         return

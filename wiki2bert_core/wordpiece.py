@@ -68,6 +68,19 @@ def read_vocab(path: Path) -> dict[str, int]:
     return vocab
 
 
+def vocab_difference(path: Path, reference: Path) -> str | None:
+    """How the vocab.txt at `path` differs from the one at `reference` in tokens and ids (None if it does not):
+    `N tokens against M` or the first line that differs."""
+    if Path(path).read_bytes() == Path(reference).read_bytes():
+        return None
+    tokens, theirs = list(read_vocab(path)), list(read_vocab(reference))
+    if tokens == theirs:
+        return None
+    line = next((i for i, (a, b) in enumerate(zip(tokens, theirs)) if a != b), None)
+    return (f"{len(tokens)} tokens against {len(theirs)}" if line is None else
+            f"line {line + 1}: {tokens[line]!r} against {theirs[line]!r}")
+
+
 def special_token_ids(vocab: dict[str, int]) -> dict[str, int]:
     return {token: vocab[token] for token in SPECIAL_TOKENS}
 
