@@ -144,13 +144,17 @@ def fill_mask(model_dir: Path, text: str, top_k: int = 5) -> list[tuple[str, flo
     import transformers
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir))
-    model = transformers.AutoModelForMaskedLM.from_pretrained(str(model_dir)).eval()
+    # the export's own class, in which transformers finds every weight it expects and none it does not
+    masked_lm = transformers.AutoConfig.from_pretrained(str(model_dir)).architectures == ["BertForMaskedLM"]
+    model = (transformers.BertForMaskedLM if masked_lm else transformers.BertForPreTraining).from_pretrained(
+        str(model_dir)).eval()
     encoded = tokenizer(text, return_tensors="pt")
     positions = (encoded["input_ids"][0] == tokenizer.mask_token_id).nonzero().flatten()
     if len(positions) != 1:
         raise ValueError(f"text must contain the mask token {tokenizer.mask_token} exactly once: {text!r}")
     with torch.no_grad():
-        logits = model(**encoded).logits[0, positions[0]]
+        output = model(**encoded)
+        logits = (output.logits if masked_lm else output.prediction_logits)[0, positions[0]]
     probabilities = logits.softmax(-1)
     top = probabilities.topk(min(top_k, len(probabilities)))
     return [(tokenizer.convert_ids_to_tokens(int(i)), float(p)) for p, i in zip(top.values, top.indices)]
