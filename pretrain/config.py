@@ -85,7 +85,8 @@ def model_config(preset: str, vocab_size: int, **overrides) -> ModelConfig:
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    # model size: tiny, mini, small (CPU, tests), base, large, 1.5b, 5b (--preset); phase 2 keeps phase 1's
+    # model size: tiny, mini, small (CPU, tests), base, large, 1.5b, 5b (--preset); phase 2 and --init keep the model
+    # they start from and its preset (a Hugging Face model need not have a preset's shape: hparams.json's `model`)
     preset: str = "base"
     model: dict[str, Any] = dataclasses.field(default_factory=dict)  # ModelConfig overrides
     # what the model learns: mlm+nsp, masked LM and next-sentence prediction (BERT's, NVIDIA's), or mlm, masked LM

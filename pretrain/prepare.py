@@ -108,7 +108,7 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
         _check_same_vocab(vocab_dir / "vocab.txt", phase_dir / "tokenizer" / "vocab.txt",
                           "the vocabulary the model was trained with")
     elif init:
-        _check_same_vocab(vocab_dir / "vocab.txt", init.vocab_file, f"the vocabulary of the model --init starts from")
+        _check_same_vocab(vocab_dir / "vocab.txt", init.vocab_file, "the vocabulary of the model --init starts from")
     if init:
         model, config = _continued_model(phase_dir if resume else init.path, config, preset_flag, phase)
     else:
@@ -116,8 +116,9 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
             model = model_config(config.preset, len(vocab), **config.model)
         except ValueError as e:
             raise ConfigError(f"model: {e}") from None
-        config = dataclasses.replace(config, objective=config.objective or (_objective_of(phase_dir) if resume
-                                                                            else "mlm+nsp"))
+    if config.objective is None:  # that of the model continued
+        source = phase_dir if resume else init.path if init else None
+        config = dataclasses.replace(config, objective=_objective_of(source) if source else "mlm+nsp")
     if resume:
         _check_resumable(resume, hparams, config)
     if config.objective == "mlm+nsp":
@@ -154,7 +155,8 @@ def _held_out_files(config: TrainConfig, data_dir: Path) -> list[Path]:
 
 
 def _check_resumable(resume: Checkpoint, hparams: dict, config: TrainConfig) -> None:
-    before, now = {"objective": "mlm+nsp", **hparams["config"]}, config_to_dict(config)  # runs older than objective
+    # runs from before the objective setting trained mlm+nsp
+    before, now = {"objective": "mlm+nsp", **hparams["config"]}, config_to_dict(config)
     changeable = changeable_fields(TrainConfig)
     for key, value in now.items():
         if key not in changeable and before.get(key) != value:
@@ -198,7 +200,7 @@ def _continued_model(source_dir: Path, config: TrainConfig, preset_flag: str | N
     """The model of a phase that continues another's weights (phase 2 those of phase 1, any phase those of --init;
     when resuming, its own run's): that of the phase directory or Hugging Face directory `source_dir`, where only
     training-time settings (the changeable ModelConfig fields) may change. The config gets the model's preset (a
-    Hugging Face model's: the preset of its shape, if one has it) and, unless set, its objective."""
+    Hugging Face model's: the preset of its shape, if one has it)."""
     if (source_dir / checkpoint.MODEL_CONFIG).is_file():
         saved = dataclasses.asdict(checkpoint.read_model_config(source_dir))
         hparams = read_json(source_dir / "hparams.json") if (source_dir / "hparams.json").is_file() else {}
@@ -223,8 +225,7 @@ def _continued_model(source_dir: Path, config: TrainConfig, preset_flag: str | N
         model = ModelConfig(**{**saved, **config.model})
     except (TypeError, ValueError) as e:
         raise ConfigError(f"model: {e}") from None
-    return model, dataclasses.replace(config, preset=preset,
-                                      objective=config.objective or _objective_of(source_dir))
+    return model, dataclasses.replace(config, preset=preset)
 
 
 def _objective_of(source_dir: Path) -> str:
