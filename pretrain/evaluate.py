@@ -2,9 +2,10 @@
 files (variant_dir.held_out_files; always the same ones), each rank a part, the sums all-reduced.
 
 The figures are MLPerf's: MLM accuracy over all masked positions, MLM loss per masked position, NSP accuracy and
-loss per instance (not for a model without the NSP head, trained MLM-only: its figures are the MLM ones). Beside them, the baselines of the same instances: the share of the most frequent masked token (the
-MLM accuracy of a model that always answers it, and which token it is) and the majority NSP label's share. Evaluation runs the padded layout under `torch.no_grad()` in eval mode (no dropout) and inside
-`torch.random.fork_rng`, so the training's random streams continue as if it had not run.
+loss per instance (none for a model without the NSP head, trained MLM-only). Beside them, the baselines of the same
+instances: the share of the most frequent masked token (the MLM accuracy of a model that always answers it, and which
+token it is) and the majority NSP label's share. Evaluation runs the padded layout under `torch.no_grad()` in eval
+mode (no dropout) and inside `torch.random.fork_rng`, so the training's random streams continue as if it had not run.
 """
 from __future__ import annotations
 
@@ -78,9 +79,9 @@ class HeldOut:
 def evaluate(model: BertForPreTraining, held_out: HeldOut, batch_size: int, vocab_size: int,
              autocast_dtype=None, stop: StopSignal | None = None) -> dict[str, float | int] | None:
     """The EVAL_KEYS figures of `model` on `held_out` (and its baselines; without NSP_KEYS for a model without the
-    NSP head), over the first `vocab_size` tokens (the tokenizer's; the
-    model's rows beyond them pad its vocabulary to a multiple of 8 and are left out, as the export leaves them out),
-    summed over all ranks when torch.distributed is initialized (every rank must call it).
+    NSP head), over the first `vocab_size` tokens (the tokenizer's; the model's rows beyond them pad its vocabulary
+    to a multiple of 8 and are left out, as the export leaves them out), summed over all ranks when
+    torch.distributed is initialized (every rank must call it).
 
     None when `stop` is agreed before one of the batches (every rank checks before each, as many times): the
     evaluation is abandoned on all ranks together, before the sums' all-reduce, and leaves no trace."""
@@ -122,13 +123,14 @@ def _batch_sums(model: BertForPreTraining, batch: dict[str, torch.Tensor], vocab
     valid = used_positions(batch["masked_lm_positions"])
     labels = batch["masked_lm_ids"].masked_fill(~valid, -100)
     nsp_labels = batch["next_sentence_labels"].view(-1)
-    mlm = [F.cross_entropy(mlm_logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum"),
-           ((mlm_logits.argmax(-1) == labels) & valid).sum(), valid.sum()]
-    if nsp_logits is None:
-        return torch.stack([*mlm, *torch.zeros(3, device=valid.device)]).double()
-    return torch.stack([*mlm, F.cross_entropy(nsp_logits.float(), nsp_labels, reduction="sum"),
-                        (nsp_logits.argmax(-1) == nsp_labels).sum(),
-                        torch.tensor(float(len(nsp_labels)), device=nsp_labels.device)]).double()
+    sums = [F.cross_entropy(mlm_logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum"),
+            ((mlm_logits.argmax(-1) == labels) & valid).sum(), valid.sum()]
+    if nsp_logits is None:  # no NSP head: its sums stay 0
+        sums += [torch.zeros((), device=valid.device)] * 3
+    else:
+        sums += [F.cross_entropy(nsp_logits.float(), nsp_labels, reduction="sum"),
+                 (nsp_logits.argmax(-1) == nsp_labels).sum(), torch.tensor(len(nsp_labels), device=nsp_labels.device)]
+    return torch.stack([value.double() for value in sums])
 
 
 def load_model(path: Path, tag: str | None = None) -> tuple[BertForPreTraining, int, str]:

@@ -22,7 +22,8 @@ import torch
 from wiki2bert_core.errors import ConfigError, DataError
 
 # in the order transformers looks for them
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
 NSP_HEAD = "cls.seq_relationship.weight"
 MLM_HEAD = "cls.predictions.transform.dense.weight"
 _BASE_MODEL = ("embeddings.", "encoder.", "pooler.")

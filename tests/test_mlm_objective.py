@@ -14,6 +14,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.files import write_json
 from wiki2bert_core.variant_dir import DOC_SENTENCES, PARAMS_FILE, VariantParams
 from wiki2bert_core.wordpiece import SPECIAL_TOKENS
@@ -111,6 +112,15 @@ def test_the_export_is_a_masked_lm_that_transformers_loads_and_fill_mask_answers
     assert from_export == pytest.approx(from_checkpoint, abs=1e-5)
     last = [row for row in metrics(mlm_run) if "eval_mlm_accuracy" in row][-1]
     assert from_checkpoint == pytest.approx({key: last[key] for key in mlm_keys}, abs=1e-5)
+
+
+@pytest.mark.slow
+def test_a_resumed_mlm_only_run_keeps_its_objective(mlm_run, data):
+    settings = ["preset=tiny", "global_batch=8", "micro_batch=4", "steps=30"]
+    run = prepare("phase1", data, mlm_run.parent, load_train_config("phase1", overrides=settings))
+    assert run.config.objective == "mlm" and run.complete
+    with pytest.raises(ConfigError, match="resuming a run started with objective='mlm', now 'mlm\\+nsp'"):
+        prepare("phase1", data, mlm_run.parent, load_train_config("phase1", overrides=[*settings, "objective=mlm+nsp"]))
 
 
 @pytest.mark.slow

@@ -166,6 +166,8 @@ def test_the_objective_of_the_model_continued_is_kept_unless_set(data, tmp_path,
                       init_dir=init)
         assert (run.config.objective, run.config.preset, run.model.vocab_size) == (objective, "tiny", 64)
         assert run.init.to_dict() == {"model_dir": str(init.resolve())}
+    run = prepare("phase2", data, tmp_path / "out", load_train_config("phase2"), init_dir=masked_lm)
+    assert (run.config.objective, run.config.preset, run.init.hugging_face) == ("mlm", "tiny", True)
     wide = transformers_bert(tmp_path / "wide", "BertForMaskedLM", data, hidden_size=96, num_attention_heads=3)
     run = prepare("phase1", data, tmp_path / "out", load_train_config("phase1"), init_dir=wide)
     # no preset has its shape: the configured preset is kept, the model (hparams.json's `model`) is the directory's
