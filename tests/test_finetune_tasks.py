@@ -177,6 +177,23 @@ def test_json_lines_and_csv_with_named_columns(tmp_path):
     assert task.train[0].texts == ("jó, nagyon",) and task.train[0].id == "reviews_train.csv:2"
 
 
+def test_lines_end_at_newlines_only(tmp_path):
+    """U+2028 and U+0085 are text inside a JSON string or a word (str.splitlines would end a line there); a quoted
+    CSV field may hold a newline."""
+    (tmp_path / "train.jsonl").write_text(json.dumps({"text": "a\u2028b\x85c", "label": "x"}, ensure_ascii=False)
+                                          + "\n" + json.dumps({"text": "d", "label": "y"}) + "\n", encoding="utf-8")
+    (tmp_path / "dev.csv").write_text('text,label\n"two\nlines",x\nplain,y\n', encoding="utf-8")
+    task = load_task(tmp_path)
+    assert [e.texts for e in task.train] == [("a\u2028b\x85c",), ("d",)]
+    assert [e.texts for e in task.dev] == [("two\nlines",), ("plain",)] and task.dev[1].id == "dev.csv:4"
+
+    words = tmp_path / "words"
+    words.mkdir()
+    for split in ("train", "dev"):
+        (words / f"{split}.conll").write_text("Foo\u2028bar B-ORG\nnyt O\n", encoding="utf-8")
+    assert load_task(words).train[0].words == ("Foo\u2028bar", "nyt")
+
+
 def test_task_file_names_the_split_files_and_the_label_order(tmp_path):
     cola(tmp_path / "data")
     (tmp_path / "mine.yaml").write_text("name: acceptability\ntrain: data/cola_train.json\n"
@@ -312,6 +329,7 @@ def test_task_file_mistakes_are_config_errors_naming_the_file(tmp_path):
                           ("metrics: [entity_f1]\n", r"entity metrics need a token task, this one is single"),
                           ("kind: triple\n", r"task.yaml.kind: 'triple' is not one of"),
                           ("train: nothing.json\n", r"train: .*nothing.json does not exist"),
+                          ("kind: tokens\n", r"cola_train.json: a tokens task cannot be read from json data"),
                           ("labels: ['1']\n", None)]:
         (tmp_path / "task.yaml").write_text(text)
         if pattern is None:

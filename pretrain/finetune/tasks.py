@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import json
 import logging
 import re
@@ -174,6 +175,12 @@ def _text(file: Path) -> str:
     return text
 
 
+def _lines(text: str) -> list[str]:
+    """Lines end at \\n only (str.splitlines also splits at U+2028, U+0085 and others, which JSON strings and words
+    may hold)."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 # ---- records: JSON arrays, JSON Lines, CSV/TSV (the sentence kinds)
 
 def _records(file: Path, fmt: str) -> Iterator[tuple[str, dict]]:
@@ -189,14 +196,14 @@ def _records(file: Path, fmt: str) -> Iterator[tuple[str, dict]]:
                 raise DataError(f"{file}: element {i}: expected an object, got {json.dumps(record)[:60]}")
             yield f"{file}[{i}]", record
     elif fmt in ("json", "jsonl"):
-        for number, line in enumerate(text.splitlines(), 1):
+        for number, line in enumerate(_lines(text), 1):
             if line.strip():
                 record = _json(file, line, number)
                 if not isinstance(record, dict):
                     raise DataError(f"{file}:{number}: expected a JSON object, got {line[:60]}")
                 yield f"{file}:{number}", record
     else:
-        reader = csv.DictReader(text.splitlines(), delimiter="\t" if fmt == "tsv" else ",")
+        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if fmt == "tsv" else ",")
         width = len(reader.fieldnames or ())
         for record in reader:
             if None in record or None in record.values():
@@ -314,7 +321,7 @@ def _token_examples(file: Path, settings: TaskFile, base: Path) -> Iterator[tupl
     columns of `# global.columns` (else CoNLL-U's ten), other lines starting with # are comments, multiword-token
     and empty-node lines (IDs 1-2, 1.1) skipped. Plain CoNLL: whitespace-separated, -DOCSTART- lines skipped."""
     fmt = _format(file, settings)
-    lines = _text(file).splitlines()
+    lines = _lines(_text(file))
     names: tuple[str, ...] = ()
     if fmt == "conllu":
         header = re.match(r"#\s*global\.columns\s*=\s*(.+)", lines[0])
@@ -324,7 +331,9 @@ def _token_examples(file: Path, settings: TaskFile, base: Path) -> Iterator[tupl
     tags: list[str] = []
     start = 0
     for number, line in enumerate([*lines, ""], 1):
-        columns = (line.split("\t") if fmt == "conllu" else line.split()) if line.strip() else []
+        # plain CoNLL: spaces and tabs only separate columns (str.split would also split at U+2028, U+00A0, ...)
+        columns = (line.split("\t") if fmt == "conllu" else re.split(r"[ \t]+", line.strip(" \t"))) \
+            if line.strip(" \t") else []
         if fmt == "conllu" and line.startswith("#") and len(columns) != len(names):
             continue
         if not columns or (fmt == "conll" and columns[0] == "-DOCSTART-"):
@@ -376,6 +385,9 @@ def _column(chosen: str | int | None, names: tuple[str, ...], width: int, file: 
 def _read_split(files: list[Path], kind: str, settings: TaskFile, base: Path) -> _Split:
     split = _Split([], files, [])
     for file in files:
+        if (_format(file, settings) in ("conllu", "conll")) != (kind == "tokens"):
+            raise ConfigError(f"{file}: a {kind} task cannot be read from {_format(file, settings)} data (tokens: "
+                              "conllu or conll; the others: json, jsonl, csv or tsv)")
         read = _token_examples(file, settings, base) if kind == "tokens" else \
             _sentence_examples(file, kind, settings, base)
         for example, where in read:
