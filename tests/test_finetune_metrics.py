@@ -79,7 +79,8 @@ SEQUENCE_CASES = {
     "exact and partial spans": ([["O", "O", "O", "B-MISC", "I-MISC", "I-MISC", "O"], ["B-PER", "I-PER", "O"]],
                                 [["O", "O", "B-MISC", "I-MISC", "I-MISC", "I-MISC", "O"], ["B-PER", "I-PER", "O"]]),
     "wrong type, same span": ([["B-PER", "I-PER", "O", "B-LOC"]], [["B-ORG", "I-ORG", "O", "B-LOC"]]),
-    "adjacent entities": ([["B-PER", "B-PER", "I-PER", "B-LOC", "I-LOC"]], [["B-PER", "I-PER", "I-PER", "B-LOC", "B-LOC"]]),
+    "adjacent entities": ([["B-PER", "B-PER", "I-PER", "B-LOC", "I-LOC"]],
+                          [["B-PER", "I-PER", "I-PER", "B-LOC", "B-LOC"]]),
     "predictions not IOB2 (I- after O, type change)": (
         [["O", "B-PER", "I-PER", "O", "B-ORG", "I-ORG"]], [["O", "I-PER", "I-PER", "O", "B-ORG", "I-LOC"]]),
     "entity at the end of one sentence and the start of the next": ([["O", "B-PER"], ["I-PER", "O"]],

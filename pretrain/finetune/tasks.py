@@ -44,18 +44,26 @@ class TaskFile:
     """The optional task file (YAML): what the data alone cannot say. Every key may be left out."""
     name: str | None = None  # the task's name in tables and output paths (default: the directory's or file's stem)
     kind: Literal["single", "pair", "choice", "tokens"] | None = None  # default: recognised from the fields/format
-    format: DataFormat | None = None  # default: from each file's extension (.json .jsonl .csv .tsv .conllu .conllup .conll)
-    train: str | list[str] | None = None  # the training file(s) or directory, relative to the task file (default: found by name)
-    dev: str | list[str] | None = None  # the dev file(s) or directory (default: found by name; none: set held_out_fraction)
-    held_out_fraction: float | None = None  # with no dev split: this share of the training examples becomes the dev split
-    id_field: str = "id"  # the example id's field (JSON/CSV); rows without it are named file:line
-    text_fields: list[str] | None = None  # single: [sentence]; pair: [first, second]; choice: the context's fields, joined by a space
+    # default: from each file's extension (.json .jsonl .csv .tsv .conllu .conllup .conll)
+    format: DataFormat | None = None
+    # the training file(s) or directory, relative to the task file (default: found by name)
+    train: str | list[str] | None = None
+    dev: str | list[str] | None = None  # the dev file(s) or directory (default: found by name)
+    # with no dev split: this share of the training examples, drawn with the run's seed, is the dev split
+    held_out_fraction: float | None = None
+    id_field: str = "id"  # the example id's field (JSON/CSV); records without it are named file:line
+    # single: [sentence]; pair: [first, second]; choice: the context's fields, joined by a space
+    text_fields: list[str] | None = None
     label_field: str = "label"  # JSON/CSV: the label's field
     choice_fields: list[str] | None = None  # choice: the candidates' fields (default: choice1, choice2, ...)
-    column: str | int | None = None  # tokens: the tag column, a name of `# global.columns` or a 0-based number (default: CONLL:NER, NER or UPOS; plain CoNLL: the last)
+    # tokens: the tag column, a name of `# global.columns` or a 0-based number (default: CONLL:NER, NER or UPOS;
+    # plain CoNLL: the last)
+    column: str | int | None = None
     word_column: str | int | None = None  # tokens: the word column (default: FORM; plain CoNLL: the first)
-    labels: list[str] | None = None  # the label set in its order (choice: the label of each choice, in order); default: as seen, sorted
-    metrics: list[str] | None = None  # names of metrics.METRICS, the main one first (default: by kind, docs/finetune.md)
+    # the label set in its order (choice: the label of each choice, in order); default: those seen, sorted
+    labels: list[str] | None = None
+    # names of metrics.METRICS, the main one first (default: by kind, docs/finetune.md "Metrics")
+    metrics: list[str] | None = None
 
 
 @dataclasses.dataclass
@@ -89,7 +97,7 @@ def load_task(path: Path, held_out_fraction: float | None = None, seed: int = 0)
                           "training examples")
     kind = settings.kind or _recognise_kind(train_files[0], settings)
     train = _read_split(train_files, kind, settings, base)
-    dev = _read_split(dev_files, kind, settings, base) if dev_files else _hold_out(train, kind, fraction, seed)
+    dev = _read_split(dev_files, kind, settings, base) if dev_files else _hold_out(train, fraction, seed)
     labels = _label_set(train, dev, kind, settings)
     metrics = _metrics(path, kind, labels, settings)
     if any(m in ENTITY_METRICS for m in metrics):
@@ -398,7 +406,7 @@ def _read_split(files: list[Path], kind: str, settings: TaskFile, base: Path) ->
     return split
 
 
-def _hold_out(train: _Split, kind: str, fraction: float, seed: int) -> _Split:
+def _hold_out(train: _Split, fraction: float, seed: int) -> _Split:
     """Move `fraction` of the training examples (of each label; tokens: of the sentences), drawn with `seed`, to a
     new dev split; each label keeps at least one training example. Both keep the file order."""
     rng = np.random.default_rng(seed)
@@ -411,11 +419,11 @@ def _hold_out(train: _Split, kind: str, fraction: float, seed: int) -> _Split:
         take = min(round(len(members) * fraction), len(members) - 1)
         held += [members[j] for j in rng.permutation(len(members))[:take]]
     if not held:
-        raise DataError(f"{_names(train.files)}: held_out_fraction={fraction} of {len(train.examples)} examples "
+        raise ConfigError(f"{_names(train.files)}: held_out_fraction={fraction} of {len(train.examples)} examples "
                         "leaves no dev example")
-    held_set = set(held)
-    kept = [i for i in range(len(train.examples)) if i not in held_set]
-    dev = _Split([train.examples[i] for i in sorted(held_set)], train.files, [train.wheres[i] for i in sorted(held_set)])
+    held = sorted(held)
+    kept = sorted(set(range(len(train.examples))) - set(held))
+    dev = _Split([train.examples[i] for i in held], train.files, [train.wheres[i] for i in held])
     train.examples, train.wheres = [train.examples[i] for i in kept], [train.wheres[i] for i in kept]
     return dev
 
