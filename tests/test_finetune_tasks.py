@@ -217,6 +217,8 @@ def test_held_out_fraction_is_stratified_deterministic_and_keeps_file_order(tmp_
     assert load_task(data, held_out_fraction=0.25, seed=2).dev != task.dev
     (tmp_path / "task.yaml").write_text("train: all.json\nheld_out_fraction: 0.25\n")
     assert load_task(tmp_path, seed=1).dev == task.dev
+    with pytest.raises(ConfigError, match=r"all.json: held_out_fraction=0.01 of 40 examples leaves no dev example"):
+        load_task(data, held_out_fraction=0.01)
 
 
 def test_held_out_sentences_of_a_token_task(tmp_path):
