@@ -227,9 +227,8 @@ def test_held_out_sentences_of_a_token_task(tmp_path):
     assert (len(task.train), len(task.dev)) == (18, 2)
 
 
-def test_a_dev_split_and_a_fraction_together_are_refused(tmp_path):
-    with pytest.raises(ConfigError, match=r"has a dev split \(.*cola_dev.json\), so held_out_fraction=0.1"):
-        load_task(cola(tmp_path), held_out_fraction=0.1)
+def test_a_task_with_a_dev_split_ignores_the_fraction_and_a_fraction_must_be_a_share(tmp_path):
+    assert load_task(cola(tmp_path), held_out_fraction=0.1) == load_task(tmp_path)
     with pytest.raises(ConfigError, match="held_out_fraction must be between 0 and 1"):
         load_task(tmp_path / "cola_train.json", held_out_fraction=1.0)
 

@@ -49,7 +49,8 @@ class TaskFile:
     # the training file(s) or directory, relative to the task file (default: found by name)
     train: str | list[str] | None = None
     dev: str | list[str] | None = None  # the dev file(s) or directory (default: found by name)
-    # with no dev split: this share of the training examples, drawn with the run's seed, is the dev split
+    # with no dev split: this share of the training examples, drawn with the run's seed, is the dev split (a task
+    # with a dev split ignores it)
     held_out_fraction: float | None = None
     id_field: str = "id"  # the example id's field (JSON/CSV); records without it are named file:line
     # single: [sentence]; pair: [first, second]; choice: the context's fields, joined by a space
@@ -75,9 +76,10 @@ class _Split:
 
 def load_task(path: Path, held_out_fraction: float | None = None, seed: int = 0) -> Task:
     """The task at `path` (a directory, a data file or a task file), with its train and dev splits read and checked.
-    held_out_fraction (over the task file's): with no dev split, that share of the training examples, drawn with
-    `seed` (stratified by label), is the dev split. DataError for bad data, ConfigError for a bad task file or a
-    path that names no task."""
+    held_out_fraction (over the task file's): for a task without a dev split, that share of the training examples,
+    drawn with `seed` (stratified by label), is the dev split; a task with a dev split uses it and ignores the
+    fraction (so one setting serves a run's tasks with and without). DataError for bad data, ConfigError for a bad
+    task file or a path that names no task."""
     path = Path(path)
     settings, base = _settings(path)
     fraction = held_out_fraction if held_out_fraction is not None else settings.held_out_fraction
@@ -88,9 +90,6 @@ def load_task(path: Path, held_out_fraction: float | None = None, seed: int = 0)
     if not train_files:
         raise ConfigError(f"{path}: no training split (a file or directory named *train*; or name it: train: in "
                           f"{TASK_FILE_NAMES[0]})")
-    if dev_files and fraction is not None:
-        raise ConfigError(f"{path}: has a dev split ({_names(dev_files)}), so held_out_fraction={fraction} would "
-                          "replace it; leave the fraction out")
     if not dev_files and fraction is None:
         raise ConfigError(f"{path}: no dev split (a file or directory named *dev*, *val* or *devel*); name one "
                           f"(dev: in {TASK_FILE_NAMES[0]}) or set held_out_fraction to hold out part of the "
