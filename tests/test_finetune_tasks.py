@@ -104,6 +104,22 @@ def test_choice_labels_counted_from_zero(tmp_path):
     assert task.train[4].id == "train.json[4]"  # no id field: the file and the element's index
 
 
+def test_choice_labels_are_the_choices_numbers_even_where_one_is_never_the_answer(tmp_path):
+    records = [{"premise": "p", "choice1": "a", "choice2": "b", "choice3": "c", "label": "1"}]
+    write_json(tmp_path / "train.json", records * 3)
+    write_json(tmp_path / "dev.json", records)
+    assert load_task(tmp_path).labels == ("1", "2", "3")
+    write_json(tmp_path / "train.json", [{**records[0], "label": "b"}])
+    write_json(tmp_path / "dev.json", [{**records[0], "label": "b"}])
+    with pytest.raises(DataError, match=r"train.json: choice labels b are not the numbers of the 3 choices"):
+        load_task(tmp_path)
+    (tmp_path / "task.yaml").write_text("labels: [a, b, c]\n")
+    assert load_task(tmp_path).labels == ("a", "b", "c")
+    (tmp_path / "task.yaml").write_text("labels: [a, b]\n")
+    with pytest.raises(DataError, match=r"train.json\[0\]: 3 choices where the task has 2 \(a, b\)"):
+        load_task(tmp_path)
+
+
 def nerkor(directory: Path) -> Path:
     write_conllup(directory / "train" / "b.conllup", [SENTENCE_B])
     write_conllup(directory / "train" / "a.conllup", [SENTENCE_A, SENTENCE_B])

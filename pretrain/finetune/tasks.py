@@ -437,8 +437,9 @@ def _label_values(split: _Split, kind: str) -> Iterator[tuple[str, str]]:
 
 
 def _label_set(train: _Split, dev: _Split, kind: str, settings: TaskFile) -> tuple[str, ...]:
-    """The labels seen in training, in the task file's order or sorted (numbers as numbers, tokens: O first);
-    DataError for a dev label never seen in training, or one the task file's list lacks."""
+    """The task file's labels, else: choice: the choices' numbers; the others: those seen in training, sorted
+    (numbers as numbers; tokens: O first, then by type). DataError for a dev label never seen in training, or one
+    the task file's list lacks."""
     seen = Counter(label for label, _ in _label_values(train, kind))
     for label, where in _label_values(dev, kind):
         if label not in seen:
@@ -450,27 +451,30 @@ def _label_set(train: _Split, dev: _Split, kind: str, settings: TaskFile) -> tup
         if missing:
             raise DataError(f"{_names(train.files)}: labels {', '.join(map(repr, missing))} are not in the task "
                             f"file's labels ({', '.join(labels)})")
+    elif kind == "choice":
+        labels = _choice_numbers(train, set(seen))
     else:
         numeric = all(re.fullmatch(r"-?\d+", label) for label in seen)
         order = (lambda s: (s != "O", s[2:], s)) if kind == "tokens" else (lambda s: (int(s) if numeric else 0, s))
         labels = tuple(sorted(seen, key=order))
     if kind == "choice":
-        _check_choice_labels(train, dev, labels, settings)
+        for split in (train, dev):
+            for example, where in zip(split.examples, split.wheres):
+                if len(example.choices) != len(labels):
+                    raise DataError(f"{where}: {len(example.choices)} choices where the task has {len(labels)} "
+                                    f"({', '.join(labels)}): every example needs one choice per label")
     return labels
 
 
-def _check_choice_labels(train: _Split, dev: _Split, labels: tuple[str, ...], settings: TaskFile) -> None:
-    """A choice task's labels name its choices in order: 1..N or 0..N-1 as seen (e.g. HuCoPA's "1", "2"), else the
-    task file must list them."""
-    for split in (train, dev):
-        for example, where in zip(split.examples, split.wheres):
-            if len(example.choices) != len(labels) and settings.labels is None:
-                raise DataError(f"{where}: {len(example.choices)} choices, but the labels seen "
-                                f"are {', '.join(labels)}: list the label of each choice (labels:) in a task file")
-    if settings.labels is None and labels not in (tuple(map(str, range(1, len(labels) + 1))),
-                                                  tuple(map(str, range(len(labels))))):
-        raise DataError(f"{_names(train.files)}: choice labels {', '.join(labels)} are not the choices' numbers "
-                        "(1..N or 0..N-1): list the label of each choice (labels:) in a task file")
+def _choice_numbers(train: _Split, seen: set[str]) -> tuple[str, ...]:
+    """A choice task's labels number its N choices: 1..N (HuCoPA's "1", "2"), or 0..N-1 where a 0 is seen."""
+    n = len(train.examples[0].choices)
+    for first in (0, 1):
+        numbers = tuple(str(i) for i in range(first, first + n))
+        if seen <= set(numbers) and (first == 1 or "0" in seen):
+            return numbers
+    raise DataError(f"{_names(train.files)}: choice labels {', '.join(sorted(seen))} are not the numbers of the "
+                    f"{n} choices (1..{n} or 0..{n - 1}): list the label of each choice (labels:) in a task file")
 
 
 def _metrics(path: Path, kind: str, labels: tuple[str, ...], settings: TaskFile) -> tuple[str, ...]:
