@@ -12,7 +12,6 @@ import io
 import json
 import logging
 import re
-from collections import Counter
 from pathlib import Path
 from typing import Iterator, Literal
 
@@ -427,32 +426,32 @@ def _hold_out(train: _Split, fraction: float, seed: int) -> _Split:
     return dev
 
 
-def _label_values(split: _Split, kind: str) -> Iterator[tuple[str, str]]:
-    """(label, where) of each example (tokens: of each word)."""
+def _label_values(split: _Split, kind: str) -> Iterator[tuple[str, str, int | None]]:
+    """(label, where, word) of each example (tokens: of each word, numbered in its sentence)."""
     for example, where in zip(split.examples, split.wheres):
         if kind == "tokens":
-            yield from ((tag, _word_where(where, i)) for i, tag in enumerate(example.tags))
+            yield from ((tag, where, i) for i, tag in enumerate(example.tags))
         else:
-            yield example.label, where
+            yield example.label, where, None
 
 
 def _label_set(train: _Split, dev: _Split, kind: str, settings: TaskFile) -> tuple[str, ...]:
     """The task file's labels, else: choice: the choices' numbers; the others: those seen in training, sorted
     (numbers as numbers; tokens: O first, then by type). DataError for a dev label never seen in training, or one
     the task file's list lacks."""
-    seen = Counter(label for label, _ in _label_values(train, kind))
-    for label, where in _label_values(dev, kind):
+    seen = {label for label, _, _ in _label_values(train, kind)}
+    for label, where, word in _label_values(dev, kind):
         if label not in seen:
-            raise DataError(f"{where}: label '{label}' never occurs in the training split "
+            raise DataError(f"{where if word is None else _word_where(where, word)}: label '{label}' never occurs in the training split "
                             f"({_names(train.files)})")
     if settings.labels is not None:
         labels = tuple(settings.labels)
-        missing = sorted(set(seen) - set(labels))
+        missing = sorted(seen - set(labels))
         if missing:
             raise DataError(f"{_names(train.files)}: labels {', '.join(map(repr, missing))} are not in the task "
                             f"file's labels ({', '.join(labels)})")
     elif kind == "choice":
-        labels = _choice_numbers(train, set(seen))
+        labels = _choice_numbers(train, seen)
     else:
         numeric = all(re.fullmatch(r"-?\d+", label) for label in seen)
         order = (lambda s: (s != "O", s[2:], s)) if kind == "tokens" else (lambda s: (int(s) if numeric else 0, s))
