@@ -38,7 +38,7 @@ def damaged(variant_dir, tmp_path):
 def test_valid_output_passes_with_statistics(variant_dir):
     report = verify_path(variant_dir)
     assert report.ok, report.problems
-    stats = report.stats[(64, 10)]
+    stats = report.stats[(64, 10, "segment-pair")]
     with h5py.File(variant_dir / "training" / "training_0000.hdf5") as f:
         assert stats.instances == len(f["input_ids"]) > 500
     assert abs(stats.masked / stats.eligible - 0.15 * 64 / 61) < 0.02
@@ -58,7 +58,7 @@ def test_random_next_from_own_document_is_reported(damaged):
     params = json.loads(params_file.read_text())
     params["random_next_own_document"]["training/training_0000.hdf5"] = 7
     params_file.write_text(json.dumps(params))
-    assert verify_path(file.parent.parent).stats[(64, 10)].random_next_own_document == 7
+    assert verify_path(file.parent.parent).stats[(64, 10, "segment-pair")].random_next_own_document == 7
     del params["random_next_own_document"]
     params_file.write_text(json.dumps(params))
     result = CliRunner().invoke(app, ["verify", str(file.parent.parent)])
