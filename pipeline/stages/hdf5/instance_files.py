@@ -65,13 +65,13 @@ def _write_instances(task: InstanceFile, f: h5py.File) -> dict:
     tokens = TokenFiles(task.tokens_dir)
     paired = task.sequence_kind == SEGMENT_PAIR
     rng = _rng(config.random_seed, f"{task.name}/{seq}/{preds}" + ("" if paired else f"/{task.sequence_kind}"))
-    plan_fn = plan_instances if paired else plan_doc_sentences
     counts = {"instances": 0, "random_next": 0, "random_next_own_document": 0, "masked_tokens": 0, "short_targets": 0,
               "document_rounds": 0}
     datasets = None
     for first, end in tokens.windows(config.window_tokens):
         docs = tokens.read(first, end, margin=seq)
-        plan = plan_fn(docs, seq, config.short_seq_prob, config.dupe_factor, rng)
+        plan = plan_instances(docs, seq, config.short_seq_prob, config.dupe_factor, rng) if paired \
+            else plan_doc_sentences(docs, seq, config.dupe_factor)
         order = rng.permutation(len(plan))
         token_rows = TokenRows(docs.ids.base, seq)  # the ids with their zero margin
         at = counts["instances"]

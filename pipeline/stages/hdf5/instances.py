@@ -7,7 +7,7 @@ The algorithm is the one of Google's `create_pretraining_data.py`, in two steps:
    (leading sentences of a chunk) and segment B (the rest of the chunk, or with probability 0.5 a run of
    sentences from a random other document, the unused sentences of the chunk being put back).
    `plan_doc_sentences` plans RoBERTa's DOC-SENTENCES instead (variants of sequence kind doc-sentences): one span
-   of the most consecutive whole sentences of a document that fit, no segment B, NSP label 0.
+   of the most consecutive whole sentences of a document that fit, no segment B, NSP label 0, no short targets.
 2. `make_instances` turns any batch of planned instances into NVIDIA's arrays with numpy: truncation of
    the longer segment at a random end, `[CLS] A [SEP] B [SEP]` (`[CLS] A [SEP]` without B), and masking of
    `min(max_predictions_per_seq, max(1, round(len * masked_lm_prob)))` tokens, each replaced by
@@ -153,38 +153,28 @@ def plan_instances(docs: TokenizedDocuments, max_seq_length: int, short_seq_prob
                         np.frombuffer(random_next, np.int8), short_targets, n_docs * dupe_factor)
 
 
-def plan_doc_sentences(docs: TokenizedDocuments, max_seq_length: int, short_seq_prob: float, dupe_factor: int,
-                       rng: np.random.Generator) -> InstancePlan:
+def plan_doc_sentences(docs: TokenizedDocuments, max_seq_length: int, dupe_factor: int) -> InstancePlan:
     """RoBERTa's DOC-SENTENCES for every document and round, as token spans: from the document's first sentence on,
-    each instance is the most consecutive whole sentences that fit in the target length, and at least one (a sentence
-    longer than max_seq_length - 2 tokens is truncated by make_instances). The target is max_seq_length - 2, or,
-    for a share short_seq_prob of (document, round) pairs, a random shorter one drawn as Google draws it for pairs.
-    Rounds with the same target give the same spans (make_instances draws other masks)."""
+    each instance is the most consecutive whole sentences that fit in max_seq_length - 2 tokens, and at least one (a
+    longer sentence is truncated by make_instances). No short sequences are injected (RoBERTa injects none), so
+    every round has the same spans; make_instances draws other masks for each."""
     max_tokens = max_seq_length - 2
     starts = docs.sentence_starts.tolist()
     doc_starts = docs.document_starts.tolist()
-    n_docs = len(doc_starts) - 1
-    uniform = _uniforms(rng)
-    span_start, span_len = array("q"), array("q")
-    short_targets = 0
-    for d in range(n_docs):
-        first, end = doc_starts[d], doc_starts[d + 1]
-        for _ in range(dupe_factor):
-            target = max_tokens
-            if uniform() < short_seq_prob:
-                target = 2 + int(uniform() * (max_tokens - 1))  # randint(2, max_tokens)
-                short_targets += 1
-            c = first
-            while c < end:
-                # sentences c..m-1: the most whose tokens fit in `target`, at least one
-                m = max(c + 1, bisect_right(starts, starts[c] + target, c + 1, end + 1) - 1)
-                span_start.append(starts[c])
-                span_len.append(starts[m] - starts[c])
-                c = m
-    n = len(span_start)
-    return InstancePlan(np.frombuffer(span_start, np.int64), np.frombuffer(span_len, np.int64),
-                        np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int8), short_targets,
-                        n_docs * dupe_factor, paired=False)
+    span_start, span_end = array("q"), array("q")
+    for d in range(len(doc_starts) - 1):
+        c, end = doc_starts[d], doc_starts[d + 1]
+        while c < end:
+            # sentences c..m-1: the most whose tokens fit, at least one
+            m = max(c + 1, bisect_right(starts, starts[c] + max_tokens, c + 1, end + 1) - 1)
+            span_start.append(starts[c])
+            span_end.append(starts[m])
+            c = m
+    a_start = np.tile(np.frombuffer(span_start, np.int64), dupe_factor)
+    a_len = np.tile(np.frombuffer(span_end, np.int64), dupe_factor) - a_start
+    zeros = np.zeros(len(a_start), np.int64)
+    return InstancePlan(a_start, a_len, zeros, zeros, zeros.astype(np.int8), 0,
+                        (len(doc_starts) - 1) * dupe_factor, paired=False)
 
 
 def random_next_from_own_document(docs: TokenizedDocuments, plan: InstancePlan) -> int:

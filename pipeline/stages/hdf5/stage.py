@@ -1,4 +1,5 @@
-"""Stage `hdf5`: masked-LM + next-sentence pretraining instances in NVIDIA's HDF5 layout, one file per shard.
+"""Stage `hdf5`: masked-LM + next-sentence pretraining instances in NVIDIA's HDF5 layout, one file per shard (or,
+for a variant of sequence kind doc-sentences, whole consecutive sentences of one document without NSP pairs).
 
 Output: one variant directory per variant (its layout is defined in wiki2bert_core/variant_dir.py):
 `hdf5/<variant>/training/<shard>.hdf5` and `hdf5/<variant>/test/<shard>.hdf5`, where <variant> spells out the
@@ -73,11 +74,14 @@ class Hdf5Config:
     # instance), max_predictions_per_seq (masked positions at most) and sequence_kind: segment-pair (BERT's and
     # NVIDIA's: two segments, next sentence or random, with an NSP label) or doc-sentences (RoBERTa's, for MLM-only
     # training: the most consecutive whole sentences of one document that fit, a longer sentence truncated; segment
-    # ids and NSP labels 0; short_seq_prob and the masking settings apply; the directory name ends in _doc_sentences)
+    # ids and NSP labels 0; the masking settings apply, short_seq_prob does not; the directory name ends in
+    # _doc_sentences)
     variants: list[Variant] = dataclasses.field(default_factory=lambda: [Variant(128, 20), Variant(512, 80)])
     masked_lm_prob: float = 0.15  # share of tokens to predict (up to max_predictions_per_seq)
     dupe_factor: int = 5  # rounds over the data, each with other masks and sentence pairs
-    short_seq_prob: float = 0.1  # share of (document, round) pairs that aim at a random shorter length
+    # share of (document, round) pairs that aim at a random shorter length (segment-pair variants; doc-sentences
+    # variants inject no short sequences, as RoBERTa's)
+    short_seq_prob: float = 0.1
     random_seed: int = 12345  # with the shard's name and the variant, seeds each file's random stream
     whole_word_masking: bool = False  # mask all ## pieces of a word together
     gzip_level: int = 1  # HDF5 gzip level (with the shuffle filter): higher levels write smaller files, more slowly
@@ -119,8 +123,9 @@ class Hdf5Config:
 
 
 def variant_params(config: Hdf5Config, variant: Variant, lower_case: bool, vocab: dict[str, int]) -> VariantParams:
+    short_seq_prob = config.short_seq_prob if variant.sequence_kind == SEGMENT_PAIR else 0.0  # none injected
     return VariantParams(variant.max_seq_length, variant.max_predictions_per_seq, config.masked_lm_prob,
-                         config.dupe_factor, config.short_seq_prob, config.random_seed, config.whole_word_masking,
+                         config.dupe_factor, short_seq_prob, config.random_seed, config.whole_word_masking,
                          lower_case, len(vocab), special_token_ids(vocab), variant.sequence_kind)
 
 
