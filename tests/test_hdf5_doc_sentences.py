@@ -17,7 +17,7 @@ from test_hdf5 import flat_documents, original_tokens, positional_vocab
 from wiki2bert_core.config import layered
 from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.hdf5_format import DTYPES
-from wiki2bert_core.variant_dir import DOC_SENTENCES, SEGMENT_PAIR, read_params
+from wiki2bert_core.variant_dir import DOC_SENTENCES, SEGMENT_PAIR, read_params, variant_dir_name
 from wiki2bert_core.wordpiece import read_vocab, special_token_ids, wordpiece_tokenizer
 from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
 from pipeline.runner import _hash_json, config_hash
@@ -144,6 +144,10 @@ def test_config(tmp_path):
     with pytest.raises(ConfigError, match=r"max_predictions_per_seq: must be in 1..max_seq_length-2$"):
         Hdf5Config(variants=[Variant(8, 7, DOC_SENTENCES)])
     assert Hdf5Config(variants=[Variant(3, 1, DOC_SENTENCES)])  # [CLS] one token [SEP]
+    with pytest.raises(ConfigError, match=r"max_seq_length: 4 is less than 5 \(\[CLS\] A \[SEP\] B \[SEP\]\)$"):
+        Hdf5Config(variants=[Variant(4, 1)])
+    assert variant_dir_name(512, 80, 0.15, 1, 5, True, False, DOC_SENTENCES).endswith(
+        "_dupe_factor_5_whole_word_mask_doc_sentences")
     with pytest.raises(ConfigError, match="twice"):
         Hdf5Config(variants=[Variant(128, 20, DOC_SENTENCES), Variant(128, 20, DOC_SENTENCES)])
     both = Hdf5Config(variants=[Variant(128, 20), Variant(128, 20, DOC_SENTENCES)])
@@ -190,6 +194,7 @@ def test_stage_writes_doc_sentences_beside_unchanged_pairs(tmp_path, run_hdf5_st
     shard.mkdir()
     for i, name in enumerate(["training_0000", "training_0001", "test_0000"]):
         write_corpus(shard / f"{name}.txt", 30, seed=i, sentences=(10, 40))
+    (shard / "training_0002.txt").write_text("\n\n", encoding="utf-8")  # an empty shard gives an empty file
     pairs = Hdf5Config(variants=[Variant(128, 20), Variant(64, 10)], dupe_factor=2)
     config = dataclasses.replace(pairs, variants=[*pairs.variants, Variant(128, 20, DOC_SENTENCES)])
     one = run_hdf5_stage(tmp_path, shard, vocab_file, config, workers=1, out_name="one")
@@ -210,6 +215,8 @@ def test_stage_writes_doc_sentences_beside_unchanged_pairs(tmp_path, run_hdf5_st
     assert params.dir_name == doc.name
     record = json.loads((doc / "variant.json").read_text())
     assert record["random_next_share"] == 0 and record["training_instances"] > 100
+    with h5py.File(doc / "training" / "training_0002.hdf5") as f:
+        assert f["input_ids"].shape == (0, 128) and f["masked_lm_positions"].shape == (0, 20)
     seed_files = digests(seed)
     training = "_doc_sentences/training/training_0000.hdf5"
     assert seed_files[f"{name.replace('12345', '7')}{training}"] != files[f"{name}{training}"]
