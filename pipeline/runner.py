@@ -15,7 +15,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from wiki2bert_core.config import changeable_fields, config_to_dict, unhashed_defaults
+from wiki2bert_core.config import config_to_dict, hashed_values
 from pipeline.config import PipelineConfig
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import atomic_write, read_json, remove_tree, sha256_file, write_json
@@ -39,8 +39,7 @@ class StageState:
 def config_hash(config) -> str:
     """Hash of the config fields that can change a stage's output (those declared changeable, such as retries, and
     those added later while at their default are left out)."""
-    left_out = changeable_fields(type(config)) + unhashed_defaults(config)
-    return _hash_json({k: v for k, v in config_to_dict(config).items() if k not in left_out})
+    return _hash_json(hashed_values(config))
 
 
 def fingerprint(manifest: dict) -> str:

@@ -2,6 +2,7 @@
 directory with no stage done."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -9,11 +10,13 @@ import shutil
 import sys
 
 import h5py
+import numpy as np
 import pytest
 
 from wiki2bert_core.files import sha256_file
 from wiki2bert_core.hdf5_format import DTYPES, read_rows
-from wiki2bert_core.wordpiece import SPECIAL_TOKENS, read_vocab, wordpiece_tokenizer
+from wiki2bert_core.variant_dir import DOC_SENTENCES, VariantParams
+from wiki2bert_core.wordpiece import SPECIAL_TOKENS, read_vocab, special_token_ids, wordpiece_tokenizer
 
 from pipeline.cli import main
 from pipeline.runner import fingerprint, read_manifest
@@ -161,3 +164,32 @@ def test_an_unreadable_hdf5_file_is_named(work_dir, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and f"{test_file}: cannot read the file" in err, err
     assert f"{test_file}: cannot read the file" in (work_dir / "r" / "report.html").read_text()
+
+
+def test_a_doc_sentences_variant_is_labelled_and_has_no_nsp_figures(work_dir, monkeypatch, write_vocab_dir):
+    lang = work_dir / "hu"
+    pairs = lang / "hdf5" / "seq_len_32"
+    doc = write_vocab_dir(lang / "hdf5" / "seq_len_32_doc")
+    vocab = read_vocab(doc / "vocab.txt")
+    with h5py.File(pairs / "training" / "training_0000.hdf5", "r") as f:
+        arrays = read_rows(f)
+    rows = np.arange(len(arrays["input_ids"]))
+    middle_sep = np.argmax(arrays["segment_ids"] == 1, axis=1) - 1
+    arrays["input_ids"][rows, middle_sep] = vocab["w3"]  # [CLS] A B [SEP]: one segment
+    arrays["segment_ids"][:] = 0
+    arrays["next_sentence_labels"][:] = 0
+    (doc / "training").mkdir()
+    with h5py.File(doc / "training" / "training_0000.hdf5", "w") as f:
+        for key, value in arrays.items():
+            f.create_dataset(key, data=value.astype(DTYPES[key]))
+    params = VariantParams(32, 5, 0.15, 1, 0.0, 0, False, False, len(vocab), special_token_ids(vocab), DOC_SENTENCES)
+    (doc / "variant.json").write_text(json.dumps(dataclasses.asdict(params)))
+    (lang / "hdf5" / "_manifest.json").unlink()
+    manifest(lang / "hdf5", {})  # the stage's files now with this variant
+    assert run(monkeypatch, "--workdir", str(work_dir), "--out", str(work_dir / "r")) == 0
+    page = (work_dir / "r" / "report.html").read_text()
+    assert "<h2>HDF5 variant: seq_len 32 doc-sentences, max_pred 5</h2>" in page and "no sentence pairs" in page
+    assert "<td>seq_len 32 doc-sentences: padding share</td>" in page
+    assert "seq_len 32 doc-sentences: NSP random next" not in page and "<td>seq_len 32: NSP random next</td>" in page
+    assert (work_dir / "r" / "real_tokens_seq_len_32_doc_sentences.png").read_bytes().startswith(PNG_SIGNATURE)
+    assert (work_dir / "r" / "real_tokens_seq_len_32.png").is_file()  # the pair variant's, not overwritten

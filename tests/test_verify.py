@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from pipeline.cli import app
 from pipeline.stages.hdf5.stage import Hdf5Config, Variant
 from pipeline.tools.verify import verify_path
+from wiki2bert_core.variant_dir import DOC_SENTENCES, SEGMENT_PAIR
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,7 @@ def damaged(variant_dir, tmp_path):
 def test_valid_output_passes_with_statistics(variant_dir):
     report = verify_path(variant_dir)
     assert report.ok, report.problems
-    stats = report.stats[(64, 10)]
+    stats = report.stats[(64, 10, "segment-pair")]
     with h5py.File(variant_dir / "training" / "training_0000.hdf5") as f:
         assert stats.instances == len(f["input_ids"]) > 500
     assert abs(stats.masked / stats.eligible - 0.15 * 64 / 61) < 0.02
@@ -58,7 +59,7 @@ def test_random_next_from_own_document_is_reported(damaged):
     params = json.loads(params_file.read_text())
     params["random_next_own_document"]["training/training_0000.hdf5"] = 7
     params_file.write_text(json.dumps(params))
-    assert verify_path(file.parent.parent).stats[(64, 10)].random_next_own_document == 7
+    assert verify_path(file.parent.parent).stats[(64, 10, "segment-pair")].random_next_own_document == 7
     del params["random_next_own_document"]
     params_file.write_text(json.dumps(params))
     result = CliRunner().invoke(app, ["verify", str(file.parent.parent)])
@@ -209,3 +210,77 @@ def test_vocab_from_option_and_missing_vocab(damaged, tmp_path, write_vocab):
     empty.mkdir()
     report = verify_path(empty)
     assert not report.ok and "no .hdf5/.h5 files" in report.problems[0]
+
+
+@pytest.fixture(scope="module")
+def doc_sentences_dir(tmp_path_factory, run_hdf5_stage, write_corpus, write_vocab) -> Path:
+    tmp = tmp_path_factory.mktemp("verify_doc")
+    vocab_file = tmp / "vocab.txt"
+    write_vocab(vocab_file)
+    (tmp / "shard").mkdir()
+    write_corpus(tmp / "shard" / "training_0000.txt", 120)
+    config = Hdf5Config(variants=[Variant(64, 10, DOC_SENTENCES)], dupe_factor=3)
+    return next(run_hdf5_stage(tmp, tmp / "shard", vocab_file, config).iterdir())
+
+
+def test_doc_sentences_pass_with_statistics(doc_sentences_dir):
+    report = verify_path(doc_sentences_dir)
+    assert report.ok, report.problems
+    stats = report.stats[(64, 10, DOC_SENTENCES)]
+    assert stats.instances > 300 and stats.random_next == 0
+    mean_length = stats.real_tokens / stats.instances
+    assert abs(stats.masked / stats.eligible - 0.15 * mean_length / (mean_length - 2)) < 0.02  # all but [CLS] [SEP]
+    result = CliRunner().invoke(app, ["verify", str(doc_sentences_dir)])
+    assert result.exit_code == 0 and "seq_len 64, max_pred 10, doc-sentences: 1 file" in result.output
+    assert "segment ids and NSP labels 0" in result.output and "NSP random next" not in result.output
+
+
+def doc_segment_id(f, vocab):
+    set_value(f, "segment_ids", (3, 2), 1)
+
+
+def doc_nsp_label(f, vocab):
+    set_value(f, "next_sentence_labels", 4, 1)
+
+
+def doc_sep_inside(f, vocab):
+    unmasked = np.setdiff1d(np.arange(1, 5), f["masked_lm_positions"][5])[0]
+    set_value(f, "input_ids", (5, unmasked), vocab["[SEP]"])
+
+
+def doc_mask_on_sep(f, vocab):
+    positions = f["masked_lm_positions"][6]
+    positions[-1] = f["input_mask"][6].sum() - 1
+    set_value(f, "masked_lm_positions", 6, positions)
+
+
+DOC_DAMAGE = {
+    doc_segment_id: "segment_ids not 0 (doc-sentences: one segment)",
+    doc_nsp_label: "next_sentence_labels not 0 (doc-sentences: no next sentence)",
+    doc_sep_inside: "special token inside a segment",
+    doc_mask_on_sep: "masked position on [SEP]",
+}
+
+
+@pytest.mark.parametrize("damage", list(DOC_DAMAGE), ids=lambda fn: fn.__name__)
+def test_doc_sentences_damage_is_reported(doc_sentences_dir, tmp_path, damage):
+    copy = tmp_path / doc_sentences_dir.name
+    shutil.copytree(doc_sentences_dir, copy)
+    path = copy / "training" / "training_0000.hdf5"
+    vocab = {t: i for i, t in enumerate((copy / "vocab.txt").read_text(encoding="utf-8").split("\n")) if t}
+    with h5py.File(path, "a") as f:
+        damage(f, vocab)
+    report = verify_path(copy)
+    assert not report.ok
+    assert any(DOC_DAMAGE[damage] in p and str(path) in p for p in report.problems), report.problems
+
+
+def test_rows_are_checked_as_the_recorded_kind(doc_sentences_dir, variant_dir, tmp_path):
+    """Files of one kind recorded as the other are wrong: pairs have a segment B, doc-sentences have none."""
+    for source, kind, message in ((doc_sentences_dir, SEGMENT_PAIR, "no segment B"),
+                                  (variant_dir, DOC_SENTENCES, "segment_ids not 0 (doc-sentences")):
+        copy = tmp_path / source.name
+        shutil.copytree(source, copy)
+        record = json.loads((copy / "variant.json").read_text())
+        (copy / "variant.json").write_text(json.dumps({**record, "sequence_kind": kind}))
+        assert any(message in p for p in verify_path(copy).problems)

@@ -212,10 +212,23 @@ def added_later(default: Any) -> Any:
     return dataclasses.field(default=default, metadata={"added_later": True})
 
 
-def unhashed_defaults(config) -> tuple[str, ...]:
-    """The fields of `config` declared `added_later()` that have their default."""
-    return tuple(f.name for f in dataclasses.fields(config)
-                 if f.metadata.get("added_later") and getattr(config, f.name) == f.default)
+def hashed_values(config) -> dict:
+    """What of config dataclass `config` decides the work made with it, as config_to_dict gives it: every field but
+    those declared `changeable()`, and those declared `added_later()` while they have their default, at any depth
+    (in nested dataclasses, and lists of them)."""
+    return {f.name: _hashed(getattr(config, f.name)) for f in dataclasses.fields(config)
+            if not f.metadata.get("changeable")
+            and not (f.metadata.get("added_later") and getattr(config, f.name) == f.default)}
+
+
+def _hashed(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return hashed_values(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_hashed(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _hashed(v) for k, v in value.items()}
+    return value
 
 
 def changeable_fields(cls: type) -> tuple[str, ...]:

@@ -3,6 +3,7 @@ pretraining, `pipeline verify` and `pipeline report`, which read it (as LDDL's l
 code).
 
     <variant>/                  named by variant_dir_name: hdf5_lower_case_1_seq_len_128_max_pred_20_...
+                                (..._doc_sentences for a variant of whole sentences, not pairs)
         training/<shard>.hdf5   the training split (NVIDIA's layout, wiki2bert_core/hdf5_format.py)
         test/<shard>.hdf5       the held-out split; absent or empty when the shard stage held nothing out
         vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json
@@ -52,7 +53,8 @@ class VariantParams:
     @property
     def dir_name(self) -> str:
         return variant_dir_name(self.max_seq_length, self.max_predictions_per_seq, self.masked_lm_prob,
-                                self.random_seed, self.dupe_factor, self.whole_word_masking, self.lower_case)
+                                self.random_seed, self.dupe_factor, self.whole_word_masking, self.lower_case,
+                                self.sequence_kind)
 
     @classmethod
     def from_dict(cls, record: dict, path: Path) -> VariantParams:
@@ -72,11 +74,14 @@ class VariantParams:
 
 
 def variant_dir_name(max_seq_length: int, max_predictions_per_seq: int, masked_lm_prob: float, random_seed: int,
-                     dupe_factor: int, whole_word_masking: bool, lower_case: bool) -> str:
-    """The parameters spelled out, as NVIDIA names its directories."""
+                     dupe_factor: int, whole_word_masking: bool, lower_case: bool,
+                     sequence_kind: str = SEGMENT_PAIR) -> str:
+    """The parameters spelled out, as NVIDIA names its directories; a doc-sentences variant's ends in
+    _doc_sentences (a segment-pair variant's, NVIDIA's kind, says nothing more)."""
     name = (f"hdf5_lower_case_{int(lower_case)}_seq_len_{max_seq_length}_max_pred_{max_predictions_per_seq}"
             f"_masked_lm_prob_{masked_lm_prob}_random_seed_{random_seed}_dupe_factor_{dupe_factor}")
-    return name + "_whole_word_mask" if whole_word_masking else name
+    name += "_whole_word_mask" if whole_word_masking else ""
+    return name + "_doc_sentences" if sequence_kind == DOC_SENTENCES else name
 
 
 def split_file(split: str, shard: str) -> str:

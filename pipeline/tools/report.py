@@ -1,7 +1,8 @@
 """`pipeline report`: a one-page HTML report with PNG figures of what a work directory's finished stages made: pages
 -> articles -> documents kept (and why the others were dropped), sentences and tokens per document, real tokens per
 instance for each HDF5 variant (the padding share), masked-LM and NSP statistics (`pipeline verify`) and the
-vocabulary's coverage of the test split.
+vocabulary's coverage of the test split. A variant of whole document sentences (sequence kind doc-sentences) is
+labelled so, and has no NSP figures.
 
 It reads only the stages' finished outputs and manifests, and judges them as `pipeline status` does but by the
 manifests alone (no --dump/--set/--config: a stage done with other settings still describes the data it made):
@@ -11,6 +12,7 @@ cannot read."""
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 import h5py
@@ -20,7 +22,7 @@ from wiki2bert_core.charts import new_figure, save_png
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import atomic_write, read_json
 from wiki2bert_core.hdf5_format import INPUT_MASK
-from wiki2bert_core.variant_dir import held_out_split, training_files
+from wiki2bert_core.variant_dir import DOC_SENTENCES, held_out_split, training_files
 from wiki2bert_core.wordpiece import load_tokenizer, read_vocab
 from pipeline.runner import DONE, MANIFEST, StageState, stage_state
 from pipeline.stages import stage_by_name
@@ -148,23 +150,28 @@ def _variant(variant_dir: Path, out_dir: Path, headline: list, damaged: list) ->
         return f"<h2>HDF5 variant {html.escape(variant_dir.name)}</h2><pre>{html.escape(problems)}</pre>"
     files = held_out_split(variant_dir) or training_files(variant_dir)[:4]
     lengths = np.concatenate([_real_lengths(p) for p in files])
-    (width, preds), stats = max(report.stats.items(), key=lambda kv: kv[1].instances)
+    (width, preds, kind), stats = max(report.stats.items(), key=lambda kv: kv[1].instances)
+    label = f"seq_len {width}" + (f" {kind}" if kind == DOC_SENTENCES else "")  # pairs: as before there were kinds
     padding = 1 - stats.real_tokens / max(1, stats.instances * width)
-    fig, ax = new_figure(f"Real tokens per instance, seq_len {width}, max_pred {preds}")
+    fig, ax = new_figure(f"Real tokens per instance, {label}, max_pred {preds}")
     ax.hist(lengths, bins=min(64, width), color="C2")
     ax.axvline(lengths.mean(), color="k", ls="--", lw=1, label=f"mean {lengths.mean():.0f}")
     ax.set_xlabel(f"real (non-padding) tokens of {width} positions")
     ax.set_yscale("log")  # full rows would dwarf the rest
     ax.set_ylabel(f"instances ({files[0].parent.name} split, log scale)")
     ax.legend()
-    png = save_png(fig, out_dir / f"real_tokens_seq_len_{width}.png")
-    headline += [(f"seq_len {width}: instances", f"{stats.instances:,}"),
-                 (f"seq_len {width}: padding share", f"{padding:.1%}"),
-                 (f"seq_len {width}: masked share of eligible tokens", f"{stats.masked / max(1, stats.eligible):.4f}"),
-                 (f"seq_len {width}: NSP random next", f"{stats.random_next / max(1, stats.instances):.3f}")]
+    png = save_png(fig, out_dir / f"real_tokens_{re.sub('[ -]', '_', label)}.png")
+    headline += [(f"{label}: instances", f"{stats.instances:,}"),
+                 (f"{label}: padding share", f"{padding:.1%}"),
+                 (f"{label}: masked share of eligible tokens", f"{stats.masked / max(1, stats.eligible):.4f}")]
+    if kind == DOC_SENTENCES:
+        kind_note = "whole consecutive sentences of one document, no sentence pairs (segment ids and NSP labels 0); "
+    else:
+        headline.append((f"{label}: NSP random next", f"{stats.random_next / max(1, stats.instances):.3f}"))
+        kind_note = ""
     verify = format_report(report)
-    return (f"<h2>HDF5 variant: seq_len {width}, max_pred {preds}</h2><p>{html.escape(variant_dir.name)}: padding "
-            f"share {padding:.1%}</p>{_img(png)}<pre>{html.escape(verify)}</pre>")
+    return (f"<h2>HDF5 variant: {label}, max_pred {preds}</h2><p>{html.escape(variant_dir.name)}: {kind_note}"
+            f"padding share {padding:.1%}</p>{_img(png)}<pre>{html.escape(verify)}</pre>")
 
 
 def _real_lengths(path: Path) -> np.ndarray:

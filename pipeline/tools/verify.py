@@ -5,6 +5,10 @@ The vocabulary comes from --vocab, else from the `vocab.txt` of the data directo
 the directory has a `variant.json`, the shapes and the number of masked positions are checked against its
 parameters too, and the share of rows labelled random next whose B comes from A's own document is reported as the
 hdf5 stage measured it on the instance plan: the rows alone do not say which document a segment came from).
+
+Rows are checked as variant.json's sequence kind says (wiki2bert_core/variant_dir.py): segment-pair, `[CLS] A [SEP] B
+[SEP]` with segment ids 0 then 1 (also where there is no variant.json: NVIDIA's), or doc-sentences, `[CLS] sentences
+[SEP]` with one [SEP], at the end, segment ids and next-sentence labels all 0.
 """
 from __future__ import annotations
 
@@ -19,7 +23,8 @@ from wiki2bert_core.hdf5_format import (DATASETS, DTYPES, INPUT_IDS, INPUT_MASK,
                                        NEXT_SENTENCE_LABELS, SEGMENT_IDS, SUFFIXES, dataset_width, missing_datasets,
                                        out_of_range, read_rows, used_positions)
 from wiki2bert_core.utf8_paths import utf8_names
-from wiki2bert_core.variant_dir import PARAMS_FILE, VariantParams, data_dir_of, own_vocab, read_record
+from wiki2bert_core.variant_dir import (DOC_SENTENCES, PARAMS_FILE, SEGMENT_PAIR, VariantParams, data_dir_of, own_vocab,
+                                        read_record)
 from wiki2bert_core.wordpiece import read_vocab, special_token_ids
 
 BLOCK_CELLS = 1 << 22  # rows are checked in blocks of about this many input_ids cells
@@ -32,7 +37,7 @@ RANGE_PROBLEMS = {INPUT_IDS: "input_ids outside the vocabulary", MASKED_LM_IDS: 
 
 @dataclasses.dataclass
 class Stats:
-    """Sums over the rows of one (max_seq_length, max_predictions_per_seq) group of files."""
+    """Sums over the rows of one (max_seq_length, max_predictions_per_seq, sequence kind) group of files."""
     files: int = 0
     instances: int = 0
     real_tokens: int = 0
@@ -62,7 +67,7 @@ class _Vocab:
 class VerifyReport:
     files: list[Path]
     problems: list[str]
-    stats: dict[tuple[int, int], Stats]  # (max_seq_length, max_predictions_per_seq) -> sums
+    stats: dict[tuple[int, int, str], Stats]  # (max_seq_length, max_predictions_per_seq, sequence kind) -> sums
 
     @property
     def ok(self) -> bool:
@@ -106,9 +111,9 @@ def verify_path(path: Path, vocab: Path | None = None) -> VerifyReport:
 
 
 def verify_file(path: Path, vocab: _Vocab, params: VariantParams | None = None
-                ) -> tuple[tuple[int, int] | None, Stats | None, list[str]]:
-    """((max_seq_length, max_predictions_per_seq), statistics, problems) of one file; `params` are those of
-    its variant directory."""
+                ) -> tuple[tuple[int, int, str] | None, Stats | None, list[str]]:
+    """((max_seq_length, max_predictions_per_seq, sequence kind), statistics, problems) of one file; `params` are
+    those of its variant directory (none: NVIDIA's segment pairs)."""
     try:
         with h5py.File(path, "r") as f:
             problems = _check_layout(f, params)
@@ -126,7 +131,7 @@ def verify_file(path: Path, vocab: _Vocab, params: VariantParams | None = None
         return None, None, [f"cannot read the file ({first_line})"]
     problems = [f"{count:,} row{'s' if count > 1 else ''}: {what} (first: row {first})"
                 for what, (count, first) in counts.items()]
-    return (width, preds), stats, problems
+    return (width, preds, SEGMENT_PAIR if params is None else params.sequence_kind), stats, problems
 
 
 def _check_layout(f: h5py.File, params: VariantParams | None) -> list[str]:
@@ -165,6 +170,7 @@ def _check_rows(a: dict[str, np.ndarray], start: int, vocab: _Vocab, params: Var
     specials = np.array([vocab.special[t] for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]")])
     rows = np.arange(n)
     pos = np.arange(width)[None, :]
+    paired = params is None or params.sequence_kind == SEGMENT_PAIR
 
     def bad(what: str, where: np.ndarray) -> None:
         """Count the rows where `where` ([rows] or [rows, cells]) is true, under the message `what`."""
@@ -176,20 +182,27 @@ def _check_rows(a: dict[str, np.ndarray], start: int, vocab: _Vocab, params: Var
     length = mask.sum(axis=1, dtype=np.int64)
     real = pos < length[:, None]
     bad("input_mask is not 1s followed by 0s", mask != real)
-    bad("fewer than 5 real tokens ([CLS] A [SEP] B [SEP])", length < 5)
+    if paired:
+        bad("fewer than 5 real tokens ([CLS] A [SEP] B [SEP])", length < 5)
+    else:
+        bad("fewer than 3 real tokens ([CLS] sentences [SEP])", length < 3)
     for found in out_of_range(a, vocab.size, width):
         if found.dataset in RANGE_PROBLEMS:
             bad(RANGE_PROBLEMS[found.dataset], np.isin(rows, found.rows))
     bad("input_ids[0] is not [CLS]", ids[:, 0] != cls_id)
     bad("input_ids not 0 in the padding", (ids != 0) & ~real)
     bad("segment_ids not 0 in the padding", (seg != 0) & ~real)
-    is_b = (seg == 1) & real
-    bad("segment_ids not 0s then 1s", is_b[:, :-1] & ~is_b[:, 1:] & real[:, 1:])
+    is_b = (seg == 1) & real if paired else np.zeros_like(real)
     has_b = is_b.any(axis=1)
-    b_start = np.where(has_b, is_b.argmax(axis=1), np.maximum(length, 1))
-    bad("no segment B (segment_ids 1)", ~has_b)
-    bad("segment A has no tokens between [CLS] and [SEP]", has_b & (b_start < 3))
-    bad("segment B has no tokens before the last [SEP]", has_b & (b_start > length - 2))
+    b_start = np.where(has_b, is_b.argmax(axis=1), np.maximum(length, 1))  # without B, A's [SEP] is the last token
+    if paired:
+        bad("segment_ids not 0s then 1s", is_b[:, :-1] & ~is_b[:, 1:] & real[:, 1:])
+        bad("no segment B (segment_ids 1)", ~has_b)
+        bad("segment A has no tokens between [CLS] and [SEP]", has_b & (b_start < 3))
+        bad("segment B has no tokens before the last [SEP]", has_b & (b_start > length - 2))
+    else:
+        bad("segment_ids not 0 (doc-sentences: one segment)", (seg != 0) & real)
+        bad("next_sentence_labels not 0 (doc-sentences: no next sentence)", nsp != 0)
     last = np.clip(length - 1, 0, width - 1)
     bad("no [SEP] at the end of segment A", has_b & (ids[rows, np.clip(b_start - 1, 0, width - 1)] != sep_id))
     bad("no [SEP] at the last real token", ids[rows, last] != sep_id)
@@ -223,7 +236,7 @@ def _check_rows(a: dict[str, np.ndarray], start: int, vocab: _Vocab, params: Var
     stats.instances += n
     stats.real_tokens += int(length.sum())
     stats.short += int((length < width).sum())
-    stats.eligible += int(np.maximum(length - 3, 0).sum())
+    stats.eligible += int(np.maximum(length - (3 if paired else 2), 0).sum())
     stats.masked += int(k.sum())
     stats.masked_as_mask += int((current == mask_id).sum())
     stats.masked_same += int((current == label).sum())
@@ -249,11 +262,12 @@ def _load_vocab(vocab_file: Path) -> _Vocab:
 
 def format_report(report: VerifyReport) -> str:
     lines = [f"checked {len(report.files):,} file{'s' if len(report.files) != 1 else ''}"]
-    for (width, preds), s in sorted(report.stats.items()):
+    for (width, preds, kind), s in sorted(report.stats.items()):
         instances = max(1, s.instances)
         masked = max(1, s.masked)
         lines += [
-            f"seq_len {width}, max_pred {preds}: {s.files:,} file{'s' if s.files != 1 else ''}",
+            f"seq_len {width}, max_pred {preds}{', ' + kind if kind == DOC_SENTENCES else ''}: {s.files:,} "
+            f"file{'s' if s.files != 1 else ''}",
             f"  instances            {s.instances:,}",
             f"  mean real length     {s.real_tokens / instances:.1f} of {width}",
             f"  short (padded) rows  {s.short / instances:.3f}",
@@ -261,11 +275,16 @@ def format_report(report: VerifyReport) -> str:
             f"({s.full_predictions / instances:.3f} of rows at the cap of {preds})",
             f"  [MASK]/same/random   {s.masked_as_mask / masked:.3f} / {s.masked_same / masked:.3f} / "
             f"{s.masked_other / masked:.3f}",
-            f"  NSP random next      {s.random_next / instances:.3f}",
-            f"  random next from A's own document  " + (
-                f"{s.random_next_own_document / s.recorded_instances:.4f} ({s.random_next_own_document:,} rows; "
-                f"from variant.json)" if s.recorded_instances else "unknown (no record in variant.json)"),
         ]
+        if kind == DOC_SENTENCES:
+            lines.append("  sequences            whole sentences of one document; segment ids and NSP labels 0")
+        else:
+            lines += [
+                f"  NSP random next      {s.random_next / instances:.3f}",
+                f"  random next from A's own document  " + (
+                    f"{s.random_next_own_document / s.recorded_instances:.4f} ({s.random_next_own_document:,} "
+                    f"rows; from variant.json)" if s.recorded_instances else "unknown (no record in variant.json)"),
+            ]
     if report.problems:
         lines.append(f"{len(report.problems)} problem{'s' if len(report.problems) > 1 else ''}:")
         lines += [f"  {p}" for p in report.problems]

@@ -14,8 +14,10 @@ TASK_KINDS = ("single", "pair", "choice", "tokens")
 
 @dataclasses.dataclass(frozen=True)
 class Example:
-    id: str  # the example's id in its file, or file:line where it has none
-    texts: tuple[str, ...] = ()  # single: (sentence,); pair: (first, second); choice: (context,)
+    id: str  # the example's id in its file, or file:line where it has none (JSON arrays: file[index]; tokens: the
+    #          sentence's first line; the file relative to the task's directory)
+    texts: tuple[str, ...] = ()  # single: (sentence,); pair: (first, second); choice: (context,) (HuCoPA: the
+    #                              premise and the question word, "cause" or "effect", joined by a space)
     label: str | None = None  # single, pair, choice: one of Task.labels (choice: the label of the right choice)
     choices: tuple[str, ...] = ()  # choice: the candidates, in the order of Task.labels
     words: tuple[str, ...] = ()  # tokens: the sentence's words

@@ -21,8 +21,9 @@ import numpy as np
 from wiki2bert_core.hdf5_format import MASKED_LM_POSITIONS, create_datasets, used_positions
 from pipeline.stages.hdf5.malloc import reuse_freed_memory
 from pipeline.stages.hdf5.finished_files import FinishedFiles
-from pipeline.stages.hdf5.instances import (MaskingVocab, TokenRows, make_instances, plan_instances,
-                                random_next_from_own_document)
+from pipeline.stages.hdf5.instances import (MaskingVocab, TokenRows, make_instances, plan_doc_sentences,
+                                            plan_instances, random_next_from_own_document)
+from wiki2bert_core.variant_dir import SEGMENT_PAIR
 from pipeline.stages.hdf5.tokenize import TokenFiles
 
 T = TypeVar("T")
@@ -41,6 +42,7 @@ class InstanceFile:
     vocab: MaskingVocab
     max_seq_length: int
     max_predictions_per_seq: int
+    sequence_kind: str  # wiki2bert_core.variant_dir.SEQUENCE_KINDS
     config: Any  # the stage's Hdf5Config
 
 
@@ -61,13 +63,15 @@ def write_instance_file(task: InstanceFile) -> dict:
 def _write_instances(task: InstanceFile, f: h5py.File) -> dict:
     config, seq, preds = task.config, task.max_seq_length, task.max_predictions_per_seq
     tokens = TokenFiles(task.tokens_dir)
-    rng = _rng(config.random_seed, f"{task.name}/{seq}/{preds}")
+    paired = task.sequence_kind == SEGMENT_PAIR
+    rng = _rng(config.random_seed, f"{task.name}/{seq}/{preds}" + ("" if paired else f"/{task.sequence_kind}"))
     counts = {"instances": 0, "random_next": 0, "random_next_own_document": 0, "masked_tokens": 0, "short_targets": 0,
               "document_rounds": 0}
     datasets = None
     for first, end in tokens.windows(config.window_tokens):
         docs = tokens.read(first, end, margin=seq)
-        plan = plan_instances(docs, seq, config.short_seq_prob, config.dupe_factor, rng)
+        plan = plan_instances(docs, seq, config.short_seq_prob, config.dupe_factor, rng) if paired \
+            else plan_doc_sentences(docs, seq, config.dupe_factor)
         order = rng.permutation(len(plan))
         token_rows = TokenRows(docs.ids.base, seq)  # the ids with their zero margin
         at = counts["instances"]

@@ -6,8 +6,10 @@ The algorithm is the one of Google's `create_pretraining_data.py`, in two steps:
    per token) and records each instance as two token spans of the shard's flat id array: segment A
    (leading sentences of a chunk) and segment B (the rest of the chunk, or with probability 0.5 a run of
    sentences from a random other document, the unused sentences of the chunk being put back).
+   `plan_doc_sentences` plans RoBERTa's DOC-SENTENCES instead (variants of sequence kind doc-sentences): one span
+   of the most consecutive whole sentences of a document that fit, no segment B, NSP label 0, no short targets.
 2. `make_instances` turns any batch of planned instances into NVIDIA's arrays with numpy: truncation of
-   the longer segment at a random end, `[CLS] A [SEP] B [SEP]`, and masking of
+   the longer segment at a random end, `[CLS] A [SEP] B [SEP]` (`[CLS] A [SEP]` without B), and masking of
    `min(max_predictions_per_seq, max(1, round(len * masked_lm_prob)))` tokens, each replaced by
    `[MASK]` 80%, kept 10%, a random vocabulary token 10%.
 
@@ -29,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from typing import Callable
 
 import numpy as np
@@ -72,13 +74,14 @@ class InstancePlan:
     random_next: np.ndarray  # int8: 1 = B comes from another document
     short_targets: int  # (document, round) pairs that drew a short target length
     document_rounds: int
+    paired: bool = True  # False: no segment B (b_len 0), `[CLS] A [SEP]` (plan_doc_sentences)
 
     def __len__(self) -> int:
         return len(self.a_start)
 
     def take(self, index: np.ndarray) -> InstancePlan:
         return InstancePlan(self.a_start[index], self.a_len[index], self.b_start[index], self.b_len[index],
-                            self.random_next[index], self.short_targets, self.document_rounds)
+                            self.random_next[index], self.short_targets, self.document_rounds, self.paired)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,6 +153,30 @@ def plan_instances(docs: TokenizedDocuments, max_seq_length: int, short_seq_prob
                         np.frombuffer(random_next, np.int8), short_targets, n_docs * dupe_factor)
 
 
+def plan_doc_sentences(docs: TokenizedDocuments, max_seq_length: int, dupe_factor: int) -> InstancePlan:
+    """RoBERTa's DOC-SENTENCES for every document and round, as token spans: from the document's first sentence on,
+    each instance is the most consecutive whole sentences that fit in max_seq_length - 2 tokens, and at least one (a
+    longer sentence is truncated by make_instances). No short sequences are injected (RoBERTa injects none), so
+    every round has the same spans; make_instances draws other masks for each."""
+    max_tokens = max_seq_length - 2
+    starts = docs.sentence_starts.tolist()
+    doc_starts = docs.document_starts.tolist()
+    span_start, span_end = array("q"), array("q")
+    for d in range(len(doc_starts) - 1):
+        c, end = doc_starts[d], doc_starts[d + 1]
+        while c < end:
+            # sentences c..m-1: the most whose tokens fit, at least one
+            m = max(c + 1, bisect_right(starts, starts[c] + max_tokens, c + 1, end + 1) - 1)
+            span_start.append(starts[c])
+            span_end.append(starts[m])
+            c = m
+    a_start = np.tile(np.frombuffer(span_start, np.int64), dupe_factor)
+    a_len = np.tile(np.frombuffer(span_end, np.int64), dupe_factor) - a_start
+    zeros = np.zeros(len(a_start), np.int64)
+    return InstancePlan(a_start, a_len, zeros, zeros, zeros.astype(np.int8), 0,
+                        (len(doc_starts) - 1) * dupe_factor, paired=False)
+
+
 def random_next_from_own_document(docs: TokenizedDocuments, plan: InstancePlan) -> int:
     """Instances labelled random next whose segment B starts in segment A's document (measured on the spans)."""
     document_token_starts = np.asarray(docs.sentence_starts)[np.asarray(docs.document_starts)]
@@ -163,9 +190,10 @@ def make_instances(token_rows: TokenRows, plan: InstancePlan, max_predictions_pe
                    vocab: MaskingVocab, whole_word_masking: bool, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """NVIDIA's six arrays for the planned instances (of max_seq_length token_rows.width), in plan order."""
     n, width = len(plan), token_rows.width
-    a_start, a_len, b_start, b_len = _truncate(plan, width - 3, rng)
+    special = 3 if plan.paired else 2  # [CLS] A [SEP] B [SEP], or [CLS] A [SEP]
+    a_start, a_len, b_start, b_len = _truncate(plan, width - special, rng)  # with B empty: A's own truncation
     rows, pos = np.arange(n), np.arange(width, dtype=np.int32)[None, :]
-    length = (a_len + b_len + 3).astype(np.int32)
+    length = (a_len + b_len + special).astype(np.int32)
     sep = a_len.astype(np.int32)[:, None] + 1  # position of the first [SEP]
     in_sequence = pos < length[:, None]
     in_b = pos > sep
@@ -173,7 +201,8 @@ def make_instances(token_rows: TokenRows, plan: InstancePlan, max_predictions_pe
     candidates = in_sequence.copy()
     candidates[:, 0] = candidates[rows, sep[:, 0]] = candidates[rows, length - 1] = False
     tokens = token_rows.take(a_start - 1)
-    np.copyto(tokens, token_rows.take(b_start - sep[:, 0] - 1), where=in_b)
+    if plan.paired:
+        np.copyto(tokens, token_rows.take(b_start - sep[:, 0] - 1), where=in_b)
     tokens *= candidates
     tokens = tokens.astype(DTYPES[INPUT_IDS])
     tokens[:, 0] = vocab.cls_id

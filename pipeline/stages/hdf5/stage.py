@@ -1,9 +1,11 @@
-"""Stage `hdf5`: masked-LM + next-sentence pretraining instances in NVIDIA's HDF5 layout, one file per shard.
+"""Stage `hdf5`: masked-LM + next-sentence pretraining instances in NVIDIA's HDF5 layout, one file per shard (or,
+for a variant of sequence kind doc-sentences, whole consecutive sentences of one document without NSP pairs).
 
 Output: one variant directory per variant (its layout is defined in wiki2bert_core/variant_dir.py):
 `hdf5/<variant>/training/<shard>.hdf5` and `hdf5/<variant>/test/<shard>.hdf5`, where <variant> spells out the
 parameters as NVIDIA's directories do (`hdf5_lower_case_0_seq_len_128_max_pred_20_masked_lm_prob_0.15_
-random_seed_12345_dupe_factor_5`; lower_case is read from the tokenizer's normalizer). Each file holds NVIDIA's
+random_seed_12345_dupe_factor_5`, then `_doc_sentences` for a variant of sequence kind doc-sentences; lower_case
+is read from the tokenizer's normalizer). Each file holds NVIDIA's
 six datasets (see wiki2bert_core/hdf5_format.py), chunked (~1 MiB of input_ids per chunk) and gzip-compressed with
 HDF5's shuffle filter, which any HDF5 reader decodes. Each variant directory is self-contained: it also gets
 `vocab.txt` and the tokenizer files (copies of the vocabulary the ids index and of its tokenizer;
@@ -41,6 +43,7 @@ import numpy as np
 import tokenizers
 from tokenizers import Tokenizer, normalizers
 
+from wiki2bert_core.config import added_later, hashed_values
 from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import remove_tree, sha256_file
@@ -51,7 +54,8 @@ from wiki2bert_core.log import LOGGER_NAME, progress
 from pipeline.stages.hdf5.malloc import reuse_freed_memory
 from pipeline.stages.hdf5.tokenize import TokenFiles, id_dtype, token_batches
 from pipeline.stages import Stage, StageContext
-from wiki2bert_core.variant_dir import SPLITS, TEST, TRAINING, VariantParams, split_file, write_variant_files
+from wiki2bert_core.variant_dir import (SEGMENT_PAIR, SEQUENCE_KINDS, SPLITS, TEST, TRAINING, VariantParams,
+                                        split_file, write_variant_files)
 from wiki2bert_core.wordpiece import load_tokenizer, read_vocab, special_token_ids, write_tokenizer_files
 
 FILE_FORMAT = 2  # part of each file's key: a change to how bytes are made must change it
@@ -61,15 +65,23 @@ FILE_FORMAT = 2  # part of each file's key: a change to how bytes are made must 
 class Variant:
     max_seq_length: int = 128
     max_predictions_per_seq: int = 20
+    sequence_kind: str = added_later(SEGMENT_PAIR)
 
 
 @dataclasses.dataclass(frozen=True)
 class Hdf5Config:
-    # one output directory per variant; NVIDIA's phase 1 and phase 2 settings
+    # one output directory per variant; NVIDIA's phase 1 and phase 2 settings. Each is max_seq_length (tokens per
+    # instance), max_predictions_per_seq (masked positions at most) and sequence_kind: segment-pair (BERT's and
+    # NVIDIA's: two segments, next sentence or random, with an NSP label) or doc-sentences (RoBERTa's, for MLM-only
+    # training: the most consecutive whole sentences of one document that fit, a longer sentence truncated; segment
+    # ids and NSP labels 0; the masking settings apply, short_seq_prob does not; the directory name ends in
+    # _doc_sentences)
     variants: list[Variant] = dataclasses.field(default_factory=lambda: [Variant(128, 20), Variant(512, 80)])
     masked_lm_prob: float = 0.15  # share of tokens to predict (up to max_predictions_per_seq)
     dupe_factor: int = 5  # rounds over the data, each with other masks and sentence pairs
-    short_seq_prob: float = 0.1  # share of (document, round) pairs that aim at a random shorter length
+    # share of (document, round) pairs that aim at a random shorter length (segment-pair variants; doc-sentences
+    # variants inject no short sequences, as RoBERTa's)
+    short_seq_prob: float = 0.1
     random_seed: int = 12345  # with the shard's name and the variant, seeds each file's random stream
     whole_word_masking: bool = False  # mask all ## pieces of a word together
     gzip_level: int = 1  # HDF5 gzip level (with the shuffle filter): higher levels write smaller files, more slowly
@@ -82,12 +94,19 @@ class Hdf5Config:
         if not self.variants:
             raise ConfigError("hdf5.variants: at least one variant is needed")
         for i, v in enumerate(self.variants):
-            if v.max_seq_length < 5:
-                raise ConfigError(f"hdf5.variants[{i}].max_seq_length: {v.max_seq_length} is less than 5 "
-                                  "([CLS] A [SEP] B [SEP])")
-            if not 1 <= v.max_predictions_per_seq <= v.max_seq_length - 3:
-                raise ConfigError(f"hdf5.variants[{i}].max_predictions_per_seq: must be in 1..max_seq_length-3")
-        if len({(v.max_seq_length, v.max_predictions_per_seq) for v in self.variants}) < len(self.variants):
+            if v.sequence_kind not in SEQUENCE_KINDS:
+                raise ConfigError(f"hdf5.variants[{i}].sequence_kind: {v.sequence_kind!r} is not one of "
+                                  f"{', '.join(SEQUENCE_KINDS)}")
+            layout = "[CLS] A [SEP] B [SEP]" if v.sequence_kind == SEGMENT_PAIR else "[CLS] sentences [SEP]"
+            special = 3 if v.sequence_kind == SEGMENT_PAIR else 2  # the [CLS] and [SEP]s of the layout
+            shortest = len(layout.split())
+            if v.max_seq_length < shortest:
+                raise ConfigError(f"hdf5.variants[{i}].max_seq_length: {v.max_seq_length} is less than {shortest} "
+                                  f"({layout})")
+            if not 1 <= v.max_predictions_per_seq <= v.max_seq_length - special:
+                raise ConfigError(f"hdf5.variants[{i}].max_predictions_per_seq: must be in "
+                                  f"1..max_seq_length-{special}")
+        if len(set(self.variants)) < len(self.variants):
             raise ConfigError("hdf5.variants: the same variant is listed twice")
         if not 0.0 < self.masked_lm_prob < 1.0:
             raise ConfigError(f"hdf5.masked_lm_prob: {self.masked_lm_prob} is not between 0 and 1")
@@ -104,9 +123,10 @@ class Hdf5Config:
 
 
 def variant_params(config: Hdf5Config, variant: Variant, lower_case: bool, vocab: dict[str, int]) -> VariantParams:
+    short_seq_prob = config.short_seq_prob if variant.sequence_kind == SEGMENT_PAIR else 0.0  # none injected
     return VariantParams(variant.max_seq_length, variant.max_predictions_per_seq, config.masked_lm_prob,
-                         config.dupe_factor, config.short_seq_prob, config.random_seed, config.whole_word_masking,
-                         lower_case, len(vocab), special_token_ids(vocab))
+                         config.dupe_factor, short_seq_prob, config.random_seed, config.whole_word_masking,
+                         lower_case, len(vocab), special_token_ids(vocab), variant.sequence_kind)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +166,7 @@ def run(config: Hdf5Config, ctx: StageContext) -> dict:
     masking = MaskingVocab.from_vocab(vocab)
     tasks = [InstanceFile(path.stem, ctx.scratch() / "tokens" / path.stem, finished.root, relative,
                           keys[(v, split, path)], shard_counts[path], masking, v.max_seq_length,
-                          v.max_predictions_per_seq, config)
+                          v.max_predictions_per_seq, v.sequence_kind, config)
              for (v, split, path), relative in files.items() if (v, split, path) not in reused]
     per_file = {**{files[file]: counts for file, counts in reused.items()}, **_write_instance_files(tasks, ctx)}
     for relative in files.values():
@@ -207,7 +227,7 @@ def _file_keys(config: Hdf5Config, shards: list[tuple[str, Path]], files: dict, 
               "vocab": sha256_file(vocab_dir / "vocab.txt"),
               "tokenizer": hashlib.sha256(tokenizer_json.encode("utf-8")).hexdigest(),
               "versions": [np.__version__, h5py.__version__, h5py.version.hdf5_version, tokenizers.__version__]}
-    return {(v, split, path): file_key(**common, variant=dataclasses.asdict(v), shard=path.stem,
+    return {(v, split, path): file_key(**common, variant=hashed_values(v), shard=path.stem,
                                        shard_sha256=shard_sha[path])
             for v, split, path in files}
 
