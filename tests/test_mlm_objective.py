@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.files import write_json
-from wiki2bert_core.variant_dir import DOC_SENTENCES, PARAMS_FILE, VariantParams
+from wiki2bert_core.variant_dir import DOC_SENTENCES, PARAMS_FILE, SEGMENT_PAIR, VariantParams, read_params
 from wiki2bert_core.wordpiece import SPECIAL_TOKENS
 from pretrain.cli import app, main
 from pretrain.config import load_train_config, model_config
@@ -48,10 +48,26 @@ def eval_figures(*args: str) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory, write_dataset, write_hdf5) -> Path:
-    variant = write_dataset(tmp_path_factory.mktemp("data"), [40, 40], seq_len=32)
-    write_hdf5(variant / "test" / "test_0000.hdf5", 30, 32, 5, seed=7)
-    return variant
+def variants(tmp_path_factory, run_hdf5_stage, write_corpus, write_vocab) -> dict[str, Path]:
+    """The doc-sentences variant (whole sentences of one document, no pairs) and the segment-pair variant of one
+    corpus, as the hdf5 stage writes them, test split included."""
+    from pipeline.stages.hdf5.stage import Hdf5Config, Variant
+
+    build = tmp_path_factory.mktemp("build")
+    (build / "shard").mkdir()
+    write_corpus(build / "shard" / "training_0000.txt", 120, seed=1)
+    write_corpus(build / "shard" / "test_0000.txt", 40, seed=2)
+    write_vocab(build / "vocab.txt")
+    out = run_hdf5_stage(build, build / "shard", build / "vocab.txt",
+                         Hdf5Config(variants=[Variant(32, 5, DOC_SENTENCES), Variant(32, 5)], dupe_factor=2))
+    made = {read_params(d).sequence_kind: d for d in out.iterdir() if d.is_dir()}
+    assert made[DOC_SENTENCES].name.endswith("_doc_sentences") and (made[DOC_SENTENCES] / "test").is_dir()
+    return made
+
+
+@pytest.fixture(scope="module")
+def data(variants) -> Path:
+    return variants[DOC_SENTENCES]
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +81,15 @@ def mlm_run(data, tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
+def test_a_doc_sentences_variant_of_the_hdf5_stage_is_refused_next_sentence_prediction(data, tmp_path, monkeypatch,
+                                                                                        capsys):
+    monkeypatch.setattr(sys, "argv", ["pretrain", "phase1", "--data", str(data), "--out", str(tmp_path), *TINY])
+    with pytest.raises(SystemExit) as e:
+        main()
+    assert e.value.code == 2 and "sequence_kind doc-sentences, no sentence pairs" in capsys.readouterr().err
+
+
+@pytest.mark.slow
 def test_an_mlm_only_run_learns_and_reports_no_nsp_figures(mlm_run):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -75,7 +100,8 @@ def test_an_mlm_only_run_learns_and_reports_no_nsp_figures(mlm_run):
     assert not [key for row in rows for key in row if "nsp" in key]
     assert all(row["loss"] == row["mlm_loss"] for row in train)
     first, last = (sum(row["loss"] for row in part) / 5 for part in (train[:5], train[-5:]))
-    assert last < first - 0.1, (first, last)  # random tokens: it learns the 80 training sequences
+    assert last < first - 0.1, (first, last)
+    assert held_out[-1]["eval_mlm_loss"] < held_out[0]["eval_mlm_loss"]
     tb = EventAccumulator(str(mlm_run / "tb"))
     tb.Reload()
     tags = tb.Tags()["scalars"]
@@ -94,7 +120,8 @@ def test_the_export_is_a_masked_lm_that_transformers_loads_and_fill_mask_answers
     result = CliRunner().invoke(app, ["export", str(mlm_run), "--out", str(out)])
     assert result.exit_code == 0, result.output
     config = json.loads((out / "config.json").read_text())
-    assert config["architectures"] == ["BertForMaskedLM"] and config["vocab_size"] == VOCAB_SIZE
+    assert config["architectures"] == ["BertForMaskedLM"] and config["vocab_size"] == len(
+        (data / "vocab.txt").read_text().splitlines())
     model, info = transformers.AutoModelForMaskedLM.from_pretrained(str(out), output_loading_info=True)
     assert type(model).__name__ == "BertForMaskedLM"
     assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
@@ -124,11 +151,11 @@ def test_a_resumed_mlm_only_run_keeps_its_objective(mlm_run, data):
 
 
 @pytest.mark.slow
-def test_phase2_continues_an_mlm_only_model_mlm_only_unless_told(mlm_run, data, tmp_path):
+def test_phase2_continues_an_mlm_only_model_mlm_only_unless_told(mlm_run, data, variants, tmp_path):
     run = prepare("phase2", data, tmp_path / "out", load_train_config("phase2"), init_dir=mlm_run)
     assert run.config.objective == "mlm"
-    run = prepare("phase2", data, tmp_path / "out", load_train_config("phase2", overrides=["objective=mlm+nsp"]),
-                  init_dir=mlm_run)
+    run = prepare("phase2", variants[SEGMENT_PAIR], tmp_path / "out",
+                  load_train_config("phase2", overrides=["objective=mlm+nsp"]), init_dir=mlm_run)
     assert run.config.objective == "mlm+nsp"
     done = pretrain("phase2", "--data", str(data), "--out", str(tmp_path), "--init", str(mlm_run),
                     "--set", "global_batch=4", "--set", "micro_batch=4", "--set", "steps=1", "--set", "log_every=1",
