@@ -24,11 +24,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import logging
 import pickle
 import random
 import shutil
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +38,7 @@ import torch
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import atomic_write, read_json, remove_tree, sha256_file, write_json
+from wiki2bert_core.log import LOGGER_NAME
 from pretrain.config import ModelConfig
 
 CHECKPOINTS = "checkpoints"
@@ -44,6 +47,9 @@ META = "meta.json"
 MODEL_CONFIG = "model_config.json"
 MODEL_STATES = "mp_rank_00_model_states.pt"
 UNIVERSAL = "universal"  # <tag>/universal/: the checkpoint as DeepSpeed's universal checkpoint, for other rank counts
+ABANDONED = "abandoned"  # what a rank reports of a background write it abandoned
+
+log = logging.getLogger(LOGGER_NAME)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,7 +267,7 @@ class BackgroundSaver:
             pass  # abandoned anyway
 
     def _write(self, tag: str, step: int, meta: dict, files: list[tuple[dict, str]]) -> None:
-        failure = None
+        start, failure = time.perf_counter(), None
         try:
             for state, path in files:
                 if self._abandon.is_set():
@@ -279,12 +285,12 @@ class BackgroundSaver:
             failed = [f for f in failures if f and f != ABANDONED]
             failure = failed[0] if failed else ABANDONED if ABANDONED in failures else None
         try:
-            _complete(self.phase_dir, tag, step, meta, self.keep, failure)
+            size = _complete(self.phase_dir, tag, step, meta, self.keep, failure)
         except DataError as e:
             self._error = self._error or (None if failure == ABANDONED else e)
-
-
-ABANDONED = "abandoned"
+        else:
+            log.info("checkpoint of step %d complete: %.2f GiB written and verified in the background in %.1f s",
+                     step, size / 2 ** 30, time.perf_counter() - start)
 
 
 def _collecting_engine(config_params):
@@ -305,12 +311,13 @@ def _collecting_engine(config_params):
     return CollectingEngine(config_params)
 
 
-def _complete(phase_dir: Path, tag: str, step: int, meta: dict, keep: int, failure: str | None) -> None:
+def _complete(phase_dir: Path, tag: str, step: int, meta: dict, keep: int, failure: str | None) -> int:
     """After every rank has written its files of checkpoint `tag`: rank 0 writes meta.json (each file's size and
-    sha256), then `latest`, then prunes to `keep`. If a rank could not (`failure`), or rank 0 cannot: removes the
-    checkpoint's directory and raises DataError (one line: the checkpoint, the cause, the free space, the latest
-    checkpoint)."""
+    sha256), then `latest`, then prunes to `keep`, and returns the checkpoint's bytes (0 on other ranks). If a rank
+    could not (`failure`), or rank 0 cannot: removes the checkpoint's directory and raises DataError (one line: the
+    checkpoint, the cause, the free space, the latest checkpoint)."""
     ckpt = checkpoint_dir(phase_dir)
+    size = 0
     if failure is None and _rank() == 0:
         try:
             files = [p for p in sorted((ckpt / tag).iterdir()) if p.is_file()]
@@ -323,8 +330,9 @@ def _complete(phase_dir: Path, tag: str, step: int, meta: dict, keep: int, failu
             failure = _first_line(e)
         else:
             _prune(ckpt, keep, tag)
+            size = sum(p.stat().st_size for p in files)
     if failure is None:
-        return
+        return size
     shutil.rmtree(ckpt / tag, ignore_errors=True)
     previous = (ckpt / LATEST).read_text(encoding="utf-8").strip() if (ckpt / LATEST).is_file() else None
     existing = next(p for p in (ckpt, *ckpt.parents) if p.exists())

@@ -340,9 +340,12 @@ def _save(engine, run: Run, step: int, data_state: dict, rng: dict, saver: check
         log.info("checkpoint of step %d: training waited %.2f s for the whole write", step,
                  time.perf_counter() - start)
         return
+    saver.finish()
+    previous = time.perf_counter() - start
     saver.save(step, meta, client)
-    log.info("checkpoint of step %d: training waited %.2f s to copy %.2f GiB into CPU memory; written in the "
-             "background", step, time.perf_counter() - start, saver.snapshot_bytes / 2 ** 30)
+    log.info("checkpoint of step %d: training waited %.2f s (%.2f s for the previous write, then a copy of %.2f GiB "
+             "into CPU memory); written in the background", step, time.perf_counter() - start, previous,
+             saver.snapshot_bytes / 2 ** 30)
 
 
 def _grad_norm(engine) -> float | None:

@@ -158,6 +158,8 @@ save = torch.save
 
 def slow_save(obj, path, **kwargs):  # a slow disk: a write of ~0.5 s in 5 parts, a kill -9 may land in any
     save(obj, path, **kwargs)
+    if not isinstance(path, str):  # torch pickles tensors through torch.save into memory too
+        return
     data = open(path, "rb").read()
     with open(path, "wb") as f:
         for i in range(5):
@@ -207,7 +209,7 @@ def test_kill_9_during_background_writes_leaves_a_latest_that_loads_and_resumes_
 
 @pytest.mark.slow
 def test_sigterm_during_a_background_write_stops_in_seconds_and_resumes_exactly(data, tmp_path):
-    args = ["phase1", "--data", str(data), *TINY, "--set", "steps=4", "--set", "checkpoint_every=1",
+    args = ["phase1", "--data", str(data), *TINY, "--set", "steps=30", "--set", "checkpoint_every=1",
             "--set", "loader_workers=0", "--out", str(tmp_path)]
     proc = subprocess.Popen([sys.executable, "-c", SLOW_WRITES, *args], env=ENV, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
@@ -227,4 +229,4 @@ def test_sigterm_during_a_background_write_stops_in_seconds_and_resumes_exactly(
                                                          checkpoint.META).is_file()] == []
     resumed = pretrain(*args)
     assert resumed.returncode == 0, resumed.stderr
-    assert [row["step"] for row in metrics(tmp_path / "phase1")] == [1, 2, 3, 4]
+    assert [row["step"] for row in metrics(tmp_path / "phase1")] == list(range(1, 31))
