@@ -5,7 +5,9 @@ A checkpoint counts once it is complete: every rank has written its files (DeepS
 then rank 0 writes `<tag>/meta.json`, which lists the files, their sizes and sha256, and only then replaces `latest`,
 atomically. A crash while saving therefore leaves `latest` on the previous checkpoint; a save that fails (a full
 disk) removes its directory and is one error line; DeepSpeed's own `latest` writing is off. The newest `keep`
-complete checkpoints are kept; directories of saves that never completed are removed.
+complete checkpoints are kept (pruned once a newer one is complete); directories of saves that never completed are
+removed. `save` does all this while training waits; `BackgroundSaver` the same in a thread, from a copy of the
+states in CPU memory (pretrain/snapshot.py), with the same files.
 
 Finding the latest checkpoint checks that the files meta.json lists are there with their sizes (a truncated file is
 found without loading it); loading one (`load`, `load_weights`) first checks their sha256 (`verify`: flipped bytes,

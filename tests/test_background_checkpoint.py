@@ -4,12 +4,11 @@ during a write, and failures reported as one line at the next save or the end of
 from __future__ import annotations
 
 import filecmp
-import os
 import random
+import re
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -230,3 +229,20 @@ def test_sigterm_during_a_background_write_stops_in_seconds_and_resumes_exactly(
     resumed = pretrain(*args)
     assert resumed.returncode == 0, resumed.stderr
     assert [row["step"] for row in metrics(tmp_path / "phase1")] == list(range(1, 31))
+
+
+@pytest.mark.slow
+def test_two_ranks_write_in_the_background_and_rank_0_completes_once_both_have(data, tmp_path):
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                "-m", "pretrain.cli"]
+    done = subprocess.run(torchrun + ["phase1", "--data", str(data), "--out", str(tmp_path), *TINY,
+                                      "--set", "steps=4", "--set", "checkpoint_every=1", "--set", "keep_checkpoints=2",
+                                      "--set", "zero_stage=2"], env=ENV, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    log = (tmp_path / "phase1" / "train.log").read_text()
+    assert [int(s) for s in re.findall(r"checkpoint of step (\d+) complete: .* in the background", log)] == [1, 2, 3]
+    assert tags(tmp_path / "phase1") == ["step00000003", "step00000004"]
+    written = checkpoint.by_tag(tmp_path / "phase1", "step00000003")  # the last one written in the background
+    assert sorted(written.meta["files"]) == [MODEL_STATES, "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+                                             "zero_pp_rank_1_mp_rank_00_optim_states.pt"]
+    checkpoint.verify(written)
