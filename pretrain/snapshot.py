@@ -3,8 +3,9 @@ values) in CPU memory, so that training can go on changing the originals while a
 
 A copy keeps what torch.save writes: tensors that share a storage share one in the copy, at the same offsets and
 strides (torch.save writes whole storages), with their type (Parameter or Tensor), requires_grad and Python
-attributes (of dicts too); values that are not tensors are deep-copied. So the files hold the same bytes as files written from the
-originals, except that tensors of a GPU are recorded as the CPU's (DeepSpeed loads checkpoints onto the CPU anyway).
+attributes (of dicts too: a state dict's _metadata); a value referred to twice stays one value; values that are not
+tensors are deep-copied. So the files hold the same bytes as files written from the originals, except that tensors
+of a GPU are recorded as the CPU's (DeepSpeed loads checkpoints onto the CPU anyway).
 
 The CPU memory is kept for the next copy (the same storages in the same order each time): fresh memory costs a
 page fault per 4 KiB page, measured 4x the copy itself on CPU, and page-locked memory (which GPU copies need to run
@@ -21,7 +22,7 @@ import torch
 class Snapshot:
     def __init__(self):
         self._buffers: list[torch.UntypedStorage] = []
-        self._storages: dict[int, torch.UntypedStorage] = {}  # an original storage (its _cdata, torch.save's key) -> copy
+        self._storages: dict[int, torch.UntypedStorage] = {}  # original storage (_cdata, torch.save's key) -> copy
         self._memo: dict[int, object] = {}  # id of an original value -> its copy, as copy.deepcopy keeps it
 
     @property
@@ -38,7 +39,7 @@ class Snapshot:
         return copied
 
     def _copy(self, value):
-        """A value referred to twice stays one value (pickle writes it once, then refers to it)."""
+        """The copy of `value`, made once: pickle writes a value referred to twice once, then refers to it."""
         if id(value) not in self._memo:
             self._memo[id(value)] = self._copy_value(value)
         return self._memo[id(value)]
@@ -48,7 +49,7 @@ class Snapshot:
             return self._copy_tensor(value)
         if isinstance(value, dict):
             copied = type(value)((k, self._copy(v)) for k, v in value.items())
-            if getattr(value, "__dict__", None):  # a module's state dict: its _metadata (pickled with it)
+            if getattr(value, "__dict__", None):
                 copied.__dict__.update(copy.deepcopy(value.__dict__, self._memo))
             return copied
         if isinstance(value, list):
