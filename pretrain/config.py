@@ -122,6 +122,10 @@ class TrainConfig:
     loader_workers: int = changeable(2)  # DataLoader worker processes per rank
     checkpoint_every: int = changeable(200)  # steps between checkpoints (also at the end and on SIGTERM/SIGINT)
     keep_checkpoints: int = changeable(3)  # the newest this many checkpoints are kept
+    # background: training stops only while the states are copied into CPU memory (kept between saves: about the
+    # size of this rank's model and optimizer states), a thread writes and verifies the checkpoint, one at a time;
+    # blocking: training waits for the whole write. The last checkpoint of a run is waited for in either case
+    checkpoint_writes: Literal["background", "blocking"] = changeable("background")
     log_every: int = changeable(10)  # steps between metrics.jsonl / TensorBoard rows
     # held-out evaluation (evaluate.py) every this many steps and at the end of the phase; null: steps // 20
     # (~20 evaluations a phase); 0: off

@@ -161,6 +161,10 @@ def _train(run: Run) -> int:
         stop = cleanup.enter_context(StopSignal(log, run.world_size))
         stats = torch.zeros(len(STEP_STATS), dtype=torch.float64, device=engine.device)
         held_out = _held_out(run, rank, log)
+        saver = None
+        if c.checkpoint_writes == "background":
+            saver = checkpoint.BackgroundSaver(engine, run.phase_dir, c.keep_checkpoints, run.world_size)
+            cleanup.callback(saver.abandon)  # a run that fails leaves `latest` as it was; a finished one waited
         saved = logged = step
         stopped = False
         plan = TimePlan(run.phase, step, last, c.global_batch, log)
@@ -184,15 +188,19 @@ def _train(run: Run) -> int:
                 stopped = True
                 break
             if step % c.checkpoint_every == 0 or step == last:
-                _save(engine, run, step, data_state, rng)
+                _save(engine, run, step, data_state, rng, saver, final=step == last)
                 metrics.restart_clock()
                 saved = step
             plan.step_done(step)
         if stopped and step > saved:  # the last completed step; the abandoned one left no trace in the engine
             if step > logged:
                 metrics.row(step, stats, lr, grad_norm)
-            _save(engine, run, step, data_state, rng)
+            if saver is not None:
+                saver.abandon()  # the write in flight is of an older step: the stop should not wait for it
+            _save(engine, run, step, data_state, rng, saver, final=True)
             saved = step
+        if saver is not None:
+            saver.finish()
     if stopped:
         log.warning("stopped by signal %d; %s", stop.signum,
                     f"checkpoint of step {saved} saved; re-run the same command to resume" if saved else
@@ -325,7 +333,11 @@ def _attention_kernel(run: Run, model: BertForPreTraining, rank: int, log: loggi
     return kernel
 
 
-def _save(engine, run: Run, step: int, data_state: dict, rng: dict) -> None:
+def _save(engine, run: Run, step: int, data_state: dict, rng: dict, saver: checkpoint.BackgroundSaver | None,
+          final: bool) -> None:
+    """The checkpoint of `step`: written by `saver` in the background, or now (no saver: blocking saves; the last
+    checkpoint of a run, after the write in flight). Logs how long training waited for it."""
+    start = time.perf_counter()
     mine = {"data": data_state, "rng": rng}
     ranks = [None] * run.world_size
     torch.distributed.all_gather_object(ranks, mine)
@@ -333,7 +345,19 @@ def _save(engine, run: Run, step: int, data_state: dict, rng: dict) -> None:
               "config": config_to_dict(run.config)}
     meta = {"phase": run.phase, "steps": run.config.steps, "world_size": run.world_size,
             "samples_seen": step * run.config.global_batch}
-    checkpoint.save(engine, run.phase_dir, step, meta, client, run.config.keep_checkpoints)
+    if saver is None or final:
+        if saver is not None:
+            saver.finish()
+        checkpoint.save(engine, run.phase_dir, step, meta, client, run.config.keep_checkpoints)
+        log.info("checkpoint of step %d: training waited %.2f s for the whole write", step,
+                 time.perf_counter() - start)
+        return
+    saver.finish()
+    previous = time.perf_counter() - start
+    saver.save(step, meta, client)
+    log.info("checkpoint of step %d: training waited %.2f s (%.2f s for the previous write, then a copy of %.2f GiB "
+             "into CPU memory); written in the background", step, time.perf_counter() - start, previous,
+             saver.snapshot_bytes / 2 ** 30)
 
 
 def _grad_norm(engine) -> float | None:

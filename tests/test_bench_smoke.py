@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = sorted(p.name for p in (REPO / "bench").glob("[!_]*.py"))  # bench/_*.py: the scripts' helpers
 # A row of each script's figures, searched in its output (numbers only: a crash in a table's code shows).
 EXPECTED = {
+    "checkpoint.py": r"background stall / blocking stall: \d+\.\d% after the first save",
     "estimate_memory.py": r"tiny +1 +\d+ +\d+ +\d+\.\d\d",
     "extract.py": r"extract stage, 2 workers +[\d.]+ +\d+ +[\d.]+ +\d+ ",
     "gpu.py": r"tiny +32 packed +[\d,.]+ +[\d,]+ ",
