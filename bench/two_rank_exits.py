@@ -7,7 +7,11 @@ ZeRO --zero-stage, loader workers --loader-workers), one thread a process, one r
 directory. A run is clean when torchrun exits 0, no worker reports another exit code and no 'terminate called' line
 appears. Run it on a loaded machine: teardown races show under load.
 
-    .venv/bin/python bench/two_rank_exits.py [--runs 20] [--zero-stage 1] [--loader-workers 2]
+--control runs the ranks with `pretrain.train.leave_process_groups` made a no-op, so that the process groups are
+left to the interpreter's teardown (as the 2-rank test workers once did, with os._exit as their workaround): the
+aborts the product's teardown avoids.
+
+    .venv/bin/python bench/two_rank_exits.py [--runs 20] [--zero-stage 1] [--loader-workers 2] [--control]
     .venv/bin/python bench/two_rank_exits.py --smoke   # 2 runs
 """
 from __future__ import annotations
@@ -39,6 +43,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--zero-stage", type=int, default=1)
     parser.add_argument("--loader-workers", type=int, default=2)
+    parser.add_argument("--control", action="store_true", help="leave the process groups to the interpreter's "
+                                                                 "teardown")
     parser.add_argument("--smoke", action="store_true", help="--runs 2")
     args = parser.parse_args()
     if args.smoke:
@@ -55,7 +61,7 @@ def main() -> None:
             started = time.perf_counter()
             done = subprocess.run(
                 [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                 "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(tmp / f"run{i:02d}"),
+                 *([__file__, "--control-rank"] if args.control else ["-m", "pretrain.cli"]), "phase1", "--data", str(data), "--out", str(tmp / f"run{i:02d}"),
                  "--preset", "tiny", "--set", "global_batch=8", "--set", "micro_batch=4", "--set", "steps=4",
                  "--set", "log_every=1", "--set", "warmup=0.5", "--set", "eval_every=0",
                  "--set", f"zero_stage={args.zero_stage}", "--set", f"loader_workers={args.loader_workers}"],
@@ -73,7 +79,8 @@ def main() -> None:
             if done.returncode or terminated:
                 print(output[-3000:], flush=True)
     print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
-    print(f"{args.runs} runs of 2 ranks (ZeRO {args.zero_stage}, {args.loader_workers} loader workers a rank), "
+    print(f"{args.runs} runs of 2 ranks (ZeRO {args.zero_stage}, {args.loader_workers} loader workers a rank"
+          f"{', process groups left to the teardown' if args.control else ''}), "
           f"{min(seconds):.0f}-{max(seconds):.0f} s each")
     print(f"exit codes: {', '.join(f'{code}: {n}' for code, n in sorted(exits.items()))}")
     print(f"failed workers: {worker_failures}; 'terminate called' lines: {terminate_lines}")
@@ -81,5 +88,19 @@ def main() -> None:
         sys.exit(1)
 
 
+def control_rank() -> None:
+    """A rank of `pretrain` whose process groups are left to the interpreter's teardown."""
+    sys.path[:1] = [str(ROOT)]  # not bench/, whose pretrain.py would shadow the package
+    import pretrain.train
+    from pretrain.cli import main as pretrain_main
+
+    pretrain.train.leave_process_groups = lambda: None
+    sys.argv = ["pretrain", *sys.argv[2:]]
+    pretrain_main()
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--control-rank"]:
+        control_rank()
+    else:
+        main()

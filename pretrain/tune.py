@@ -4,11 +4,12 @@ measured rather than estimated.
 Each candidate setting is a trial in a fresh process (`python -m pretrain.tune SPEC`): the run's model and DeepSpeed
 engine (train.build_engine, the same config `pretrain phase1/phase2` would use, on one rank), WARMUP_STEPS then
 TIMED_STEPS steps of forward, backward and optimizer step on synthetic full-length rows (or micro-batches of
---data, read and packed as training reads them). A trial reports its peak memory above the footprint before the
-model was made, like bench/estimate_memory.py: on GPU `torch.cuda.max_memory_allocated`; on CPU the peak RSS, with
-glibc told to return freed memory at once so that RSS follows the live tensors. Out of memory is an answer, not an
-error: CUDA's out-of-memory error, a peak above --memory-cap, or a trial the kernel killed; a process per trial
-means such a failure leaves nothing behind for the next one.
+--data, read and packed as training reads them). A trial reports the peak memory of its warm-up steps above the
+footprint before the model was made, like bench/estimate_memory.py: on GPU `torch.cuda.max_memory_allocated`; on
+CPU the peak RSS while glibc returns freed memory at once, so that RSS follows the live tensors (PeakMemory). Its
+speed is that of the timed steps. Out of memory is an answer, not an error: CUDA's out-of-memory error, a peak
+above --memory-cap, or a trial the kernel killed; a process per trial means such a failure leaves nothing behind
+for the next one.
 
 The search starts from `pretrain estimate`: the largest power of two whose estimate (model states and peak phase)
 fits the memory limit (--memory-cap, else the GPU's memory or the memory available on CPU). Per attention kernel,
@@ -44,8 +45,6 @@ TIMED_STEPS = 3
 LARGEST_MICRO_BATCH = 4096
 TUNED = ("micro_batch", "attention", "model.activation_checkpointing")  # the settings tune varies
 LAUNCHER_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-# glibc: every allocation above 64 KiB is its own mapping, returned when freed, so RSS follows the live tensors
-RSS_FOLLOWS_TENSORS = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,8 +270,6 @@ def run_trial(setup: Setup, candidate: Candidate, timeout: float) -> Trial:
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_ENV}
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    if not torch.cuda.is_available():
-        env.update(RSS_FOLLOWS_TENSORS)
     try:
         done = subprocess.run([sys.executable, "-m", "pretrain.tune", json.dumps(spec)], env=env,
                               capture_output=True, text=True, timeout=timeout)
@@ -294,7 +291,8 @@ def run_trial(setup: Setup, candidate: Candidate, timeout: float) -> Trial:
 
 
 def measure(spec: dict) -> dict:
-    """The trial process: peak memory and seconds of a micro-batch's forward+backward and of an optimizer step."""
+    """The trial process: peak memory (of the warm-up steps) and seconds of a micro-batch's forward and backward and
+    of an optimizer step (the timed steps)."""
     from pretrain.deepspeed_settings import deepspeed_config, single_process_env
     from pretrain.model import BertForPreTraining
     from pretrain.train import build_engine
@@ -318,7 +316,7 @@ def measure(spec: dict) -> dict:
     deepspeed.initialize(model=warm_up, optimizer=torch.optim.SGD(warm_up.parameters(), lr=0.1),
                          config={"train_batch_size": 1, "zero_optimization": {"stage": spec["zero_stage"]},
                                  "zero_allow_untested_optimizer": True, "steps_per_print": 2 ** 62})
-    memory = _PeakMemory(cuda)
+    memory = PeakMemory(cuda)
     times = {"micro_batch_s": 0.0, "optimizer_step_s": 0.0}
     try:
         torch.manual_seed(config.seed)
@@ -333,31 +331,51 @@ def measure(spec: dict) -> dict:
             backward_done = _synchronized(cuda)
             engine.step()
             step_done = _synchronized(cuda)
-            if step >= WARMUP_STEPS:
+            if step < WARMUP_STEPS:
+                peak = memory.peak()
+                if spec["memory_cap"] is not None and peak > spec["memory_cap"]:
+                    return {"outcome": "over the memory cap", "peak_bytes": peak}
+                if step == WARMUP_STEPS - 1:
+                    memory.stop()
+            else:
                 times["micro_batch_s"] += (backward_done - started) / TIMED_STEPS
                 times["optimizer_step_s"] += (step_done - backward_done) / TIMED_STEPS
-            if spec["memory_cap"] is not None and memory.peak() > spec["memory_cap"]:
-                return {"outcome": "over the memory cap", "peak_bytes": memory.peak()}
     except torch.OutOfMemoryError:
         return {"outcome": "out of memory", "peak_bytes": memory.peak()}
-    return {"outcome": "fits", "peak_bytes": memory.peak(), **times}
+    return {"outcome": "fits", "peak_bytes": peak, **times}
 
 
-class _PeakMemory:
-    """Peak memory from now on, above the present footprint: CUDA's allocated bytes, or on CPU the resident set."""
+class PeakMemory:
+    """Peak memory from now on, above the present footprint: CUDA's allocated bytes, or on CPU the resident set,
+    with glibc told to return freed memory at once (allocations above 64 KiB are mappings of their own, unmapped
+    when freed), so that it follows the live tensors. stop() gives glibc back its usual thresholds for the timed
+    steps (the constant one forces a page fault on every large allocation: about 1.4x slower)."""
 
     def __init__(self, cuda: bool):
         self.cuda = cuda
         if cuda:
             torch.cuda.reset_peak_memory_stats()
             self.before = torch.cuda.memory_allocated()
-        else:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")  # resets the peak resident set (VmHWM) to the present one
-            self.before = self._resident("VmRSS")
+            return
+        self._mallopt(mmap_threshold=64 << 10, trim_threshold=0)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets the peak resident set (VmHWM) to the present one
+        self.before = self._resident("VmRSS")
 
     def peak(self) -> int:
         return (torch.cuda.max_memory_allocated() if self.cuda else self._resident("VmHWM")) - self.before
+
+    def stop(self) -> None:
+        if not self.cuda:  # glibc's dynamic thresholds end at 32 MiB and twice that
+            self._mallopt(mmap_threshold=32 << 20, trim_threshold=64 << 20)
+
+    @staticmethod
+    def _mallopt(mmap_threshold: int, trim_threshold: int) -> None:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-3, mmap_threshold)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, trim_threshold)  # M_TRIM_THRESHOLD
 
     @staticmethod
     def _resident(field: str) -> int:
