@@ -168,7 +168,8 @@ def estimate(preset: str = typer.Option("large", "--preset", help="Model size"),
 
 @app.command()
 def tune(preset: Optional[str] = PresetOpt,
-         seq_len: int = typer.Option(128, "--seq-len", min=1, help="Sequence length (phase 2's settings above 128)"),
+         seq_len: int = typer.Option(128, "--seq-len", min=1, help="Sequence length (phase 2's settings above "
+                                                                    "128; with --data: the data's)"),
          zero_stage: Optional[int] = typer.Option(None, "--zero-stage", help="ZeRO stage 0-3 (default: by model "
                                                                               "size, as training)"),
          precision: Optional[str] = typer.Option(None, "--precision", help="fp32, bf16 or fp16 (default: as "

@@ -75,6 +75,11 @@ class Trial:
     def fits(self) -> bool:
         return self.outcome == "fits"
 
+    @property
+    def failed(self) -> bool:
+        """Failed for another reason than memory (e.g. a kernel this GPU or precision does not support)."""
+        return self.outcome.startswith("failed")
+
 
 @dataclasses.dataclass(frozen=True)
 class Setup:
@@ -83,6 +88,7 @@ class Setup:
     overrides: tuple[str, ...]  # the user's --set, without the tuned keys
     preset: str
     seq_len: int
+    max_predictions: int  # masked positions a sequence
     vocab_size: int
     zero_stage: int
     precision: str
@@ -95,7 +101,8 @@ class Setup:
 
     def estimate(self, candidate: Candidate) -> dict:
         return estimate_memory(self.preset, self.vocab_size, self.zero_stage, 1, candidate.micro_batch,
-                               self.seq_len, self.precision, self.optimizer, candidate.activation_checkpointing)
+                               self.seq_len, self.precision, self.optimizer, candidate.activation_checkpointing,
+                               self.max_predictions)
 
 
 def estimated_peak(estimate: dict) -> int:
@@ -105,22 +112,25 @@ def estimated_peak(estimate: dict) -> int:
 
 def make_setup(preset: str | None, seq_len: int, zero_stage: int | None, precision: str | None,
                memory_cap_gib: float | None, overrides: list[str], data: Path | None) -> tuple[Setup, dict]:
-    """The shared settings and the values the user pinned ({tuned key: value})."""
-    phase = "phase2" if seq_len > 128 else "phase1"
-    values = {k: v for k, v in (("preset", preset), ("zero_stage", zero_stage), ("precision", precision)) if v is not None}
-    config = load_train_config(phase, None, overrides, values or None)
-    pinned_keys = {item.partition("=")[0].strip() for item in overrides} & set(TUNED)
-    pinned = {"micro_batch": config.micro_batch, "attention": config.attention,
-              "model.activation_checkpointing": config.model.get("activation_checkpointing")}
-    pinned = {k: v for k, v in pinned.items() if k in pinned_keys and v != "auto"}
-    vocab_size = 30522
+    """The shared settings and the values the user pinned ({tuned key: value}). With `data`, its sequence length,
+    masked positions and vocabulary are the trials'."""
+    vocab_size, max_predictions = 30522, math.ceil(0.15 * seq_len)
     if data is not None:
         from wiki2bert_core.variant_dir import find_vocab_file
         from wiki2bert_core.wordpiece import read_vocab
         from pretrain.data import open_data
 
         vocab_size = len(read_vocab(find_vocab_file(data, None)))
-        seq_len = open_data(data, config.seq_len, vocab_size).seq_len
+        files = open_data(data, None, vocab_size)
+        seq_len, max_predictions = files.seq_len, files.max_predictions
+    phase = "phase2" if seq_len > 128 else "phase1"
+    values = {k: v for k, v in (("preset", preset), ("zero_stage", zero_stage), ("precision", precision))
+              if v is not None}
+    config = load_train_config(phase, None, overrides, values or None)
+    pinned_keys = {item.partition("=")[0].strip() for item in overrides} & set(TUNED)
+    pinned = {"micro_batch": config.micro_batch, "attention": config.attention,
+              "model.activation_checkpointing": config.model.get("activation_checkpointing")}
+    pinned = {k: v for k, v in pinned.items() if k in pinned_keys and v != "auto"}
     cuda = torch.cuda.is_available()
     parameters, _ = parameter_sizes(config.preset, vocab_size)
     cap = int(memory_cap_gib * GIB) if memory_cap_gib is not None else None
@@ -132,7 +142,7 @@ def make_setup(preset: str | None, seq_len: int, zero_stage: int | None, precisi
         limit = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     setup = Setup(
         phase=phase, overrides=tuple(o for o in overrides if o.partition("=")[0].strip() not in TUNED),
-        preset=config.preset, seq_len=seq_len, vocab_size=vocab_size,
+        preset=config.preset, seq_len=seq_len, max_predictions=max_predictions, vocab_size=vocab_size,
         zero_stage=config.zero_stage if config.zero_stage is not None else zero_stage_for(parameters),
         precision=choose_precision(config.precision), optimizer=config.optimizer, global_batch=config.global_batch,
         memory_cap=cap, memory_limit=limit, data=str(data) if data is not None else None,
@@ -194,11 +204,11 @@ def search(setup: Setup, pinned: dict, run_trial: Callable[[Candidate], Trial]) 
         i = first
         yield trial(i)
         step = 1 if trials[i].fits else -1  # up while it fits, or down until one fits
-        while lowest <= i + step < len(sizes) and trials[i].fits == (step == 1):
+        while lowest <= i + step < len(sizes) and trials[i].fits == (step == 1) and not trials[i].failed:
             i += step
             yield trial(i)
         fit = sorted(j for j, t in trials.items() if t.fits)
-        if not fit:
+        if not fit or trials[i].failed:  # a failure that is no lack of memory ends the group
             continue
         if not ac:
             largest_fit[kernel] = fit[-1]
@@ -407,7 +417,7 @@ def _batches(spec: dict, config) -> Iterator[dict]:
         return
     generator = torch.Generator().manual_seed(config.seed)
     length, vocab_size = spec["seq_len"], spec["vocab_size"]
-    predictions = max(1, min(math.ceil(0.15 * length), length - 2))
+    predictions = max(1, min(spec["max_predictions"], length - 2))
     while True:
         positions = torch.rand(micro_batch, length - 2, generator=generator).argsort(1)[:, :predictions]
         batch = {"input_ids": torch.randint(5, vocab_size, (micro_batch, length), generator=generator),

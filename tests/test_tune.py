@@ -135,3 +135,31 @@ def test_tune_stops_a_trial_at_the_budget(monkeypatch, capsys):
     out, err = capsys.readouterr()
     assert "stopped at the budget" in out
     assert exit_.value.code == 2 and err == "error: tune: no setting finished within the budget; raise --budget\n"
+
+
+def test_a_kernel_that_fails_for_another_reason_than_memory_is_left_at_its_first_trial():
+    setup, pinned = setup_of(overrides=["model.activation_checkpointing=false"])
+    tried = []
+
+    def run(setup, candidate: Candidate, timeout: float) -> Trial:
+        tried.append(candidate)
+        if candidate.attention == "nested":
+            return Trial(candidate, "failed: RuntimeError: not supported")
+        return Trial(candidate, "fits" if candidate.micro_batch <= 8 else "out of memory", candidate.micro_batch, 1)
+
+    result = tune.tune(setup, pinned, 100, run)
+    assert [c.attention for c in tried].count("nested") == 1
+    assert result.best.candidate == Candidate(8, "mask", False)
+
+
+@pytest.mark.slow
+def test_tune_takes_its_micro_batches_from_data(monkeypatch, tmp_path, write_dataset):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    data = write_dataset(tmp_path, [40], seq_len=32)
+    result = CliRunner().invoke(app, ["tune", "--preset", "tiny", "--precision", "fp32", "--data", str(data),
+                                      "--set", "micro_batch=4", *PINNED])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("tune tiny, seq 32, ZeRO 0, fp32") and lines[0].endswith(f"data {data}")
+    assert lines[2].split()[:3] == ["4", "mask", "off"] and lines[2].endswith("fits") and len(lines) == 8
+    assert lines[-3:] == ["--set micro_batch=4", "--set attention=mask", "--set model.activation_checkpointing=false"]
