@@ -11,11 +11,12 @@ speed is that of the timed steps. Out of memory is an answer, not an error: CUDA
 above --memory-cap, or a trial the kernel killed; a process per trial means such a failure leaves nothing behind
 for the next one.
 
-The search starts from `pretrain estimate`: the largest power of two whose estimate (model states and peak phase)
-fits the memory limit (--memory-cap, else the GPU's memory or the memory available on CPU). Per attention kernel,
-without activation checkpointing, it doubles the micro-batch while it fits (halves it until one fits), then halves
-below the largest that fits while that is faster; with checkpointing (slower at the same micro-batch) it tries only
-micro-batches larger than fit without. Settings pinned with --set are not varied. Sequences/s is that of a run of
+The search (search()) starts from `pretrain estimate`: the largest power of two whose estimate (model states and
+peak phase) fits the memory limit (--memory-cap, else the GPU's memory or the memory available on CPU), at most the
+recipe's micro_batch. Per attention kernel, without activation checkpointing, it doubles the micro-batch while it
+fits and gets faster (halves it until one fits), then halves below the smallest that fit while that is faster;
+with checkpointing (slower at the same micro-batch) it tries only micro-batches larger than fit without, where
+memory stopped that search. Settings pinned with --set are not varied. Sequences/s is that of a run of
 this global_batch on one rank: micro-batches of forward and backward, with the optimizer step once every
 global_batch / micro_batch of them.
 """
@@ -94,6 +95,7 @@ class Setup:
     precision: str
     optimizer: str
     global_batch: int
+    micro_batch: int  # the recipe's (or --set's): the search starts there at most
     memory_cap: int | None  # bytes
     memory_limit: int  # bytes: where the search starts (the cap, the GPU's memory or the memory available)
     data: str | None
@@ -145,7 +147,8 @@ def make_setup(preset: str | None, seq_len: int, zero_stage: int | None, precisi
         preset=config.preset, seq_len=seq_len, max_predictions=max_predictions, vocab_size=vocab_size,
         zero_stage=config.zero_stage if config.zero_stage is not None else zero_stage_for(parameters),
         precision=choose_precision(config.precision), optimizer=config.optimizer, global_batch=config.global_batch,
-        memory_cap=cap, memory_limit=limit, data=str(data) if data is not None else None,
+        micro_batch=config.micro_batch, memory_cap=cap, memory_limit=limit,
+        data=str(data) if data is not None else None,
         device=torch.cuda.get_device_name(0) if cuda else "CPU")
     try:
         setup.estimate(Candidate(1, "mask", False))
@@ -163,9 +166,10 @@ def micro_batches(setup: Setup, pinned: dict) -> list[int]:
 
 
 def start_index(setup: Setup, sizes: list[int], checkpointing: bool) -> int:
-    """The largest of `sizes` whose estimate fits the memory limit (the first if none does)."""
-    fitting = [i for i, m in enumerate(sizes)
-               if estimated_peak(setup.estimate(Candidate(m, "mask", checkpointing))) <= setup.memory_limit]
+    """The largest of `sizes` up to the recipe's micro_batch whose estimate fits the memory limit (the first if none
+    does): larger ones are tried only while they are faster, since each takes longer to measure."""
+    fitting = [i for i, m in enumerate(sizes) if m <= setup.micro_batch and
+               estimated_peak(setup.estimate(Candidate(m, "mask", checkpointing))) <= setup.memory_limit]
     return fitting[-1] if fitting else 0
 
 
@@ -185,14 +189,16 @@ def group_name(kernel: str, activation_checkpointing: bool) -> str:
 def search(setup: Setup, pinned: dict, run_trial: Callable[[Candidate], Trial]) -> Iterator[tuple[int, Trial]]:
     """The trials in the order the search makes them, each with the index of its group in groups(pinned)."""
     sizes = micro_batches(setup, pinned)
-    largest_fit: dict[str, int] = {}  # kernel -> index in sizes of the largest micro-batch that fit without
+    # kernel -> (index in sizes of the largest micro-batch that fit without checkpointing, whether memory ended it)
+    without: dict[str, tuple[int, bool]] = {}
     for g, (kernel, ac) in enumerate(groups(pinned)):
-        if ac and kernel in largest_fit:  # smaller ones fit without checkpointing, which is faster
-            first = lowest = largest_fit[kernel] + 1
-            if first == len(sizes):
+        if ac and kernel in without:  # smaller micro-batches fit without checkpointing, which is faster
+            largest, memory_bound = without[kernel]
+            if not memory_bound or largest + 1 == len(sizes):
                 continue
-        elif not ac and largest_fit:  # start where the first kernel's largest fit
-            first, lowest = next(iter(largest_fit.values())), 0
+            first = lowest = largest + 1
+        elif not ac and without:  # where the first kernel's largest fit
+            first, lowest = next(iter(without.values()))[0], 0
         else:
             first, lowest = start_index(setup, sizes, ac), 0
         trials: dict[int, Trial] = {}
@@ -203,17 +209,22 @@ def search(setup: Setup, pinned: dict, run_trial: Callable[[Candidate], Trial]) 
 
         i = first
         yield trial(i)
-        step = 1 if trials[i].fits else -1  # up while it fits, or down until one fits
-        while lowest <= i + step < len(sizes) and trials[i].fits == (step == 1) and not trials[i].failed:
-            i += step
-            yield trial(i)
+        if trials[i].fits:  # up while it fits and is faster than the micro-batch below
+            while i + 1 < len(sizes) and trials[i].fits and (
+                    i == first or trials[i].sequences_per_s > trials[i - 1].sequences_per_s):
+                i += 1
+                yield trial(i)
+        else:  # down until one fits
+            while i > lowest and not trials[i].fits and not trials[i].failed:
+                i -= 1
+                yield trial(i)
         fit = sorted(j for j, t in trials.items() if t.fits)
-        if not fit or trials[i].failed:  # a failure that is no lack of memory ends the group
+        if not fit or any(t.failed for t in trials.values()):  # a failure that is no lack of memory ends the group
             continue
         if not ac:
-            largest_fit[kernel] = fit[-1]
+            without[kernel] = (fit[-1], any(not trials[j].fits for j in trials if j > fit[-1]))
         i = fit[0]
-        while i - 1 >= lowest:  # smaller micro-batches, while they are faster
+        while i > lowest:  # smaller micro-batches, while they are faster
             best = max(trials[j].sequences_per_s for j in trials if trials[j].fits)
             i -= 1
             yield trial(i)

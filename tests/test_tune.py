@@ -17,7 +17,7 @@ from pretrain.tune import Candidate, Trial, estimated_peak, make_setup
 PINNED = ["--set", "attention=mask", "--set", "model.activation_checkpointing=false"]
 
 
-def setup_of(cap_gib: float | None = 1.0, overrides: list[str] = ()):
+def setup_of(cap_gib: float | None = 0.2, overrides: list[str] = ()):
     return make_setup("tiny", 128, 0, "fp32", cap_gib, list(overrides), None)
 
 
@@ -57,6 +57,23 @@ def test_the_search_finds_the_largest_micro_batch_that_fits_from_the_estimates_s
     result = tune.tune(setup, pinned, 100, run)
     assert [c.micro_batch for c in tried] == [start, start // 2, start // 4, start // 8]
     assert result.largest.candidate.micro_batch == start // 4
+
+
+def test_larger_micro_batches_are_tried_while_they_are_faster_and_checkpointing_only_where_memory_ran_out():
+    setup, pinned = setup_of(overrides=["attention=mask"])
+    start = tune.micro_batches(setup, pinned)[tune.start_index(setup, tune.micro_batches(setup, pinned), False)]
+    run, tried = fake_trials({("mask", False): 1024, ("mask", True): 1024},
+                             speed=lambda c: min(c.micro_batch, 2 * start))  # no faster above 2 x start
+    result = tune.tune(setup, pinned, 100, run)
+    assert [c.micro_batch for c in tried] == [start, 2 * start, 4 * start, start // 2]
+    assert not any(c.activation_checkpointing for c in tried)
+    assert result.best.candidate == Candidate(2 * start, "mask", False)
+
+
+def test_the_search_starts_at_the_recipes_micro_batch_when_the_estimate_allows_more():
+    setup, pinned = setup_of(cap_gib=None)
+    sizes = tune.micro_batches(setup, pinned)
+    assert sizes[tune.start_index(setup, sizes, False)] == setup.micro_batch == 64
 
 
 def test_checkpointing_is_tried_only_above_what_fits_without_it_and_the_fastest_is_the_answer():
