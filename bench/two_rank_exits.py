@@ -61,7 +61,8 @@ def main() -> None:
             started = time.perf_counter()
             done = subprocess.run(
                 [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                 *([__file__, "--control-rank"] if args.control else ["-m", "pretrain.cli"]), "phase1", "--data", str(data), "--out", str(tmp / f"run{i:02d}"),
+                 *([__file__, "--control-rank"] if args.control else ["-m", "pretrain.cli"]), "phase1",
+                 "--data", str(data), "--out", str(tmp / f"run{i:02d}"),
                  "--preset", "tiny", "--set", "global_batch=8", "--set", "micro_batch=4", "--set", "steps=4",
                  "--set", "log_every=1", "--set", "warmup=0.5", "--set", "eval_every=0",
                  "--set", f"zero_stage={args.zero_stage}", "--set", f"loader_workers={args.loader_workers}"],

@@ -186,12 +186,12 @@ def group_name(kernel: str, activation_checkpointing: bool) -> str:
     return f"attention {kernel}, activation checkpointing {'on' if activation_checkpointing else 'off'}"
 
 
-def search(setup: Setup, pinned: dict, run_trial: Callable[[Candidate], Trial]) -> Iterator[tuple[int, Trial]]:
-    """The trials in the order the search makes them, each with the index of its group in groups(pinned)."""
+def search(setup: Setup, pinned: dict, run_trial: Callable[[Candidate], Trial]) -> Iterator[Trial]:
+    """The trials in the order the search makes them."""
     sizes = micro_batches(setup, pinned)
     # kernel -> (index in sizes of the largest micro-batch that fit without checkpointing, whether memory ended it)
     without: dict[str, tuple[int, bool]] = {}
-    for g, (kernel, ac) in enumerate(groups(pinned)):
+    for kernel, ac in groups(pinned):
         if ac and kernel in without:  # smaller micro-batches fit without checkpointing, which is faster
             largest, memory_bound = without[kernel]
             if not memory_bound or largest + 1 == len(sizes):
@@ -203,9 +203,9 @@ def search(setup: Setup, pinned: dict, run_trial: Callable[[Candidate], Trial]) 
             first, lowest = start_index(setup, sizes, ac), 0
         trials: dict[int, Trial] = {}
 
-        def trial(i: int) -> tuple[int, Trial]:
+        def trial(i: int) -> Trial:
             trials[i] = run_trial(Candidate(sizes[i], kernel, ac))
-            return g, trials[i]
+            return trials[i]
 
         i = first
         yield trial(i)
@@ -272,9 +272,8 @@ def tune(setup: Setup, pinned: dict, budget: float, run_trial: Callable[[Setup, 
         return trial
 
     names = [group_name(*g) for g in groups(pinned)]
-    current = -1
     try:
-        for current, _ in search(setup, pinned, timed_trial):
+        for _ in search(setup, pinned, timed_trial):
             pass
     except BudgetSpent:
         started = {names.index(group_name(t.candidate.attention, t.candidate.activation_checkpointing))
