@@ -360,7 +360,9 @@ def measure(spec: dict) -> dict:
             else:
                 times["micro_batch_s"] += (backward_done - started) / TIMED_STEPS
                 times["optimizer_step_s"] += (step_done - backward_done) / TIMED_STEPS
-    except torch.OutOfMemoryError:
+    except RuntimeError as e:  # torch.OutOfMemoryError, CUDA's error in a library's allocation, the CPU allocator's
+        if not any(words in str(e) for words in ("out of memory", "can't allocate memory")):
+            raise
         return {"outcome": "out of memory", "peak_bytes": memory.peak()}
     return {"outcome": "fits", "peak_bytes": peak, **times}
 

@@ -3,6 +3,7 @@ it tries, what it answers, its budget), and end to end on CPU under a memory cap
 from __future__ import annotations
 
 import math
+import subprocess
 import sys
 import time
 
@@ -180,3 +181,19 @@ def test_tune_takes_its_micro_batches_from_data(monkeypatch, tmp_path, write_dat
     assert lines[0].startswith("tune tiny, seq 32, ZeRO 0, fp32") and lines[0].endswith(f"data {data}")
     assert lines[2].split()[:3] == ["4", "mask", "off"] and lines[2].endswith("fits") and len(lines) == 8
     assert lines[-3:] == ["--set micro_batch=4", "--set attention=mask", "--set model.activation_checkpointing=false"]
+
+
+@pytest.mark.parametrize("returncode, stdout, stderr, outcome, speed", [
+    (0, 'deepspeed says hello\n{"outcome": "fits", "peak_bytes": 5, "micro_batch_s": 0.5, "optimizer_step_s": 2.0}\n',
+     "", "fits", 8 / (0.5 + 2.0 / (65536 // 8))),  # the optimizer step once every global_batch / micro_batch
+    (0, '{"outcome": "out of memory", "peak_bytes": 5}\n', "", "out of memory", None),
+    (-9, "", "", "killed", None),  # the kernel's out-of-memory killer
+    (1, "", "Traceback ...\nRuntimeError: no kernel image\n", "failed: RuntimeError: no kernel image", None),
+])
+def test_a_trials_process_is_read_as_its_outcome(monkeypatch, returncode, stdout, stderr, outcome, speed):
+    setup, _ = setup_of()
+    monkeypatch.setattr(tune.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, returncode, stdout,
+                                                                                            stderr))
+    trial = tune.run_trial(setup, Candidate(8, "mask", False), 10)
+    assert (trial.outcome, trial.sequences_per_s) == (outcome, speed)
+    assert trial.failed == outcome.startswith("failed")
