@@ -53,7 +53,7 @@ def main() -> None:
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     exits: collections.Counter = collections.Counter()
     worker_failures = terminate_lines = 0
-    seconds = []
+    seconds, loads = [], []  # each run's wall seconds, the 1-minute load average as it ends
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         data = random_data(tmp / "data")
@@ -68,21 +68,22 @@ def main() -> None:
                  "--set", f"zero_stage={args.zero_stage}", "--set", f"loader_workers={args.loader_workers}"],
                 env=env, capture_output=True, text=True, cwd=tmp, timeout=600)
             seconds.append(time.perf_counter() - started)
+            loads.append(os.getloadavg()[0])
             output = done.stdout + done.stderr
             terminated = len(re.findall(r"terminate called", output))
             failed = len(re.findall(r"exitcode\s*:\s*-?\d+", output))  # torchrun's report of a failed worker
             exits[done.returncode] += 1
             terminate_lines += terminated
             worker_failures += failed
-            print(f"run {i + 1:>2}: exit {done.returncode}, {seconds[-1]:.0f} s"
+            print(f"run {i + 1:>2}: exit {done.returncode}, {seconds[-1]:.0f} s, load {loads[-1]:.1f}"
                   + (f", {terminated} 'terminate called'" if terminated else "")
                   + (f", {failed} worker(s) failed" if failed else ""), flush=True)
             if done.returncode or terminated:
                 print(output[-3000:], flush=True)
-    print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     print(f"{args.runs} runs of 2 ranks (ZeRO {args.zero_stage}, {args.loader_workers} loader workers a rank"
           f"{', process groups left to the teardown' if args.control else ''}), "
-          f"{min(seconds):.0f}-{max(seconds):.0f} s each")
+          f"{min(seconds):.0f}-{max(seconds):.0f} s each, load {min(loads):.1f}-{max(loads):.1f} on "
+          f"{os.cpu_count()} cores")
     print(f"exit codes: {', '.join(f'{code}: {n}' for code, n in sorted(exits.items()))}")
     print(f"failed workers: {worker_failures}; 'terminate called' lines: {terminate_lines}")
     if set(exits) != {0} or terminate_lines or worker_failures:
