@@ -1,4 +1,4 @@
-"""`pretrain` command line: phase1, phase2, config, export, eval, plot, estimate.
+"""`pretrain` command line: phase1, phase2, config, export, eval, plot, estimate, tune.
 
 Multi-process runs start the same entry point through a launcher, e.g.
 `deepspeed --num_gpus 8 --module pretrain.cli phase1 ...` or `torchrun --nproc_per_node 8 -m pretrain.cli phase1 ...`
@@ -172,6 +172,41 @@ def estimate(preset: str = typer.Option("large", "--preset", help="Model size"),
     except ValueError as e:
         raise ConfigError(str(e)) from None
     typer.echo(format_estimate(result))
+
+
+@app.command()
+def tune(preset: Optional[str] = PresetOpt,
+         seq_len: int = typer.Option(128, "--seq-len", min=1, help="Sequence length (phase 2's settings above "
+                                                                    "128; with --data: the data's)"),
+         zero_stage: Optional[int] = typer.Option(None, "--zero-stage", help="ZeRO stage 0-3 (default: by model "
+                                                                              "size, as training)"),
+         precision: Optional[str] = typer.Option(None, "--precision", help="fp32, bf16 or fp16 (default: as "
+                                                                            "training, auto)"),
+         budget: float = typer.Option(600, "--budget", min=1, help="Seconds to spend; then the best so far"),
+         memory_cap: Optional[float] = typer.Option(None, "--memory-cap", min=0.001,
+                                                    help="GiB a setting may use above the footprint before the "
+                                                    "model (default: what the device has)"),
+         data: Optional[Path] = typer.Option(None, "--data", callback=utf8_path,
+                                             help="HDF5 variant directory to take micro-batches from (default: "
+                                             "synthetic full-length rows, vocabulary 30,522)"),
+         set_: Optional[list[str]] = SetOpt) -> None:
+    """The fastest micro_batch, attention kernel and activation checkpointing that fit this device, measured: a
+    few timed training steps of each candidate (one rank, one process each), starting from `pretrain estimate`;
+    out of memory (or over --memory-cap) rules a candidate out. Prints each trial, then the answer as --set lines.
+    Settings given with --set are kept, not tuned."""
+    from pretrain import tune as tuning
+
+    setup, pinned = tuning.make_setup(preset, seq_len, zero_stage, precision, memory_cap, set_ or [], data)
+    typer.echo(tuning.format_setup(setup, budget))
+    typer.echo(tuning.TABLE_HEADER)
+    result = tuning.tune(setup, pinned, budget, tuning.run_trial,
+                         report=lambda trial: typer.echo(tuning.format_trial(trial)))
+    if result.best is None:
+        raise ConfigError("tune: no setting finished within the budget; raise --budget" if result.budget_spent
+                          else "tune: no setting fits; raise --memory-cap, lower --seq-len or use a higher "
+                          "--zero-stage")
+    for line in tuning.format_answer(result, budget):
+        typer.echo(line)
 
 
 def _train(phase, data, out, preset, config, overrides, deepspeed_config, vocab, init=None, eval_data=None) -> None:

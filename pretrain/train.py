@@ -24,6 +24,7 @@ from wiki2bert_core.errors import DataError
 from wiki2bert_core.log import LOGGER_NAME, progress, setup_logging
 from pretrain import checkpoint
 from pretrain.attention import choose_attention
+from pretrain.config import TrainConfig
 from pretrain.data import DataState, make_loader, redistribute
 from pretrain.deepspeed_settings import deepspeed_config, single_process_env, zero_stage_for
 from pretrain.evaluate import HeldOut, evaluate, format_figures
@@ -62,11 +63,6 @@ def start(run: Run) -> Started:
         torch.cuda.set_device(local_rank)
     else:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
-    import deepspeed
-
-    from pretrain.optimizers import build_optimizer
-    from pretrain.zero_partitions import use_tensor_trust_ratios
-
     logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
     _seed(c.seed + rank)
     with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
@@ -74,10 +70,6 @@ def start(run: Run) -> Started:
     if run.init is not None and run.resume is None:
         _load_init(model, run)
     model.attention = _attention_kernel(run, model, rank, log)
-    optimizer = build_optimizer(model, c.optimizer, lr=c.lr, weight_decay=c.weight_decay, betas=tuple(c.betas),
-                                eps=c.eps)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, WarmupPolyDecay(c.steps, int(c.warmup * c.steps), c.decay_power))
     zero_stage = c.zero_stage if c.zero_stage is not None else zero_stage_for(model.num_parameters())
     # a ZeRO checkpoint of another number of ranks is read as DeepSpeed's universal checkpoint (checkpoint.load)
     universal = run.resume is not None and run.resume.meta["world_size"] != run.world_size and zero_stage > 0
@@ -86,12 +78,10 @@ def start(run: Run) -> Started:
         ds_config["checkpoint"] = {**ds_config.get("checkpoint", {}), "load_universal": True}
     if rank == 0:
         write_run_files(run, ds_config, model.num_parameters(), zero_stage)
-    engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
-    use_tensor_trust_ratios(engine)  # under ZeRO 1/2: LAMB/LANS learn where each tensor lies in their partitions
-    started = Started(engine, zero_stage)
+    started = Started(build_engine(model, c, ds_config), zero_stage)
     if run.resume is None:
         return started
-    client = checkpoint.load(engine, run.resume, universal=universal)
+    client = checkpoint.load(started.engine, run.resume, universal=universal)
     started.step = client["step"]
     saved_ranks = len(client["ranks"])
     if saved_ranks == run.world_size:
@@ -105,6 +95,22 @@ def start(run: Run) -> Started:
         log.info("resumed from %s at step %d: written by %d rank(s), resumed on %d; the rest of epoch %d is dealt "
                  "out anew", run.resume.path, started.step, saved_ranks, run.world_size, started.data_state.epoch)
     return started
+
+
+def build_engine(model: BertForPreTraining, c: TrainConfig, ds_config: dict):
+    """DeepSpeed's engine of `model` with the optimizer and learning-rate schedule `c` asks for."""
+    import deepspeed
+
+    from pretrain.optimizers import build_optimizer
+    from pretrain.zero_partitions import use_tensor_trust_ratios
+
+    optimizer = build_optimizer(model, c.optimizer, lr=c.lr, weight_decay=c.weight_decay, betas=tuple(c.betas),
+                                eps=c.eps)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, WarmupPolyDecay(c.steps, int(c.warmup * c.steps), c.decay_power))
+    engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
+    use_tensor_trust_ratios(engine)  # under ZeRO 1/2: LAMB/LANS learn where each tensor lies in their partitions
+    return engine
 
 
 def train(run: Run) -> int:
