@@ -159,6 +159,21 @@ def test_the_same_seed_gives_the_same_figures_twice(finished, tiny_model, tmp_pa
         assert again == first
 
 
+def test_bf16_autocast_runs_the_same_code_and_learns(tiny_model, tmp_path):
+    task = make_tasks()[0]
+    run_tasks(model_sources([tiny_model], False), [task], tmp_path, 1, load_recipes([*TEST_RECIPE, "precision=bf16"]))
+    result = json.loads((tmp_path / "runs/tiny/single/seed0.json").read_text(encoding="utf-8"))
+    assert result["precision"] == "bf16" and result["metrics"]["mcc"] > 0.5
+
+
+def test_another_recipe_for_the_same_directory_is_refused_before_anything_runs(finished, tiny_model):
+    before = {p: p.stat().st_mtime_ns for p in finished.rglob("*")}
+    with pytest.raises(ConfigError, match=rf"^{finished}: holds results of another single recipe \(lr 0\.003 there, "
+                                          r"0\.001 now\); re-run with the settings it was made with, or choose"):
+        run_tasks(model_sources([tiny_model], False), make_tasks(), finished, 2, load_recipes([*TEST_RECIPE, "lr=1e-3"]))
+    assert {p: p.stat().st_mtime_ns for p in finished.rglob("*")} == before
+
+
 def test_recipes_layer_set_keys_for_all_kinds_or_one():
     recipes = load_recipes(["lr=1e-3", "tokens.epochs=2", "pair.lr=2e-5"])
     assert {kind: (r.lr, r.epochs, r.batch) for kind, r in recipes.items()} == {
@@ -179,3 +194,66 @@ def test_random_init_is_the_same_architecture_with_other_weights(tiny_model):
     embeddings = "bert.embeddings.word_embeddings.weight"
     assert not pretrained.state_dict()[embeddings].equal(random_init.state_dict()[embeddings])
     assert model_sources([tiny_model], True)[1].name == "tiny-random-init"
+
+
+def write_single_task(directory: Path, task: Task) -> Path:
+    """`task` (kind single) as HuLU writes HuCOLA: train.json and dev.json, JSON arrays of {"id", "Sent", "label"}."""
+    directory.mkdir(parents=True)
+    for split, examples in (("train", task.train), ("dev", task.dev)):
+        rows = [{"id": e.id, "Sent": e.texts[0], "label": e.label} for e in examples]
+        (directory / f"{split}.json").write_text(json.dumps(rows), encoding="utf-8")
+    return directory
+
+
+def finetune_command(*args) -> list[str]:
+    return [sys.executable, "-m", "pretrain.cli", "finetune", *map(str, args)]
+
+
+def command_env() -> dict:
+    return {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+@pytest.mark.slow
+def test_a_killed_run_rerun_keeps_its_finished_seeds_and_finishes_the_rest(tiny_model, tmp_path):
+    task_dir = write_single_task(tmp_path / "contains-w0", make_tasks(train=1000, dev=100)[0])
+    out = tmp_path / "out"
+    command = finetune_command(tiny_model, "--task", task_dir, "--out", out, "--seeds", 3,
+                               *[arg for item in TEST_RECIPE for arg in ("--set", item)])
+    first = out / "runs/tiny/contains-w0/seed0.json"
+    process = subprocess.Popen(command, env=command_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not first.is_file() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stderr
+    assert "re-run the same command to continue" in stderr
+    finished = sorted(p.name for p in first.parent.iterdir())
+    assert "seed0.json" in finished and "seed2.json" not in finished, finished  # stopped in the middle
+    assert not list(out.rglob("*.tmp"))
+    kept = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in (out / "runs").rglob("seed*.json")}
+    kept |= {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in (out / "predictions").rglob("seed*.jsonl")}
+
+    done = subprocess.run(command, env=command_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert f"{len(finished)} seeds already finished, {3 - len(finished)} to run" in done.stderr
+    assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in kept} == kept
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert [run["seed"] for run in results["results"][0]["seeds"]] == [0, 1, 2]
+    assert "| tiny |" in done.stdout
+
+
+
+def test_a_model_directory_without_tokenizer_is_one_line(tiny_model, tmp_path):
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (bare / name).write_bytes((tiny_model / name).read_bytes())
+    task_dir = write_single_task(tmp_path / "task", make_tasks(train=8, dev=4)[0])
+    done = subprocess.run(finetune_command(bare, "--task", task_dir, "--out", tmp_path / "out"), env=command_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"error: {bare}: no tokenizer files (tokenizer.json or vocab.txt); copy the tokenizer the model was "
+        f"pretrained with into it (`pretrain export` writes them)"]
+    assert not (tmp_path / "out").exists()

@@ -68,8 +68,9 @@ def markdown(results: dict) -> str:
     tasks = results["tasks"]
     models = list(dict.fromkeys(row["model"] for row in results["results"]))
     by_key = {(row["model"], row["task"]): row for row in results["results"]}
-    lines = [f"Dev-set figures: median over {results['seeds']} seeds (min-max); {MAJORITY}: the most frequent "
-             f"training label for every example.", "",
+    seeds = f"median over {results['seeds']} seeds (min-max)" if results["seeds"] > 1 else "one seed"
+    lines = [f"Dev-set figures, {seeds}; {MAJORITY}: the most frequent training label (tag) for every example "
+             f"(word).", "",
              "| model | " + " | ".join(f"{name} ({task['main_metric']})" for name, task in tasks.items()) + " |",
              "|---|" + "---|" * len(tasks)]
     for model in models:
@@ -105,8 +106,9 @@ def chart(results: dict, path: Path) -> Path:
                 medians.append(summary["median"])
                 low.append(summary["median"] - summary["min"])
                 high.append(summary["max"] - summary["median"])
-        ax.bar(xs, medians, width, yerr=[low, high], capsize=3, label=model,
-               color="lightgray" if model == MAJORITY else None, edgecolor="black", linewidth=0.5)
+        bars = ax.bar(xs, medians, width, yerr=[low, high], capsize=3, label=model,
+                      color="lightgray" if model == MAJORITY else None, edgecolor="black", linewidth=0.5)
+        ax.bar_label(bars, [f"{m:.2f}" for m in medians], fontsize="x-small", padding=2)
     ax.set_xticks(range(len(tasks)), [f"{name}\n{task['main_metric']}" for name, task in tasks.items()])
     ax.axhline(0, color="black", linewidth=0.8)
     ax.legend(fontsize="small")
