@@ -111,5 +111,6 @@ def chart(results: dict, path: Path) -> Path:
         ax.bar_label(bars, [f"{m:.2f}" for m in medians], fontsize="x-small", padding=2)
     ax.set_xticks(range(len(tasks)), [f"{name}\n{task['main_metric']}" for name, task in tasks.items()])
     ax.axhline(0, color="black", linewidth=0.8)
-    ax.legend(fontsize="small")
+    ax.margins(y=0.12)  # room for the bar labels
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
     return save_png(fig, path)
