@@ -170,7 +170,8 @@ def test_another_recipe_for_the_same_directory_is_refused_before_anything_runs(f
     before = {p: p.stat().st_mtime_ns for p in finished.rglob("*")}
     with pytest.raises(ConfigError, match=rf"^{finished}: holds results of another single recipe \(lr 0\.003 there, "
                                           r"0\.001 now\); re-run with the settings it was made with, or choose"):
-        run_tasks(model_sources([tiny_model], False), make_tasks(), finished, 2, load_recipes([*TEST_RECIPE, "lr=1e-3"]))
+        run_tasks(model_sources([tiny_model], False), make_tasks(), finished, 2,
+                  load_recipes([*TEST_RECIPE, "lr=1e-3"]))
     assert {p: p.stat().st_mtime_ns for p in finished.rglob("*")} == before
 
 
@@ -257,3 +258,17 @@ def test_a_model_directory_without_tokenizer_is_one_line(tiny_model, tmp_path):
         f"error: {bare}: no tokenizer files (tokenizer.json or vocab.txt); copy the tokenizer the model was "
         f"pretrained with into it (`pretrain export` writes them)"]
     assert not (tmp_path / "out").exists()
+
+
+def test_model_directories_that_name_nothing_usable_or_the_same_row_are_refused(tiny_model, tmp_path):
+    (tmp_path / "weights-only").mkdir()
+    for path, message in ((tmp_path / "missing", "no such model directory"),
+                          (tmp_path / "weights-only", "no config.json: not a Hugging Face model directory")):
+        with pytest.raises(ConfigError, match=f"^{path}: {message}"):
+            model_sources([path], False)
+    twin = tmp_path / "tiny"
+    twin.mkdir()
+    for name in ("config.json", "vocab.txt"):
+        (twin / name).write_bytes((tiny_model / name).read_bytes())
+    with pytest.raises(ConfigError, match="^two models named tiny: their results would share a directory"):
+        model_sources([tiny_model, twin], False)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import atomic_write, file_fingerprint, read_json, write_json
-from wiki2bert_core.log import LOGGER_NAME, progress, setup_logging
+from wiki2bert_core.log import progress, setup_logging
 from pretrain.finetune.recipe import Recipe, load_recipes
 from pretrain.finetune.task import Task
 from pretrain.finetune.train import ModelSource
