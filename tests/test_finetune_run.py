@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from wiki2bert_core.errors import ConfigError
+from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.wordpiece import SPECIAL_TOKENS, write_tokenizer_dir
 from pretrain.finetune.recipe import load_recipes
 from pretrain.finetune.run import model_sources, run_tasks
@@ -272,3 +272,15 @@ def test_model_directories_that_name_nothing_usable_or_the_same_row_are_refused(
         (twin / name).write_bytes((tiny_model / name).read_bytes())
     with pytest.raises(ConfigError, match="^two models named tiny: their results would share a directory"):
         model_sources([tiny_model, twin], False)
+
+
+def test_a_model_that_does_not_load_is_one_line(tiny_model, tmp_path):
+    from pretrain.finetune.train import load_model
+
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    for name in ("config.json", "vocab.txt", "tokenizer.json"):
+        (damaged / name).write_bytes((tiny_model / name).read_bytes())
+    (damaged / "model.safetensors").write_bytes((tiny_model / "model.safetensors").read_bytes()[:1000])
+    with pytest.raises(DataError, match=f"^{damaged}: cannot load the model for single tasks \\(.*header"):
+        load_model(model_sources([damaged], False)[0], make_tasks(train=4, dev=2)[0], seed=0)

@@ -167,10 +167,8 @@ def _run_seeds(pending: list[tuple[ModelSource, Task, int]], recipes: dict[str, 
     """Fine-tunes and scores each pending (model, task, seed), tokenizing each task once per model."""
     import transformers
 
-    from pretrain.finetune import metrics
     from pretrain.finetune.encode import encode_task
-    from pretrain.finetune.train import (choose_device, fine_tune, load_model, make_deterministic, optimizer_steps,
-                                         predict)
+    from pretrain.finetune.train import load_tokenizer, optimizer_steps
 
     if not pending:
         return
@@ -185,46 +183,45 @@ def _run_seeds(pending: list[tuple[ModelSource, Task, int]], recipes: dict[str, 
             recipe = recipes[task.kind]
             if source.path not in tokenizers:
                 tokenizers[source.path] = load_tokenizer(source.path)
-            tokenizer = tokenizers[source.path]
             if (source.path, task.name) not in encoded:
-                encoded[(source.path, task.name)] = (encode_task(tokenizer, task, task.train, recipe.max_length),
-                                                     encode_task(tokenizer, task, task.dev, recipe.max_length))
-            train, dev = encoded[(source.path, task.name)]
-            device, bf16 = choose_device(recipe.precision)
-            make_deterministic(device)
+                encoded[(source.path, task.name)] = tuple(
+                    encode_task(tokenizers[source.path], task, split, recipe.max_length)
+                    for split in (task.train, task.dev))
             bar.set_postfix_str(f"{source.name} {task.name} seed {seed}")
             started = time.monotonic()
-            model = load_model(source, task, seed)
-            loss = fine_tune(model, train, task.kind, recipe, seed, tokenizer.pad_token_id, device, bf16,
-                             lambda: bar.update(1))
-            fallback = majority_label(task)
-            predicted = predict(model, dev, task.kind, recipe.batch, tokenizer.pad_token_id, device, bf16,
-                                task.labels.index(fallback))
-            del model
-            as_labels = [[task.labels[i] for i in p] if task.kind == "tokens" else task.labels[p] for p in predicted]
-            figures = metrics.compute(task.metrics, task.labels, gold_labels(task), as_labels)
-            write_predictions(predictions_path(out, source, task, seed), task, as_labels)
-            cut = sum(p < 0 for e in dev for p in e.first_tokens)
-            path = result_path(out, source, task, seed)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_json(path, {"model": source.name, "model_path": str(source.path.resolve()),
-                              "random_init": source.random_init, "task": task.name, "seed": seed,
-                              "metrics": figures, "train_loss": loss, "steps": optimizer_steps(len(train), recipe),
-                              "train_examples": len(train), "dev_examples": len(dev), "cut_words": cut,
-                              "device": str(device), "precision": "bf16" if bf16 else "fp32",
-                              "seconds": round(time.monotonic() - started, 1)})
+            figures = _run_seed(source, task, seed, recipe, tokenizers[source.path].pad_token_id,
+                                *encoded[(source.path, task.name)], out, lambda: bar.update(1))
             log.info("%s %s seed %d: %s %.4f (%.0f s)", source.name, task.name, seed, task.main_metric,
                      figures[task.main_metric], time.monotonic() - started)
 
 
-def load_tokenizer(path: Path):
-    import transformers
+def _run_seed(source: ModelSource, task: Task, seed: int, recipe: Recipe, pad_id: int, train: list, dev: list,
+              out: Path, on_step) -> dict[str, float]:
+    """Fine-tunes, predicts the dev split, writes the predictions and then the figures (the mark of a finished
+    seed); returns the figures."""
+    from pretrain.finetune import metrics
+    from pretrain.finetune.train import (choose_device, fine_tune, load_model, make_deterministic, optimizer_steps,
+                                         predict)
 
-    try:
-        return transformers.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    except (OSError, ValueError, KeyError) as e:
-        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise DataError(f"{path}: cannot load the tokenizer ({first_line})") from None
+    started = time.monotonic()
+    device, bf16 = choose_device(recipe.precision)
+    make_deterministic(device)
+    model = load_model(source, task, seed)
+    loss = fine_tune(model, train, task.kind, recipe, seed, pad_id, device, bf16, on_step)
+    predicted = predict(model, dev, task.kind, recipe.batch, pad_id, device, bf16,
+                        task.labels.index(majority_label(task)))
+    as_labels = [[task.labels[i] for i in p] if task.kind == "tokens" else task.labels[p] for p in predicted]
+    figures = metrics.compute(task.metrics, task.labels, gold_labels(task), as_labels)
+    write_predictions(predictions_path(out, source, task, seed), task, as_labels)
+    path = result_path(out, source, task, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, {"model": source.name, "model_path": str(source.path.resolve()),
+                      "random_init": source.random_init, "task": task.name, "seed": seed, "metrics": figures,
+                      "train_loss": loss, "steps": optimizer_steps(len(train), recipe), "train_examples": len(train),
+                      "dev_examples": len(dev), "cut_words": sum(p < 0 for e in dev for p in e.first_tokens),
+                      "device": str(device), "precision": "bf16" if bf16 else "fp32",
+                      "seconds": round(time.monotonic() - started, 1)})
+    return figures
 
 
 def majority_label(task: Task) -> str:

@@ -34,6 +34,7 @@ class ModelSource:
 def load_model(source: ModelSource, task: Task, seed: int) -> torch.nn.Module:
     """The model for `task`'s kind, its new head (and with random_init all of it) initialised from `seed`."""
     import transformers
+    from safetensors import SafetensorError
 
     cls = getattr(transformers, AUTO_CLASSES[task.kind])
     labels = {} if task.kind == "choice" else {"num_labels": len(task.labels)}
@@ -43,9 +44,23 @@ def load_model(source: ModelSource, task: Task, seed: int) -> torch.nn.Module:
             config = transformers.AutoConfig.from_pretrained(str(source.path), local_files_only=True, **labels)
             return cls.from_config(config)
         return cls.from_pretrained(str(source.path), local_files_only=True, **labels)
-    except (OSError, ValueError, KeyError, RuntimeError) as e:
-        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise DataError(f"{source.path}: cannot load the model for {task.kind} tasks ({first_line})") from None
+    except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as e:  # damaged or not BERT-family
+        raise DataError(f"{source.path}: cannot load the model for {task.kind} tasks ({_first_line(e)})") from None
+
+
+def load_tokenizer(path: Path):
+    import transformers
+
+    try:
+        return transformers.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except (OSError, ValueError, KeyError) as e:
+        raise DataError(f"{path}: cannot load the tokenizer ({_first_line(e)})") from None
+
+
+def _first_line(error: Exception) -> str:
+    """What transformers says, to fit the one-line message."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def choose_device(precision: str) -> tuple[torch.device, bool]:
