@@ -127,7 +127,7 @@ def eval_(path: Path = typer.Argument(..., callback=utf8_path,
 
 
 @app.command()
-def finetune(models: list[Path] = typer.Argument(..., callback=utf8_path,
+def finetune(models: list[Path] = typer.Argument(..., callback=utf8_path, metavar="MODEL",
                                                 help="Hugging Face model directories with their tokenizer: "
                                                 "`pretrain export` outputs or any local BERT-family model"),
              task: list[Path] = typer.Option(..., "--task", callback=utf8_path,
