@@ -118,7 +118,7 @@ def record_settings(out: Path, recipes: dict[str, Recipe], held_out: float | Non
     before = read_json(path, error=DataError) if path.is_file() else None
     if before:
         again = "re-run with the settings it was made with, or choose another --out"
-        for kind in now["recipes"].keys() & before["recipes"].keys():
+        for kind in [kind for kind in now["recipes"] if kind in before["recipes"]]:
             for key, value in now["recipes"][kind].items():
                 if before["recipes"][kind].get(key) != value:
                     raise ConfigError(f"{out}: holds results of another {kind} recipe ({key} "
@@ -127,7 +127,7 @@ def record_settings(out: Path, recipes: dict[str, Recipe], held_out: float | Non
             raise ConfigError(f"{out}: holds results made with --held-out {before['held_out']}, not {held_out}; "
                               f"{again}")
         for group, what in (("models", "files"), ("tasks", "digest")):
-            for name in now[group].keys() & before[group].keys():
+            for name in [name for name in now[group] if name in before[group]]:
                 if now[group][name][what] != before[group][name][what]:
                     raise ConfigError(f"{out}: holds results of another {group[:-1]} named {name} (from "
                                       f"{before[group][name].get('path') or before[group][name]['source']}); "
