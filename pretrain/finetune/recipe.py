@@ -26,8 +26,9 @@ class Recipe:
     warmup: float = 0.1  # fraction of the optimizer steps with a linear warmup from 0; then linear decay to 0
     weight_decay: float = 0.01  # AdamW's decoupled weight decay, not on biases and LayerNorm weights
     grad_clip: float = 1.0  # global gradient-norm clipping; 0 disables
-    # sub-tokens per sequence, [CLS] and [SEP] included; longer ones are cut (pairs: the longer text first). Words
-    # of a token task cut off this way are predicted as the most frequent training tag (counted as `cut_words`)
+    # sub-tokens per sequence, [CLS] and [SEP] included (at most the tokenizer's model_max_length); longer ones are
+    # cut (pairs: the longer text first). Words of a token task cut off this way are predicted as the most frequent
+    # training tag (counted as `cut_words`)
     max_length: int = 128
     seed: int = 0  # seed k of --seeds N is seed + k: the classifier's initialisation, dropout and the data order
     precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: fp32 on CPU, bf16 autocast on a GPU

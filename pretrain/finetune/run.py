@@ -184,9 +184,11 @@ def _run_seeds(pending: list[tuple[ModelSource, Task, int]], recipes: dict[str, 
             if source.path not in tokenizers:
                 tokenizers[source.path] = load_tokenizer(source.path)
             if (source.path, task.name) not in encoded:
-                encoded[(source.path, task.name)] = tuple(
-                    encode_task(tokenizers[source.path], task, split, recipe.max_length)
-                    for split in (task.train, task.dev))
+                tokenizer = tokenizers[source.path]
+                # a model with fewer positions than the recipe's max_length says so in its tokenizer's config
+                max_length = min(recipe.max_length, tokenizer.model_max_length)
+                encoded[(source.path, task.name)] = tuple(encode_task(tokenizer, task, split, max_length)
+                                                          for split in (task.train, task.dev))
             bar.set_postfix_str(f"{source.name} {task.name} seed {seed}")
             started = time.monotonic()
             figures = _run_seed(source, task, seed, recipe, tokenizers[source.path].pad_token_id,
