@@ -284,3 +284,23 @@ def test_a_model_that_does_not_load_is_one_line(tiny_model, tmp_path):
     (damaged / "model.safetensors").write_bytes((tiny_model / "model.safetensors").read_bytes()[:1000])
     with pytest.raises(DataError, match=f"^{damaged}: cannot load the model for single tasks \\(.*header"):
         load_model(model_sources([damaged], False)[0], make_tasks(train=4, dev=2)[0], seed=0)
+
+
+def test_length_grouped_batches_hold_every_example_once_in_a_seeded_order():
+    import torch
+
+    from pretrain.finetune.train import epoch_batches, optimizer_steps
+
+    lengths = [random.Random(i).randint(3, 200) for i in range(1000)]
+    grouped, plain = (load_recipes([f"group_by_length={flag}", "batch=8"])["single"] for flag in ("true", "false"))
+    for recipe in (grouped, plain):
+        batches = epoch_batches(lengths, recipe, torch.Generator().manual_seed(3))
+        assert sorted(i for b in batches for i in b) == list(range(1000))
+        assert len(batches) == optimizer_steps(1000, recipe) // recipe.epochs and max(map(len, batches)) == 8
+        assert batches == epoch_batches(lengths, recipe, torch.Generator().manual_seed(3))
+
+    def padding(batches):
+        return sum(max(lengths[i] for i in b) * len(b) - sum(lengths[i] for i in b) for b in batches)
+
+    generator = torch.Generator().manual_seed(3)
+    assert padding(epoch_batches(lengths, grouped, generator)) * 5 < padding(epoch_batches(lengths, plain, generator))

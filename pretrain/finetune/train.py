@@ -100,9 +100,8 @@ def fine_tune(model: torch.nn.Module, train: list[Encoded], kind: str, recipe: R
     losses: list[float] = []
     for _ in range(recipe.epochs):
         losses = []
-        permutation = torch.randperm(len(train), generator=order).tolist()
-        for start in range(0, len(train), recipe.batch):
-            batch = collate([train[i] for i in permutation[start:start + recipe.batch]], kind, pad_id)
+        for indices in epoch_batches([encoded.length for encoded in train], recipe, order):
+            batch = collate([train[i] for i in indices], kind, pad_id)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
                 loss = model(**{key: value.to(device) for key, value in batch.items()}).loss
             loss.backward()
@@ -114,6 +113,19 @@ def fine_tune(model: torch.nn.Module, train: list[Encoded], kind: str, recipe: R
             losses.append(loss.item())
             on_step()
     return sum(losses) / max(1, len(losses))
+
+
+def epoch_batches(lengths: list[int], recipe: Recipe, generator: torch.Generator) -> list[list[int]]:
+    """One epoch's batches of example indices, in random order (grouped by length with recipe.group_by_length)."""
+    order = torch.randperm(len(lengths), generator=generator).tolist()
+    if not recipe.group_by_length:
+        return [order[start:start + recipe.batch] for start in range(0, len(order), recipe.batch)]
+    group = 50 * recipe.batch
+    batches = []
+    for start in range(0, len(order), group):
+        ranked = sorted(order[start:start + group], key=lambda i: lengths[i])
+        batches += [ranked[b:b + recipe.batch] for b in range(0, len(ranked), recipe.batch)]
+    return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
 
 
 @torch.no_grad()
