@@ -23,6 +23,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -87,9 +88,10 @@ def model_sources(model_dirs: list[Path], random_init: bool) -> list[ModelSource
         if not any((path / name).is_file() for name in TOKENIZER_FILES):
             raise ConfigError(f"{path}: no tokenizer files ({' or '.join(TOKENIZER_FILES)}); copy the tokenizer "
                               f"the model was pretrained with into it (`pretrain export` writes them)")
-        sources.append(ModelSource(path.name, path))
+        name = Path(os.path.abspath(path)).name  # "." has one too; a link keeps its own
+        sources.append(ModelSource(name, path))
         if random_init:
-            sources.append(ModelSource(f"{path.name}-random-init", path, random_init=True))
+            sources.append(ModelSource(f"{name}-random-init", path, random_init=True))
     _check_unique([source.name for source in sources], "models", "the model directories (rename one)")
     return sources
 
