@@ -134,17 +134,16 @@ def predict(model: torch.nn.Module, dev: list[Encoded], kind: str, batch_size: i
     """The predicted class index of each dev example; tokens: a tag index per word (`fallback` for words cut off
     by max_length)."""
     model.to(device).eval()
-    predicted: list = []
+    by_length = sorted(range(len(dev)), key=lambda i: dev[i].length)  # batches of similar length: little padding
+    predicted: list = [None] * len(dev)
     for start in range(0, len(dev), batch_size):
-        chunk = dev[start:start + batch_size]
-        batch = collate(chunk, kind, pad_id)
+        indices = by_length[start:start + batch_size]
+        batch = collate([dev[i] for i in indices], kind, pad_id)
         batch.pop("labels")
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             logits = model(**{key: value.to(device) for key, value in batch.items()}).logits
         best = logits.float().argmax(-1).cpu()
-        if kind == "tokens":
-            predicted += [[int(best[row, p]) if p >= 0 else fallback for p in encoded.first_tokens]
-                          for row, encoded in enumerate(chunk)]
-        else:
-            predicted += best.tolist()
+        for row, i in enumerate(indices):
+            predicted[i] = ([int(best[row, p]) if p >= 0 else fallback for p in dev[i].first_tokens]
+                            if kind == "tokens" else int(best[row]))
     return predicted
