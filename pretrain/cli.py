@@ -1,4 +1,4 @@
-"""`pretrain` command line: phase1, phase2, config, export, eval, plot, estimate, tune.
+"""`pretrain` command line: phase1, phase2, config, export, eval, finetune, plot, estimate, tune.
 
 Multi-process runs start the same entry point through a launcher, e.g.
 `deepspeed --num_gpus 8 --module pretrain.cli phase1 ...` or `torchrun --nproc_per_node 8 -m pretrain.cli phase1 ...`
@@ -132,6 +132,43 @@ def eval_(path: Path = typer.Argument(..., callback=utf8_path,
         model = model.cuda()
     typer.echo(f"{source} on {held_out.total:,} instances of {data}", err=True)
     typer.echo(format_figures(evaluate(model, held_out, batch, vocab_size), 6, "\n"))
+
+
+@app.command()
+def finetune(models: list[Path] = typer.Argument(..., callback=utf8_path, metavar="MODEL",
+                                                help="Hugging Face model directories with their tokenizer: "
+                                                "`pretrain export` outputs or any local BERT-family model"),
+             task: list[Path] = typer.Option(..., "--task", callback=utf8_path,
+                                             help="Task file or directory (repeatable); see docs/finetune.md"),
+             out: Path = typer.Option(..., "--out", callback=utf8_path,
+                                      help="Results directory; a re-run continues with the seeds not finished"),
+             seeds: int = typer.Option(5, "--seeds", min=1, help="Fine-tunings per model and task (seeds 0..N-1 "
+                                                                 "over the recipe's seed); the median is reported"),
+             set_: Optional[list[str]] = typer.Option(None, "--set", callback=utf8_text,
+                                                     help="Change the recipe: KEY=VALUE for every task kind, "
+                                                     "KIND.KEY=VALUE for one, e.g. lr=5e-5 or tokens.epochs=5 "
+                                                     "(repeatable)"),
+             held_out: Optional[float] = typer.Option(None, "--held-out", min=0.0, max=1.0,
+                                                      help="Fraction of the training split to score on for tasks "
+                                                      "without a dev split"),
+             random_init: bool = typer.Option(False, "--random-init",
+                                              help="Also each model's architecture with random weights (the "
+                                              "\"no pretraining\" row)")) -> None:
+    """Fine-tune each model on each task with the task kind's fixed recipe and several seeds, score the dev split,
+    and print the median and spread beside the majority-class baseline (also written to OUT: results.json,
+    results.md, results.png, the predictions)."""
+    import signal
+
+    from pretrain.finetune.run import finetune as run_finetune
+
+    def stop(signum, frame):
+        typer.echo(f"stopped by signal {signum}; re-run the same command to continue with the seeds not finished",
+                   err=True)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    typer.echo(run_finetune(models, task, out, seeds, set_ or [], held_out, random_init))
 
 
 @app.command()

@@ -1,5 +1,6 @@
 """Provenance files of a run directory: hparams.json, ds_config.json, model_config.json, tokenizer/, githash.log,
-gitdiff.log and pip_freeze.txt, written by rank 0 before the first step."""
+gitdiff.log and pip_freeze.txt, written by rank 0 before the first step (the last three also by `pretrain
+finetune`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -31,6 +32,11 @@ def write_run_files(run: Run, ds_config: dict, num_parameters: int, zero_stage: 
     write_model_config(d, run.model)
     (d / "tokenizer").mkdir(exist_ok=True)
     copy_tokenizer_files(run.vocab_dir, d / "tokenizer")
+    write_code_files(d)
+
+
+def write_code_files(d: Path) -> None:
+    """githash.log, gitdiff.log (the code) and pip_freeze.txt (the versions) into directory `d`."""
     code_dir = Path(__file__).resolve().parent.parent  # the checkout (editable install), else site-packages
     (d / "githash.log").write_text(_git(code_dir, "rev-parse", "HEAD"), encoding="utf-8")
     (d / "gitdiff.log").write_text(_git(code_dir, "diff", "HEAD"), encoding="utf-8")

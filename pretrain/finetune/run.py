@@ -1,0 +1,257 @@
+"""`pretrain finetune`: every model x task x seed, fine-tuned and scored on the dev split, with its baselines; the
+figures go to the output directory (report.py).
+
+Output directory (--out):
+  settings.json               what the figures depend on: each used kind's recipe, --held-out, each model's path and
+                              the fingerprint of its files, each task's source and the digest of its examples; and
+                              the last command
+  githash.log, gitdiff.log, pip_freeze.txt   the code and versions of the last run (pretrain/run_files.py)
+  runs/<model>/<task>/seed<k>.json           one seed's figures, written when it has finished
+  predictions/<model>/<task>/seed<k>.jsonl   its dev predictions (written just before the figures)
+  results.json, results.md, results.png      all of it (report.py)
+  finetune.log                               the log
+
+Resume: a seed whose figures file exists is done and never run again, so a killed run re-run with the same
+command continues with the seeds it had not finished (each file is written to a temporary name and renamed into
+place). More seeds, models and tasks may be added to a directory later; a recipe, --held-out, model or task that
+differs from what its finished seeds were made with is refused (ConfigError naming what differs): the figures in one
+directory always come from one recipe.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.files import atomic_write, file_fingerprint, read_json, write_json
+from wiki2bert_core.log import progress, setup_logging
+from pretrain.finetune.recipe import Recipe, load_recipes
+from pretrain.finetune.task import Task
+from pretrain.finetune.train import ModelSource
+
+# the files a Hugging Face BERT directory keeps its configuration and weights in (the model's fingerprint)
+MODEL_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")  # either lets AutoTokenizer build a BERT tokenizer
+
+
+def finetune(model_dirs: list[Path], task_paths: list[Path], out: Path, seeds: int = 5,
+             overrides: list[str] = (), held_out: float | None = None, random_init: bool = False) -> str:
+    """Runs what `out` does not hold yet and writes the results; returns the results table (markdown)."""
+    from pretrain.finetune.tasks import load_task
+
+    recipes = load_recipes(list(overrides))
+    sources = model_sources(model_dirs, random_init)
+    tasks = [load_task(Path(path), held_out) for path in task_paths]
+    return run_tasks(sources, tasks, Path(out), seeds, recipes, held_out)
+
+
+def run_tasks(sources: list[ModelSource], tasks: list[Task], out: Path, seeds: int, recipes: dict[str, Recipe],
+              held_out: float | None = None) -> str:
+    """`finetune` once the models are checked and the tasks read."""
+    from pretrain.finetune.report import write_report
+
+    if seeds < 1:
+        raise ConfigError(f"--seeds: must be at least 1, got {seeds}")
+    _check_unique([task.name for task in tasks], "tasks", "the task files")
+    out.mkdir(parents=True, exist_ok=True)
+    log = setup_logging(out / "finetune.log")
+    used = {task.kind: recipes[task.kind] for task in tasks}
+    record_settings(out, used, held_out, sources, tasks)
+    for kind, recipe in used.items():
+        log.info("recipe %s: %s", kind, json.dumps(dataclasses.asdict(recipe)))
+    wanted = [(source, task, seed) for source in sources for task in tasks
+              for seed in range(recipes[task.kind].seed, recipes[task.kind].seed + seeds)]
+    pending = [(source, task, seed) for source, task, seed in wanted
+               if not result_path(out, source, task, seed).is_file()]
+    if len(pending) < len(wanted):
+        log.info("%s: %d seeds already finished, %d to run", out, len(wanted) - len(pending), len(pending))
+    _run_seeds(pending, recipes, out, log)
+    return write_report(out, sources, tasks, recipes, seeds)
+
+
+def model_sources(model_dirs: list[Path], random_init: bool) -> list[ModelSource]:
+    """The rows to fine-tune: each model directory (checked), and with `random_init` its randomly initialised twin
+    after it."""
+    sources = []
+    for path in map(Path, model_dirs):
+        if not path.is_dir():
+            raise ConfigError(f"{path}: no such model directory")
+        if not (path / "config.json").is_file():
+            raise ConfigError(f"{path}: no config.json: not a Hugging Face model directory (`pretrain export` "
+                              f"writes one from a phase directory)")
+        if not any((path / name).is_file() for name in TOKENIZER_FILES):
+            raise ConfigError(f"{path}: no tokenizer files ({' or '.join(TOKENIZER_FILES)}); copy the tokenizer "
+                              f"the model was pretrained with into it (`pretrain export` writes them)")
+        name = Path(os.path.abspath(path)).name  # "." has one too; a link keeps its own
+        sources.append(ModelSource(name, path))
+        if random_init:
+            sources.append(ModelSource(f"{name}-random-init", path, random_init=True))
+    _check_unique([source.name for source in sources], "models", "the model directories (rename one)")
+    return sources
+
+
+def result_path(out: Path, source: ModelSource, task: Task, seed: int) -> Path:
+    return out / "runs" / source.name / task.name / f"seed{seed}.json"
+
+
+def predictions_path(out: Path, source: ModelSource, task: Task, seed: int) -> Path:
+    return out / "predictions" / source.name / task.name / f"seed{seed}.jsonl"
+
+
+def record_settings(out: Path, recipes: dict[str, Recipe], held_out: float | None, sources: list[ModelSource],
+                    tasks: list[Task]) -> None:
+    """Checks the settings against those `out`'s finished seeds were made with (ConfigError naming what differs),
+    then writes settings.json (those, with this run's added) and the code's provenance files."""
+    from pretrain.run_files import write_code_files
+
+    path = out / "settings.json"
+    now = {"recipes": {kind: dataclasses.asdict(recipe) for kind, recipe in recipes.items()},
+           "held_out": held_out,
+           "models": {s.name: {"path": str(s.path.resolve()), "files": model_fingerprint(s.path)}
+                      for s in sources if not s.random_init},
+           "tasks": {t.name: {"source": str(t.source.resolve()), "kind": t.kind, "digest": task_digest(t)}
+                     for t in tasks}}
+    before = read_json(path, error=DataError) if path.is_file() else None
+    if before:
+        again = "re-run with the settings it was made with, or choose another --out"
+        for kind in [kind for kind in now["recipes"] if kind in before["recipes"]]:
+            for key, value in now["recipes"][kind].items():
+                if before["recipes"][kind].get(key) != value:
+                    raise ConfigError(f"{out}: holds results of another {kind} recipe ({key} "
+                                      f"{before['recipes'][kind].get(key)!r} there, {value!r} now); {again}")
+        if before["held_out"] != held_out:
+            raise ConfigError(f"{out}: holds results made with --held-out {before['held_out']}, not {held_out}; "
+                              f"{again}")
+        for group, what in (("models", "files"), ("tasks", "digest")):
+            for name in [name for name in now[group] if name in before[group]]:
+                if now[group][name][what] != before[group][name][what]:
+                    raise ConfigError(f"{out}: holds results of another {group[:-1]} named {name} (from "
+                                      f"{before[group][name].get('path') or before[group][name]['source']}); "
+                                      f"{again}")
+        for key in ("recipes", "models", "tasks"):
+            now[key] = {**before[key], **now[key]}
+    write_json(path, {**now, "command": sys.argv})
+    write_code_files(out)
+
+
+def model_fingerprint(path: Path) -> dict:
+    """Size and the sha256 of the first and last MiB of each configuration and weights file (not the mtime: a copy
+    of the model is the same model)."""
+    prints = {}
+    for name in MODEL_FILES:
+        if (path / name).is_file():
+            fingerprint = file_fingerprint(path / name)
+            prints[name] = {"size": fingerprint["size"], "sample_sha256": fingerprint["sample_sha256"]}
+    return prints
+
+
+def task_digest(task: Task) -> str:
+    examples = [dataclasses.asdict(e) for e in task.train + task.dev]
+    text = json.dumps([task.kind, task.labels, task.metrics, len(task.train), examples], ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _check_unique(names: list[str], what: str, where: str) -> None:
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ConfigError(f"two {what} named {repeated[0]}: their results would share a directory; give "
+                          f"{where} different names")
+
+
+def _run_seeds(pending: list[tuple[ModelSource, Task, int]], recipes: dict[str, Recipe], out: Path,
+               log: logging.Logger) -> None:
+    """Fine-tunes and scores each pending (model, task, seed), tokenizing each task once per model."""
+    import transformers
+
+    from pretrain.finetune.encode import encode_task
+    from pretrain.finetune.train import load_tokenizer, optimizer_steps
+
+    if not pending:
+        return
+    # "some weights newly initialized" (every fine-tuning's head is) and a bar per model load
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    tokenizers: dict[Path, object] = {}
+    encoded: dict[tuple[Path, str], tuple] = {}
+    total = sum(optimizer_steps(len(task.train), recipes[task.kind]) for _, task, _ in pending)
+    with progress(total, "fine-tuning", unit="step") as bar:
+        for source, task, seed in pending:
+            recipe = recipes[task.kind]
+            if source.path not in tokenizers:
+                tokenizers[source.path] = load_tokenizer(source.path)
+            if (source.path, task.name) not in encoded:
+                tokenizer = tokenizers[source.path]
+                # a model with fewer positions than the recipe's max_length says so in its tokenizer's config
+                max_length = min(recipe.max_length, tokenizer.model_max_length)
+                encoded[(source.path, task.name)] = tuple(encode_task(tokenizer, task, split, max_length)
+                                                          for split in (task.train, task.dev))
+            bar.set_postfix_str(f"{source.name} {task.name} seed {seed}")
+            started = time.monotonic()
+            figures = _run_seed(source, task, seed, recipe, tokenizers[source.path].pad_token_id,
+                                *encoded[(source.path, task.name)], out, lambda: bar.update(1))
+            log.info("%s %s seed %d: %s %.4f (%.0f s)", source.name, task.name, seed, task.main_metric,
+                     figures[task.main_metric], time.monotonic() - started)
+
+
+def _run_seed(source: ModelSource, task: Task, seed: int, recipe: Recipe, pad_id: int, train: list, dev: list,
+              out: Path, on_step) -> dict[str, float]:
+    """Fine-tunes, predicts the dev split, writes the predictions and then the figures (the mark of a finished
+    seed); returns the figures."""
+    from pretrain.finetune import metrics
+    from pretrain.finetune.train import (choose_device, fine_tune, load_model, make_deterministic, optimizer_steps,
+                                         predict)
+
+    started = time.monotonic()
+    device, bf16 = choose_device(recipe.precision)
+    make_deterministic(device)
+    model = load_model(source, task, seed)
+    loss = fine_tune(model, train, task.kind, recipe, seed, pad_id, device, bf16, on_step)
+    predicted = predict(model, dev, task.kind, recipe.batch, pad_id, device, bf16,
+                        task.labels.index(majority_label(task)))
+    as_labels = [[task.labels[i] for i in p] if task.kind == "tokens" else task.labels[p] for p in predicted]
+    figures = metrics.compute(task.metrics, task.labels, gold_labels(task), as_labels)
+    write_predictions(predictions_path(out, source, task, seed), task, as_labels)
+    path = result_path(out, source, task, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, {"model": source.name, "model_path": str(source.path.resolve()),
+                      "random_init": source.random_init, "task": task.name, "seed": seed, "metrics": figures,
+                      "train_loss": loss, "steps": optimizer_steps(len(train), recipe), "train_examples": len(train),
+                      "dev_examples": len(dev), "cut_words": sum(p < 0 for e in dev for p in e.first_tokens),
+                      "device": str(device), "precision": "bf16" if bf16 else "fp32",
+                      "seconds": round(time.monotonic() - started, 1)})
+    return figures
+
+
+def majority_label(task: Task) -> str:
+    """The most frequent label of the training split (tokens: the most frequent tag); ties go to the first in
+    Task.labels."""
+    counts = dict.fromkeys(task.labels, 0)
+    for example in task.train:
+        for label in (example.tags if task.kind == "tokens" else (example.label,)):
+            counts[label] += 1
+    return max(task.labels, key=lambda label: counts[label])
+
+
+def gold_labels(task: Task) -> list:
+    return [list(e.tags) if task.kind == "tokens" else e.label for e in task.dev]
+
+
+def majority_predictions(task: Task) -> list:
+    label = majority_label(task)
+    return [[label] * len(e.tags) if task.kind == "tokens" else label for e in task.dev]
+
+
+def write_predictions(path: Path, task: Task, predicted: list) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(path) as f:
+        for example, gold, guess in zip(task.dev, gold_labels(task), predicted):
+            row = {"id": example.id, "gold": gold, "predicted": guess}
+            if task.kind == "tokens":
+                row["words"] = list(example.words)
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
