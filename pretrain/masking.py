@@ -70,6 +70,8 @@ class MaskingVocab:
 
 @dataclasses.dataclass(frozen=True)
 class DynamicMasking:
+    """The masking settings of a run (TrainConfig's masking, mask_rate, whole_word_masking, max_predictions, seed);
+    called by the reader on each micro-batch."""
     vocab: MaskingVocab
     rate: float
     max_predictions: int  # the width of the batches' masked_lm_positions
@@ -103,8 +105,8 @@ class DynamicMasking:
         masked_ids = np.zeros((n, self.max_predictions), dtype=np.int64)
         masked_positions[rows, slots] = positions
         masked_ids[rows, slots] = labels
-        return {**batch, "input_ids": torch.from_numpy(masked), "masked_lm_positions": torch.from_numpy(masked_positions),
-                "masked_lm_ids": torch.from_numpy(masked_ids)}
+        return {**batch, "input_ids": torch.from_numpy(masked),
+                "masked_lm_positions": torch.from_numpy(masked_positions), "masked_lm_ids": torch.from_numpy(masked_ids)}
 
     def draws(self, epochs: np.ndarray, indices: np.ndarray, width: int) -> np.ndarray:
         """[3, n, width] uniforms in [0, 1): each sequence's own stream, seeded by (seed, epoch, index): the keys
