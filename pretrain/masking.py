@@ -144,6 +144,8 @@ def _whole_words(candidates: np.ndarray, continues_word: np.ndarray, keys: np.nd
     filled = np.zeros(n, dtype=np.int64)
     taken_sorted = np.zeros((n, width), dtype=bool)
     for column in range(int(starts.sum(axis=1).max(initial=0))):
+        if (filled == to_predict).all():  # nothing fits any more (most rows are full after a few more words)
+            break
         fits = (sorted_lengths[:, column] > 0) & (filled + sorted_lengths[:, column] <= to_predict)
         filled += np.where(fits, sorted_lengths[:, column], 0)
         taken_sorted[:, column] = fits
