@@ -97,9 +97,11 @@ class TrainConfig:
     pack_sequences: bool = True
     # static: the masks the HDF5 files hold, read as written (NVIDIA's recipe); dynamic: the files' masks undone and
     # new ones drawn each time a sequence is read (RoBERTa's), from the seed, the epoch and the sequence, so a resumed
-    # run is still exact (masking.py). Held-out evaluation keeps the files' 15% masks either way
+    # run is still exact (masking.py). Held-out evaluation keeps the held-out files' stored masks either way
     masking: Literal["static", "dynamic"] = "static"
-    mask_rate: float = 0.15  # dynamic masking: share of a sequence's tokens to predict ([CLS], [SEP] never)
+    # dynamic masking: share of a sequence's tokens to predict ([CLS], [SEP] never), each [MASK] 80% of the time, a
+    # random token 10%, itself 10%
+    mask_rate: float = 0.15
     whole_word_masking: bool = False  # dynamic masking: a word's `##` pieces (the vocabulary's) masked with it
     # dynamic masking: positions to predict per sequence at most (the batches' masked_lm_positions width); null:
     # ceil(mask_rate * seq_len), NVIDIA's 20 at 128. Refused below what mask_rate needs at the data's seq_len
