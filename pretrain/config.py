@@ -101,6 +101,17 @@ class TrainConfig:
     # little compute goes to padding; micro-batches and global_batch still count sequences, and losses and
     # gradients are those of the unpacked run. Memory follows the rows: a packed run can take a larger micro_batch
     pack_sequences: bool = True
+    # static: the masks the HDF5 files hold, read as written (NVIDIA's recipe); dynamic: the files' masks undone and
+    # new ones drawn each time a sequence is read (RoBERTa's), from the seed, the epoch and the sequence, so a resumed
+    # run is still exact (masking.py). Held-out evaluation keeps the held-out files' stored masks either way
+    masking: Literal["static", "dynamic"] = "static"
+    # dynamic masking: share of a sequence's tokens to predict ([CLS], [SEP] never), each [MASK] 80% of the time, a
+    # random token 10%, itself 10%
+    mask_rate: float = 0.15
+    whole_word_masking: bool = False  # dynamic masking: a word's `##` pieces (the vocabulary's) masked with it
+    # dynamic masking: positions to predict per sequence at most (the batches' masked_lm_positions width); null:
+    # ceil(mask_rate * seq_len), NVIDIA's 20 at 128. Refused below what mask_rate needs at the data's seq_len
+    max_predictions: int | None = None
     steps: int = 7038  # optimizer steps of the whole phase (the schedule's length)
     # stop (checkpoint and exit 0) after this many steps; the same command goes on (jobs with a time limit)
     steps_this_run: int | None = changeable(None)
@@ -197,6 +208,15 @@ def _check(c: TrainConfig) -> None:
         fail("betas", f"expected two numbers in [0, 1), got {c.betas}")
     if c.zero_stage is not None and c.zero_stage not in (0, 1, 2, 3):
         fail("zero_stage", f"must be 0, 1, 2, 3 or null (by model size), got {c.zero_stage}")
+    if not 0 < c.mask_rate < 1:
+        fail("mask_rate", f"must be in (0, 1), got {c.mask_rate}")
+    if c.max_predictions is not None and c.max_predictions < 1:
+        fail("max_predictions", f"must be at least 1 or null, got {c.max_predictions}")
+    if c.masking == "static":
+        for key in ("mask_rate", "whole_word_masking", "max_predictions"):
+            if getattr(c, key) != TrainConfig.__dataclass_fields__[key].default:
+                fail(key, "applies to masking dynamic only (static reads the files' masks as written); set "
+                          "masking: dynamic")
     if c.loader_workers < 0:
         fail("loader_workers", f"must not be negative, got {c.loader_workers}")
     hints = typing.get_type_hints(ModelConfig)

@@ -3,9 +3,11 @@
 
 Order: in epoch e, rank r of W reads the files permutation(seed, e)[r::W], each file's rows in the order
 permutation(seed, e, file); micro-batches run on across file and epoch boundaries. `BatchPlan`, the DataLoader's
-sampler, names the rows of each micro-batch together with the position after it (`DataState`); the training loop
-keeps the position of the last batch it consumed and a checkpoint stores that, so a resumed run reads exactly the
-batches it would have read, whatever was prefetched and whatever the number of workers.
+sampler, names the rows of each micro-batch (and the epoch they are read in) together with the position after it
+(`DataState`); the training loop keeps the position of the last batch it consumed and a checkpoint stores that, so a
+resumed run reads exactly the batches it would have read, whatever was prefetched and whatever the number of workers.
+With dynamic masking (masking.py) the reader draws each sequence's masks from its epoch and its index among all the
+training rows, so the masks too are those of the uninterrupted run.
 
 Files are opened lazily in the process that reads them: an h5py handle opened before the DataLoader forks its
 workers is shared by them and corrupts reads. A worker reads a whole file at once (as NVIDIA's loader does):
@@ -28,6 +30,7 @@ from wiki2bert_core.hdf5_format import (DATASETS, INPUT_IDS, INPUT_MASK, MASKED_
                                        NEXT_SENTENCE_LABELS, PREDICTION_DATASETS, SEGMENT_IDS, SEQUENCE_DATASETS,
                                        TOKEN_DATASETS, missing_datasets, out_of_range, read_rows)
 from wiki2bert_core.variant_dir import PARAMS_FILE, data_dir_of, read_params, training_files
+from pretrain.masking import DynamicMasking
 from pretrain.packing import pack_batch
 
 # HDF5 dataset -> the model's argument name
@@ -174,7 +177,7 @@ def _check_layout(f: h5py.File, path: Path, seq_len: int | None, vocab_size: int
 
 class BatchPlan(Sampler):
     """An endless sampler of micro-batches for one data-parallel rank. Yields (pieces, state): pieces are
-    (file index, rows) to read in that order, state the DataState after the micro-batch (as a dict)."""
+    (file index, rows, epoch) to read in that order, state the DataState after the micro-batch (as a dict)."""
 
     def __init__(self, data: DataDirectory, micro_batch: int, rank: int = 0, world_size: int = 1,
                  seed: int = 0, state: DataState | None = None):
@@ -211,7 +214,7 @@ class BatchPlan(Sampler):
                 if rows is None:
                     rows = self.file_rows(epoch, order[done])
                 take = min(need, len(rows) - row)
-                pieces.append((order[done], rows[row:row + take]))
+                pieces.append((order[done], rows[row:row + take], epoch))
                 row, need = row + take, need - take
                 if row == len(rows):
                     done, row, rows = done + 1, 0, None
@@ -222,19 +225,25 @@ class BatchPlan(Sampler):
 class BatchReader(Dataset):
     """Reads the micro-batches a BatchPlan names: a dict of int64 tensors under the model's argument names, plus
     `data_state` (the position after it) and `problem` ("" or one line naming a file and what is wrong with it:
-    a value the model cannot take, or data that does not read); a batch with a problem holds nothing else."""
+    a value the model cannot take, or data that does not read); a batch with a problem holds nothing else.
+    `masking`: the files' masks replaced by dynamic ones (None: read as written)."""
 
-    def __init__(self, data: DataDirectory, vocab_size: int, pack: bool = False):
+    def __init__(self, data: DataDirectory, vocab_size: int, pack: bool = False, masking: DynamicMasking | None = None):
         self.paths = [f.path for f in data.files]
-        self.vocab_size, self.seq_len, self.pack = vocab_size, data.seq_len, pack
+        self.vocab_size, self.seq_len, self.pack, self.masking = vocab_size, data.seq_len, pack, masking
+        self.first_index = np.cumsum([0] + [f.samples for f in data.files])  # of each file's rows among all rows
         self._cache: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
 
     def __getitem__(self, item) -> dict:
         pieces, state = item
         try:
-            batch = self.read(pieces)
+            batch = self.read([(file_index, rows) for file_index, rows, _ in pieces])
         except DataError as e:
             return {"data_state": state, "problem": str(e)}
+        if self.masking is not None:
+            epochs = np.concatenate([np.full(len(rows), epoch) for _, rows, epoch in pieces])
+            indices = np.concatenate([self.first_index[file_index] + rows for file_index, rows, _ in pieces])
+            batch = self.masking(batch, epochs, indices)
         if self.pack:
             batch = pack_batch(batch)
         batch["data_state"] = state
@@ -281,9 +290,10 @@ class BatchReader(Dataset):
 
 def make_loader(data: DataDirectory, micro_batch: int, vocab_size: int, rank: int = 0, world_size: int = 1,
                 seed: int = 0, workers: int = 2, state: DataState | None = None,
-                pin_memory: bool = False, pack: bool = False) -> DataLoader:
-    """Micro-batches of `micro_batch` instances each; `pack`: in the packed layout of packing.py."""
-    return DataLoader(BatchReader(data, vocab_size, pack),
+                pin_memory: bool = False, pack: bool = False, masking: DynamicMasking | None = None) -> DataLoader:
+    """Micro-batches of `micro_batch` instances each; `pack`: in the packed layout of packing.py; `masking`: with
+    dynamic masks (masking.py) instead of the files'."""
+    return DataLoader(BatchReader(data, vocab_size, pack, masking),
                       sampler=BatchPlan(data, micro_batch, rank, world_size, seed, state),
                       batch_size=None, num_workers=workers, pin_memory=pin_memory,
                       prefetch_factor=4 if workers else None, worker_init_fn=_ignore_stop_signals,

@@ -22,6 +22,7 @@ from pretrain.hf_config import read_hf_config
 from pretrain.hf_weights import MLM_HEAD, NSP_HEAD, read_weights, weight_names, weights_file
 from wiki2bert_core.variant_dir import (DOC_SENTENCES, PARAMS_FILE, find_vocab_file, held_out_files, held_out_split,
                                         read_params, training_files)
+from pretrain.masking import DynamicMasking, MaskingVocab, default_max_predictions, predictions_needed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +80,7 @@ class Run:
     user_ds_config: dict
     eval_files: list[Path] = dataclasses.field(default_factory=list)  # held-out files; [] = no evaluation
     eval_every: int = 0  # steps between evaluations (0: none)
+    masking: DynamicMasking | None = None  # None: the files' masks (masking static)
 
     @property
     def complete(self) -> bool:
@@ -136,12 +138,26 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
     if stage == 3 and config.optimizer in ("lamb", "lans"):
         raise ConfigError(f"zero_stage 3: {config.optimizer} needs whole tensors for its trust ratios and ZeRO-3 "
                           f"does not give them; use zero_stage 1 or 2 (same per-tensor ratios) or adamw")
+    masking = _dynamic_masking(config, vocab, data.seq_len) if config.masking == "dynamic" else None
     eval_files = _held_out_files(config, data_dir)
     return Run(phase=phase, phase_dir=phase_dir, config=config, model=model, data=data, vocab_dir=vocab_dir,
                vocab_size=len(vocab), init=init, resume=resume, world_size=world_size,
                grad_accumulation=config.global_batch // per_step, precision=choose_precision(config.precision),
                user_ds_config=user_ds, eval_files=eval_files,
-               eval_every=config.eval_every if config.eval_every is not None else max(1, config.steps // 20))
+               eval_every=config.eval_every if config.eval_every is not None else max(1, config.steps // 20),
+               masking=masking)
+
+
+def _dynamic_masking(config: TrainConfig, vocab: dict[str, int], seq_len: int) -> DynamicMasking:
+    """ConfigError if max_predictions is below what mask_rate needs in a sequence of the data's length."""
+    needed = int(predictions_needed(config.mask_rate, seq_len))
+    if config.max_predictions is not None and config.max_predictions < needed:
+        raise ConfigError(f"max_predictions {config.max_predictions}: mask_rate {config.mask_rate} needs {needed} "
+                          f"in a sequence of {seq_len} tokens; raise it or leave it null (ceil(mask_rate * seq_len))")
+    cap = (config.max_predictions if config.max_predictions is not None
+           else default_max_predictions(config.mask_rate, seq_len))
+    return DynamicMasking(MaskingVocab.from_vocab(vocab), config.mask_rate, cap, config.whole_word_masking,
+                          config.seed)
 
 
 def _held_out_files(config: TrainConfig, data_dir: Path) -> list[Path]:

@@ -150,10 +150,13 @@ def _train(run: Run) -> int:
     log.info("%s: steps %d..%d of %d, %s parameters, %d rank(s) x micro-batch %d x accumulation %d = %d, %s, "
              "ZeRO %d", run.phase, step + 1, last, c.steps, f"{model.num_parameters():,}", run.world_size,
              c.micro_batch, run.grad_accumulation, c.global_batch, run.precision, zero_stage)
+    if run.masking is not None:
+        log.info("dynamic masking: %g of each sequence's tokens, at most %d, %s", run.masking.rate,
+                 run.masking.max_predictions, "whole words" if run.masking.whole_word else "single tokens")
     with contextlib.ExitStack() as cleanup:
         batches = iter(make_loader(run.data, c.micro_batch, run.vocab_size, rank, run.world_size, c.seed,
                                    c.loader_workers, data_state, pin_memory=torch.cuda.is_available(),
-                                   pack=c.pack_sequences))
+                                   pack=c.pack_sequences, masking=run.masking))
         # the workers ignore SIGTERM (see data.py), so they are stopped here, whatever happens: at interpreter exit
         # multiprocessing would SIGTERM them and wait forever (e.g. after an exception that keeps the iterator)
         if c.loader_workers:  # a loader without workers has none to stop
@@ -322,7 +325,7 @@ def _attention_kernel(run: Run, model: BertForPreTraining, rank: int, log: loggi
         log.info("attention kernel: %s", kernel)
         return kernel
     batch = next(iter(make_loader(run.data, c.micro_batch, run.vocab_size, rank, run.world_size, c.seed, workers=0,
-                                  pack=c.pack_sequences)))
+                                  pack=c.pack_sequences, masking=run.masking)))
     batch = {k: v.to(device) for k, v in batch.items() if isinstance(v, torch.Tensor)}
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(run.precision)
 

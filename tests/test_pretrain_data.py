@@ -21,7 +21,7 @@ VOCAB_SIZE = 60
 def rows_of(plan: BatchPlan, batches: int) -> list[list[tuple[int, int]]]:
     out = []
     for (pieces, _), _ in zip(plan, range(batches)):
-        out.append([(f, int(r)) for f, rows in pieces for r in rows])
+        out.append([(f, int(r)) for f, rows, _ in pieces for r in rows])
     return out
 
 
@@ -87,7 +87,7 @@ def test_resuming_from_a_saved_state_continues_with_the_same_batches(tmp_path, w
     states, batches = [], []
     for (pieces, state), _ in zip(plan, range(12)):
         states.append(state)
-        batches.append([(f, int(r)) for f, rows in pieces for r in rows])
+        batches.append([(f, int(r)) for f, rows, _ in pieces for r in rows])
     for k in (2, 5, 6):  # mid-file, at the epoch end, in the next epoch
         resumed = BatchPlan(data, 4, seed=3, state=DataState.from_dict(states[k - 1]))
         assert rows_of(resumed, 12 - k) == batches[k:]
@@ -109,7 +109,7 @@ def test_loader_batches_match_the_files_and_do_not_depend_on_workers(tmp_path, w
         plan = BatchPlan(data, 3, seed=7)
         for (pieces, state), batch in zip(plan, runs[1]):
             assert batch["data_state"] == state and batch["problem"] == ""
-            want = np.concatenate([expected["input_ids"][f][rows] for f, rows in pieces])
+            want = np.concatenate([expected["input_ids"][f][rows] for f, rows, _ in pieces])
             assert batch["input_ids"].dtype == torch.int64 and np.array_equal(batch["input_ids"].numpy(), want)
             assert batch["next_sentence_labels"].shape == (3,)
         for a, b in zip(*runs):
