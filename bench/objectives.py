@@ -95,8 +95,8 @@ def main() -> None:
                   f"eval_every={args.steps}", "eval_samples=500"]
         print(f"{args.preset} preset, {args.steps} steps x {args.global_batch} sequences of 128 tokens each; held-out "
               f"MLM accuracy on up to {args.eval_samples} test instances with their stored 15% masks")
-        print(f"| objective | train s | acc. segment-pair test | acc. doc-sentences test |")
-        print(f"|---|---|---|---|")
+        print("| objective | train s | acc. segment-pair test | acc. doc-sentences test |")
+        print("|---|---|---|---|")
         baselines, models = {}, []
         for name, (kind, settings) in OBJECTIVES.items():
             out = work / "runs" / name.split()[0].strip("()")

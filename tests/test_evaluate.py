@@ -2,8 +2,6 @@
 on its Hugging Face export (the same figures), and its errors."""
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,21 +16,11 @@ from wiki2bert_core.errors import DataError
 from wiki2bert_core.variant_dir import held_out_files
 from pretrain.cli import app, main
 from pretrain.evaluate import EVAL_KEYS, HeldOut
+from pretrain_cli import ENV, metrics, pretrain
 
 TINY = ["--preset", "tiny", "--set", "seq_len=32", "--set", "global_batch=8", "--set", "micro_batch=4",
         "--set", "log_every=1", "--set", "steps=4", "--set", "loader_workers=0"]
 VOCAB_SIZE = 60  # write_vocab_dir's, the ids write_hdf5 draws from
-ENV = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                                                         "MASTER_PORT")} | {"OMP_NUM_THREADS": "1"}
-
-
-def pretrain(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pretrain.cli", *args], env=ENV, capture_output=True, text=True,
-                          timeout=300)
-
-
-def rows(phase_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (phase_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 def eval_cli(*args: str) -> dict[str, float]:
@@ -64,14 +52,14 @@ def runs(data, tmp_path_factory) -> tuple[Path, Path]:
 @pytest.mark.slow
 def test_training_evaluates_on_the_test_split_without_changing_the_losses(runs):
     on, off = runs
-    evals = [r for r in rows(on) if "eval_mlm_accuracy" in r]
+    evals = [r for r in metrics(on) if "eval_mlm_accuracy" in r]
     assert [r["step"] for r in evals] == [2, 4]
     assert all(set(EVAL_KEYS) <= set(r) and 0 <= r["eval_mlm_accuracy"] <= 1 for r in evals)
     assert evals[0]["eval_mlm_loss"] != evals[1]["eval_mlm_loss"]  # the model changed between them
-    train_on = [(r["step"], r["loss"]) for r in rows(on) if "loss" in r]
-    train_off = [(r["step"], r["loss"]) for r in rows(off)]
+    train_on = [(r["step"], r["loss"]) for r in metrics(on) if "loss" in r]
+    train_off = [(r["step"], r["loss"]) for r in metrics(off)]
     assert train_on == train_off and len(train_on) == 4
-    assert not any("eval_mlm_accuracy" in r for r in rows(off))
+    assert not any("eval_mlm_accuracy" in r for r in metrics(off))
     assert any(p.name.startswith("events") for p in (on / "tb").iterdir())
 
 
@@ -85,7 +73,7 @@ def test_two_ranks_with_different_numbers_of_batches_evaluate_as_one(data, tmp_p
                           "--set", "eval_every=2", "--set", "eval_samples=9"],
                          env=ENV, capture_output=True, text=True, timeout=300)
     assert two.returncode == 0, two.stderr
-    last = [r for r in rows(out / "phase1") if "eval_mlm_accuracy" in r][-1]
+    last = [r for r in metrics(out / "phase1") if "eval_mlm_accuracy" in r][-1]
     assert last["step"] == 4
     one = eval_cli(str(out / "phase1"), "--data", str(data), "--samples", "9", "--batch", "4")
     assert one == pytest.approx({key: last[key] for key in EVAL_KEYS}, abs=1e-5)
@@ -102,7 +90,7 @@ def test_a_two_rank_run_exits_cleanly_with_the_held_out_figures_of_pretrain_eval
                           "--set", "eval_every=4", "--set", "eval_samples=50"],
                          env=ENV, capture_output=True, text=True, timeout=300)
     assert two.returncode == 0 and "terminate called" not in two.stderr, two.stderr[-3000:]
-    last = [r for r in rows(out / "phase1") if "eval_mlm_accuracy" in r][-1]
+    last = [r for r in metrics(out / "phase1") if "eval_mlm_accuracy" in r][-1]
     assert last["step"] == 4
     one = eval_cli(str(out / "phase1"), "--data", str(data), "--samples", "50")
     assert one == pytest.approx({key: last[key] for key in EVAL_KEYS}, abs=1e-6, rel=0)
@@ -114,7 +102,7 @@ def test_pretrain_eval_gives_the_same_figures_for_checkpoint_export_and_training
     first = eval_cli(str(on), "--data", str(data), "--samples", "50")
     assert first == eval_cli(str(on), "--data", str(data), "--samples", "50", "--batch", "7")  # same set
     assert set(first) == set(EVAL_KEYS)
-    last = [r for r in rows(on) if "eval_mlm_accuracy" in r][-1]
+    last = [r for r in metrics(on) if "eval_mlm_accuracy" in r][-1]
     assert all(first[k] == pytest.approx(last[k], abs=1e-5) for k in EVAL_KEYS)
     exported = CliRunner().invoke(app, ["export", str(on), "--out", str(tmp_path / "hf")])
     assert exported.exit_code == 0, exported.output

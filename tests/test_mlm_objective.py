@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,21 +22,11 @@ from pretrain.evaluate import EVAL_KEYS, NSP_KEYS
 from pretrain.export import fill_mask
 from pretrain.model import BertForPreTraining
 from pretrain.prepare import prepare
+from pretrain_cli import metrics, pretrain
 
 TINY = ["--preset", "tiny", "--set", "global_batch=8", "--set", "micro_batch=4", "--set", "log_every=1",
         "--set", "loader_workers=0"]
 VOCAB_SIZE = 60  # write_vocab_dir's
-ENV = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                                                         "MASTER_PORT")} | {"OMP_NUM_THREADS": "1"}
-
-
-def pretrain(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pretrain.cli", *args], env=ENV, capture_output=True, text=True,
-                          timeout=300)
-
-
-def metrics(phase_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (phase_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 def eval_figures(*args: str) -> dict[str, float]:

@@ -3,10 +3,8 @@ initialises fresh, the objective it keeps, the vocabulary check, resuming such a
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import sys
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,21 +16,11 @@ from pretrain.config import load_train_config, model_config
 from pretrain.hf_weights import load_matching, module_names, read_weights
 from pretrain.model import BertForPreTraining
 from pretrain.prepare import prepare
+from pretrain_cli import metrics, pretrain
 
 TINY = ["--preset", "tiny", "--set", "global_batch=8", "--set", "micro_batch=4", "--set", "log_every=1",
         "--set", "loader_workers=0"]
 VOCAB_SIZE = 60  # write_vocab_dir's
-ENV = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                                                         "MASTER_PORT")} | {"OMP_NUM_THREADS": "1"}
-
-
-def pretrain(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pretrain.cli", *args], env=ENV, capture_output=True, text=True,
-                          timeout=300)
-
-
-def metrics(phase_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (phase_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 def exit_code(monkeypatch, capsys, *args: str) -> tuple[int, str]:

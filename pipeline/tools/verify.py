@@ -281,7 +281,7 @@ def format_report(report: VerifyReport) -> str:
         else:
             lines += [
                 f"  NSP random next      {s.random_next / instances:.3f}",
-                f"  random next from A's own document  " + (
+                "  random next from A's own document  " + (
                     f"{s.random_next_own_document / s.recorded_instances:.4f} ({s.random_next_own_document:,} "
                     f"rows; from variant.json)" if s.recorded_instances else "unknown (no record in variant.json)"),
             ]

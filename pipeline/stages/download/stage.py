@@ -36,7 +36,6 @@ from pathlib import Path
 from wiki2bert_core.config import SettingError, changeable
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import file_fingerprint, remove_tree, write_json
-from wiki2bert_core.log import progress
 from pipeline.stages.download.http import HttpClient, RetryPolicy, NotFound, NotReady, RemoteFile, check_magic
 from pipeline.stages import Stage, StageContext
 from pipeline.stages.extract.dump import bz2_end_problem

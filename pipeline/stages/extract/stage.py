@@ -39,7 +39,7 @@ from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json
 from wiki2bert_core.log import progress
 from wiki2bert_core.wordpiece import neutralize_special_tokens
-from pipeline.stages.extract.dump import TEMPLATE_NS, DumpFile, RawPage, SiteInfo, Stream, read_stream
+from pipeline.stages.extract.dump import TEMPLATE_NS, DumpFile, RawPage, SiteInfo, read_stream
 from pipeline.text_files import part_name
 from pipeline.executors.local import Executor
 from pipeline.stages.extract.template_files import BLOBS, MappedTemplates, write_templates
