@@ -85,8 +85,9 @@ def main() -> None:
         args.dump, args.vocab_size, args.steps, args.global_batch, args.eval_samples = None, 1000, 4, 8, 64
     elif not args.dump.exists():
         sys.exit(f"{args.dump}: no such dump (pass --dump, or --smoke)")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
-           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": os.environ.get("MASTER_PORT", "29613")}
+    # no launcher variables: each `pretrain` process takes a free port of its own
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                                                            "MASTER_PORT")} | {"PYTHONPATH": str(ROOT)}
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
         variants = make_data(work, args.dump, args.vocab_size, env)
