@@ -243,7 +243,9 @@ def test_a_signal_to_one_rank_during_evaluation_stops_both_within_seconds(data, 
 def test_a_signal_stops_pretrain_eval_within_seconds(two_checkpoints, long_held_out, signum):
     proc = subprocess.Popen([sys.executable, "-m", "pretrain.cli", "eval", str(two_checkpoints), "--data",
                              str(long_held_out), "--samples", "60001", "--batch", "4"],
-                            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # a suite started in the background (`cmd &`) hands its children SIGINT ignored
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert "instances of" in proc.stderr.readline()  # the evaluation starts
         time.sleep(1)
