@@ -42,9 +42,9 @@ def worker(preset: str, zero_stage: int, micro_batch: int, precision: str, steps
     import deepspeed
 
     from pretrain.config import model_config
-    from pretrain.model import BertForPreTraining
-    from pretrain.optimizers import build_optimizer
-    from pretrain.zero_partitions import use_tensor_trust_ratios
+    from pretrain.model.bert import BertForPreTraining
+    from pretrain.optim.optimizers import build_optimizer
+    from pretrain.optim.zero_partitions import use_tensor_trust_ratios
 
     deepspeed.init_distributed(verbose=False)
     warm_up = torch.nn.Linear(2, 2)  # DeepSpeed loads its libraries at the first engine: not the model's memory
@@ -95,7 +95,7 @@ def main() -> None:
         print(json.dumps(worker(preset, int(stage), args.micro_batch, args.precision)))
         return
 
-    from pretrain.estimate import estimate_memory
+    from pretrain.tools.estimate import estimate_memory
 
     cuda = torch.cuda.is_available()
     device = torch.cuda.get_device_name() if cuda else "CPU RSS"

@@ -75,7 +75,7 @@ def random_batches(seq_len: int, micro_batch: int, count: int, vocab_size: int, 
 def hdf5_batches(hdf5_dir: Path, seq_len: int, micro_batch: int, count: int) -> tuple[list[dict], int]:
     from wiki2bert_core.wordpiece import read_vocab
     from wiki2bert_core.variant_dir import find_vocab_file
-    from pretrain.data import make_loader, open_data
+    from pretrain.data.loader import make_loader, open_data
 
     found = sorted(hdf5_dir.glob(f"*seq_len_{seq_len}_*"))
     if not found:
@@ -95,7 +95,7 @@ def measure(model, optimizer, batches: list[dict], variant: Variant, device, dty
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from pretrain.packing import pack_batch
+    from pretrain.data.packing import pack_batch
 
     inputs = [{k: v.to(device) for k, v in (pack_batch(b) if variant.packed else b).items()} for b in batches]
     model.attention = variant.kernel
@@ -135,13 +135,13 @@ def measure(model, optimizer, batches: list[dict], variant: Variant, device, dty
 
 
 def _lengths(batch):
-    from pretrain.attention import instance_lengths
+    from pretrain.model.attention import instance_lengths
 
     return instance_lengths(batch["attention_mask"]).double()
 
 
 def variants(device, micro_batch: int, smoke: bool) -> list[Variant]:
-    from pretrain.attention import available_kernels
+    from pretrain.model.attention import available_kernels
 
     kernels = available_kernels(device)
     found = []
@@ -161,8 +161,8 @@ def run_case(preset: str, seq_len: int, args, device, dtype) -> dict[str, tuple[
     import torch
 
     from pretrain.config import model_config
-    from pretrain.model import BertForPreTraining
-    from pretrain.optimizers import build_optimizer
+    from pretrain.model.bert import BertForPreTraining
+    from pretrain.optim.optimizers import build_optimizer
 
     base_mb = args.micro_batch or MICRO_BATCH.get((preset, seq_len), 8)
     best: dict[str, tuple[Variant, dict]] = {}
@@ -215,7 +215,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     import torch
 
-    from pretrain.metrics import peak_tflops
+    from pretrain.run.metrics import peak_tflops
 
     if args.smoke:
         device, dtype = torch.device("cpu"), torch.bfloat16

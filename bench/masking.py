@@ -33,10 +33,10 @@ def measure(data_dir: Path, preset: str, micro_batch: int, steps: int, rounds: i
     from wiki2bert_core.variant_dir import find_vocab_file
     from wiki2bert_core.wordpiece import read_vocab
     from pretrain.config import model_config
-    from pretrain.data import BatchPlan, BatchReader, make_loader, open_data
-    from pretrain.masking import DynamicMasking, MaskingVocab, default_max_predictions
-    from pretrain.model import BertForPreTraining
-    from pretrain.optimizers import build_optimizer
+    from pretrain.data.loader import BatchPlan, BatchReader, make_loader, open_data
+    from pretrain.data.masking import DynamicMasking, MaskingVocab, default_max_predictions
+    from pretrain.model.bert import BertForPreTraining
+    from pretrain.optim.optimizers import build_optimizer
 
     vocab = read_vocab(find_vocab_file(data_dir))
     data = open_data(data_dir, None, len(vocab))

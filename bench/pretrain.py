@@ -77,12 +77,12 @@ def compare_models(run_dir: Path, data: Path, vocab_size: int, micro_batch: int,
     import torch
     import transformers
 
-    from pretrain.data import make_loader, open_data
-    from pretrain.hf_config import hf_config
+    from pretrain.data.loader import make_loader, open_data
+    from pretrain.model.hf_config import hf_config
     from pretrain.config import ModelConfig
-    from pretrain.model import BertForPreTraining
-    from pretrain.optimizers import build_optimizer
-    from pretrain.deepspeed_settings import single_process_env
+    from pretrain.model.bert import BertForPreTraining
+    from pretrain.optim.optimizers import build_optimizer
+    from pretrain.run.deepspeed_settings import single_process_env
 
     ds_config = json.loads((run_dir / "ds_config.json").read_text())
     config = ModelConfig(**json.loads((run_dir / "model_config.json").read_text()))
@@ -138,7 +138,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps-per-round", type=int, default=4)
     parser.add_argument("--cli-steps", type=int, default=20)
-    parser.add_argument("--preset", default="mini", help="model size (pretrain/model.py PRESETS)")
+    parser.add_argument("--preset", default="mini", help="model size (pretrain/model/bert.py PRESETS)")
     parser.add_argument("--smoke", action="store_true", help="random data over 1,024 tokens, tiny, micro-batch 4, "
                                                              "3 CLI steps (2 warm-up), 1 round of 1 step")
     args = parser.parse_args()

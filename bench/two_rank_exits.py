@@ -7,7 +7,7 @@ ZeRO --zero-stage, loader workers --loader-workers), one thread a process, one r
 directory. A run is clean when torchrun exits 0, no worker reports another exit code and no 'terminate called' line
 appears. Run it on a loaded machine: teardown races show under load.
 
---control runs the ranks with `pretrain.train.leave_process_groups` made a no-op, so that the process groups are
+--control runs the ranks with `pretrain.run.train.leave_process_groups` made a no-op, so that the process groups are
 left to the interpreter's teardown (as the 2-rank test workers once did, with os._exit as their workaround): the
 aborts the product's teardown avoids.
 
@@ -93,10 +93,10 @@ def main() -> None:
 def control_rank() -> None:
     """A rank of `pretrain` whose process groups are left to the interpreter's teardown."""
     sys.path[:1] = [str(ROOT)]  # not bench/, whose pretrain.py would shadow the package
-    import pretrain.train
+    import pretrain.run.train
     from pretrain.cli import main as pretrain_main
 
-    pretrain.train.leave_process_groups = lambda: None
+    pretrain.run.train.leave_process_groups = lambda: None
     sys.argv = ["pretrain", *sys.argv[2:]]
     pretrain_main()
 

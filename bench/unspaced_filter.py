@@ -1,6 +1,6 @@
 """Documents and sentences the filter keeps of Japanese and Chinese text (languages written without spaces), with
 their profiles (`ja`, `zh`: `filter.chars_per_word`) and without them (the default profile: TurkuNLP's rules count
-space-separated words). The text is ours (tests/unspaced_text.py: prose and garbage): no real jawiki or zhwiki dump
+space-separated words). The text is ours (tests/support/unspaced_text.py: prose and garbage): no real jawiki or zhwiki dump
 can be fetched here. The rows of docs/pipeline.md ("Languages without spaces").
 
 Usage: python bench/unspaced_filter.py [--smoke]   (the data is small: --smoke runs the same)
@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 
 from pipeline.stages.filter import FilterConfig  # noqa: E402
 from pipeline.tools.sample_dump import Page, write_multistream  # noqa: E402

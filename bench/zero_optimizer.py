@@ -48,9 +48,9 @@ def measure(preset: str, optimizer_name: str, stage: int, precision: str, micro_
     import deepspeed
 
     from pretrain.config import model_config
-    from pretrain.model import BertForPreTraining
-    from pretrain.optimizers import build_optimizer
-    from pretrain.zero_partitions import use_tensor_trust_ratios
+    from pretrain.model.bert import BertForPreTraining
+    from pretrain.optim.optimizers import build_optimizer
+    from pretrain.optim.zero_partitions import use_tensor_trust_ratios
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)

@@ -1,8 +1,12 @@
-"""The two text formats passed between pipeline stages.
+"""The text formats passed between pipeline stages.
 
 Formats between stages:
-- JSONL parts (`part-00000.jsonl`): one article per line, {"id", "title", "url", "text"}.
+- JSONL parts (`part-00000.jsonl`): one document per line, {"id", "title", "url", "text"} (+ "source" where the
+  document does not come from the Wikipedia dump).
 - document text (`*.txt`): one sentence per line, one blank line after each document.
+- document records (`*.docs.jsonl`, beside a document-text file of the same stem): one JSON object per document of
+  that file, in the same order: where it came from ({"source", "id", "title"}, `DocumentRecord`) and what stages
+  learnt of it on the way (e.g. "cluster_size"). The text file alone stays the plain format other tools read.
 """
 from __future__ import annotations
 
@@ -64,6 +68,64 @@ def _stripped_lines(path: Path) -> Iterator[tuple[int, bytes, str]]:
 def write_document(f: IO[str], sentences: Iterable[str]) -> None:
     f.write("\n".join(sentences))
     f.write("\n\n")
+
+
+WIKIPEDIA_SOURCE = "wikipedia"  # the source name of the documents of the Wikipedia dump
+RECORDS_SUFFIX = ".docs.jsonl"
+
+
+def records_path(text_path: Path) -> Path:
+    """The document records beside a document-text file: part-00000.txt -> part-00000.docs.jsonl."""
+    text_path = Path(text_path)
+    return text_path.with_name(text_path.name[:-len(text_path.suffix)] + RECORDS_SUFFIX)
+
+
+@dataclasses.dataclass(frozen=True)
+class DocumentRecord:
+    """Where a document came from; `extra` holds what later stages add (kept in the file as top-level keys)."""
+    source: str  # the corpus's name (WIKIPEDIA_SOURCE for the dump)
+    id: str  # its id in the source (the article id; a corpus's id field, else "<file>:<line>")
+    title: str = ""
+    extra: dict = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({"source": self.source, "id": self.id, "title": self.title, **self.extra},
+                          ensure_ascii=False, sort_keys=False)
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "DocumentRecord":
+        rest = {k: v for k, v in obj.items() if k not in ("source", "id", "title")}
+        return cls(str(obj["source"]), str(obj["id"]), str(obj.get("title", "")), rest)
+
+
+def write_record(f: IO[str], record: DocumentRecord) -> None:
+    f.write(record.to_json())
+    f.write("\n")
+
+
+def iter_records(text_path: Path) -> Iterator[DocumentRecord]:
+    """The records beside `text_path`, in document order; DataError naming the line if one is damaged."""
+    path = records_path(text_path)
+    for line_no, obj in enumerate(iter_jsonl(path), 1):
+        if not (isinstance(obj, dict) and "source" in obj and "id" in obj):
+            raise DataError(f"{path}: line {line_no}: expected an object with 'source' and 'id'")
+        yield DocumentRecord.from_json(obj)
+
+
+def iter_documents_with_records(text_path: Path) -> Iterator[tuple[DocumentRecord, list[str]]]:
+    """(record, sentences) of each document of a document-text file and its records; DataError naming the records
+    file if the two do not hold the same number of documents."""
+    records = iter_records(text_path)
+    count = 0
+    for sentences in iter_documents(text_path):
+        record = next(records, None)
+        if record is None:
+            raise DataError(f"{records_path(text_path)}: fewer records than {text_path.name} has documents "
+                            f"({count}; is the stage that wrote it complete?)")
+        count += 1
+        yield record, sentences
+    if next(records, None) is not None:
+        raise DataError(f"{records_path(text_path)}: more records than {text_path.name} has documents ({count})")
 
 
 @dataclasses.dataclass

@@ -101,7 +101,7 @@ def export(phase_dir: Path = typer.Argument(..., callback=utf8_path, help="A pha
                                                               "pretraining run or checkpoint)")) -> None:
     """Write the phase's latest weights as a Hugging Face BertForPreTraining directory (BertForMaskedLM for a model
     trained MLM-only) with its tokenizer."""
-    from pretrain.export import export_hf
+    from pretrain.tools.export import export_hf
 
     typer.echo(export_hf(phase_dir, out, force))
 
@@ -123,7 +123,7 @@ def eval_(path: Path = typer.Argument(..., callback=utf8_path,
     import torch
 
     from wiki2bert_core.variant_dir import held_out_files
-    from pretrain.evaluate import HeldOut, evaluate, format_figures, load_model
+    from pretrain.run.evaluate import HeldOut, evaluate, format_figures, load_model
 
     files = held_out_files(data)
     model, vocab_size, source = load_model(path, tag)
@@ -179,7 +179,7 @@ def plot(run_dir: Path = typer.Argument(..., callback=utf8_path,
          ) -> None:
     """PNG figures of metrics.jsonl: loss, MLM/NSP accuracy (train and held-out), learning rate, gradient norm and
     throughput against step; phase 1 and 2 on one axis. Prints the paths."""
-    from pretrain.plots import plot_run
+    from pretrain.tools.plots import plot_run
 
     for path in plot_run(run_dir, out):
         typer.echo(path)
@@ -199,7 +199,7 @@ def estimate(preset: str = typer.Option("large", "--preset", help="Model size"),
     """Memory per GPU: model states (parameters, gradients, optimizer) by precision and ZeRO stage, plus
     activations."""
     from pretrain.config import load_train_config
-    from pretrain.estimate import estimate_memory, format_estimate
+    from pretrain.tools.estimate import estimate_memory, format_estimate
 
     if micro_batch is None:
         micro_batch = load_train_config("phase2" if seq > 128 else "phase1").micro_batch
@@ -231,7 +231,7 @@ def tune(preset: Optional[str] = PresetOpt,
     few timed training steps of each candidate (one rank, one process each), starting from `pretrain estimate`;
     out of memory (or over --memory-cap) rules a candidate out. Prints each trial, then the answer as --set lines.
     Settings given with --set are kept, not tuned."""
-    from pretrain import tune as tuning
+    from pretrain.tools import tune as tuning
 
     setup, pinned = tuning.make_setup(preset, seq_len, zero_stage, precision, memory_cap, set_ or [], data)
     typer.echo(tuning.format_setup(setup, budget))
@@ -248,8 +248,8 @@ def tune(preset: Optional[str] = PresetOpt,
 
 def _train(phase, data, out, preset, config, overrides, deepspeed_config, vocab, init=None, eval_data=None) -> None:
     from pretrain.config import load_train_config
-    from pretrain.prepare import prepare
-    from pretrain.train import train
+    from pretrain.run.prepare import prepare
+    from pretrain.run.train import train
 
     values = {"preset": preset} if preset else {}
     if eval_data:

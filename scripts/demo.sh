@@ -23,7 +23,7 @@ pretrain phase2 --data "$(variant 512)" --out "$run" --preset tiny \
 pretrain export "$run/phase2" --out "$run/hf"
 python - "$run/hf" <<'PY'
 import sys
-from pretrain.export import fill_mask
+from pretrain.tools.export import fill_mask
 text = "A katona fiatal és [MASK]."
 print(f"fill-mask on {text!r}:")
 for token, score in fill_mask(sys.argv[1], text, top_k=5):

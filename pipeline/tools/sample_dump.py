@@ -14,7 +14,7 @@ articles has the same bytes as before blocks existed), later blocks are seeded b
 titles with the block's number, which keeps titles unique however many blocks there are.
 `write_multistream` writes the dump in Wikimedia's multistream layout (a siteinfo stream, streams of 100 pages,
 a closing stream) with its `offset:page_id:title` index, streaming both to disk; `write_sample_dump` is
-`pipeline sample-dump`. (The tests' writers of other layouts are in tests/dump_writers.py.)
+`pipeline sample-dump`. (The tests' writers of other layouts are in tests/support/dump_writers.py.)
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 precision/recall/F1, and entity-level exact-span F1 over IOB2 tags.
 
 Written on numpy (scikit-learn pulls scipy; seqeval is unmaintained) and checked against both in
-tests/test_finetune_metrics.py: each function gives the figure of the library call named in its docstring.
+tests/test_pretrain/test_finetune_metrics.py: each function gives the figure of the library call named in its docstring.
 Gold and predicted are one label per example, or, for token tasks, one tag sequence per sentence: the label metrics
 then count words (token accuracy, per-tag F1) and the entity metrics count entities."""
 from __future__ import annotations

@@ -5,7 +5,7 @@ Output directory (--out):
   settings.json               what the figures depend on: each used kind's recipe, --held-out, each model's path and
                               the fingerprint of its files, each task's source and the digest of its examples; and
                               the last command
-  githash.log, gitdiff.log, pip_freeze.txt   the code and versions of the last run (pretrain/run_files.py)
+  githash.log, gitdiff.log, pip_freeze.txt   the code and versions of the last run (pretrain/run/run_files.py)
   runs/<model>/<task>/seed<k>.json           one seed's figures, written when it has finished
   predictions/<model>/<task>/seed<k>.jsonl   its dev predictions (written just before the figures)
   results.json, results.md, results.png      all of it (report.py)
@@ -108,7 +108,7 @@ def record_settings(out: Path, recipes: dict[str, Recipe], held_out: float | Non
                     tasks: list[Task]) -> None:
     """Checks the settings against those `out`'s finished seeds were made with (ConfigError naming what differs),
     then writes settings.json (those, with this run's added) and the code's provenance files."""
-    from pretrain.run_files import write_code_files
+    from pretrain.run.run_files import write_code_files
 
     path = out / "settings.json"
     now = {"recipes": {kind: dataclasses.asdict(recipe) for kind, recipe in recipes.items()},

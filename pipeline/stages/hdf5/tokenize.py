@@ -15,7 +15,7 @@ are the ids of its space-separated chunks one after the other. Instead of the to
 - sends only new words to the tokenizer's own WordPiece model.
 The ids are exactly the tokenizer's: a chunk holding a character whose form could interact with its neighbours
 (combining marks, which Unicode normalization reorders) or an added token's text goes through the full tokenizer
-alone, and tokenizers of any other make-up are used whole (`tests/test_tokenize.py` checks both paths against
+alone, and tokenizers of any other make-up are used whole (`tests/test_pipeline/test_tokenize.py` checks both paths against
 `Tokenizer.encode_batch` on adversarial text and random Unicode). Both caches are bounded (MAX_CACHED_CHUNKS).
 """
 from __future__ import annotations

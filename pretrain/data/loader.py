@@ -1,0 +1,309 @@
+"""Pretraining batches from the HDF5 files of a variant directory (wiki2bert_core/variant_dir.py), in NVIDIA's layout
+(wiki2bert_core/hdf5_format.py; files made by NVIDIA's own scripts work too).
+
+Order: in epoch e, rank r of W reads the files permutation(seed, e)[r::W], each file's rows in the order
+permutation(seed, e, file); micro-batches run on across file and epoch boundaries. `BatchPlan`, the DataLoader's
+sampler, names the rows of each micro-batch (and the epoch they are read in) together with the position after it
+(`DataState`); the training loop keeps the position of the last batch it consumed and a checkpoint stores that, so a
+resumed run reads exactly the batches it would have read, whatever was prefetched and whatever the number of workers.
+With dynamic masking (masking.py) the reader draws each sequence's masks from its epoch and its index among all the
+training rows, so the masks too are those of the uninterrupted run.
+
+Files are opened lazily in the process that reads them: an h5py handle opened before the DataLoader forks its
+workers is shared by them and corrupts reads. A worker reads a whole file at once (as NVIDIA's loader does):
+NVIDIA's files are gzip-compressed, where reading scattered rows would decompress each chunk again and again.
+"""
+from __future__ import annotations
+
+import dataclasses
+import signal
+from collections import OrderedDict
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.hdf5_format import (DATASETS, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS,
+                                       NEXT_SENTENCE_LABELS, PREDICTION_DATASETS, SEGMENT_IDS, SEQUENCE_DATASETS,
+                                       TOKEN_DATASETS, missing_datasets, out_of_range, read_rows)
+from wiki2bert_core.variant_dir import PARAMS_FILE, data_dir_of, read_params, training_files
+from pretrain.data.masking import DynamicMasking
+from pretrain.data.packing import pack_batch
+
+# HDF5 dataset -> the model's argument name
+MODEL_ARGS = {INPUT_IDS: "input_ids", SEGMENT_IDS: "token_type_ids", INPUT_MASK: "attention_mask",
+              MASKED_LM_POSITIONS: "masked_lm_positions", MASKED_LM_IDS: "masked_lm_ids",
+              NEXT_SENTENCE_LABELS: "next_sentence_labels"}
+CHECK_ROWS = 256  # rows per file whose values are checked before training (all rows are, as they are read)
+CACHED_FILES = 2  # per reading process: a micro-batch can end one file and start the next
+
+
+@dataclasses.dataclass(frozen=True)
+class DataFile:
+    path: Path
+    samples: int
+
+
+@dataclasses.dataclass(frozen=True)
+class DataDirectory:
+    """Checked HDF5 files of one data directory and their common shapes."""
+    data_dir: Path
+    files: list[DataFile]  # sorted by name; files without samples are left out
+    seq_len: int  # the files' sequence length: the one the run trains at
+    max_predictions: int
+
+    @property
+    def samples(self) -> int:
+        return sum(f.samples for f in self.files)
+
+    def check_positions(self, max_position_embeddings: int) -> None:
+        """ConfigError if the sequences are longer than a model of `max_position_embeddings` positions takes."""
+        if self.seq_len > max_position_embeddings:
+            raise ConfigError(f"{self.data_dir}: sequences of length {self.seq_len}, longer than the model's "
+                              f"max_position_embeddings {max_position_embeddings}")
+
+
+@dataclasses.dataclass(frozen=True)
+class DataState:
+    """Where one rank is in its stream: `files` is its file order (names) in `epoch`, of which `files_done` are
+    finished, and `row` rows of the current file's permutation are read."""
+    epoch: int = 0
+    files: tuple[str, ...] | None = None  # None: not started (computed from seed and epoch)
+    files_done: int = 0
+    row: int = 0
+
+    def to_dict(self) -> dict:
+        return {"epoch": self.epoch, "files": list(self.files or ()), "files_done": self.files_done,
+                "row": self.row}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> DataState:
+        return cls(epoch=int(d["epoch"]), files=tuple(d["files"]) or None, files_done=int(d["files_done"]),
+                   row=int(d["row"]))
+
+
+def redistribute(states: list[DataState], world_size: int) -> list[DataState]:
+    """The data positions of a checkpoint's ranks, dealt out to `world_size` ranks (a resume on another number of
+    ranks): the files that the saved ranks had not finished in the earliest epoch any of them is in go round-robin
+    to the new ranks (a file begun is read again from its first row); later epochs split as usual, r::world_size.
+    A rank that was already in a later epoch has its reads there repeated."""
+    epoch = min(s.epoch for s in states)
+    left = [name for s in states if s.epoch == epoch for name in (s.files or ())[s.files_done:]]
+    return [DataState(epoch, tuple(left[r::world_size]), 0, 0) for r in range(world_size)]
+
+
+def open_data(data_dir: Path, seq_len: int | None, vocab_size: int, world_size: int = 1) -> DataDirectory:
+    """The training files of a data directory (variant_dir.training_files), checked; see open_files. ConfigError if
+    there are fewer files than ranks."""
+    data = open_files(training_files(data_dir), seq_len, vocab_size)
+    if len(data.files) < world_size:
+        raise ConfigError(f"{data_dir}: {len(data.files)} HDF5 file(s) for {world_size} data-parallel ranks; every "
+                          f"rank needs at least one file (make more, smaller shards)")
+    return data
+
+
+def open_files(paths: list[Path], seq_len: int | None, vocab_size: int) -> DataDirectory:
+    """Check every file's layout, that all have the shapes of their variant.json (else of the first file), and a
+    sample of their values against `vocab_size` and the sequence length; one line naming the file on the first
+    problem: DataError for a bad or damaged file, ConfigError for files that do not fit the settings. `seq_len`: the
+    sequence length the run trains on, which the files' must equal; None: the data's."""
+    data_dir = data_dir_of(paths[0])
+    params = read_params(data_dir)
+    shape = (params.max_seq_length, params.max_predictions_per_seq) if params else None
+    files = []
+    for path in paths:
+        samples, file_shape = _inspect(path, seq_len, vocab_size)
+        if params and file_shape != shape:
+            raise DataError(f"{path}: {file_shape[0]} tokens and {file_shape[1]} masked positions per sample, but "
+                            f"{data_dir / PARAMS_FILE} says {shape[0]} and {shape[1]}; a file of another variant?")
+        if shape not in (None, file_shape):
+            raise DataError(f"{path}: {file_shape[0]} tokens and {file_shape[1]} masked positions per sample, other "
+                            f"files have {shape[0]} and {shape[1]}; mixed HDF5 variants in one directory?")
+        shape = file_shape
+        if samples:
+            files.append(DataFile(path, samples))
+    if not files:
+        raise DataError(f"{data_dir}: the HDF5 files hold no samples")
+    return DataDirectory(data_dir, files, *shape)
+
+
+def _inspect(path: Path, seq_len: int | None, vocab_size: int) -> tuple[int, tuple[int, int]]:
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise DataError(f"{path}: not a readable HDF5 file ({e})") from None
+    try:
+        with f:
+            return _check_layout(f, path, seq_len, vocab_size)
+    except OSError as e:  # the file opens but a dataset's chunks do not decompress
+        raise DataError(f"{path}: cannot read its datasets ({e}); the file is damaged") from None
+
+
+def _check_layout(f: h5py.File, path: Path, seq_len: int | None, vocab_size: int) -> tuple[int, tuple[int, int]]:
+    """(samples, (sequence length, masked positions)) of a file that has the layout, `seq_len` if given and no value
+    out of range in its first rows."""
+    missing = missing_datasets(f)
+    if missing:
+        raise DataError(f"{path}: missing dataset(s) {', '.join(missing)}; expected NVIDIA's BERT layout "
+                            f"({', '.join(DATASETS)})")
+    if f[INPUT_IDS].ndim != 2:
+        raise DataError(f"{path}: input_ids has shape {f[INPUT_IDS].shape}, expected [samples, seq_len]")
+    n, length = f[INPUT_IDS].shape
+    if seq_len is not None and length != seq_len:
+        raise ConfigError(f"{path}: sequences of length {length}, but this phase trains on seq_len {seq_len} "
+                          f"(use the HDF5 variant made for {seq_len}, or seq_len null to train on the data's)")
+    if f[MASKED_LM_POSITIONS].ndim != 2:
+        raise DataError(f"{path}: masked_lm_positions has shape {f[MASKED_LM_POSITIONS].shape}, "
+                            f"expected [samples, max_predictions]")
+    predictions = f[MASKED_LM_POSITIONS].shape[1]
+    expected = {**{k: (n, length) for k in SEQUENCE_DATASETS}, **{k: (n, predictions) for k in PREDICTION_DATASETS}}
+    for key, want in expected.items():
+        if f[key].shape != want:
+            raise DataError(f"{path}: {key} has shape {f[key].shape}, expected {want}")
+    if f[NEXT_SENTENCE_LABELS].shape not in ((n,), (n, 1)):
+        raise DataError(f"{path}: {NEXT_SENTENCE_LABELS} has shape {f[NEXT_SENTENCE_LABELS].shape}, "
+                            f"expected ({n},)")
+    bad = out_of_range(read_rows(f, slice(0, CHECK_ROWS)), vocab_size, length)
+    if bad and bad[0].dataset in TOKEN_DATASETS:
+        raise DataError(f"{path}: {bad[0].dataset} holds token id {bad[0].value}, outside the vocabulary of "
+                        f"{vocab_size} tokens; were these files made with another vocab.txt?")
+    if bad:
+        raise DataError(f"{path}: row {bad[0].rows[0]}: {bad[0].dataset} holds {bad[0].problem} ({bad[0].value})")
+    return n, (length, predictions)
+
+
+class BatchPlan(Sampler):
+    """An endless sampler of micro-batches for one data-parallel rank. Yields (pieces, state): pieces are
+    (file index, rows, epoch) to read in that order, state the DataState after the micro-batch (as a dict)."""
+
+    def __init__(self, data: DataDirectory, micro_batch: int, rank: int = 0, world_size: int = 1,
+                 seed: int = 0, state: DataState | None = None):
+        self.sizes = [f.samples for f in data.files]
+        self.names = [f.path.name for f in data.files]
+        self.micro_batch, self.rank, self.world_size, self.seed = micro_batch, rank, world_size, seed
+        self.start = state or DataState()
+        self.index = {name: i for i, name in enumerate(self.names)}
+        if self.start.files is not None:
+            missing = [name for name in self.start.files if name not in self.index]
+            if missing:
+                raise DataError(f"{data.data_dir}: {missing[0]} is gone, but the checkpoint's data position is "
+                                    f"in a file order that uses it; resume with the same data")
+
+    def epoch_files(self, epoch: int) -> list[int]:
+        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.sizes))
+        return [int(i) for i in order[self.rank::self.world_size]]
+
+    def file_rows(self, epoch: int, file_index: int) -> np.ndarray:
+        return np.random.default_rng([self.seed, epoch, file_index]).permutation(self.sizes[file_index])
+
+    def __iter__(self):
+        epoch, done, row = self.start.epoch, self.start.files_done, self.start.row
+        order = ([self.index[name] for name in self.start.files] if self.start.files is not None
+                 else self.epoch_files(epoch))
+        rows = None
+        while True:
+            pieces, need = [], self.micro_batch
+            while need:
+                if done == len(order):
+                    epoch, done, row, rows = epoch + 1, 0, 0, None
+                    order = self.epoch_files(epoch)
+                    continue
+                if rows is None:
+                    rows = self.file_rows(epoch, order[done])
+                take = min(need, len(rows) - row)
+                pieces.append((order[done], rows[row:row + take], epoch))
+                row, need = row + take, need - take
+                if row == len(rows):
+                    done, row, rows = done + 1, 0, None
+            state = DataState(epoch, tuple(self.names[i] for i in order), done, row)
+            yield pieces, state.to_dict()
+
+
+class BatchReader(Dataset):
+    """Reads the micro-batches a BatchPlan names: a dict of int64 tensors under the model's argument names, plus
+    `data_state` (the position after it) and `problem` ("" or one line naming a file and what is wrong with it:
+    a value the model cannot take, or data that does not read); a batch with a problem holds nothing else.
+    `masking`: the files' masks replaced by dynamic ones (None: read as written)."""
+
+    def __init__(self, data: DataDirectory, vocab_size: int, pack: bool = False, masking: DynamicMasking | None = None):
+        self.paths = [f.path for f in data.files]
+        self.vocab_size, self.seq_len, self.pack, self.masking = vocab_size, data.seq_len, pack, masking
+        self.first_index = np.cumsum([0] + [f.samples for f in data.files])  # of each file's rows among all rows
+        self._cache: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
+
+    def __getitem__(self, item) -> dict:
+        pieces, state = item
+        try:
+            batch = self.read([(file_index, rows) for file_index, rows, _ in pieces])
+        except DataError as e:
+            return {"data_state": state, "problem": str(e)}
+        if self.masking is not None:
+            epochs = np.concatenate([np.full(len(rows), epoch) for _, rows, epoch in pieces])
+            indices = np.concatenate([self.first_index[file_index] + rows for file_index, rows, _ in pieces])
+            batch = self.masking(batch, epochs, indices)
+        if self.pack:
+            batch = pack_batch(batch)
+        batch["data_state"] = state
+        batch["problem"] = ""
+        return batch
+
+    def read(self, pieces: list[tuple[int, np.ndarray]], whole_files: bool = True) -> dict[str, torch.Tensor]:
+        """The rows `pieces` name ((file index, rows) in that order) as int64 tensors under the model's argument
+        names; DataError naming the file (and row) if they do not read or hold a value the model cannot take.
+        `whole_files`: through the cache of whole files (training reads each file's rows in a permutation); else only
+        the chunks that hold the rows' range are read (a held-out set read once)."""
+        columns = {key: [] for key in DATASETS}
+        for file_index, rows in pieces:
+            try:
+                if whole_files:
+                    arrays, offset = self._arrays(file_index), 0
+                else:
+                    offset = int(rows.min()) if len(rows) else 0
+                    with h5py.File(self.paths[file_index], "r") as f:
+                        arrays = read_rows(f, slice(offset, int(rows.max()) + 1 if len(rows) else 0))
+            except OSError as e:  # a chunk the check before training did not read does not decompress
+                raise DataError(f"{self.paths[file_index]}: cannot read its datasets ({e}); the file is damaged"
+                                ) from None
+            piece = {key: arrays[key][rows - offset] for key in DATASETS}
+            bad = out_of_range(piece, self.vocab_size, self.seq_len)
+            if bad:
+                raise DataError(f"{self.paths[file_index]}: row {int(rows[bad[0].rows[0]])}: {bad[0].dataset} holds "
+                                f"{bad[0].problem}")
+            for key in DATASETS:
+                columns[key].append(piece[key])
+        return {MODEL_ARGS[key]: torch.from_numpy(np.concatenate(parts).astype(np.int64, copy=False))
+                for key, parts in columns.items()}
+
+    def _arrays(self, file_index: int) -> dict[str, np.ndarray]:
+        if file_index in self._cache:
+            self._cache.move_to_end(file_index)
+        else:
+            with h5py.File(self.paths[file_index], "r") as f:
+                self._cache[file_index] = read_rows(f)
+            while len(self._cache) > CACHED_FILES:
+                self._cache.popitem(last=False)
+        return self._cache[file_index]
+
+
+def make_loader(data: DataDirectory, micro_batch: int, vocab_size: int, rank: int = 0, world_size: int = 1,
+                seed: int = 0, workers: int = 2, state: DataState | None = None,
+                pin_memory: bool = False, pack: bool = False, masking: DynamicMasking | None = None) -> DataLoader:
+    """Micro-batches of `micro_batch` instances each; `pack`: in the packed layout of packing.py; `masking`: with
+    dynamic masks (masking.py) instead of the files'."""
+    return DataLoader(BatchReader(data, vocab_size, pack, masking),
+                      sampler=BatchPlan(data, micro_batch, rank, world_size, seed, state),
+                      batch_size=None, num_workers=workers, pin_memory=pin_memory,
+                      prefetch_factor=4 if workers else None, worker_init_fn=_ignore_stop_signals,
+                      # its own generator: creating the loader must not draw from the global torch RNG (dropout)
+                      generator=torch.Generator().manual_seed(seed))
+
+
+def _ignore_stop_signals(worker_id: int) -> None:
+    """SIGINT/SIGTERM reach the whole process group; the main process stops at its next micro-batch, checkpoints
+    and then shuts the workers down, so they must not die of the signal first (the loop would see a dead worker
+    instead of the signal; they exit with the main process)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -1,0 +1,168 @@
+"""Held-out evaluation: masked-LM and NSP accuracy and loss of a model on the first `samples` instances of the held-out
+files (variant_dir.held_out_files; always the same ones), each rank a part, the sums all-reduced.
+
+The figures are MLPerf's: MLM accuracy over all masked positions, MLM loss per masked position, NSP accuracy and
+loss per instance (none for a model without the NSP head, trained MLM-only). Beside them, the baselines of the same
+instances: the share of the most frequent masked token (the MLM accuracy of a model that always answers it, and which
+token it is) and the majority NSP label's share. Evaluation runs the padded layout under `torch.no_grad()` in eval
+mode (no dropout) and inside `torch.random.fork_rng`, so the training's random streams continue as if it had not run.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.hdf5_format import used_positions
+from wiki2bert_core.wordpiece import read_vocab
+from pretrain.run import checkpoint
+from pretrain.data.loader import BatchReader, open_files
+from pretrain.config import ModelConfig
+from pretrain.model.hf_config import read_hf_config
+from pretrain.model.hf_weights import MLM_HEAD, NSP_HEAD, load_matching, read_weights
+from pretrain.model.bert import BertForPreTraining
+from pretrain.run.signals import StopSignal
+
+EVAL_KEYS = ("eval_mlm_accuracy", "eval_mlm_loss", "eval_nsp_accuracy", "eval_nsp_loss",
+             "eval_mlm_unigram_baseline", "eval_mlm_unigram_token", "eval_nsp_majority_baseline")
+NSP_KEYS = ("eval_nsp_accuracy", "eval_nsp_loss", "eval_nsp_majority_baseline")  # none for a model without NSP head
+# sums of one evaluation, in this order
+_SUMS = ("mlm_loss", "mlm_correct", "mlm_count", "nsp_loss", "nsp_correct", "nsp_count")
+
+
+@dataclasses.dataclass
+class HeldOut:
+    """This rank's part of the first `samples` instances of `files` (in file-name order), as int64 tensors under the
+    model's argument names."""
+    columns: dict[str, torch.Tensor]
+    total: int  # instances over all ranks
+    largest_part: int  # the most instances a rank holds (every rank steps through as many batches)
+
+    @classmethod
+    def read(cls, files: list[Path], samples: int, vocab_size: int, max_positions: int, rank: int = 0,
+             world_size: int = 1) -> HeldOut:
+        """Read through the training's reader, with its checks: DataError naming the file if one is not in NVIDIA's
+        layout or holds a value a model of `vocab_size` tokens cannot take, ConfigError if its sequences are longer
+        than the model's `max_positions` (max_position_embeddings)."""
+        data = open_files(files, None, vocab_size)
+        data.check_positions(max_positions)
+        parts, total = [], 0
+        for index, file in enumerate(data.files):
+            parts.append((index, total, min(file.samples, samples - total)))
+            total += parts[-1][2]
+            if total == samples:
+                break
+        start, stop = rank * total // world_size, (rank + 1) * total // world_size
+        pieces = [(index, np.arange(max(start, first) - first, min(stop, first + rows) - first))
+                  for index, first, rows in parts if first < stop and start < first + rows] or [(0, np.arange(0))]
+        return cls(BatchReader(data, vocab_size).read(pieces, whole_files=False), total, -(-total // world_size))
+
+    def batches(self, batch_size: int):
+        """This rank's instances in batches of `batch_size`, as many batches on every rank (those of the largest
+        part): None once this rank's part is used up."""
+        for start in range(0, self.largest_part, batch_size):
+            batch = {k: v[start:start + batch_size] for k, v in self.columns.items()}
+            yield batch if len(batch["input_ids"]) else None
+
+    def target_counts(self, vocab_size: int) -> torch.Tensor:
+        """This rank's count of each masked token id (the first `vocab_size` entries) and of each NSP label (the
+        last two), float64."""
+        ids = self.columns["masked_lm_ids"][used_positions(self.columns["masked_lm_positions"])]
+        return torch.cat([torch.bincount(ids, minlength=vocab_size),
+                          torch.bincount(self.columns["next_sentence_labels"].view(-1), minlength=2)]).double()
+
+
+def evaluate(model: BertForPreTraining, held_out: HeldOut, batch_size: int, vocab_size: int,
+             autocast_dtype=None, stop: StopSignal | None = None) -> dict[str, float | int] | None:
+    """The EVAL_KEYS figures of `model` on `held_out` (and its baselines; without NSP_KEYS for a model without the
+    NSP head), over the first `vocab_size` tokens (the tokenizer's; the model's rows beyond them pad its vocabulary
+    to a multiple of 8 and are left out, as the export leaves them out), summed over all ranks when
+    torch.distributed is initialized (every rank must call it).
+
+    None when `stop` is agreed before one of the batches (every rank checks before each, as many times): the
+    evaluation is abandoned on all ranks together, before the sums' all-reduce, and leaves no trace."""
+    device = next(model.parameters()).device
+    sums = torch.zeros(len(_SUMS), dtype=torch.float64, device=device)
+    counts = held_out.target_counts(vocab_size).to(device)
+    was_training = model.training
+    model.eval()
+    devices = [device] if device.type == "cuda" else []
+    try:
+        with torch.random.fork_rng(devices=devices), torch.no_grad(), \
+                torch.autocast(device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
+            for batch in held_out.batches(batch_size):
+                if stop is not None and stop.agreed():
+                    return None
+                if batch is not None:
+                    sums += _batch_sums(model, {k: v.to(device) for k, v in batch.items()}, vocab_size)
+    finally:
+        model.train(was_training)
+    sums = torch.cat([sums, counts])
+    if torch.distributed.is_initialized():
+        torch.distributed.all_reduce(sums)
+    s = dict(zip(_SUMS, sums[:len(_SUMS)].tolist()))
+    token_counts, label_counts = sums[len(_SUMS):-2], sums[-2:]
+    figures = {"eval_mlm_accuracy": s["mlm_correct"] / max(1.0, s["mlm_count"]),
+               "eval_mlm_loss": s["mlm_loss"] / max(1.0, s["mlm_count"]),
+               "eval_nsp_accuracy": s["nsp_correct"] / max(1.0, s["nsp_count"]),
+               "eval_nsp_loss": s["nsp_loss"] / max(1.0, s["nsp_count"]),
+               "eval_mlm_unigram_baseline": token_counts.max().item() / max(1.0, s["mlm_count"]),
+               "eval_mlm_unigram_token": int(token_counts.argmax()),
+               "eval_nsp_majority_baseline": label_counts.max().item() / max(1.0, s["nsp_count"])}
+    return figures if model.nsp_head else {k: v for k, v in figures.items() if k not in NSP_KEYS}
+
+
+def _batch_sums(model: BertForPreTraining, batch: dict[str, torch.Tensor], vocab_size: int) -> torch.Tensor:
+    mlm_logits, nsp_logits = model.logits(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
+                                          batch["masked_lm_positions"])
+    mlm_logits = mlm_logits[..., :vocab_size].float()
+    valid = used_positions(batch["masked_lm_positions"])
+    labels = batch["masked_lm_ids"].masked_fill(~valid, -100)
+    nsp_labels = batch["next_sentence_labels"].view(-1)
+    sums = [F.cross_entropy(mlm_logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum"),
+            ((mlm_logits.argmax(-1) == labels) & valid).sum(), valid.sum()]
+    if nsp_logits is None:  # no NSP head: its sums stay 0
+        sums += [torch.zeros((), device=valid.device)] * 3
+    else:
+        sums += [F.cross_entropy(nsp_logits.float(), nsp_labels, reduction="sum"),
+                 (nsp_logits.argmax(-1) == nsp_labels).sum(), torch.tensor(len(nsp_labels), device=nsp_labels.device)]
+    return torch.stack([value.double() for value in sums])
+
+
+def load_model(path: Path, tag: str | None = None) -> tuple[BertForPreTraining, int, str]:
+    """Our model with the weights of a phase directory's latest checkpoint (or `tag`'s), or of a Hugging Face
+    directory (an export, or another BERT with a masked-LM head: hf_weights.py), with the heads they hold; with the
+    size of its tokenizer's vocabulary and what was loaded, in words."""
+    path = Path(path)
+    if (path / checkpoint.MODEL_CONFIG).is_file():
+        found = checkpoint.by_tag(path, tag) if tag else checkpoint.require_latest(path, "to evaluate")
+        model = _model_of(checkpoint.read_model_config(path), checkpoint.load_weights(found), found.path)
+        return model, len(read_vocab(path / "tokenizer" / "vocab.txt")), f"{found.path} (step {found.step})"
+    if (path / "config.json").is_file():
+        if tag:
+            raise ConfigError(f"--tag {tag}: {path} is a Hugging Face directory, which has one set of weights")
+        config = read_hf_config(path)
+        return _model_of(config, read_weights(path), path), config.vocab_size, f"{path} (Hugging Face)"
+    raise ConfigError(f"{path}: neither a phase directory ({checkpoint.MODEL_CONFIG}) nor a Hugging Face model "
+                      f"directory (config.json)")
+
+
+def _model_of(config: ModelConfig, state: dict[str, torch.Tensor], source: Path) -> BertForPreTraining:
+    """Our model of `config` with the heads `state` holds (the NSP head only if it has one), loaded from it."""
+    if MLM_HEAD not in state:
+        raise ConfigError(f"{source}: holds no masked-LM head ({MLM_HEAD}), so there is nothing to evaluate")
+    model = BertForPreTraining(config, nsp_head=NSP_HEAD in state)
+    missing, _ = load_matching(model, state, source)
+    if missing:
+        raise DataError(f"{source}: weights do not fit a BERT for pretraining (missing {missing[:3]})")
+    return model
+
+
+def format_figures(figures: dict[str, float | int], digits: int = 4, separator: str = " ") -> str:
+    """`key value` pairs (the token id as an integer), one `separator` between them."""
+    return separator.join(f"{key} {value}" if isinstance(value, int) else f"{key} {value:.{digits}f}"
+                    for key, value in figures.items())

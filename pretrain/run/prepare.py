@@ -1,0 +1,268 @@
+"""Run preparation: every check a pretraining phase needs (config, vocabulary, data, the checkpoint to resume or
+the model to start from) before anything is written or DeepSpeed is imported, gathered into a `Run`."""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import torch
+
+from wiki2bert_core.config import changeable_fields, config_to_dict
+from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.files import read_json
+from wiki2bert_core.wordpiece import read_vocab, vocab_difference
+from pretrain.run import checkpoint
+from pretrain.model.attention import available_kernels
+from pretrain.run.checkpoint import Checkpoint
+from pretrain.config import PRESETS, ModelConfig, TrainConfig, model_config, padded_vocab_size
+from pretrain.data.loader import DataDirectory, open_data
+from pretrain.run.deepspeed_settings import choose_precision, read_user_ds_config
+from pretrain.model.hf_config import read_hf_config
+from pretrain.model.hf_weights import MLM_HEAD, NSP_HEAD, read_weights, weight_names, weights_file
+from wiki2bert_core.variant_dir import (DOC_SENTENCES, PARAMS_FILE, find_vocab_file, held_out_files, held_out_split,
+                                        read_params, training_files)
+from pretrain.data.masking import DynamicMasking, MaskingVocab, default_max_predictions, predictions_needed
+
+
+@dataclasses.dataclass(frozen=True)
+class InitFrom:
+    """The weights a phase starts from (--init; recorded in hparams.json as `init`): the latest checkpoint of a phase
+    directory (phase 2 from phase 1, or a phase continuing another run), or a Hugging Face BERT directory (an export,
+    or another BERT: hf_weights.py)."""
+    path: Path
+    tag: str | None = None  # the phase directory's checkpoint; None: a Hugging Face directory
+    step: int | None = None
+
+    @property
+    def hugging_face(self) -> bool:
+        return self.tag is None
+
+    def to_dict(self) -> dict:
+        if self.hugging_face:
+            return {"model_dir": str(self.path)}
+        return {"phase_dir": str(self.path), "tag": self.tag, "step": self.step}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> InitFrom:
+        if "model_dir" in d:
+            return cls(Path(d["model_dir"]))
+        return cls(Path(d["phase_dir"]), d["tag"], int(d["step"]))
+
+    @property
+    def vocab_file(self) -> Path:
+        return self.path / ("vocab.txt" if self.hugging_face else "tokenizer/vocab.txt")
+
+    def weights(self) -> dict:
+        """Its weights under our parameter names (fp32 from a checkpoint, as stored from a Hugging Face directory)."""
+        if self.hugging_face:
+            return read_weights(self.path)
+        return checkpoint.load_weights(checkpoint.by_tag(self.path, self.tag))
+
+    def __str__(self) -> str:
+        return f"{self.path} (Hugging Face)" if self.hugging_face else f"{self.path}, step {self.step}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    phase: str
+    phase_dir: Path
+    config: TrainConfig
+    model: ModelConfig
+    data: DataDirectory  # its seq_len is the run's (the data's; config.seq_len, when set, only asserts it)
+    vocab_dir: Path
+    vocab_size: int  # tokens in vocab.txt (the model's vocabulary is this padded to a multiple of 8)
+    init: InitFrom | None  # the weights it started from (phase 2: phase 1's; phase 1: those of --init, if given)
+    resume: Checkpoint | None  # this phase's own latest checkpoint
+    world_size: int
+    grad_accumulation: int
+    precision: str  # fp32 | bf16 | fp16
+    user_ds_config: dict
+    eval_files: list[Path] = dataclasses.field(default_factory=list)  # held-out files; [] = no evaluation
+    eval_every: int = 0  # steps between evaluations (0: none)
+    masking: DynamicMasking | None = None  # None: the files' masks (masking static)
+
+    @property
+    def complete(self) -> bool:
+        return self.resume is not None and self.resume.step >= self.config.steps
+
+
+def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, vocab_dir: Path | None = None,
+            init_dir: Path | None = None, deepspeed_config: Path | None = None,
+            preset_flag: str | None = None) -> Run:
+    """Every check that can fail before training; ConfigError (exit 2) with one line on the first problem."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    per_step = config.micro_batch * world_size
+    if config.global_batch % per_step:
+        raise ConfigError(f"global_batch {config.global_batch} is not a multiple of micro_batch {config.micro_batch}"
+                          f" x {world_size} rank(s) = {per_step}; change global_batch or micro_batch")
+    phase_dir = Path(out_dir) / phase
+    training_files(data_dir)  # a wrong --data is reported as such, before the vocabulary is looked for
+    vocab_dir = find_vocab_file(data_dir, vocab_dir).parent
+    vocab = read_vocab(vocab_dir / "vocab.txt")
+
+    resume = checkpoint.latest(phase_dir)
+    if resume is not None and not (phase_dir / "hparams.json").is_file():
+        raise DataError(f"{phase_dir / 'hparams.json'}: missing, so the checkpoint's settings are unknown")
+    hparams = read_json(phase_dir / "hparams.json") if resume else None
+    init = _init(phase, phase_dir, Path(init_dir) if init_dir else None, Path(out_dir), hparams)
+    if resume:
+        _check_same_vocab(vocab_dir / "vocab.txt", phase_dir / "tokenizer" / "vocab.txt",
+                          "the vocabulary the model was trained with")
+    elif init:
+        _check_same_vocab(vocab_dir / "vocab.txt", init.vocab_file, "the vocabulary of the model --init starts from")
+    if init:
+        model, config = _continued_model(phase_dir if resume else init.path, config, preset_flag, phase)
+    else:
+        try:
+            model = model_config(config.preset, len(vocab), **config.model)
+        except ValueError as e:
+            raise ConfigError(f"model: {e}") from None
+    if config.objective is None:  # that of the model continued
+        source = phase_dir if resume else init.path if init else None
+        config = dataclasses.replace(config, objective=_objective_of(source) if source else "mlm+nsp")
+    if resume:
+        _check_resumable(resume, hparams, config)
+    if config.objective == "mlm+nsp":
+        _check_sentence_pairs(data_dir)
+    if len(vocab) > model.vocab_size:
+        raise ConfigError(f"{vocab_dir / 'vocab.txt'}: {len(vocab)} tokens, more than the model's vocabulary "
+                          f"({model.vocab_size})")
+    if config.attention == "flash" and "flash" not in available_kernels(torch.device("cuda" if torch.cuda.is_available()
+                                                                                          else "cpu")):
+        raise ConfigError("attention flash: needs a CUDA GPU and the flash-attn package; use auto, mask or nested")
+    data = open_data(data_dir, config.seq_len, len(vocab), world_size)
+    data.check_positions(model.max_position_embeddings)
+    user_ds = read_user_ds_config(deepspeed_config)
+    stage = user_ds.get("zero_optimization", {}).get("stage", config.zero_stage)
+    if stage == 3 and config.optimizer in ("lamb", "lans"):
+        raise ConfigError(f"zero_stage 3: {config.optimizer} needs whole tensors for its trust ratios and ZeRO-3 "
+                          f"does not give them; use zero_stage 1 or 2 (same per-tensor ratios) or adamw")
+    masking = _dynamic_masking(config, vocab, data.seq_len) if config.masking == "dynamic" else None
+    eval_files = _held_out_files(config, data_dir)
+    return Run(phase=phase, phase_dir=phase_dir, config=config, model=model, data=data, vocab_dir=vocab_dir,
+               vocab_size=len(vocab), init=init, resume=resume, world_size=world_size,
+               grad_accumulation=config.global_batch // per_step, precision=choose_precision(config.precision),
+               user_ds_config=user_ds, eval_files=eval_files,
+               eval_every=config.eval_every if config.eval_every is not None else max(1, config.steps // 20),
+               masking=masking)
+
+
+def _dynamic_masking(config: TrainConfig, vocab: dict[str, int], seq_len: int) -> DynamicMasking:
+    """ConfigError if max_predictions is below what mask_rate needs in a sequence of the data's length."""
+    needed = int(predictions_needed(config.mask_rate, seq_len))
+    if config.max_predictions is not None and config.max_predictions < needed:
+        raise ConfigError(f"max_predictions {config.max_predictions}: mask_rate {config.mask_rate} needs {needed} "
+                          f"in a sequence of {seq_len} tokens; raise it or leave it null (ceil(mask_rate * seq_len))")
+    cap = (config.max_predictions if config.max_predictions is not None
+           else default_max_predictions(config.mask_rate, seq_len))
+    return DynamicMasking(MaskingVocab.from_vocab(vocab), config.mask_rate, cap, config.whole_word_masking,
+                          config.seed)
+
+
+def _held_out_files(config: TrainConfig, data_dir: Path) -> list[Path]:
+    """The files evaluate.py reads: `eval_data`'s (which must have some), else the data directory's test split;
+    none when evaluation is off or the data has no test split."""
+    if config.eval_every == 0:
+        return []
+    if config.eval_data is not None:
+        return held_out_files(Path(config.eval_data))
+    return held_out_split(data_dir)
+
+
+def _check_resumable(resume: Checkpoint, hparams: dict, config: TrainConfig) -> None:
+    # runs from before the objective setting trained mlm+nsp
+    before, now = {"objective": "mlm+nsp", **hparams["config"]}, config_to_dict(config)
+    changeable = changeable_fields(TrainConfig)
+    for key, value in now.items():
+        if key not in changeable and before.get(key) != value:
+            raise ConfigError(f"{resume.phase_dir}: resuming a run started with {key}={before.get(key)!r}, now "
+                              f"{value!r}; keep the run's settings or use another --out")
+
+
+def _init(phase: str, phase_dir: Path, init_dir: Path | None, out_dir: Path, hparams: dict | None) -> InitFrom | None:
+    """What the phase starts from: a resumed run's recorded start (--init, if given, must name it), else --init
+    (phase 2: by default <out>/phase1), else nothing (phase 1 from random weights)."""
+    if hparams is not None:
+        recorded = InitFrom.from_dict(hparams["init"]) if hparams.get("init") else None
+        if init_dir is not None and (recorded is None or recorded.path != init_dir.resolve()):
+            raise ConfigError(f"--init {init_dir}: {phase_dir} holds a run started from "
+                              f"{recorded.path if recorded else 'random weights'}, which this command would resume; "
+                              f"leave out --init, or use another --out")
+        return recorded
+    if init_dir is None and phase == "phase1":
+        return None
+    return _find_init(init_dir or out_dir / "phase1", phase)
+
+
+def _find_init(init_dir: Path, phase: str) -> InitFrom:
+    """--init: a Hugging Face directory (config.json, no model_config.json) or a phase directory (its latest
+    checkpoint)."""
+    if (init_dir / "config.json").is_file() and not (init_dir / checkpoint.MODEL_CONFIG).is_file():
+        read_hf_config(init_dir)
+        weights_file(init_dir)
+        if not (init_dir / "vocab.txt").is_file():
+            raise ConfigError(f"{init_dir}: no vocab.txt, so its vocabulary cannot be checked against the data's")
+        return InitFrom(init_dir.resolve())
+    hint = ("pass --init PHASE1_DIR" if phase == "phase2" else
+            "--init takes a phase directory or a Hugging Face model directory (config.json)")
+    found = checkpoint.require_latest(init_dir, f"to start {phase.replace('phase', 'phase ')} from; {hint}")
+    checkpoint.read_model_config(init_dir)
+    return InitFrom(init_dir.resolve(), found.tag, found.step)
+
+
+def _continued_model(source_dir: Path, config: TrainConfig, preset_flag: str | None, phase: str = "phase2"
+                     ) -> tuple[ModelConfig, TrainConfig]:
+    """The model of a phase that continues another's weights (phase 2 those of phase 1, any phase those of --init;
+    when resuming, its own run's): that of the phase directory or Hugging Face directory `source_dir`, where only
+    training-time settings (the changeable ModelConfig fields) may change. The config gets the model's preset (a
+    Hugging Face model's: the preset of its shape, if one has it)."""
+    if (source_dir / checkpoint.MODEL_CONFIG).is_file():
+        saved = dataclasses.asdict(checkpoint.read_model_config(source_dir))
+        hparams = read_json(source_dir / "hparams.json") if (source_dir / "hparams.json").is_file() else {}
+        preset = hparams.get("config", {}).get("preset", config.preset)
+    else:
+        saved = dataclasses.asdict(read_hf_config(source_dir))
+        saved["vocab_size"] = padded_vocab_size(saved["vocab_size"])
+        preset = next((name for name, shape in PRESETS.items() if all(saved[k] == v for k, v in shape.items())),
+                      None)
+        if preset is None and preset_flag is None:
+            preset = config.preset
+    what = phase.replace("phase", "phase ")
+    if preset_flag is not None and preset_flag != preset:
+        raise ConfigError(f"--preset {preset_flag}: {what} continues the {preset or 'custom-shaped'} model of "
+                          f"{source_dir}")
+    training_only = changeable_fields(ModelConfig)
+    changed = [k for k in config.model if k not in training_only and config.model[k] != saved.get(k)]
+    if changed:
+        raise ConfigError(f"model.{changed[0]}: {what} cannot change the shape of the model in {source_dir} "
+                          f"(only {', '.join(training_only)})")
+    try:
+        model = ModelConfig(**{**saved, **config.model})
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"model: {e}") from None
+    return model, dataclasses.replace(config, preset=preset)
+
+
+def _objective_of(source_dir: Path) -> str:
+    """The objective the model of a phase directory was trained with (recorded; mlm+nsp in runs older than the
+    setting), or that of a Hugging Face model's heads (mlm for a masked-LM head alone)."""
+    if (source_dir / checkpoint.MODEL_CONFIG).is_file():
+        hparams = read_json(source_dir / "hparams.json") if (source_dir / "hparams.json").is_file() else {}
+        return hparams.get("config", {}).get("objective") or "mlm+nsp"
+    names = weight_names(source_dir)
+    return "mlm" if MLM_HEAD in names and NSP_HEAD not in names else "mlm+nsp"
+
+
+def _check_sentence_pairs(data_dir: Path) -> None:
+    """Next-sentence prediction needs sentence pairs: refuses a variant written without them."""
+    params = read_params(data_dir)
+    if params is not None and params.sequence_kind == DOC_SENTENCES:
+        raise ConfigError(f"{Path(data_dir) / PARAMS_FILE}: sequence_kind {DOC_SENTENCES}, no sentence pairs for "
+                          f"next-sentence prediction (objective mlm+nsp); train it with --set objective=mlm")
+
+
+def _check_same_vocab(vocab: Path, reference: Path, what: str) -> None:
+    detail = vocab_difference(vocab, reference) if reference.is_file() else None
+    if detail:
+        raise ConfigError(f"{vocab}: differs from {what} ({reference}: {detail})")

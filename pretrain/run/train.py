@@ -1,0 +1,384 @@
+"""The training loop of one pretraining phase on DeepSpeed: builds the engine for a prepared `Run` (see run.py),
+trains until the phase's last step, `steps_this_run` steps or a stop signal, logging metrics and saving checkpoints.
+
+Run directory (`<out>/<phase>/`): .lock (one run at a time: wiki2bert_core/dir_lock.py), the provenance files
+(run_files.py), train.log, metrics.jsonl and tb/ (metrics.py), checkpoints/ (checkpoint.py), flops_profile.txt and
+profile/ when profiling (profiling.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import logging
+import os
+import random
+import time
+
+import numpy as np
+import torch
+
+from wiki2bert_core.config import config_to_dict
+from wiki2bert_core.dir_lock import lock_directory
+from wiki2bert_core.errors import DataError
+from wiki2bert_core.log import LOGGER_NAME, progress, setup_logging
+from pretrain.run import checkpoint
+from pretrain.model.attention import choose_attention
+from pretrain.config import TrainConfig
+from pretrain.data.loader import DataState, make_loader, redistribute
+from pretrain.run.deepspeed_settings import deepspeed_config, single_process_env, zero_stage_for
+from pretrain.run.evaluate import HeldOut, evaluate, format_figures
+from pretrain.model.hf_weights import load_matching, module_names
+from pretrain.run.metrics import STEP_STATS, MetricsLog, batch_counts, step_stats
+from pretrain.model.bert import BertForPreTraining
+from pretrain.run.profiling import profiling
+from pretrain.run.prepare import Run
+from pretrain.run.run_files import write_run_files
+from pretrain.optim.schedule import WarmupPolyDecay
+from pretrain.run.signals import StopSignal
+from pretrain.run.time_plan import TimePlan, scale_warning
+
+
+log = logging.getLogger(LOGGER_NAME)
+
+
+@dataclasses.dataclass
+class Started:
+    """A run's DeepSpeed engine, at the step it starts from (0, or the checkpoint's), with the data position and
+    RNG states to continue with (None: start afresh)."""
+    engine: object
+    zero_stage: int
+    step: int = 0
+    data_state: DataState | None = None
+    rng: dict | None = None
+
+
+def start(run: Run) -> Started:
+    """The engine of `run` (model, LAMB/LANS/AdamW, schedule, DeepSpeed config), resumed from the run's checkpoint
+    if it has one, also one written by another number of ranks. Writes the run files (rank 0)."""
+    single_process_env()
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    c = run.config
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    else:
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
+    _seed(c.seed + rank)
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+        model = BertForPreTraining(run.model, nsp_head=c.objective == "mlm+nsp")
+    if run.init is not None and run.resume is None:
+        _load_init(model, run)
+    model.attention = _attention_kernel(run, model, rank, log)
+    zero_stage = c.zero_stage if c.zero_stage is not None else zero_stage_for(model.num_parameters())
+    # a ZeRO checkpoint of another number of ranks is read as DeepSpeed's universal checkpoint (checkpoint.load)
+    universal = run.resume is not None and run.resume.meta["world_size"] != run.world_size and zero_stage > 0
+    ds_config = deepspeed_config(c, run.grad_accumulation, run.precision, run.user_ds_config, zero_stage)
+    if universal:
+        ds_config["checkpoint"] = {**ds_config.get("checkpoint", {}), "load_universal": True}
+    if rank == 0:
+        write_run_files(run, ds_config, model.num_parameters(), zero_stage)
+    started = Started(build_engine(model, c, ds_config), zero_stage)
+    if run.resume is None:
+        return started
+    client = checkpoint.load(started.engine, run.resume, universal=universal)
+    started.step = client["step"]
+    saved_ranks = len(client["ranks"])
+    if saved_ranks == run.world_size:
+        started.data_state = DataState.from_dict(client["ranks"][rank]["data"])
+        started.rng = client["ranks"][rank]["rng"]
+        log.info("resumed from %s at step %d", run.resume.path, started.step)
+    else:  # the data order changes with the ranks (data.redistribute); fresh dropout streams
+        states = [DataState.from_dict(r["data"]) for r in client["ranks"]]
+        started.data_state = redistribute(states, run.world_size)[rank]
+        _seed(c.seed + rank + 1_000_003 * started.step)
+        log.info("resumed from %s at step %d: written by %d rank(s), resumed on %d; the rest of epoch %d is dealt "
+                 "out anew", run.resume.path, started.step, saved_ranks, run.world_size, started.data_state.epoch)
+    return started
+
+
+def build_engine(model: BertForPreTraining, c: TrainConfig, ds_config: dict):
+    """DeepSpeed's engine of `model` with the optimizer and learning-rate schedule `c` asks for."""
+    import deepspeed
+
+    from pretrain.optim.optimizers import build_optimizer
+    from pretrain.optim.zero_partitions import use_tensor_trust_ratios
+
+    optimizer = build_optimizer(model, c.optimizer, lr=c.lr, weight_decay=c.weight_decay, betas=tuple(c.betas),
+                                eps=c.eps)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, WarmupPolyDecay(c.steps, int(c.warmup * c.steps), c.decay_power))
+    engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
+    use_tensor_trust_ratios(engine)  # under ZeRO 1/2: LAMB/LANS learn where each tensor lies in their partitions
+    return engine
+
+
+def train(run: Run) -> int:
+    """Train until the phase's last step, `steps_this_run` steps, or a stop signal; returns the exit code."""
+    try:
+        return _train(run)
+    finally:
+        if torch.distributed.is_initialized():
+            leave_process_groups()
+
+
+def leave_process_groups() -> None:
+    """End every process group's gloo threads now: left to the interpreter's teardown, they now and then abort a
+    finished rank ('terminate called without an active exception'). torch's destroy_process_group keeps DeepSpeed's
+    own groups (deepspeed.utils.groups) alive, DeepSpeed's releases them; an engine holds the others in reference
+    cycles, which the collector frees once nothing reaches the engine (call this after its holder returned)."""
+    import deepspeed.comm
+
+    deepspeed.comm.destroy_process_group()
+    gc.collect()
+
+
+def _train(run: Run) -> int:
+    single_process_env()
+    rank = int(os.environ["RANK"])
+    c = run.config
+    if rank == 0:  # one lock per run, global rank 0's: the ranks of all nodes share the filesystem
+        _lock_phase_dir(run)
+    log = setup_logging(run.phase_dir / "train.log" if rank == 0 else None, quiet=rank != 0)
+    if rank == 0 and (warning := scale_warning(run.phase, c, run.world_size, torch.cuda.is_available())):
+        log.warning(warning)
+    started = start(run)
+    engine, zero_stage, step, data_state, rng = (started.engine, started.zero_stage, started.step,
+                                                 started.data_state, started.rng)
+    model = engine.module
+    last = min(c.steps, step + c.steps_this_run) if c.steps_this_run else c.steps
+    log.info("%s: steps %d..%d of %d, %s parameters, %d rank(s) x micro-batch %d x accumulation %d = %d, %s, "
+             "ZeRO %d", run.phase, step + 1, last, c.steps, f"{model.num_parameters():,}", run.world_size,
+             c.micro_batch, run.grad_accumulation, c.global_batch, run.precision, zero_stage)
+    if run.masking is not None:
+        log.info("dynamic masking: %g of each sequence's tokens, at most %d, %s", run.masking.rate,
+                 run.masking.max_predictions, "whole words" if run.masking.whole_word else "single tokens")
+    with contextlib.ExitStack() as cleanup:
+        batches = iter(make_loader(run.data, c.micro_batch, run.vocab_size, rank, run.world_size, c.seed,
+                                   c.loader_workers, data_state, pin_memory=torch.cuda.is_available(),
+                                   pack=c.pack_sequences, masking=run.masking))
+        # the workers ignore SIGTERM (see data.py), so they are stopped here, whatever happens: at interpreter exit
+        # multiprocessing would SIGTERM them and wait forever (e.g. after an exception that keeps the iterator)
+        if c.loader_workers:  # a loader without workers has none to stop
+            cleanup.callback(batches._shutdown_workers)
+        if rng is not None:
+            checkpoint.set_rng_state(rng)  # after the loader's workers are started: dropout continues exactly
+        metrics = MetricsLog(run, model.training_flops, rank == 0, step)
+        cleanup.callback(metrics.close)
+        bar = cleanup.enter_context(progress(total=c.steps, initial=step, desc=run.phase, unit="step",
+                                             quiet=rank != 0))
+        stop = cleanup.enter_context(StopSignal(log, run.world_size))
+        stats = torch.zeros(len(STEP_STATS), dtype=torch.float64, device=engine.device)
+        held_out = _held_out(run, rank, log)
+        saver = None
+        if c.checkpoint_writes == "background":
+            saver = checkpoint.BackgroundSaver(engine, run.phase_dir, c.keep_checkpoints, run.world_size)
+            cleanup.callback(saver.abandon)  # a run that fails leaves `latest` as it was; a finished one waited
+        saved = logged = step
+        stopped = False
+        plan = TimePlan(run.phase, step, last, c.global_batch, log)
+        while step < last:
+            with profiling(engine, c, run.phase_dir, step + 1, rank):
+                done = _train_step(engine, batches, run, stats, step + 1, stop)
+            if done is None:
+                stopped = True
+                break
+            lr, grad_norm, data_state = done
+            rng = checkpoint.rng_state()  # the state the next step starts with: saved with this step
+            step += 1
+            bar.update(1)
+            if step % c.log_every == 0 or step == last:
+                row = metrics.row(step, stats, lr, grad_norm)
+                bar.set_postfix(loss=f"{row['loss']:.4f}", real_tok_s=f"{row['real_tokens_per_s']:,.0f}",
+                                padding=f"{row['padding_share']:.0%}", refresh=False)
+                logged = step
+            if held_out and (step % run.eval_every == 0 or step == c.steps) and \
+                    not _evaluate(model, held_out, run, step, metrics, log, stop):
+                stopped = True
+                break
+            if step % c.checkpoint_every == 0 or step == last:
+                _save(engine, run, step, data_state, rng, saver, final=step == last)
+                metrics.restart_clock()
+                saved = step
+            plan.step_done(step)
+        if stopped and step > saved:  # the last completed step; the abandoned one left no trace in the engine
+            if step > logged:
+                metrics.row(step, stats, lr, grad_norm)
+            if saver is not None:
+                saver.abandon()  # the write in flight is of an older step: the stop should not wait for it
+            _save(engine, run, step, data_state, rng, saver, final=True)
+            saved = step
+        if saver is not None:
+            saver.finish()
+    if stopped:
+        log.warning("stopped by signal %d; %s", stop.signum,
+                    f"checkpoint of step {saved} saved; re-run the same command to resume" if saved else
+                    "no step was completed, nothing saved; re-run the same command to start")
+        return 128 + stop.signum
+    if step < c.steps:
+        log.info("stopped after step %d of %d (steps_this_run); re-run the same command to continue", step, c.steps)
+    else:
+        log.info("%s complete: %d steps, checkpoint in %s", run.phase, step,
+                 checkpoint.checkpoint_dir(run.phase_dir))
+    return 0
+
+
+def _load_init(model: BertForPreTraining, run: Run) -> None:
+    """The weights of --init (phase 2: phase 1's) where they fit; the heads they do not hold keep their fresh
+    initialisation, and the log names them and the tensors the objective leaves out."""
+    fresh, unused = load_matching(model, run.init.weights(), run.init.path)
+    log.info("%s starts from %s", run.phase, run.init)
+    if fresh:
+        log.info("not in %s, initialised fresh: %s", run.init.path, ", ".join(module_names(fresh)))
+    if unused:
+        log.info("in %s, not used by this model (objective %s): %s", run.init.path, run.config.objective,
+                 ", ".join(unused))
+
+
+def _lock_phase_dir(run: Run) -> None:
+    """Hold <phase_dir>/.lock for this run, taken before anything is written into the phase directory, or fail at
+    once naming the run that holds it. If rank 0 is refused, the launcher stops the other ranks, which wait for it in
+    DeepSpeed's rendezvous without having written anything."""
+    holder = lock_directory(run.phase_dir)
+    if holder is not None:
+        raise DataError(f"{run.phase_dir}: another pretraining run (pid {holder}) is using this phase directory; "
+                        f"wait for it to finish or use another --out")
+    latest = checkpoint.latest(run.phase_dir)
+    if (latest and latest.tag) != (run.resume and run.resume.tag):  # a run that ended while this one was prepared
+        raise DataError(f"{run.phase_dir}: another run saved a checkpoint since this one read the directory; "
+                        f"re-run the command to go on from it")
+
+
+def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int, stop: StopSignal):
+    """One optimizer step (`grad_accumulation` micro-batches). Adds the step's sums to `stats`; returns the
+    learning rate used, the gradient norm (None if not measured) and the data position after the step.
+
+    Returns None, adding nothing, when a stop signal is agreed before one of its micro-batches: the step is
+    abandoned. DeepSpeed changes the weights, optimizer, schedule and its step counters only in the step() of the
+    last micro-batch, and gradients are not part of a checkpoint, so the engine then still holds the state of the
+    last completed step; the gradients it has accumulated are dropped with the process."""
+    log_step = step % run.config.log_every == 0
+    lr = grad_norm = None
+    sums = torch.zeros_like(stats)
+    for micro in range(run.grad_accumulation):
+        if stop.agreed():
+            log.warning("step %d abandoned after %d of %d micro-batches", step, micro, run.grad_accumulation)
+            return None
+        start = time.perf_counter()
+        batch = next(batches)
+        wait = time.perf_counter() - start
+        data_state, problem = batch.pop("data_state"), batch.pop("problem")
+        if problem:
+            raise DataError(problem)
+        counts = batch_counts(batch)
+        batch = {k: v.to(engine.device, non_blocking=True) for k, v in batch.items()}
+        out = engine(**batch)
+        engine.backward(out.loss)
+        if micro == run.grad_accumulation - 1:
+            lr = engine.optimizer.param_groups[0]["lr"]
+            if log_step and engine.zero_optimization_stage() == 0:
+                grad_norm = _grad_norm(engine)  # DeepSpeed keeps no norm without ZeRO
+        engine.step()
+        sums += step_stats(out, wait, counts, stats.device)
+    stats += sums
+    ds_norm = engine.get_global_grad_norm()
+    return lr, float(ds_norm) if ds_norm is not None else grad_norm, data_state
+
+
+def _held_out(run: Run, rank: int, log: logging.Logger) -> HeldOut | None:
+    if not run.eval_files:
+        log.info("held-out evaluation: off (%s)", "eval_every 0" if run.eval_every == 0 else
+                 f"no test/ split in {run.data.data_dir}; pass --eval-data DIR")
+        return None
+    held_out = HeldOut.read(run.eval_files, run.config.eval_samples, run.vocab_size,
+                            run.model.max_position_embeddings, rank, run.world_size)
+    log.info("held-out evaluation: every %d steps on the first %s instances of %s", run.eval_every,
+             f"{held_out.total:,}", run.eval_files[0].parent)
+    return held_out
+
+
+def _evaluate(model, held_out: HeldOut, run: Run, step: int, metrics: MetricsLog, log: logging.Logger,
+              stop: StopSignal) -> bool:
+    """Evaluate and write the eval_* row; False, writing none, when a stop signal abandons the evaluation: figures
+    of a part of the instances would not compare with the other rows, and the stop must not wait for the rest."""
+    log.info("step %d: held-out evaluation of %s instances", step, f"{held_out.total:,}")
+    start = time.perf_counter()
+    figures = evaluate(model, held_out, run.config.micro_batch, run.vocab_size,
+                       {"bf16": torch.bfloat16, "fp16": torch.float16}.get(run.precision), stop)
+    metrics.eval_row(step, figures, time.perf_counter() - start)
+    if figures is None:
+        log.warning("held-out evaluation of step %d abandoned: no eval_* row for it, a resumed run does not repeat "
+                    "it", step)
+        return False
+    log.info("step %d: %s", step, format_figures(figures))
+    return True
+
+
+def _attention_kernel(run: Run, model: BertForPreTraining, rank: int, log: logging.Logger) -> str:
+    """The configured kernel; for `auto`, "mask" on CPU and on GPU the fastest on the first micro-batch of this
+    rank's data (read once more here), measured with the run's precision. Measuring draws none of the run's random
+    numbers."""
+    c = run.config
+    device = next(model.parameters()).device
+    if c.attention != "auto" or device.type != "cuda":
+        kernel = "mask" if c.attention == "auto" else c.attention
+        log.info("attention kernel: %s", kernel)
+        return kernel
+    batch = next(iter(make_loader(run.data, c.micro_batch, run.vocab_size, rank, run.world_size, c.seed, workers=0,
+                                  pack=c.pack_sequences, masking=run.masking)))
+    batch = {k: v.to(device) for k, v in batch.items() if isinstance(v, torch.Tensor)}
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(run.precision)
+
+    def step(kernel: str) -> None:
+        model.attention = kernel
+        with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
+            model(**batch).loss.backward()
+        model.zero_grad(set_to_none=True)
+
+    with torch.random.fork_rng(devices=[device]):
+        kernel, seconds = choose_attention(step, device)
+    log.info("attention kernel: %s (fastest of %s)", kernel,
+             ", ".join(f"{k} {1000 * s:.1f} ms" for k, s in seconds.items()))
+    return kernel
+
+
+def _save(engine, run: Run, step: int, data_state: dict, rng: dict, saver: checkpoint.BackgroundSaver | None,
+          final: bool) -> None:
+    """The checkpoint of `step`: written by `saver` in the background, or now (no saver: blocking saves; the last
+    checkpoint of a run, after the write in flight). Logs how long training waited for it."""
+    start = time.perf_counter()
+    mine = {"data": data_state, "rng": rng}
+    ranks = [None] * run.world_size
+    torch.distributed.all_gather_object(ranks, mine)
+    client = {"phase": run.phase, "step": step, "world_size": run.world_size, "ranks": ranks,
+              "config": config_to_dict(run.config)}
+    meta = {"phase": run.phase, "steps": run.config.steps, "world_size": run.world_size,
+            "samples_seen": step * run.config.global_batch}
+    if saver is None or final:
+        if saver is not None:
+            saver.finish()
+        checkpoint.save(engine, run.phase_dir, step, meta, client, run.config.keep_checkpoints)
+        log.info("checkpoint of step %d: training waited %.2f s for the whole write", step,
+                 time.perf_counter() - start)
+        return
+    saver.finish()
+    previous = time.perf_counter() - start
+    saver.save(step, meta, client)
+    log.info("checkpoint of step %d: training waited %.2f s (%.2f s for the previous write, then a copy of %.2f GiB "
+             "into CPU memory); written in the background", step, time.perf_counter() - start, previous,
+             saver.snapshot_bytes / 2 ** 30)
+
+
+def _grad_norm(engine) -> float | None:
+    grads = [p.grad for p in engine.module.parameters() if p.grad is not None]
+    if not grads:
+        return None
+    norm = float(torch.linalg.vector_norm(torch.stack([g.float().norm() for g in grads])))
+    scaler = engine.torch_autocast_z0_gradscaler  # fp16 without ZeRO: the gradients are still scaled here
+    return norm / scaler.get_scale() if scaler is not None else norm
+
+
+def _seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2 ** 32)
+    torch.manual_seed(seed)

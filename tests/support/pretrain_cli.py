@@ -1,0 +1,44 @@
+"""Running `pretrain` as a user does, in a subprocess of its own (no launcher variables inherited, one thread), and
+reading what a phase logged: shared by the pretraining tests."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                                                         "MASTER_PORT")} | {"OMP_NUM_THREADS": "1",
+                                                                            "PYTHONPATH": str(ROOT)}
+
+# the tiny preset at 8 sequences a step in micro-batches of 4, a metrics row every step (no seq_len: the data's)
+TINY = ["--preset", "tiny", "--set", "global_batch=8", "--set", "micro_batch=4", "--set", "log_every=1"]
+
+
+def pretrain(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pretrain.cli", *args], env=ENV, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def metrics(phase_dir: Path) -> list[dict]:
+    """The rows of a phase's metrics.jsonl."""
+    return [json.loads(line) for line in (phase_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def wait_for_rows(phase_dir: Path, rows: int, proc: subprocess.Popen, timeout: float = 240) -> list[dict]:
+    """metrics.jsonl's rows once it has `rows` of them, while `proc` (the phase) still runs."""
+    deadline = time.monotonic() + timeout
+    while not ((phase_dir / "metrics.jsonl").is_file() and len(metrics(phase_dir)) >= rows):
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    return metrics(phase_dir)
+
+
+def tags(phase_dir: Path) -> list[str]:
+    """The checkpoint tags a phase directory holds."""
+    from pretrain.run import checkpoint
+    return sorted(d.name for d in checkpoint.checkpoint_dir(phase_dir).iterdir() if d.is_dir())
