@@ -31,11 +31,10 @@ language the identifier does not know skips the check, with a warning and a note
 Two passes over the parts, both parallel: checks and text hashes per part, then (in the main process, in part
 order) the duplicate decision, then the kept documents are written. The output is the same for any number of
 workers; memory for duplicates is 8 bytes per kept document. `report.json` has documents and sentences kept
-and dropped by reason, with example titles (from the `part-*.titles` files of `sentences`).
+and dropped by reason, with example titles (from the document records of `sentences`, which the kept documents keep).
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -49,7 +48,8 @@ import numpy as np
 from wiki2bert_core.config import SettingError, added_later
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import atomic_write, write_json
-from pipeline.text_files import iter_documents, list_parts, write_document
+from pipeline.text_files import (iter_documents, iter_documents_with_records, list_parts, records_path, write_document,
+                                 write_record)
 from wiki2bert_core.log import progress
 from pipeline.stages import Stage, StageContext
 from pipeline.words import split_unspaced
@@ -302,20 +302,18 @@ def _mark_duplicates(codes: np.ndarray, hashes: np.ndarray, seen: np.ndarray) ->
 
 
 def _write_part(task) -> dict[int, list[str]]:
-    """Write the kept documents of a part; return up to `examples` titles per dropped code."""
+    """Write the kept documents of a part and their records; return up to `examples` titles per dropped code."""
     path, codes, out_dir, examples = task
-    titles_path = path.with_suffix(".titles")
     found: dict[int, list[str]] = {}
-    with atomic_write(Path(out_dir) / path.name) as out, contextlib.ExitStack() as stack:
-        titles = (stack.enter_context(open(titles_path, encoding="utf-8", errors="replace"))
-                  if titles_path.is_file() else iter(()))
-        for index, sentences in enumerate(iter_documents(path)):
-            title = next(titles, None)
+    text_path = Path(out_dir) / path.name
+    with atomic_write(text_path) as out, atomic_write(records_path(text_path)) as records_out:
+        for index, (record, sentences) in enumerate(iter_documents_with_records(path)):
             code = int(codes[index])
             if code == KEPT:
                 write_document(out, sentences)
+                write_record(records_out, record)
             elif len(found.setdefault(code, [])) < examples:
-                found[code].append(f"{path.name} document {index + 1}" if title is None else title.rstrip("\n"))
+                found[code].append(record.title or f"{path.name} document {index + 1}")
     return found
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
 from wiki2bert_core.errors import ConfigError, DataError
-from pipeline.text_files import iter_documents, write_document
+from pipeline.text_files import WIKIPEDIA_SOURCE, DocumentRecord, iter_documents, records_path, write_document, write_record
 from pipeline.runner import config_hash, run_stage
 from pipeline.stages.filter import REASONS, DocumentChecker, FilterConfig, run
 from pipeline.words import UNSPACED_LETTER
@@ -147,13 +147,14 @@ def test_work_made_before_chars_per_word_existed_stays_current():
 # --- the stage ----------------------------------------------------------------------------------
 
 def write_parts(directory: Path, parts: list[list[tuple[str, list[str]]]], titles: bool = True) -> Path:
+    """The sentences stage's output: document text and its records (titles left empty where `titles` is false)."""
     directory.mkdir(parents=True, exist_ok=True)
     for i, docs in enumerate(parts):
-        with open(directory / f"part-{i:05d}.txt", "w", encoding="utf-8") as f:
-            for _, sentences in docs:
+        text_path = directory / f"part-{i:05d}.txt"
+        with open(text_path, "w", encoding="utf-8") as f, open(records_path(text_path), "w", encoding="utf-8") as r:
+            for n, (title, sentences) in enumerate(docs):
                 write_document(f, sentences)
-        if titles:
-            (directory / f"part-{i:05d}.titles").write_text("".join(t + "\n" for t, _ in docs), encoding="utf-8")
+                write_record(r, DocumentRecord(WIKIPEDIA_SOURCE, str(n), title if titles else ""))
     return directory
 
 
@@ -197,7 +198,7 @@ def test_stage_keeps_good_documents_drops_duplicates_across_parts_and_reports(tm
     assert report["language_check"] == "py3langid: hu"
 
 
-def test_examples_are_limited_and_fall_back_to_document_numbers_without_titles(tmp_path, make_ctx):
+def test_examples_are_limited_and_fall_back_to_document_numbers_for_untitled_documents(tmp_path, make_ctx):
     docs = [(f"Rövid {i}", CRAFTED["min_sentences"]) for i in range(4)] + [("Falu", GOOD)]
     ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", [docs], titles=False))
     run(FilterConfig(word_chars=HU, examples=2), ctx)
@@ -266,4 +267,4 @@ def test_runs_in_the_chain_with_the_hungarian_profile(tmp_path):
     assert manifest["config"]["word_chars"] == HU
     assert manifest["counts"] == {"documents_in": 3, "documents_kept": 1, "sentences_kept": 5,
                                   "dropped_foreign_ratio": 1, "dropped_language": 1}
-    assert set(manifest["outputs"]) == {"part-00000.txt", "report.json"}
+    assert set(manifest["outputs"]) == {"part-00000.txt", "part-00000.docs.jsonl", "report.json"}

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.config import load_pipeline_config
 from wiki2bert_core.errors import ConfigError, DataError
-from pipeline.text_files import iter_documents
+from pipeline.text_files import iter_documents, iter_records
 from pipeline.runner import MANIFEST, run_stage
 from pipeline.stages import StageContext
 from pipeline.stages.sentences.stage import SentencesConfig, run
@@ -143,7 +143,7 @@ def test_article_left_empty_by_quntoken_is_skipped_with_its_title(tmp_path, make
     assert run(SentencesConfig(splitter="quntoken"), ctx) == {
         "articles": 2, "documents": 1, "sentences": 1, "empty_articles": 1}
     assert (ctx.out_dir / "part-00000.txt").read_text(encoding="utf-8") == "Az alma piros.\n\n"
-    assert (ctx.out_dir / "part-00000.titles").read_text(encoding="utf-8") == "Alma\n"
+    assert [r.title for r in iter_records(ctx.out_dir / "part-00000.txt")] == ["Alma"]
 
 
 def test_quntoken_unavailable_platform_is_a_clear_error(monkeypatch, tmp_path, make_ctx):
@@ -177,11 +177,11 @@ def make_ctx(stage_context):
     return make_ctx
 
 
-def test_stage_writes_sentences_titles_and_skips_empty_articles(tmp_path, make_ctx):
+def test_stage_writes_sentences_records_and_skips_empty_articles(tmp_path, make_ctx):
     extract = write_parts(tmp_path, [
         [article("First", "Dr. Who came. He left!\n\nA second paragraph without a period\n"),
          article("Empty", " \n\t\n"),
-         article("Third", "One  more\u00a0sentence.")],
+         article("Third", "One  more\u00a0sentence.") | {"source": "web", "id": "doc-3"}],
         [],
     ])
     ctx = make_ctx(tmp_path, extract)
@@ -189,7 +189,8 @@ def test_stage_writes_sentences_titles_and_skips_empty_articles(tmp_path, make_c
     assert counts == {"articles": 3, "documents": 2, "sentences": 4, "empty_articles": 1}
     assert (ctx.out_dir / "part-00000.txt").read_text(encoding="utf-8") == (
         "Dr. Who came.\nHe left!\nA second paragraph without a period\n\nOne more sentence.\n\n")
-    assert (ctx.out_dir / "part-00000.titles").read_text(encoding="utf-8") == "First\nThird\n"
+    assert [(r.source, r.id, r.title) for r in iter_records(ctx.out_dir / "part-00000.txt")] == [
+        ("wikipedia", "First", "First"), ("web", "doc-3", "Third")]
     assert (ctx.out_dir / "part-00001.txt").read_text(encoding="utf-8") == ""
     assert list(iter_documents(ctx.out_dir / "part-00000.txt"))[1] == ["One more sentence."]
 
@@ -210,7 +211,7 @@ def test_output_identical_for_one_and_two_workers(tmp_path, splitter, monkeypatc
         assert counts["documents"] == 120 and counts["sentences"] == 120 * 4
         outputs.append({p.name: p.read_bytes() for p in sorted(ctx.out_dir.iterdir())})
     assert outputs[0] == outputs[1]
-    assert sorted(outputs[0]) == [f"part-0000{i}{s}" for i in range(3) for s in (".titles", ".txt")]
+    assert sorted(outputs[0]) == [f"part-0000{i}{s}" for i in range(3) for s in (".docs.jsonl", ".txt")]
 
 
 def test_non_utf8_part_names_file_and_line(tmp_path, make_ctx):
@@ -244,7 +245,7 @@ def test_runs_in_the_chain_with_the_hungarian_profile(tmp_path):
                                                                     "outputs": {}}}, 1, True, logging.getLogger("wiki2bert"))
     assert manifest["config"]["splitter"] == ("quntoken" if HAVE_QUNTOKEN else "rules")
     assert manifest["counts"]["sentences"] == 2
-    assert set(manifest["outputs"]) == {"part-00000.txt", "part-00000.titles"}
+    assert set(manifest["outputs"]) == {"part-00000.txt", "part-00000.docs.jsonl"}
     assert json.loads((lang_dir / "sentences" / MANIFEST).read_text())["counts"]["documents"] == 1
     assert (lang_dir / "sentences" / "part-00000.txt").read_text(encoding="utf-8") == (
         "Az alma gyümölcs.\nA fája 3.5 m magas, pl. a kertben.\n\n")

@@ -1,7 +1,7 @@
 """Stage `sentences`: extract JSONL articles -> one sentence per line, a blank line after each article.
 
 Each `part-NNNNN.jsonl` becomes `part-NNNNN.txt` (the format of Google's `create_pretraining_data.py`)
-and `part-NNNNN.titles` (one article title per line, in document order, for the filter's report).
+and `part-NNNNN.docs.jsonl` (each document's record: source, id, title; `pipeline.text_files`).
 Paragraph ends always end a sentence; whitespace and control characters are normalized
 (`pipeline.stages.sentences.splitters.normalize_paragraph`); articles with no text are left out. Hungarian uses quntoken,
 every other language the rule splitter (`pipeline.stages.sentences.splitters`, which says why it was chosen).
@@ -16,7 +16,8 @@ from typing import Literal
 
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import atomic_write
-from pipeline.text_files import iter_jsonl, list_parts, write_document
+from pipeline.text_files import (WIKIPEDIA_SOURCE, DocumentRecord, iter_jsonl, list_parts, records_path,
+                                 write_document, write_record)
 from wiki2bert_core.log import progress
 from pipeline.stages import Stage, StageContext
 from pipeline.stages.sentences.splitters import check_quntoken, make_splitter, normalize_paragraph, split_paragraphs
@@ -60,20 +61,20 @@ def _split_part(task) -> dict:
     splitter = _splitter(splitter_name, language, extra)
     stem = path.name[:-len(".jsonl")]
     counts = {"articles": 0, "documents": 0, "sentences": 0, "empty_articles": 0, "bytes": path.stat().st_size}
-    batch: list[tuple[str, list[str]]] = []  # (title, paragraphs)
+    batch: list[tuple[DocumentRecord, list[str]]] = []  # (record, paragraphs)
     batch_chars = 0
-    with atomic_write(Path(out_dir) / f"{stem}.txt") as text_out, \
-            atomic_write(Path(out_dir) / f"{stem}.titles") as titles_out:
+    text_path = Path(out_dir) / f"{stem}.txt"
+    with atomic_write(text_path) as text_out, atomic_write(records_path(text_path)) as records_out:
         def flush():
             paragraphs = [p for _, article in batch for p in article]
             split = iter(splitter.split(paragraphs))
-            for title, article in batch:
+            for record, article in batch:
                 sentences = [s for _ in article for s in next(split)]
                 if not sentences:  # only characters the splitter drops (a lone zero-width joiner)
                     counts["empty_articles"] += 1
                     continue
                 write_document(text_out, sentences)
-                titles_out.write(title + "\n")
+                write_record(records_out, record)
                 counts["documents"] += 1
                 counts["sentences"] += len(sentences)
             batch.clear()
@@ -87,7 +88,9 @@ def _split_part(task) -> dict:
             if not paragraphs:
                 counts["empty_articles"] += 1
                 continue
-            batch.append((normalize_paragraph(article.get("title", "")), paragraphs))
+            record = DocumentRecord(str(article.get("source", WIKIPEDIA_SOURCE)), str(article.get("id", line_no)),
+                                    normalize_paragraph(article.get("title", "")))
+            batch.append((record, paragraphs))
             batch_chars += sum(map(len, paragraphs))
             if batch_chars >= BATCH_CHARS:
                 flush()
