@@ -18,13 +18,12 @@ from pathlib import Path
 from wiki2bert_core.config import config_to_dict, hashed_values
 from pipeline.config import PipelineConfig
 from wiki2bert_core.errors import DataError
-from wiki2bert_core.files import atomic_write, read_json, remove_tree, sha256_file, write_json
+from wiki2bert_core.files import MANIFEST, atomic_write, read_json, remove_tree, sha256_file, write_json
 from wiki2bert_core.log import progress
 from pipeline.executors.local import Executor, LocalExecutor
 from pipeline.stages import StageContext, stage_by_name
 from pipeline.workdir import raise_if_interrupted
 
-MANIFEST = "_manifest.json"
 DONE, STALE, MISSING, FAILED = "done", "stale", "missing", "failed"
 
 

@@ -93,23 +93,25 @@ def show_config(phase: str = typer.Option("phase1", "--phase", help="phase1 or p
 
 
 @app.command()
-def export(phase_dir: Path = typer.Argument(..., callback=utf8_path, help="A phase directory, e.g. runs/hu/phase2"),
+def export(model_dir: Path = typer.Argument(..., callback=utf8_path,
+                                           help="A phase directory (its latest checkpoint), e.g. runs/hu/phase2, or "
+                                           "a Hugging Face BERT directory"),
            out: Path = typer.Option(..., "--out", callback=utf8_path,
                                     help="Hugging Face model directory to write: new, empty or a "
                                     "previous export, which is replaced"),
            force: bool = typer.Option(False, "--force", help="Replace --out even if it holds other files (never a "
-                                                              "pretraining run or checkpoint)")) -> None:
-    """Write the phase's latest weights as a Hugging Face BertForPreTraining directory (BertForMaskedLM for a model
-    trained MLM-only) with its tokenizer."""
+                                                              "directory that belongs to something else)")) -> None:
+    """Write the model's weights as a Hugging Face BertForPreTraining directory (BertForMaskedLM for a model trained
+    MLM-only) with its tokenizer."""
     from pretrain.tools.export import export_hf
 
-    typer.echo(export_hf(phase_dir, out, force))
+    typer.echo(export_hf(model_dir, out, force))
 
 
 @app.command("eval")
 def eval_(path: Path = typer.Argument(..., callback=utf8_path,
-                                      help="A phase directory (its latest checkpoint) or an exported Hugging "
-                                      "Face directory"),
+                                      help="A phase directory (its latest checkpoint), an export or another "
+                                      "Hugging Face BERT directory"),
           data: Path = typer.Option(..., "--data", callback=utf8_path,
                                     help="HDF5 variant directory (its test/ split) or a directory "
                                     "of NVIDIA-layout HDF5 files"),
@@ -123,21 +125,24 @@ def eval_(path: Path = typer.Argument(..., callback=utf8_path,
     import torch
 
     from wiki2bert_core.variant_dir import held_out_files
-    from pretrain.run.evaluate import HeldOut, evaluate, format_figures, load_model
+    from pretrain.model.model_dir import read_our_model
+    from pretrain.run.evaluate import HeldOut, evaluate, format_figures
 
     files = held_out_files(data)
-    model, vocab_size, source = load_model(path, tag)
-    held_out = HeldOut.read(files, samples, vocab_size, model.config.max_position_embeddings)
+    read = read_our_model(path, "pretrain eval", "evaluate", tag)
+    model = read.model
+    held_out = HeldOut.read(files, samples, read.vocab_tokens, model.config.max_position_embeddings)
     if torch.cuda.is_available():
         model = model.cuda()
-    typer.echo(f"{source} on {held_out.total:,} instances of {data}", err=True)
-    typer.echo(format_figures(evaluate(model, held_out, batch, vocab_size), 6, "\n"))
+    typer.echo(f"{read.described} on {held_out.total:,} instances of {data}", err=True)
+    typer.echo(format_figures(evaluate(model, held_out, batch, read.vocab_tokens), 6, "\n"))
 
 
 @app.command()
 def finetune(models: list[Path] = typer.Argument(..., callback=utf8_path, metavar="MODEL",
-                                                help="Hugging Face model directories with their tokenizer: "
-                                                "`pretrain export` outputs or any local BERT-family model"),
+                                                help="Model directories: phase directories (exported into "
+                                                "OUT/models/ first), exports, or any local BERT-family encoder "
+                                                "with its tokenizer"),
              task: list[Path] = typer.Option(..., "--task", callback=utf8_path,
                                              help="Task file or directory (repeatable); see docs/finetune.md"),
              out: Path = typer.Option(..., "--out", callback=utf8_path,

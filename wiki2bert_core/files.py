@@ -14,6 +14,9 @@ from typing import IO, Any, Iterator
 from wiki2bert_core.errors import DataError
 
 _RAISE = object()
+# the last file a pipeline stage writes into its directory (pipeline/runner.py), which marks it complete; what tells
+# a stage directory (and a work directory, which holds them) from others (pretrain/out_dirs.py)
+MANIFEST = "_manifest.json"
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:

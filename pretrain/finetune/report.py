@@ -26,7 +26,7 @@ def write_report(out: Path, sources: list[ModelSource], tasks: list[Task], recip
         first = recipes[task.kind].seed
         for source in sources:
             runs = [read_json(result_path(out, source, task, seed)) for seed in range(first, first + seeds)]
-            rows.append({"model": source.name, "model_path": str(source.path.resolve()),
+            rows.append({"model": source.name, "model_path": str(source.origin.resolve()),
                          "random_init": source.random_init, "task": task.name, "seeds": runs,
                          "summary": summarize([run["metrics"] for run in runs])})
         figures = metrics.compute(task.metrics, task.labels, gold_labels(task), majority_predictions(task))

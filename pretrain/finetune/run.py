@@ -6,10 +6,16 @@ Output directory (--out):
                               the fingerprint of its files, each task's source and the digest of its examples; and
                               the last command
   githash.log, gitdiff.log, pip_freeze.txt   the code and versions of the last run (pretrain/run/run_files.py)
+  models/<model>/                            the export of a model given as a phase directory (its latest
+                                             checkpoint: pretrain/tools/export.py), what is fine-tuned
   runs/<model>/<task>/seed<k>.json           one seed's figures, written when it has finished
   predictions/<model>/<task>/seed<k>.jsonl   its dev predictions (written just before the figures)
   results.json, results.md, results.png      all of it (report.py)
   finetune.log                               the log
+
+A model is a model directory (pretrain/model/model_dir.py): a Hugging Face directory of a BERT-family encoder, used as
+it is, or a phase directory, exported into models/<run>-<phase>/ and named so. --out may not be a directory that
+belongs to something else (pretrain/out_dirs.py).
 
 Resume: a seed whose figures file exists is done and never run again, so a killed run re-run with the same
 command continues with the seeds it had not finished (each file is written to a temporary name and renamed into
@@ -34,9 +40,12 @@ from wiki2bert_core.log import progress, setup_logging
 from pretrain.finetune.recipe import Recipe, load_recipes
 from pretrain.finetune.task import Task
 from pretrain.finetune.train import ModelSource
+from pretrain.model.model_dir import HF_CONFIG, PRETRAINING_CONFIG, HuggingFaceDir, PhaseDir, open_model_dir
+from pretrain.run.checkpoint import META, MODEL_CONFIG
 
-# the files a Hugging Face BERT directory keeps its configuration and weights in (the model's fingerprint)
-MODEL_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+SETTINGS_FILE = "settings.json"
+LOG_FILE = "finetune.log"
+EXPORTS = "models"  # the exports of models given as phase directories
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")  # either lets AutoTokenizer build a BERT tokenizer
 
 
@@ -46,7 +55,7 @@ def finetune(model_dirs: list[Path], task_paths: list[Path], out: Path, seeds: i
     from pretrain.finetune.tasks import load_task
 
     recipes = load_recipes(list(overrides))
-    sources = model_sources(model_dirs, random_init)
+    sources = model_sources(model_dirs, random_init, Path(out))
     tasks = [load_task(Path(path), held_out) for path in task_paths]
     return run_tasks(sources, tasks, Path(out), seeds, recipes, held_out)
 
@@ -55,14 +64,22 @@ def run_tasks(sources: list[ModelSource], tasks: list[Task], out: Path, seeds: i
               held_out: float | None = None) -> str:
     """`finetune` once the models are checked and the tasks read."""
     from pretrain.finetune.report import write_report
+    from pretrain.finetune.train import load_model
+    from pretrain.out_dirs import FINETUNE, check_out_dir
 
     if seeds < 1:
         raise ConfigError(f"--seeds: must be at least 1, got {seeds}")
     _check_unique([task.name for task in tasks], "tasks", "the task files")
+    check_out_dir(out, "pretrain finetune", FINETUNE)
+    one_per_kind = {task.kind: task for task in tasks}.values()
+    for source in sources:  # loads in each kind's class, no fresh weight outside the head (an export always does)
+        for task in one_per_kind if source.export_of is None and not source.random_init else ():
+            load_model(source, task, 0)
     out.mkdir(parents=True, exist_ok=True)
-    log = setup_logging(out / "finetune.log")
+    log = setup_logging(out / LOG_FILE)
     used = {task.kind: recipes[task.kind] for task in tasks}
     record_settings(out, used, held_out, sources, tasks)
+    _export_phase_dirs(sources, out, log)
     for kind, recipe in used.items():
         log.info("recipe %s: %s", kind, json.dumps(dataclasses.asdict(recipe)))
     wanted = [(source, task, seed) for source in sources for task in tasks
@@ -75,23 +92,27 @@ def run_tasks(sources: list[ModelSource], tasks: list[Task], out: Path, seeds: i
     return write_report(out, sources, tasks, recipes, seeds)
 
 
-def model_sources(model_dirs: list[Path], random_init: bool) -> list[ModelSource]:
-    """The rows to fine-tune: each model directory (checked), and with `random_init` its randomly initialised twin
-    after it."""
+def model_sources(model_dirs: list[Path], random_init: bool, out: Path | None = None) -> list[ModelSource]:
+    """The rows to fine-tune: each model directory (checked; a phase directory is exported into `out`, needed then),
+    and with `random_init` its randomly initialised twin after it."""
     sources = []
     for path in map(Path, model_dirs):
-        if not path.is_dir():
-            raise ConfigError(f"{path}: no such model directory")
-        if not (path / "config.json").is_file():
-            raise ConfigError(f"{path}: no config.json: not a Hugging Face model directory (`pretrain export` "
-                              f"writes one from a phase directory)")
-        if not any((path / name).is_file() for name in TOKENIZER_FILES):
-            raise ConfigError(f"{path}: no tokenizer files ({' or '.join(TOKENIZER_FILES)}); copy the tokenizer "
-                              f"the model was pretrained with into it (`pretrain export` writes them)")
-        name = Path(os.path.abspath(path)).name  # "." has one too; a link keeps its own
-        sources.append(ModelSource(name, path))
+        model_dir = open_model_dir(path)
+        place = Path(os.path.abspath(path))  # "." has a name too; a link keeps its own
+        if isinstance(model_dir, PhaseDir):
+            model_dir.find_checkpoint("export")
+            model_dir.model_config()
+            name = f"{place.parent.name}-{place.name}"
+            source = ModelSource(name, out / EXPORTS / name, export_of=path)
+        else:
+            model_dir.model_type("finetune", "pretrain finetune")
+            if not any((path / name).is_file() for name in TOKENIZER_FILES):
+                raise ConfigError(f"{path}: no tokenizer files ({' or '.join(TOKENIZER_FILES)}); copy the "
+                                  f"tokenizer the model was pretrained with into it (`pretrain export` writes them)")
+            source = ModelSource(place.name, path)
+        sources.append(source)
         if random_init:
-            sources.append(ModelSource(f"{name}-random-init", path, random_init=True))
+            sources.append(dataclasses.replace(source, name=f"{source.name}-random-init", random_init=True))
     _check_unique([source.name for source in sources], "models", "the model directories (rename one)")
     return sources
 
@@ -110,10 +131,10 @@ def record_settings(out: Path, recipes: dict[str, Recipe], held_out: float | Non
     then writes settings.json (those, with this run's added) and the code's provenance files."""
     from pretrain.run.run_files import write_code_files
 
-    path = out / "settings.json"
+    path = out / SETTINGS_FILE
     now = {"recipes": {kind: dataclasses.asdict(recipe) for kind, recipe in recipes.items()},
            "held_out": held_out,
-           "models": {s.name: {"path": str(s.path.resolve()), "files": model_fingerprint(s.path)}
+           "models": {s.name: {"path": str(s.origin.resolve()), "files": model_fingerprint(s)}
                       for s in sources if not s.random_init},
            "tasks": {t.name: {"source": str(t.source.resolve()), "kind": t.kind, "digest": task_digest(t)}
                      for t in tasks}}
@@ -140,15 +161,35 @@ def record_settings(out: Path, recipes: dict[str, Recipe], held_out: float | Non
     write_code_files(out)
 
 
-def model_fingerprint(path: Path) -> dict:
+def model_fingerprint(source: ModelSource) -> dict:
     """Size and the sha256 of the first and last MiB of each configuration and weights file (not the mtime: a copy
-    of the model is the same model)."""
+    of the model is the same model); of a phase directory's, its model config and the meta.json of its latest
+    checkpoint, which lists the checkpoint's files with their sizes and sha256."""
+    if source.export_of is not None:
+        phase = PhaseDir(source.export_of)
+        found = phase.find_checkpoint("export")
+        files = [phase.path / MODEL_CONFIG, found.path / META]
+    else:
+        files = [source.path / HF_CONFIG, *HuggingFaceDir(source.path).weight_files()]
     prints = {}
-    for name in MODEL_FILES:
-        if (path / name).is_file():
-            fingerprint = file_fingerprint(path / name)
-            prints[name] = {"size": fingerprint["size"], "sample_sha256": fingerprint["sample_sha256"]}
+    for path in files:
+        fingerprint = file_fingerprint(path)
+        prints[path.name] = {"size": fingerprint["size"], "sample_sha256": fingerprint["sample_sha256"]}
     return prints
+
+
+def _export_phase_dirs(sources: list[ModelSource], out: Path, log: logging.Logger) -> None:
+    """Exports each model given as a phase directory into its place in --out, unless the export of its latest
+    checkpoint is there (exports are deterministic: the same checkpoint gives the same files)."""
+    from pretrain.tools.export import export_hf
+
+    for source in sources:
+        if source.export_of is None or source.random_init:
+            continue
+        latest = PhaseDir(source.export_of).find_checkpoint("export").tag
+        if read_json(source.path / PRETRAINING_CONFIG, default={}).get("checkpoint") != latest:
+            log.info("exporting %s (%s) into %s", source.export_of, latest, source.path)
+            export_hf(source.export_of, source.path, within=out)
 
 
 def task_digest(task: Task) -> str:
@@ -167,16 +208,11 @@ def _check_unique(names: list[str], what: str, where: str) -> None:
 def _run_seeds(pending: list[tuple[ModelSource, Task, int]], recipes: dict[str, Recipe], out: Path,
                log: logging.Logger) -> None:
     """Fine-tunes and scores each pending (model, task, seed), tokenizing each task once per model."""
-    import transformers
-
     from pretrain.finetune.encode import encode_task
     from pretrain.finetune.train import load_tokenizer, optimizer_steps
 
     if not pending:
         return
-    # "some weights newly initialized" (every fine-tuning's head is) and a bar per model load
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
     tokenizers: dict[Path, object] = {}
     encoded: dict[tuple[Path, str], tuple] = {}
     total = sum(optimizer_steps(len(task.train), recipes[task.kind]) for _, task, _ in pending)
@@ -219,7 +255,7 @@ def _run_seed(source: ModelSource, task: Task, seed: int, recipe: Recipe, pad_id
     write_predictions(predictions_path(out, source, task, seed), task, as_labels)
     path = result_path(out, source, task, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(path, {"model": source.name, "model_path": str(source.path.resolve()),
+    write_json(path, {"model": source.name, "model_path": str(source.origin.resolve()),
                       "random_init": source.random_init, "task": task.name, "seed": seed, "metrics": figures,
                       "train_loss": loss, "steps": optimizer_steps(len(train), recipe), "train_examples": len(train),
                       "dev_examples": len(dev), "cut_words": sum(p < 0 for e in dev for p in e.first_tokens),

@@ -16,6 +16,7 @@ import torch
 
 from wiki2bert_core.errors import DataError
 from pretrain.finetune.encode import Encoded, collate
+from pretrain.model.model_dir import HF_CONFIG, encoder_weights, refuse_fresh
 from pretrain.finetune.recipe import Recipe
 from pretrain.finetune.task import Task
 
@@ -29,13 +30,24 @@ class ModelSource:
     name: str  # the model's row in the tables and its directory in --out
     path: Path  # a Hugging Face model directory with its tokenizer
     random_init: bool = False  # the same architecture with random weights (the "no pretraining" row)
+    export_of: Path | None = None  # the phase directory `path` is exported from (run.py), if the model is one
+
+    @property
+    def origin(self) -> Path:
+        """The model directory named on the command line."""
+        return self.export_of or self.path
 
 
 def load_model(source: ModelSource, task: Task, seed: int) -> torch.nn.Module:
-    """The model for `task`'s kind, its new head (and with random_init all of it) initialised from `seed`."""
+    """The model for `task`'s kind, its new head (and with random_init all of it) initialised from `seed`; DataError
+    if it does not load, or if a weight outside the head is not in the model's files (it would start from random
+    values: weights that do not belong to the config, such as BERT's under model_type roberta)."""
     import transformers
     from safetensors import SafetensorError
 
+    # "some weights newly initialized" (every fine-tuning's head is: checked below) and a bar per model load
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
     cls = getattr(transformers, AUTO_CLASSES[task.kind])
     labels = {} if task.kind == "choice" else {"num_labels": len(task.labels)}
     torch.manual_seed(seed)
@@ -43,9 +55,13 @@ def load_model(source: ModelSource, task: Task, seed: int) -> torch.nn.Module:
         if source.random_init:
             config = transformers.AutoConfig.from_pretrained(str(source.path), local_files_only=True, **labels)
             return cls.from_config(config)
-        return cls.from_pretrained(str(source.path), local_files_only=True, **labels)
+        model, loading = cls.from_pretrained(str(source.path), local_files_only=True, output_loading_info=True,
+                                             **labels)
     except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as e:  # damaged or not BERT-family
         raise DataError(f"{source.path}: cannot load the model for {task.kind} tasks ({_first_line(e)})") from None
+    fresh = [name for name in model.state_dict() if name in loading["missing_keys"]]
+    refuse_fresh(source.path, encoder_weights(fresh, model.base_model_prefix), HF_CONFIG)
+    return model
 
 
 def load_tokenizer(path: Path):

@@ -47,13 +47,13 @@ def model_config_of(hf, source: Path) -> ModelConfig:
         raise ConfigError(f"{source}: {e}") from None
 
 
-def read_hf_config(model_dir: Path) -> ModelConfig:
-    """Our ModelConfig of a Hugging Face BERT directory's config.json (vocab_size: the rows its weights have)."""
+def read_hf_config(path: Path) -> ModelConfig:
+    """Our ModelConfig of a Hugging Face BERT directory's config.json `path` (vocab_size: the rows its weights
+    have)."""
     import transformers
 
-    path = Path(model_dir) / "config.json"
     try:
-        hf = transformers.BertConfig.from_pretrained(str(model_dir))
+        hf = transformers.BertConfig.from_pretrained(str(path))
     except (OSError, ValueError) as e:
         raise DataError(f"{path}: not a BERT config ({type(e).__name__}: {str(e).strip().splitlines()[0]})") from None
     return model_config_of(hf, path)

@@ -1,15 +1,15 @@
 """Weights into our model: those of a Hugging Face BERT directory (an export, or any local BERT saved as
 BertForPreTraining, BertForMaskedLM, BertModel, ...), read under our names, and any state dict of our names loaded
-where it fits (`--init`, `pretrain eval`).
+where it fits (`--init`, `pretrain eval`, `pretrain export`).
 
-The files are read as stored: `model.safetensors` or `pytorch_model.bin`, or their shards through the `.index.json`.
-Our parameter names are those of transformers' BertForPreTraining, so most names are kept; a bare BertModel's
-(`embeddings.*`, `encoder.*`, `pooler.*`) get the `bert.` prefix, and the LayerNorm `gamma`/`beta` of older
-checkpoints become `weight`/`bias`. Loading copies each tensor into the parameter of its name (a tied parameter under
-either of its names) and says which parameters none came for (a head the directory does not hold: left as our model
-initialised it) and which tensors fit nothing (a task head, a head the model leaves out). A directory's vocabulary
-rows (the tokenizer's, as the export keeps them) fill the first rows of ours, which pads the vocabulary to a
-multiple of 8 (config.padded_vocab_size).
+A weights file (pretrain/model/model_dir.py finds it) is read as stored: `model.safetensors` or `pytorch_model.bin`,
+or the shards an `.index.json` names. Our parameter names are those of transformers' BertForPreTraining, so most names
+are kept; a bare BertModel's (`embeddings.*`, `encoder.*`, `pooler.*`) get the `bert.` prefix, and the LayerNorm
+`gamma`/`beta` of older checkpoints become `weight`/`bias`. Loading copies each tensor into the parameter of its name
+(a tied parameter under either of its names) and says which parameters none came for (a head the directory does not
+hold: left as our model initialised it) and which tensors fit nothing (a task head, a head the model leaves out). A
+directory's vocabulary rows (the tokenizer's, as the export keeps them) fill the first rows of ours, which pads the
+vocabulary to a multiple of 8 (config.padded_vocab_size).
 """
 from __future__ import annotations
 
@@ -21,40 +21,34 @@ import torch
 
 from wiki2bert_core.errors import ConfigError, DataError
 
-# in the order transformers looks for them
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-                "pytorch_model.bin.index.json")
+INDEX_SUFFIX = ".index.json"  # a shard index: {"weight_map": {tensor name: shard file name}}
 NSP_HEAD = "cls.seq_relationship.weight"
 MLM_HEAD = "cls.predictions.transform.dense.weight"
 _BASE_MODEL = ("embeddings.", "encoder.", "pooler.")
 _LEGACY = {".gamma": ".weight", ".beta": ".bias"}
 
 
-def weights_file(model_dir: Path) -> Path:
-    """The directory's weights file (or shard index); ConfigError if it has none."""
-    found = next((Path(model_dir) / name for name in WEIGHT_FILES if (Path(model_dir) / name).is_file()), None)
-    if found is None:
-        raise ConfigError(f"{model_dir}: no weights ({', '.join(WEIGHT_FILES)})")
-    return found
+def tensor_names(weights_file: Path) -> set[str]:
+    """Our names of the tensors of a weights file (or of the shards its index names), read without their values."""
+    if weights_file.name.endswith(INDEX_SUFFIX):
+        return {our_name(name) for name in _index(weights_file)}
+    return set(_read(weights_file, values=False))
 
 
-def weight_names(model_dir: Path) -> set[str]:
-    """Our names of the directory's tensors, read without their values."""
-    path = weights_file(model_dir)
-    if path.name.endswith(".index.json"):
-        return {our_name(name) for name in _index(path)}
-    return set(_read(path, values=False))
-
-
-def read_weights(model_dir: Path) -> dict[str, torch.Tensor]:
-    """The directory's tensors under our names; DataError naming the file if one does not load."""
-    path = weights_file(model_dir)
-    if path.name.endswith(".index.json"):
+def read_tensors(weights_file: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a weights file (or of the shards its index names) under our names; DataError naming the file
+    if one does not load."""
+    if weights_file.name.endswith(INDEX_SUFFIX):
         state = {}
-        for shard in sorted(set(_index(path).values())):
-            state.update(_read(path.parent / shard))
+        for shard in shard_files(weights_file):
+            state.update(_read(shard))
         return state
-    return _read(path)
+    return _read(weights_file)
+
+
+def shard_files(index_file: Path) -> list[Path]:
+    """The shards a shard index names, in name order."""
+    return [index_file.parent / name for name in sorted(set(_index(index_file).values()))]
 
 
 def our_name(name: str) -> str:
@@ -87,22 +81,26 @@ def _read(path: Path, values: bool = True) -> dict[str, torch.Tensor | None]:
                         f"incomplete, export it again") from None
 
 
-def load_matching(model, state: dict[str, torch.Tensor], source: Path) -> tuple[list[str], list[str]]:
-    """Copies `state` (our names) into `model` (a BertForPreTraining); returns the names of the parameters none came
-    for and of the tensors nothing took. DataError naming `source` if a tensor's shape does not fit its parameter."""
+def match_names(model, names: set[str]) -> tuple[list[str], list[str]]:
+    """Which parameters of `model` (a BertForPreTraining) tensors of these names (ours) would fill: the names of those
+    none would fill (one name per tied group) and of the tensors nothing would take."""
     groups: dict[int, list[str]] = {}  # a tied parameter appears under each of its names
-    targets = model.state_dict(keep_vars=True)
-    for name, target in targets.items():
+    for name, target in model.state_dict(keep_vars=True).items():
         groups.setdefault(id(target), []).append(name)
-    fresh, taken = [], set()
+    fresh = [group[0] for group in groups.values() if not any(name in names for name in group)]
+    taken = {name for group in groups.values() for name in group}
+    return fresh, sorted(names - taken)
+
+
+def load_matching(model, state: dict[str, torch.Tensor], source: Path) -> tuple[list[str], list[str]]:
+    """Copies `state` (our names) into `model` (a BertForPreTraining); returns match_names' lists. DataError naming
+    `source` if a tensor's shape does not fit its parameter."""
+    targets = model.state_dict(keep_vars=True)
     with torch.no_grad():
-        for names in groups.values():
-            name = next((n for n in names if n in state), None)
-            if name is None:
-                fresh.append(names[0])
+        for name, value in state.items():
+            target = targets.get(name)
+            if target is None:
                 continue
-            target, value = targets[name], state[name]
-            taken.update(n for n in names if n in state)
             if value.shape == target.shape:
                 target.copy_(value)
             elif value.dim() and value.shape[1:] == target.shape[1:] and \
@@ -111,7 +109,7 @@ def load_matching(model, state: dict[str, torch.Tensor], source: Path) -> tuple[
             else:
                 raise DataError(f"{source}: {name} has shape {tuple(value.shape)}, but the model's config gives "
                                 f"{tuple(target.shape)}")
-    return fresh, sorted(set(state) - taken)
+    return match_names(model, set(state))
 
 
 def module_names(names: list[str]) -> list[str]:

@@ -16,14 +16,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.hdf5_format import used_positions
-from wiki2bert_core.wordpiece import read_vocab
-from pretrain.run import checkpoint
 from pretrain.data.loader import BatchReader, open_files
-from pretrain.config import ModelConfig
-from pretrain.model.hf_config import read_hf_config
-from pretrain.model.hf_weights import MLM_HEAD, NSP_HEAD, load_matching, read_weights
 from pretrain.model.bert import BertForPreTraining
 from pretrain.run.signals import StopSignal
 
@@ -131,35 +125,6 @@ def _batch_sums(model: BertForPreTraining, batch: dict[str, torch.Tensor], vocab
         sums += [F.cross_entropy(nsp_logits.float(), nsp_labels, reduction="sum"),
                  (nsp_logits.argmax(-1) == nsp_labels).sum(), torch.tensor(len(nsp_labels), device=nsp_labels.device)]
     return torch.stack([value.double() for value in sums])
-
-
-def load_model(path: Path, tag: str | None = None) -> tuple[BertForPreTraining, int, str]:
-    """Our model with the weights of a phase directory's latest checkpoint (or `tag`'s), or of a Hugging Face
-    directory (an export, or another BERT with a masked-LM head: hf_weights.py), with the heads they hold; with the
-    size of its tokenizer's vocabulary and what was loaded, in words."""
-    path = Path(path)
-    if (path / checkpoint.MODEL_CONFIG).is_file():
-        found = checkpoint.by_tag(path, tag) if tag else checkpoint.require_latest(path, "to evaluate")
-        model = _model_of(checkpoint.read_model_config(path), checkpoint.load_weights(found), found.path)
-        return model, len(read_vocab(path / "tokenizer" / "vocab.txt")), f"{found.path} (step {found.step})"
-    if (path / "config.json").is_file():
-        if tag:
-            raise ConfigError(f"--tag {tag}: {path} is a Hugging Face directory, which has one set of weights")
-        config = read_hf_config(path)
-        return _model_of(config, read_weights(path), path), config.vocab_size, f"{path} (Hugging Face)"
-    raise ConfigError(f"{path}: neither a phase directory ({checkpoint.MODEL_CONFIG}) nor a Hugging Face model "
-                      f"directory (config.json)")
-
-
-def _model_of(config: ModelConfig, state: dict[str, torch.Tensor], source: Path) -> BertForPreTraining:
-    """Our model of `config` with the heads `state` holds (the NSP head only if it has one), loaded from it."""
-    if MLM_HEAD not in state:
-        raise ConfigError(f"{source}: holds no masked-LM head ({MLM_HEAD}), so there is nothing to evaluate")
-    model = BertForPreTraining(config, nsp_head=NSP_HEAD in state)
-    missing, _ = load_matching(model, state, source)
-    if missing:
-        raise DataError(f"{source}: weights do not fit a BERT for pretraining (missing {missing[:3]})")
-    return model
 
 
 def format_figures(figures: dict[str, float | int], digits: int = 4, separator: str = " ") -> str:

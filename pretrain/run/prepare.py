@@ -18,8 +18,10 @@ from pretrain.run.checkpoint import Checkpoint
 from pretrain.config import PRESETS, ModelConfig, TrainConfig, model_config, padded_vocab_size
 from pretrain.data.loader import DataDirectory, open_data
 from pretrain.run.deepspeed_settings import choose_precision, read_user_ds_config
-from pretrain.model.hf_config import read_hf_config
-from pretrain.model.hf_weights import MLM_HEAD, NSP_HEAD, read_weights, weight_names, weights_file
+from pretrain.model.hf_weights import MLM_HEAD, NSP_HEAD
+from pretrain.model.model_dir import (HPARAMS, HuggingFaceDir, ModelDir, PhaseDir, is_phase_dir, open_model_dir,
+                                      require_encoder_weights)
+from pretrain.out_dirs import RUN, check_out_dir
 from wiki2bert_core.variant_dir import (DOC_SENTENCES, PARAMS_FILE, find_vocab_file, held_out_files, held_out_split,
                                         read_params, training_files)
 from pretrain.data.masking import DynamicMasking, MaskingVocab, default_max_predictions, predictions_needed
@@ -38,6 +40,10 @@ class InitFrom:
     def hugging_face(self) -> bool:
         return self.tag is None
 
+    @property
+    def model_dir(self) -> ModelDir:
+        return HuggingFaceDir(self.path) if self.hugging_face else PhaseDir(self.path)
+
     def to_dict(self) -> dict:
         if self.hugging_face:
             return {"model_dir": str(self.path)}
@@ -49,14 +55,10 @@ class InitFrom:
             return cls(Path(d["model_dir"]))
         return cls(Path(d["phase_dir"]), d["tag"], int(d["step"]))
 
-    @property
-    def vocab_file(self) -> Path:
-        return self.path / ("vocab.txt" if self.hugging_face else "tokenizer/vocab.txt")
-
     def weights(self) -> dict:
         """Its weights under our parameter names (fp32 from a checkpoint, as stored from a Hugging Face directory)."""
         if self.hugging_face:
-            return read_weights(self.path)
+            return self.model_dir.weights()
         return checkpoint.load_weights(checkpoint.by_tag(self.path, self.tag))
 
     def __str__(self) -> str:
@@ -96,30 +98,33 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
     if config.global_batch % per_step:
         raise ConfigError(f"global_batch {config.global_batch} is not a multiple of micro_batch {config.micro_batch}"
                           f" x {world_size} rank(s) = {per_step}; change global_batch or micro_batch")
+    check_out_dir(Path(out_dir), f"pretrain {phase}", RUN)
     phase_dir = Path(out_dir) / phase
     training_files(data_dir)  # a wrong --data is reported as such, before the vocabulary is looked for
     vocab_dir = find_vocab_file(data_dir, vocab_dir).parent
     vocab = read_vocab(vocab_dir / "vocab.txt")
 
     resume = checkpoint.latest(phase_dir)
-    if resume is not None and not (phase_dir / "hparams.json").is_file():
-        raise DataError(f"{phase_dir / 'hparams.json'}: missing, so the checkpoint's settings are unknown")
-    hparams = read_json(phase_dir / "hparams.json") if resume else None
+    if resume is not None and not (phase_dir / HPARAMS).is_file():
+        raise DataError(f"{phase_dir / HPARAMS}: missing, so the checkpoint's settings are unknown")
+    hparams = read_json(phase_dir / HPARAMS) if resume else None
     init = _init(phase, phase_dir, Path(init_dir) if init_dir else None, Path(out_dir), hparams)
     if resume:
-        _check_same_vocab(vocab_dir / "vocab.txt", phase_dir / "tokenizer" / "vocab.txt",
+        _check_same_vocab(vocab_dir / "vocab.txt", PhaseDir(phase_dir).vocab_file,
                           "the vocabulary the model was trained with")
     elif init:
-        _check_same_vocab(vocab_dir / "vocab.txt", init.vocab_file, "the vocabulary of the model --init starts from")
+        _check_same_vocab(vocab_dir / "vocab.txt", init.model_dir.vocab_file,
+                          "the vocabulary of the model --init starts from")
     if init:
-        model, config = _continued_model(phase_dir if resume else init.path, config, preset_flag, phase)
+        model, config = _continued_model(PhaseDir(phase_dir) if resume else init.model_dir, config, preset_flag,
+                                         phase)
     else:
         try:
             model = model_config(config.preset, len(vocab), **config.model)
         except ValueError as e:
             raise ConfigError(f"model: {e}") from None
     if config.objective is None:  # that of the model continued
-        source = phase_dir if resume else init.path if init else None
+        source = PhaseDir(phase_dir) if resume else init.model_dir if init else None
         config = dataclasses.replace(config, objective=_objective_of(source) if source else "mlm+nsp")
     if resume:
         _check_resumable(resume, hparams, config)
@@ -192,37 +197,36 @@ def _init(phase: str, phase_dir: Path, init_dir: Path | None, out_dir: Path, hpa
         return recorded
     if init_dir is None and phase == "phase1":
         return None
+    if init_dir is None and not is_phase_dir(out_dir / "phase1"):
+        raise ConfigError(f"{out_dir / 'phase1'}: no checkpoint to start phase 2 from; pass --init PHASE1_DIR")
     return _find_init(init_dir or out_dir / "phase1", phase)
 
 
 def _find_init(init_dir: Path, phase: str) -> InitFrom:
-    """--init: a Hugging Face directory (config.json, no model_config.json) or a phase directory (its latest
-    checkpoint)."""
-    if (init_dir / "config.json").is_file() and not (init_dir / checkpoint.MODEL_CONFIG).is_file():
-        read_hf_config(init_dir)
-        weights_file(init_dir)
-        if not (init_dir / "vocab.txt").is_file():
-            raise ConfigError(f"{init_dir}: no vocab.txt, so its vocabulary cannot be checked against the data's")
-        return InitFrom(init_dir.resolve())
-    hint = ("pass --init PHASE1_DIR" if phase == "phase2" else
-            "--init takes a phase directory or a Hugging Face model directory (config.json)")
-    found = checkpoint.require_latest(init_dir, f"to start {phase.replace('phase', 'phase ')} from; {hint}")
-    checkpoint.read_model_config(init_dir)
-    return InitFrom(init_dir.resolve(), found.tag, found.step)
+    """--init: a model directory (model_dir.py): a phase directory's latest checkpoint, or a Hugging Face BERT
+    directory whose weights fill our model's encoder (the heads it lacks start fresh)."""
+    model_dir = open_model_dir(init_dir)
+    if isinstance(model_dir, PhaseDir):
+        found = model_dir.find_checkpoint(f"start {phase.replace('phase', 'phase ')} from")
+        model_dir.model_config()
+        return InitFrom(init_dir.resolve(), found.tag, found.step)
+    config = model_dir.model_config("--init")
+    model_dir.require_vocab("its vocabulary cannot be checked against the data's")
+    require_encoder_weights(model_dir, config)
+    return InitFrom(init_dir.resolve())
 
 
-def _continued_model(source_dir: Path, config: TrainConfig, preset_flag: str | None, phase: str = "phase2"
+def _continued_model(source: ModelDir, config: TrainConfig, preset_flag: str | None, phase: str = "phase2"
                      ) -> tuple[ModelConfig, TrainConfig]:
     """The model of a phase that continues another's weights (phase 2 those of phase 1, any phase those of --init;
-    when resuming, its own run's): that of the phase directory or Hugging Face directory `source_dir`, where only
-    training-time settings (the changeable ModelConfig fields) may change. The config gets the model's preset (a
-    Hugging Face model's: the preset of its shape, if one has it)."""
-    if (source_dir / checkpoint.MODEL_CONFIG).is_file():
-        saved = dataclasses.asdict(checkpoint.read_model_config(source_dir))
-        hparams = read_json(source_dir / "hparams.json") if (source_dir / "hparams.json").is_file() else {}
-        preset = hparams.get("config", {}).get("preset", config.preset)
+    when resuming, its own run's): that of the model directory `source`, where only training-time settings (the
+    changeable ModelConfig fields) may change. The config gets the model's preset (a Hugging Face model's: the preset
+    of its shape, if one has it)."""
+    if isinstance(source, PhaseDir):
+        saved = dataclasses.asdict(source.model_config())
+        preset = source.hparams().get("config", {}).get("preset", config.preset)
     else:
-        saved = dataclasses.asdict(read_hf_config(source_dir))
+        saved = dataclasses.asdict(source.model_config("--init"))
         saved["vocab_size"] = padded_vocab_size(saved["vocab_size"])
         preset = next((name for name, shape in PRESETS.items() if all(saved[k] == v for k, v in shape.items())),
                       None)
@@ -231,11 +235,11 @@ def _continued_model(source_dir: Path, config: TrainConfig, preset_flag: str | N
     what = phase.replace("phase", "phase ")
     if preset_flag is not None and preset_flag != preset:
         raise ConfigError(f"--preset {preset_flag}: {what} continues the {preset or 'custom-shaped'} model of "
-                          f"{source_dir}")
+                          f"{source.path}")
     training_only = changeable_fields(ModelConfig)
     changed = [k for k in config.model if k not in training_only and config.model[k] != saved.get(k)]
     if changed:
-        raise ConfigError(f"model.{changed[0]}: {what} cannot change the shape of the model in {source_dir} "
+        raise ConfigError(f"model.{changed[0]}: {what} cannot change the shape of the model in {source.path} "
                           f"(only {', '.join(training_only)})")
     try:
         model = ModelConfig(**{**saved, **config.model})
@@ -244,13 +248,12 @@ def _continued_model(source_dir: Path, config: TrainConfig, preset_flag: str | N
     return model, dataclasses.replace(config, preset=preset)
 
 
-def _objective_of(source_dir: Path) -> str:
+def _objective_of(source: ModelDir) -> str:
     """The objective the model of a phase directory was trained with (recorded; mlm+nsp in runs older than the
     setting), or that of a Hugging Face model's heads (mlm for a masked-LM head alone)."""
-    if (source_dir / checkpoint.MODEL_CONFIG).is_file():
-        hparams = read_json(source_dir / "hparams.json") if (source_dir / "hparams.json").is_file() else {}
-        return hparams.get("config", {}).get("objective") or "mlm+nsp"
-    names = weight_names(source_dir)
+    if isinstance(source, PhaseDir):
+        return source.hparams().get("config", {}).get("objective") or "mlm+nsp"
+    names = source.weight_names()
     return "mlm" if MLM_HEAD in names and NSP_HEAD not in names else "mlm+nsp"
 
 

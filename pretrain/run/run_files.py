@@ -12,6 +12,7 @@ from pathlib import Path
 from wiki2bert_core.config import config_to_dict
 from wiki2bert_core.files import write_json
 from wiki2bert_core.wordpiece import copy_tokenizer_files
+from pretrain.model.model_dir import HPARAMS, TOKENIZER_DIR
 from pretrain.run.checkpoint import write_model_config
 from pretrain.run.prepare import Run
 
@@ -19,7 +20,7 @@ from pretrain.run.prepare import Run
 def write_run_files(run: Run, ds_config: dict, num_parameters: int, zero_stage: int) -> None:
     d = run.phase_dir
     d.mkdir(parents=True, exist_ok=True)
-    write_json(d / "hparams.json", {
+    write_json(d / HPARAMS, {
         "phase": run.phase, "config": config_to_dict(run.config), "seed": run.config.seed,
         "model": dataclasses.asdict(run.model), "num_parameters": num_parameters,
         "data_dir": str(Path(run.data.data_dir).resolve()), "data_files": len(run.data.files),
@@ -30,8 +31,8 @@ def write_run_files(run: Run, ds_config: dict, num_parameters: int, zero_stage: 
         "precision": run.precision, "zero_stage": zero_stage, "command": sys.argv})
     write_json(d / "ds_config.json", ds_config)
     write_model_config(d, run.model)
-    (d / "tokenizer").mkdir(exist_ok=True)
-    copy_tokenizer_files(run.vocab_dir, d / "tokenizer")
+    (d / TOKENIZER_DIR).mkdir(exist_ok=True)
+    copy_tokenizer_files(run.vocab_dir, d / TOKENIZER_DIR)
     write_code_files(d)
 
 

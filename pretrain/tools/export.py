@@ -1,4 +1,6 @@
-"""Export a pretraining phase's latest checkpoint as a Hugging Face model directory.
+"""Export a model directory (pretrain/model/model_dir.py: a pretraining phase's latest checkpoint, or a Hugging Face
+BERT directory) as a Hugging Face model directory in our form: one `model.safetensors`, the tokenizer files,
+`pretraining_config.json`.
 
 The model's parameter names are those of `transformers.BertForPreTraining` (of `BertForMaskedLM` for a model trained
 MLM-only, which has no NSP head), so the export loads our state dict into that class and lets `save_pretrained`
@@ -6,13 +8,14 @@ write `config.json` and `model.safetensors` (it stores the decoder weight, tied 
 `from_pretrained` expects). The model's vocabulary rows are padded to
 a multiple of 8 for the GPU; the export keeps exactly the tokenizer's rows (config `vocab_size` == len(tokenizer)),
 so no padding row can come out of fill-mask as an empty token. The tokenizer files come from the phase's
-`tokenizer/` directory (a copy of the data directory's). The phase directory is read through `pretrain.run.checkpoint`.
+`tokenizer/` directory (a copy of the data directory's), or from the Hugging Face directory. The same model gives
+the same bytes.
 
 The export never removes what it did not write: `--out` must not exist, be empty, or be a previous export (its
 `pretraining_config.json` and only EXPORT_FILES), which is replaced; anything else only with `force`, and never a
-directory that is, holds or lies inside a pretraining run or checkpoint (RUN_FILES), nor the phase directory being
-exported or one of its parents. The export is written into a temporary directory renamed into place, so a failure
-(a full disk) leaves `--out` as it was.
+directory that belongs to something else, holds one or lies inside one (pretrain/out_dirs.py: a run, a phase, a
+model, ...), nor the model directory being exported. The export is written into a temporary directory renamed into
+place, so a failure (a full disk) leaves `--out` as it was.
 """
 from __future__ import annotations
 
@@ -27,49 +30,37 @@ import torch
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import remove_tree, write_json
 from wiki2bert_core.wordpiece import TOKENIZER_FILES, copy_tokenizer_files, read_vocab, special_token_ids
-from pretrain.run import checkpoint
 from pretrain.model.hf_config import hf_config
-from pretrain.model.hf_weights import NSP_HEAD
+from pretrain.model.model_dir import HF_CONFIG, PRETRAINING_CONFIG, WEIGHT_FILES, WEIGHT_SHARDS, read_our_model
+from pretrain.out_dirs import EXPORT, check_out_dir
 
-PRETRAINING_CONFIG = "pretraining_config.json"
 # the names an export writes: save_pretrained's (weights in shards for large models) and ours
-EXPORT_FILES = ("config.json", "generation_config.json", "model.safetensors", "model-*-of-*.safetensors",
-                "model.safetensors.index.json", PRETRAINING_CONFIG, *TOKENIZER_FILES)
-# names that mark a pretraining run, phase directory or checkpoint
-RUN_FILES = (checkpoint.CHECKPOINTS, checkpoint.MODEL_CONFIG, checkpoint.META, checkpoint.MODEL_STATES, "hparams.json",
-             "metrics.jsonl")
+EXPORT_FILES = (HF_CONFIG, "generation_config.json", *WEIGHT_FILES, *WEIGHT_SHARDS, PRETRAINING_CONFIG,
+                *TOKENIZER_FILES)
 
 
-def export_hf(phase_dir: Path, out_dir: Path, force: bool = False) -> Path:
+def export_hf(model_dir: Path, out_dir: Path, force: bool = False, within: Path | None = None) -> Path:
     """Writes the export into `out_dir`; ConfigError if `out_dir` may not be replaced (see the module's doc), DataError
-    if the export cannot be written."""
+    if the export cannot be written. `within`: the directory of the command that exports (fine-tuning's --out), which
+    `out_dir` may lie inside."""
     import transformers
     from safetensors import SafetensorError
 
-    phase_dir, out_dir = Path(phase_dir), Path(out_dir)
-    check_out_dir(phase_dir, out_dir, force)
-    config = checkpoint.read_model_config(phase_dir)
-    tokenizer_dir = phase_dir / "tokenizer"
-    vocab = read_vocab(tokenizer_dir / "vocab.txt")
+    model_dir, out_dir = Path(model_dir), Path(out_dir)
+    check_export_out_dir(model_dir, out_dir, force, within)
+    read = read_our_model(model_dir, "pretrain export", "export")
+    config = read.model.config
+    vocab_file = read.model_dir.require_vocab("the export would have no tokenizer")
+    vocab = read_vocab(vocab_file)
     if len(vocab) > config.vocab_size:
-        raise DataError(f"{tokenizer_dir / 'vocab.txt'}: {len(vocab)} tokens, more than the model's "
-                            f"{config.vocab_size}")
-    latest = checkpoint.require_latest(phase_dir, "to export")
-    state = checkpoint.load_weights(latest)
-    architecture = "BertForPreTraining" if NSP_HEAD in state else "BertForMaskedLM"
+        raise DataError(f"{vocab_file}: {len(vocab)} tokens, more than the model's {config.vocab_size}")
+    architecture = "BertForPreTraining" if read.model.nsp_head else "BertForMaskedLM"
     model = getattr(transformers, architecture)(hf_config(config, len(vocab), special_token_ids(vocab)["[PAD]"],
                                                           architecture))
     expected = model.state_dict()
-    state = {name: _tokenizer_rows(value, expected[name], config.vocab_size) if name in expected else value
-             for name, value in state.items()}
-    missing, unexpected = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
-    if missing or unexpected:
-        raise DataError(f"{phase_dir}: checkpoint does not match model_config.json "
-                            f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
-    try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as e:
-        raise DataError(f"{phase_dir}: checkpoint does not match model_config.json ({e})") from None
+    state = {name: _tokenizer_rows(value, expected[name], config.vocab_size)
+             for name, value in read.model.state_dict().items() if name in expected}
+    model.load_state_dict(state, strict=True)
 
     place = Path(os.path.abspath(out_dir))  # has a name and a parent also when out_dir is "."
     place.parent.mkdir(parents=True, exist_ok=True)
@@ -78,8 +69,9 @@ def export_hf(phase_dir: Path, out_dir: Path, force: bool = False) -> Path:
     try:
         try:
             model.save_pretrained(tmp)
-            copy_tokenizer_files(tokenizer_dir, tmp)
-            write_json(tmp / PRETRAINING_CONFIG, {"model_config": dataclasses.asdict(config), "checkpoint": latest.tag})
+            copy_tokenizer_files(read.model_dir.tokenizer_dir, tmp)
+            write_json(tmp / PRETRAINING_CONFIG, {"model_config": dataclasses.asdict(config),
+                                                  "checkpoint": read.checkpoint and read.checkpoint.tag})
         except (OSError, SafetensorError) as e:  # SafetensorError: the weights' write failed (a full disk)
             remove_tree(tmp)  # before the free space is measured
             raise DataError(f"{out_dir}: writing the export failed ({e}); "
@@ -95,40 +87,22 @@ def export_hf(phase_dir: Path, out_dir: Path, force: bool = False) -> Path:
     return out_dir
 
 
-def check_out_dir(phase_dir: Path, out_dir: Path, force: bool) -> None:
+def check_export_out_dir(model_dir: Path, out_dir: Path, force: bool, within: Path | None = None) -> None:
     """ConfigError unless the export may replace `out_dir` (see the module's doc)."""
-    out, phase = out_dir.resolve(), phase_dir.resolve()
-    never = "export never replaces a pretraining run or checkpoint; choose another --out"
-    if out == phase:
-        raise ConfigError(f"{out_dir}: is the phase directory being exported; {never}")
-    if out in phase.parents:
-        raise ConfigError(f"{out_dir}: holds the phase directory being exported; {never}")
+    if out_dir.resolve() == model_dir.resolve():
+        raise ConfigError(f"{out_dir}: is the model directory being exported; choose another --out")
+    check_out_dir(out_dir, "pretrain export", EXPORT, replaces=True, within=within)
     if not out_dir.exists():
         return
     names = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else [out_dir.name]
     foreign = [name for name in names if not any(fnmatch.fnmatchcase(name, pattern) for pattern in EXPORT_FILES)]
     if out_dir.is_dir() and (not names or (PRETRAINING_CONFIG in names and not foreign)):
         return
-    run = next((parent for parent in out.parents if any((parent / name).exists() for name in RUN_FILES)), None)
-    if run:
-        raise ConfigError(f"{out_dir}: lies inside the pretraining run {run}; {never}")
-    held = _run_file(out_dir)
-    if held:
-        raise ConfigError(f"{out_dir}: holds {held}; {never}")
     if not force:
         shown = foreign or names
         listed = ", ".join(shown[:3]) + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
         what = f"not empty and not an export (it holds {listed})" if out_dir.is_dir() else "a file"
         raise ConfigError(f"{out_dir}: {what}; choose another --out, or pass --force to replace it")
-
-
-def _run_file(directory: Path) -> Path | None:
-    """The first file or directory under `directory` whose name is one of RUN_FILES."""
-    for root, dirs, files in os.walk(directory):
-        found = sorted(set(RUN_FILES) & set(dirs + files))
-        if found:
-            return Path(root) / found[0]
-    return None
 
 
 def _tokenizer_rows(value: torch.Tensor, expected: torch.Tensor, padded_vocab_size: int) -> torch.Tensor:

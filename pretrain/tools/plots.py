@@ -9,6 +9,7 @@ from pathlib import Path
 from wiki2bert_core.charts import new_figure, save_png
 from wiki2bert_core.errors import ConfigError, DataError
 from pretrain.config import PHASES
+from pretrain.out_dirs import check_out_dir
 
 # figure file -> (title, y label, log scale, [(metrics.jsonl key, legend label)])
 FIGURES = {
@@ -80,9 +81,11 @@ def _is_number(value) -> bool:
 
 
 def plot_run(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
-    """Writes FIGURES (those with any data) into `out_dir` (default <run_dir>/plots); returns their paths."""
+    """Writes FIGURES (those with any data) into `out_dir` (default <run_dir>/plots: a directory inside the run it
+    plots, or one that belongs to nothing else, pretrain/out_dirs.py); returns their paths."""
     phases = read_phases(run_dir)
     out_dir = Path(out_dir) if out_dir else Path(run_dir) / "plots"
+    check_out_dir(out_dir, "pretrain plot", None, within=run_dir)
     written = []
     for name, (title, ylabel, log, series) in FIGURES.items():
         fig, ax = new_figure(title)

@@ -46,7 +46,7 @@ COMMANDS = [
     ("pretrain.cli phase1 --data {bad}/data --out {ok}/run", "--data"),
     ("pretrain.cli phase1 --data {ok}/data --out {bad}/run", "--out"),
     ("pretrain.cli phase2 --data {ok}/data --out {ok}/run --init {bad}/phase1", "--init"),
-    ("pretrain.cli export {bad}/run/phase1 --out {ok}/hf", "PHASE_DIR"),
+    ("pretrain.cli export {bad}/run/phase1 --out {ok}/hf", "MODEL_DIR"),
     ("pretrain.cli export {ok}/run/phase1 --out {bad}/hf", "--out"),
     ("pretrain.cli eval {bad}/hf --data {ok}/data", "PATH"),
     ("pretrain.cli eval {ok}/hf --data {bad}/data", "--data"),

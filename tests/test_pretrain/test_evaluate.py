@@ -115,7 +115,7 @@ def test_pretrain_eval_gives_the_same_figures_for_checkpoint_export_and_training
 
 
 @pytest.mark.parametrize("case, message", [
-    ("no model", "neither a phase directory"),
+    ("no model", "neither a pretraining phase directory (model_config.json) nor a Hugging Face model directory"),
     ("no test files", "no HDF5 files (*.hdf5) to evaluate on"),
     ("bad tag", "no complete checkpoint of that tag"),
 ])

@@ -13,12 +13,13 @@ import pytest
 import torch
 import transformers
 
+import model_dirs
 from pretrain.cli import main
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.wordpiece import write_tokenizer_dir
 from pretrain.run import checkpoint
-from pretrain.run.evaluate import load_model
+from pretrain.model.model_dir import read_our_model
 from pretrain.tools.export import export_hf, fill_mask
 from pretrain.config import model_config
 from pretrain.model.hf_config import hf_config, model_config_of
@@ -29,15 +30,7 @@ TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS  # 17 tokens, mo
 
 
 def write_phase_dir(phase_dir, model, tag="global_step7"):
-    """The layout the training loop writes, with a checkpoint as DeepSpeed saves one without ZeRO."""
-    (phase_dir / "checkpoints" / tag).mkdir(parents=True)
-    (phase_dir / "model_config.json").write_text(json.dumps(dataclasses.asdict(model.config)))
-    (phase_dir / "tokenizer").mkdir()
-    write_tokenizer_dir(phase_dir / "tokenizer", TOKENS, lowercase=True)
-    torch.save({"module": model.state_dict(), "global_steps": 7},
-               phase_dir / "checkpoints" / tag / "mp_rank_00_model_states.pt")
-    (phase_dir / "checkpoints" / tag / "meta.json").write_text(json.dumps({"tag": tag, "step": 7, "world_size": 1}))
-    (phase_dir / "checkpoints" / "latest").write_text(tag)
+    return model_dirs.write_phase_dir(phase_dir, model, TOKENS, tag)
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +141,8 @@ def test_export_over_a_previous_export_replaces_it(exported, tmp_path, monkeypat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf", "phase1", "phase2"]  # no temporary left over
 
 
-@pytest.mark.parametrize("target", ["phase dir", "run dir", "another run", "a checkpoint", "a run's tokenizer"])
+@pytest.mark.parametrize("target", ["phase dir", "run dir", "another run", "holds a run", "a checkpoint",
+                                    "a run's tokenizer"])
 def test_export_never_replaces_a_run_or_a_checkpoint_even_forced(exported, tmp_path, monkeypatch, capsys, target):
     model, _ = exported
     run = tmp_path / "run"
@@ -157,17 +151,21 @@ def test_export_never_replaces_a_run_or_a_checkpoint_even_forced(exported, tmp_p
     (run / "phase1" / "metrics.jsonl").write_text('{"step": 1}\n')
     other = tmp_path / "other"
     write_phase_dir(other / "phase1", model)
-    out, found = {"phase dir": (run / "phase1", "is the phase directory being exported"),
-                  "run dir": (run, "holds the phase directory being exported"),
-                  "another run": (other, f"holds {other / 'phase1' / 'checkpoints'}"),
-                  "a checkpoint": (other / "phase1" / "checkpoints", f"lies inside the pretraining run {other}/phase1"),
-                  "a run's tokenizer": (run / "phase1" / "tokenizer", f"lies inside the pretraining run {run}/phase1"),
+    out, found = {"phase dir": (run / "phase1", "is the model directory being exported; choose another --out"),
+                  "run dir": (run, "is a pretraining run directory, "),
+                  "another run": (other, "is a pretraining run directory, "),
+                  "holds a run": (tmp_path, f"holds the pretraining run directory {other}, "),
+                  "a checkpoint": (other / "phase1" / "checkpoints",
+                                   f"lies inside the pretraining phase directory {other}/phase1, "),
+                  "a run's tokenizer": (run / "phase1" / "tokenizer",
+                                        f"lies inside the pretraining phase directory {run}/phase1, "),
                   }[target]
     before = sorted(str(p) for p in tmp_path.rglob("*"))
     for force in ([], ["--force"]):
         code, err = export_cli(monkeypatch, capsys, str(run / "phase1"), "--out", str(out), *force)
         assert code == 2 and err.startswith(f"error: {out}: ") and found in err and err.count("\n") == 1, err
-        assert "export never replaces a pretraining run or checkpoint" in err
+        assert target == "phase dir" or err.endswith("which pretrain export --out never replaces; choose another "
+                                                      "--out\n"), err
         assert sorted(str(p) for p in tmp_path.rglob("*")) == before
 
 
@@ -203,7 +201,7 @@ def test_export_errors_are_one_line(tmp_path):
         export_hf(phase, tmp_path / "out")
     (phase / "checkpoints" / "latest").write_text("global_step7")
     (phase / "model_config.json").write_text(json.dumps(dataclasses.asdict(model_config("mini", len(TOKENS)))))
-    with pytest.raises(DataError, match="does not match model_config.json"):
+    with pytest.raises(DataError, match="has shape .*, but the model's config gives"):
         export_hf(phase, tmp_path / "out")
     (phase / "model_config.json").unlink()
     with pytest.raises(ConfigError, match="model_config.json: not found"):
@@ -237,7 +235,7 @@ def test_flipped_bytes_in_a_checkpoint_are_found_by_export_and_eval(exported, tm
     with pytest.raises(DataError, match=message):
         export_hf(phase, tmp_path / "hf2")
     with pytest.raises(DataError, match=message):
-        load_model(phase)
+        read_our_model(phase, "pretrain eval", "evaluate")
     assert not (tmp_path / "hf2").exists()
 
 
@@ -316,5 +314,5 @@ def test_a_hugging_face_model_ours_cannot_compute_is_refused_with_one_line(expor
     (other / "config.json").write_text(json.dumps({**config, key: value}))
     with pytest.raises(ConfigError, match=rf"other/config\.json: {key} {value!r}, but this BERT computes only "
                                           rf"{key} .*$") as e:
-        load_model(other)
+        read_our_model(other, "pretrain eval", "evaluate")
     assert "\n" not in str(e.value)

@@ -263,7 +263,7 @@ def test_a_model_directory_without_tokenizer_is_one_line(tiny_model, tmp_path):
 def test_model_directories_that_name_nothing_usable_or_the_same_row_are_refused(tiny_model, tmp_path):
     (tmp_path / "weights-only").mkdir()
     for path, message in ((tmp_path / "missing", "no such model directory"),
-                          (tmp_path / "weights-only", "no config.json: not a Hugging Face model directory")):
+                          (tmp_path / "weights-only", "neither a pretraining phase directory")):
         with pytest.raises(ConfigError, match=f"^{path}: {message}"):
             model_sources([path], False)
     twin = tmp_path / "tiny"

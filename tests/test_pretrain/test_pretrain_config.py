@@ -126,14 +126,15 @@ def test_a_resumed_run_may_change_only_the_changeable_settings(tmp_path):
 
 def test_phase2_may_change_only_the_training_settings_of_phase1s_model(tmp_path):
     from pretrain.run.checkpoint import write_model_config
+    from pretrain.model.model_dir import PhaseDir
     from pretrain.run.prepare import _continued_model
 
     write_model_config(tmp_path, model_config("tiny", 100))
     (tmp_path / "hparams.json").write_text(json.dumps({"config": {"preset": "tiny"}}))
     changed = ["model.hidden_dropout_prob=0", "model.attention_probs_dropout_prob=0",
                "model.activation_checkpointing=true", "model.initializer_range=0.01"]
-    model, config = _continued_model(tmp_path, load_train_config("phase2", overrides=changed), None)
+    model, config = _continued_model(PhaseDir(tmp_path), load_train_config("phase2", overrides=changed), None)
     assert (model.hidden_dropout_prob, model.activation_checkpointing, model.hidden_size, config.preset) == \
         (0.0, True, 128, "tiny")
     with pytest.raises(ConfigError, match="model.hidden_size: phase 2 cannot change the shape of the model"):
-        _continued_model(tmp_path, load_train_config("phase2", overrides=["model.hidden_size=64"]), None)
+        _continued_model(PhaseDir(tmp_path), load_train_config("phase2", overrides=["model.hidden_size=64"]), None)

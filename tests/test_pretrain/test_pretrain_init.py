@@ -13,7 +13,8 @@ import torch
 from pretrain.run import checkpoint
 from pretrain.cli import main
 from pretrain.config import load_train_config, model_config
-from pretrain.model.hf_weights import load_matching, module_names, read_weights
+from pretrain.model.hf_weights import load_matching, module_names
+from pretrain.model.model_dir import HuggingFaceDir
 from pretrain.model.bert import BertForPreTraining
 from pretrain.run.prepare import prepare
 from pretrain_cli import metrics, pretrain
@@ -76,7 +77,7 @@ def test_phase1_starts_from_an_export_and_such_a_run_resumes_exactly(data, expor
     assert (hparams["config"]["objective"], hparams["config"]["preset"]) == ("mlm+nsp", "tiny")
     log = (phase / "train.log").read_text()
     assert f"phase1 starts from {exported.resolve()} (Hugging Face)" in log and "initialised fresh" not in log
-    assert_rows_equal(checkpoint.load_weights(checkpoint.latest(phase)), read_weights(exported))  # lr ~0
+    assert_rows_equal(checkpoint.load_weights(checkpoint.latest(phase)), HuggingFaceDir(exported).weights())  # lr ~0
 
     parts = tmp_path / "parts" / "phase1"
     assert pretrain(*args, "--out", str(parts.parent), "--set", "steps_this_run=2").returncode == 0
@@ -102,7 +103,7 @@ def test_a_transformers_masked_lm_starts_phase1_with_fresh_nsp_head_when_asked_f
     log = (phase / "train.log").read_text()
     assert f"not in {model_dir.resolve()}, initialised fresh: bert.pooler.dense, cls.seq_relationship" in log
     loaded = checkpoint.load_weights(checkpoint.latest(phase))
-    assert_rows_equal(loaded, read_weights(model_dir))
+    assert_rows_equal(loaded, HuggingFaceDir(model_dir).weights())
     assert "cls.seq_relationship.weight" in loaded and "nsp_loss" in metrics(phase)[0]
 
 
@@ -119,7 +120,7 @@ def test_heads_the_directory_lacks_keep_their_fresh_weights(tmp_path, write_voca
     model_dir = transformers_bert(tmp_path / "hf", architecture, write_vocab_dir(tmp_path / "vocab"))
     model = BertForPreTraining(model_config("tiny", VOCAB_SIZE), nsp_head=nsp_head)
     before = {name: value.clone() for name, value in model.state_dict().items()}
-    state = read_weights(model_dir)
+    state = HuggingFaceDir(model_dir).weights()
     missing, left_out = load_matching(model, state, model_dir)
     assert (module_names(missing), left_out) == (fresh, unused)
     after = model.state_dict()
@@ -135,14 +136,14 @@ def test_a_bare_bert_model_and_older_names_are_read_under_ours(tmp_path, write_v
     """BertModel's names get the `bert.` prefix; LayerNorm gamma/beta (older checkpoints, pytorch_model.bin) become
     weight/bias."""
     model_dir = transformers_bert(tmp_path / "hf", "BertModel", write_vocab_dir(tmp_path / "vocab"))
-    state = read_weights(model_dir)
+    state = HuggingFaceDir(model_dir).weights()
     old = tmp_path / "old"
     old.mkdir()
     torch.save({name.removeprefix("bert.").replace("LayerNorm.weight", "LayerNorm.gamma")
                 .replace("LayerNorm.bias", "LayerNorm.beta"): value for name, value in state.items()},
                old / "pytorch_model.bin")
     assert all(name.startswith("bert.") for name in state)
-    assert read_weights(old).keys() == state.keys()
+    assert HuggingFaceDir(old).weights().keys() == state.keys()
 
 
 def test_the_objective_of_the_model_continued_is_kept_unless_set(data, tmp_path, write_vocab_dir):
@@ -170,7 +171,7 @@ def test_the_objective_of_the_model_continued_is_kept_unless_set(data, tmp_path,
     ("relu", "{init}/config.json: hidden_act 'relu', but this BERT computes only hidden_act 'gelu'"),
     ("untied", "{init}/config.json: tie_word_embeddings False, but this BERT computes only tie_word_embeddings True"),
     ("no weights", "{init}: no weights (model.safetensors, "),
-    ("empty", "{init}: no checkpoint to start phase 1 from; --init takes a phase directory or a Hugging Face model "
+    ("empty", "{init}: neither a pretraining phase directory (model_config.json) nor a Hugging Face model "
               "directory (config.json)"),
     ("other preset", "--preset mini: phase 1 continues the tiny model of {init}"),
 ])

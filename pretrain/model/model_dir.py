@@ -1,0 +1,225 @@
+"""The model directory, defined once: what `pretrain eval`, `phase1/phase2 --init`, `pretrain export` and
+`pretrain finetune` take as a model (the counterpart of wiki2bert_core/variant_dir.py on the model's side).
+
+    <phase dir>/                a pretraining phase (`pretrain phase1 --out RUN` writes RUN/phase1/)
+        model_config.json       our ModelConfig (pretrain/run/checkpoint.py)
+        checkpoints/<tag>/      its checkpoints; checkpoints/latest names the newest complete one (checkpoint.py)
+        hparams.json            the run's settings (pretrain/run/run_files.py)
+        tokenizer/              the data's vocab.txt and tokenizer files
+    <Hugging Face dir>/         what transformers' `save_pretrained` writes, `pretrain export` included
+        config.json             its model_type says which model it is (MODEL_TYPES)
+        model.safetensors | pytorch_model.bin, or shards (model-00001-of-00003.safetensors, ...) named by
+                                model.safetensors.index.json | pytorch_model.bin.index.json (WEIGHT_FILES)
+        vocab.txt, tokenizer.json, ...  its tokenizer
+        pretraining_config.json what `pretrain export` adds: the model config and checkpoint it was exported from
+
+One rule tells them apart (`open_model_dir`): a directory with model_config.json or checkpoints/ is a phase directory,
+else one with config.json is a Hugging Face directory; anything else is neither, one error line. Every command that
+takes a model takes both kinds: `eval`, `--init` and `export` read either into our model (`read_our_model`, or
+InitFrom in pretrain/run/prepare.py), `finetune` runs transformers' classes on a Hugging Face directory and exports a
+phase directory into one first (pretrain/finetune/run.py). Every weight of the model a command builds, outside the heads
+it adds fresh, must come from the directory (`refuse_fresh`): weights that do not belong to the config are refused,
+never trained from random values under the model's name.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import torch
+
+from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.files import read_json
+from wiki2bert_core.variant_dir import VOCAB_FILE
+from pretrain.config import ModelConfig
+from pretrain.model.hf_config import read_hf_config
+from pretrain.run import checkpoint
+from pretrain.run.checkpoint import Checkpoint
+from pretrain.model.hf_weights import (INDEX_SUFFIX, MLM_HEAD, NSP_HEAD, load_matching, match_names, read_tensors,
+                                       shard_files, tensor_names)
+
+HPARAMS = "hparams.json"
+TOKENIZER_DIR = "tokenizer"
+HF_CONFIG = "config.json"
+PRETRAINING_CONFIG = "pretraining_config.json"
+# the files a Hugging Face directory keeps its weights in, in the order transformers looks for them; an index names
+# the shards (WEIGHT_SHARDS) the weights are split into
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+WEIGHT_SHARDS = ("model-*-of-*.safetensors", "pytorch_model-*-of-*.bin")
+# config.json's model_type, by what reads the model: our model (eval, --init, export) computes BERT
+# (pretrain/model/bert.py, hf_config.py); fine-tuning runs transformers' Auto classes, which take the BERT-family
+# encoders that have all three task classes and take token type ids (pretrain/finetune/encode.py passes them)
+MODEL_TYPES = {"ours": ("bert",),
+               "finetune": ("bert", "roberta", "xlm-roberta", "camembert", "electra", "deberta-v2")}
+# where in our model (BertForPreTraining) the encoder is: what a model directory must hold (the heads may be fresh)
+ENCODER = "bert"
+
+
+def is_phase_dir(path: Path) -> bool:
+    """The one rule: our training's output (model_config.json, or checkpoints/ whose model_config.json is lost)."""
+    path = Path(path)
+    return (path / checkpoint.MODEL_CONFIG).is_file() or (path / checkpoint.CHECKPOINTS).is_dir()
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelDir:
+    """A model directory of either kind (`open_model_dir`)."""
+    path: Path
+
+    @property
+    def tokenizer_dir(self) -> Path:
+        return self.path
+
+    @property
+    def vocab_file(self) -> Path:
+        return self.tokenizer_dir / VOCAB_FILE
+
+    def require_vocab(self, why: str) -> Path:
+        """Its vocab.txt; ConfigError if it has none (`why`: what it is needed for)."""
+        if not self.vocab_file.is_file():
+            raise ConfigError(f"{self.path}: no {VOCAB_FILE}, so {why}")
+        return self.vocab_file
+
+
+class PhaseDir(ModelDir):
+    @property
+    def tokenizer_dir(self) -> Path:
+        return self.path / TOKENIZER_DIR
+
+    def model_config(self) -> ModelConfig:
+        return checkpoint.read_model_config(self.path)
+
+    def hparams(self) -> dict:
+        """Its hparams.json ({} if it has none)."""
+        path = self.path / HPARAMS
+        return read_json(path) if path.is_file() else {}
+
+    def find_checkpoint(self, purpose: str, tag: str | None = None) -> Checkpoint:
+        """Checkpoint `tag`, or the latest; ConfigError if there is none (`purpose`: "export", ...)."""
+        return checkpoint.by_tag(self.path, tag) if tag else checkpoint.require_latest(self.path, f"to {purpose}")
+
+
+class HuggingFaceDir(ModelDir):
+    def model_type(self, reader: str, command: str) -> str:
+        """config.json's model_type; ConfigError if it is not one of MODEL_TYPES[reader] (`command` reads it)."""
+        path = self.path / HF_CONFIG
+        config = read_json(path)
+        model_type = config.get("model_type") if isinstance(config, dict) else None
+        accepted = MODEL_TYPES[reader]
+        if model_type not in accepted:
+            raise ConfigError(f"{path}: model_type {model_type!r}, but {command} takes only BERT-family encoders "
+                              f"(model_type {', '.join(accepted)})")
+        return model_type
+
+    def model_config(self, command: str) -> ModelConfig:
+        """Our ModelConfig of its config.json (vocab_size: the rows its weights have); ConfigError if our model does
+        not compute it."""
+        self.model_type("ours", command)
+        return read_hf_config(self.path / HF_CONFIG)
+
+    def weights_file(self) -> Path:
+        """The file transformers would read (a shard index for weights in shards); ConfigError if there is none."""
+        found = next((self.path / name for name in WEIGHT_FILES if (self.path / name).is_file()), None)
+        if found is None:
+            raise ConfigError(f"{self.path}: no weights ({', '.join(WEIGHT_FILES)})")
+        return found
+
+    def weight_files(self) -> list[Path]:
+        """Every file its weights are in: the weights file, or the index and the shards it names."""
+        found = self.weights_file()
+        return [found, *shard_files(found)] if found.name.endswith(INDEX_SUFFIX) else [found]
+
+    def weight_names(self) -> set[str]:
+        """Our names of its tensors, read without their values."""
+        return tensor_names(self.weights_file())
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """Its tensors under our names (as stored: rows of the tokenizer's vocabulary, unpadded)."""
+        return read_tensors(self.weights_file())
+
+
+def open_model_dir(path: Path) -> ModelDir:
+    """The model directory at `path`, by the one rule; ConfigError (one line) if it is neither kind."""
+    path = Path(path)
+    if is_phase_dir(path):
+        return PhaseDir(path)
+    if (path / HF_CONFIG).is_file():
+        return HuggingFaceDir(path)
+    if not path.is_dir():
+        raise ConfigError(f"{path}: no such model directory")
+    phases = sorted(child.name for child in path.iterdir() if child.is_dir() and is_phase_dir(child))
+    hint = f"; it is a run directory: name one of its phases ({', '.join(phases)})" if phases else ""
+    raise ConfigError(f"{path}: neither a pretraining phase directory ({checkpoint.MODEL_CONFIG}) nor a Hugging Face "
+                      f"model directory ({HF_CONFIG}){hint}")
+
+
+def encoder_weights(names: list[str], encoder: str) -> list[str]:
+    """The names of `names` that are the encoder's (prefix `encoder`), not a head's. The pooler counts as a head:
+    only next-sentence prediction trains it, so a model pretrained without it has none, and a task trains it with
+    its own head (transformers' BertForSequenceClassification does so)."""
+    return [name for name in names if name.startswith(f"{encoder}.") and not name.startswith(f"{encoder}.pooler.")]
+
+
+def refuse_fresh(source: Path, fresh: list[str], config_file: str) -> None:
+    """DataError naming `source` and the first of `fresh` (the model's weights its files do not hold, which would
+    start from random values), if there are any."""
+    if fresh:
+        shown = ", ".join(fresh[:3]) + (", ..." if len(fresh) > 3 else "")
+        raise DataError(f"{source}: {len(fresh)} of the model's weights are not in its weight files and would start "
+                        f"from random values ({shown}); the weights do not belong to the model its {config_file} "
+                        f"describes")
+
+
+def require_encoder_weights(model_dir: HuggingFaceDir, config: ModelConfig) -> None:
+    """DataError unless the directory's weights fill every weight of our model's encoder (of `config`); heads it
+    lacks may start fresh (--init: a BertModel's masked-LM head, a BertForMaskedLM's NSP head). Read from the names
+    alone, on a model without storage."""
+    from pretrain.model.bert import BertForPreTraining
+
+    with torch.device("meta"):
+        model = BertForPreTraining(config)
+    fresh, _ = match_names(model, model_dir.weight_names())
+    refuse_fresh(model_dir.path, encoder_weights(fresh, ENCODER), HF_CONFIG)
+
+
+@dataclasses.dataclass
+class OurModel:
+    """A model directory read into our model (`read_our_model`)."""
+    model_dir: ModelDir
+    model: torch.nn.Module  # a BertForPreTraining with the heads the directory holds
+    vocab_tokens: int  # the tokenizer's tokens (a Hugging Face directory's: its config's vocab_size)
+    checkpoint: Checkpoint | None  # the phase directory's checkpoint read; None for a Hugging Face directory
+
+    @property
+    def described(self) -> str:
+        """What was read, in words."""
+        found = self.checkpoint
+        return f"{found.path} (step {found.step})" if found else f"{self.model_dir.path} (Hugging Face)"
+
+
+def read_our_model(path: Path, command: str, purpose: str, tag: str | None = None) -> OurModel:
+    """Our model with the weights of a phase directory's latest checkpoint (or `tag`'s) or of a Hugging Face BERT
+    directory, with the heads they hold (`command` reads it to `purpose`: "pretrain eval", "evaluate"); ConfigError
+    if the directory is neither kind or holds no masked-LM head, DataError if its weights do not fill the model."""
+    from wiki2bert_core.wordpiece import read_vocab
+    from pretrain.model.bert import BertForPreTraining
+
+    model_dir = open_model_dir(path)
+    if isinstance(model_dir, PhaseDir):
+        found = model_dir.find_checkpoint(purpose, tag)
+        config, config_file = model_dir.model_config(), checkpoint.MODEL_CONFIG
+        state, source = checkpoint.load_weights(found), found.path
+        tokens = len(read_vocab(model_dir.require_vocab("the tokenizer's size is unknown")))
+    else:
+        if tag:
+            raise ConfigError(f"--tag {tag}: {path} is a Hugging Face directory, which has one set of weights")
+        found, config_file = None, HF_CONFIG
+        config = model_dir.model_config(command)
+        state, source, tokens = model_dir.weights(), model_dir.path, config.vocab_size
+    if MLM_HEAD not in state:
+        raise ConfigError(f"{source}: holds no masked-LM head ({MLM_HEAD}), so there is nothing to {purpose}")
+    model = BertForPreTraining(config, nsp_head=NSP_HEAD in state)
+    fresh, _ = load_matching(model, state, source)
+    refuse_fresh(source, fresh, config_file)
+    return OurModel(model_dir, model, tokens, found)
