@@ -1,0 +1,334 @@
+"""Near-duplicate removal: the `dedup` stage against datatrove's MinHash pipeline, side by side on one generated
+web-like corpus, scaled.
+
+The corpus (generated here, seeded): documents of Zipf-distributed words (median ~300), each from one of 300
+"sites" whose pages share a boilerplate header and footer; a quarter of them have copies elsewhere in the corpus,
+exact ones and near ones with blocks of words replaced (so their word 5-gram Jaccard spreads from ~0.2 to 1; the
+bench computes each planted pair's Jaccard exactly). It is written twice in the same order: as the filter stage's
+parts (2,000 documents each) for ours, and as JSONL files (one per part) for datatrove.
+
+Both run on one core with the same shingles (word 5-grams: datatrove gets a whitespace word tokenizer, and the
+text holds only lowercase letters, spaces and sentence punctuation, which both normalise away), 14 bands x 8
+rows: datatrove's four steps (signatures, buckets, cluster, filter) with 64-bit xxhash, each step in its own
+process (one task per part, 14 bucket tasks, run one at a time); ours as the stage in one process (`--workers 1`).
+Printed per scale: documents per CPU-second (of the steps' own work, imports left out) and per wall second for
+signatures (datatrove step 1 / our pass 1), clustering (steps 2-3 / passes 2-4) and end to end (with writing
+the kept documents), peak RSS (the largest of the processes); then, at the smallest scale, per Jaccard level the
+share of planted pairs each merged, with the S-curve's prediction, and the pairs the two decide differently (merged
+or not) by the pair's Jaccard: outside the band where LSH decides at random (S-curve between 1% and 99%: 0.40 to
+0.88) the two must agree.
+Our stage runs twice at the smallest scale: with min_jaccard 0.6 (the default) and null (datatrove's rule).
+
+    .venv/bin/python bench/dedup.py [--documents 10000] [--factors 1,2,4,8] [--datatrove-python PATH]
+    .venv/bin/python bench/dedup.py --smoke   # 600 documents, 1x and 2x, ours only
+
+datatrove goes in a virtual environment of its own (it pins numpy and other packages): `python -m venv DIR &&
+DIR/bin/pip install datatrove regex tokenizers orjson 'xxhash<4'`, then `--datatrove-python DIR/bin/python`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+PART_DOCUMENTS = 2000
+BANDS, ROWS, NGRAM = 14, 8, 5
+BAND = (0.40, 0.88)  # Jaccard where the 14 x 8 S-curve is between 1% and 99%
+
+DATATROVE_STEP = r"""
+import json, resource, sys, time
+from datatrove.executor.local import LocalPipelineExecutor
+from datatrove.pipeline.dedup.minhash import (MinhashConfig, MinhashDedupBuckets, MinhashDedupCluster,
+                                              MinhashDedupFilter, MinhashDedupSignature)
+from datatrove.pipeline.readers import JsonlReader
+from datatrove.pipeline.writers.jsonl import JsonlWriter
+from datatrove.utils.hashing import HashConfig
+from datatrove.utils.word_tokenizers import WordTokenizer
+
+class Whitespace(WordTokenizer):
+    def word_tokenize(self, text): return text.split()
+    def sent_tokenize(self, text): return [text]
+    def span_tokenize(self, text): return [(0, len(text))]
+
+step, corpus, work, parts = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+config = MinhashConfig(n_grams=5, num_buckets=14, hashes_per_bucket=8, hash_config=HashConfig(precision=64))
+pipelines = {
+    "signatures": ([JsonlReader(corpus), MinhashDedupSignature(f"{work}/signatures", config, language=Whitespace())],
+                   parts),
+    "buckets": ([MinhashDedupBuckets(f"{work}/signatures", f"{work}/buckets", config=config)], 14),
+    "cluster": ([MinhashDedupCluster(f"{work}/buckets", f"{work}/remove", config=config, save_cluster_id=True)], 1),
+    "filter": ([JsonlReader(corpus), MinhashDedupFilter(f"{work}/remove"), JsonlWriter(f"{work}/kept")], parts),
+}
+pipeline, tasks = pipelines[step]
+wall, cpu = time.perf_counter(), time.process_time()  # workers=1: the tasks run in this process
+LocalPipelineExecutor(pipeline, tasks=tasks, workers=1, logging_dir=f"{work}/logs/{step}").run()
+print(json.dumps({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu,
+                  "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+# --- the corpus -------------------------------------------------------------------------------------------
+
+def generate(directory: Path, documents: int, seed: int = 0) -> list[tuple[int, int, float]]:
+    """Write the corpus (directory/filter, directory/jsonl); return the planted pairs (original's index, copy's
+    index, their word 5-gram Jaccard), indices in corpus order."""
+    from pipeline.text_files import DocumentRecord, records_path, write_document, write_record
+
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    vocabulary = ["".join(rng.choice(letters, rng.integers(2, 11))) for _ in range(50000)]
+    zipf = 1 / np.arange(1, len(vocabulary) + 1)
+    zipf /= zipf.sum()
+
+    def words(n: int) -> list[int]:
+        return rng.choice(len(vocabulary), size=n, p=zipf).tolist()
+
+    sites = [(words(int(rng.integers(10, 40))), words(int(rng.integers(10, 40)))) for _ in range(300)]
+    bodies: list[list[int]] = []
+    origin: list[int] = []  # the index in `bodies` of the original each document copies (itself if none)
+    while len(bodies) < documents:
+        header, footer = sites[int(rng.integers(len(sites)))]
+        body = header + words(int(np.clip(rng.lognormal(np.log(300), 0.6), 40, 3000))) + footer
+        original = len(bodies)
+        bodies.append(body)
+        origin.append(original)
+        if rng.random() < 0.25:
+            for _ in range(min(int(rng.geometric(0.5)), documents - len(bodies))):
+                copy = list(body)
+                if rng.random() >= 0.2:  # a near copy: 1-3 blocks of up to a fifth of the words replaced
+                    for _ in range(int(rng.integers(1, 4))):
+                        size = int(rng.integers(0, max(1, len(copy) // 5)))
+                        start = int(rng.integers(0, len(copy) - size + 1))
+                        copy[start:start + size] = words(size)
+                bodies.append(copy)
+                origin.append(original)
+    order = rng.permutation(len(bodies))
+    position = np.empty(len(bodies), dtype=np.int64)
+    position[order] = np.arange(len(bodies))
+    pairs = [(int(position[origin[i]]), int(position[i]), _jaccard(bodies[origin[i]], bodies[i]))
+             for i in range(len(bodies)) if origin[i] != i]
+
+    def text(body: list[int]) -> list[str]:
+        sentences = [body[i:i + 12] for i in range(0, len(body), 12)]
+        return [" ".join(vocabulary[w] for w in s).capitalize() + "." for s in sentences]
+
+    for sub in ("filter", "jsonl"):
+        (directory / sub).mkdir(parents=True, exist_ok=True)
+    for part, lo in enumerate(range(0, len(bodies), PART_DOCUMENTS)):
+        text_path = directory / "filter" / f"part-{part:05d}.txt"
+        with open(text_path, "w", encoding="utf-8") as out, \
+                open(records_path(text_path), "w", encoding="utf-8") as records, \
+                open(directory / "jsonl" / f"part-{part:05d}.jsonl", "w", encoding="utf-8") as jsonl:
+            for index in range(lo, min(lo + PART_DOCUMENTS, len(bodies))):
+                sentences = text(bodies[order[index]])
+                write_document(out, sentences)
+                write_record(records, DocumentRecord("web", str(index)))
+                jsonl.write(json.dumps({"id": str(index), "text": " ".join(sentences)}) + "\n")
+    return pairs
+
+
+def _jaccard(a: list[int], b: list[int]) -> float:
+    x = {tuple(a[i:i + NGRAM]) for i in range(len(a) - NGRAM + 1)}
+    y = {tuple(b[i:i + NGRAM]) for i in range(len(b) - NGRAM + 1)}
+    return len(x & y) / len(x | y)
+
+
+# --- ours, in a child process --------------------------------------------------------------------------------
+
+class _PhaseTimes:
+    """An executor that records when each pass starts (the passes are its map calls)."""
+
+    def __init__(self):
+        from pipeline.executors.local import LocalExecutor
+
+        self.inner = LocalExecutor(1)
+        self.name, self.workers = "local", 1
+        self.starts: list[tuple[str, float, float]] = []
+
+    def map(self, fn, tasks):
+        self.starts.append((fn.__name__, time.perf_counter(), time.process_time()))
+        return self.inner.map(fn, tasks)
+
+
+def run_ours_child(corpus: Path, work: Path, min_jaccard: str) -> dict:
+    import logging
+
+    from pipeline.stages import StageContext
+    from pipeline.stages.dedup.stage import DedupConfig, run
+
+    out = work / "out"
+    out.mkdir(parents=True)
+    times = _PhaseTimes()
+    ctx = StageContext(lang="xx", out_dir=out, inputs={"filter": corpus}, cache_dir=work / "cache", workers=1,
+                       quiet=True, log=logging.getLogger("bench"), executor=times)
+    wall, cpu = time.perf_counter(), time.process_time()
+    run(DedupConfig(min_jaccard=None if min_jaccard == "null" else float(min_jaccard)), ctx)
+    end = (time.perf_counter(), time.process_time())
+    starts = {name: (w, c) for name, w, c in reversed(times.starts)}
+    marks = [(wall, cpu), starts["_partition_pairs"], starts["_write_part"], end]
+    phases = {name: {"wall": marks[i + 1][0] - marks[i][0], "cpu": marks[i + 1][1] - marks[i][1]}
+              for i, name in enumerate(("signatures", "clustering", "writing"))}
+    clusters = {}
+    for line in (out / "removed.jsonl").read_text(encoding="utf-8").splitlines():
+        removed = json.loads(line)
+        clusters[int(removed["id"])] = int(removed["kept_id"])
+        clusters[int(removed["kept_id"])] = int(removed["kept_id"])
+    return {"phases": phases, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "cluster_of": clusters}
+
+
+def run_ours(corpus: Path, work: Path, min_jaccard: str = "0.6") -> dict:
+    done = subprocess.run([sys.executable, __file__, "--child", str(corpus), str(work), min_jaccard],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if done.returncode:
+        sys.exit(f"our stage failed:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout)
+    result["cluster_of"] = {int(k): v for k, v in result["cluster_of"].items()}
+    return result
+
+
+# --- datatrove, one child process per step -------------------------------------------------------------
+
+def run_datatrove(python: str, corpus: Path, work: Path) -> dict:
+    parts = len(list((corpus / "jsonl").glob("*.jsonl")))
+    steps = {}
+    for step in ("signatures", "buckets", "cluster", "filter"):
+        done = subprocess.run([python, "-c", DATATROVE_STEP, step, str(corpus / "jsonl"), str(work), str(parts)],
+                              capture_output=True, text=True)
+        if done.returncode:
+            sys.exit(f"datatrove {step} failed:\n{done.stderr[-3000:]}")
+        steps[step] = json.loads(done.stdout.strip().splitlines()[-1])
+    phases = {"signatures": steps["signatures"],
+              "clustering": {k: steps["buckets"][k] + steps["cluster"][k] for k in ("wall", "cpu")},
+              "writing": steps["filter"]}
+    return {"phases": phases, "rss_mib": max(s["rss_mib"] for s in steps.values()),
+            "cluster_of": _datatrove_clusters(work / "remove")}
+
+
+def _datatrove_clusters(directory: Path) -> dict[int, int]:
+    """Document index -> cluster id, from the cluster step's `.clusters` files (one per part, (doc, cluster))."""
+    clusters = {}
+    for path in sorted(directory.glob("*.clusters")):
+        part = int(path.name.split(".")[0])
+        pairs = np.fromfile(path, dtype="<u4").reshape(-1, 2)
+        for doc, cluster in pairs.tolist():
+            clusters[part * PART_DOCUMENTS + doc] = cluster
+    return clusters
+
+
+# --- comparison ----------------------------------------------------------------------------------------
+
+def merged(result: dict, pairs: list[tuple[int, int, float]]) -> np.ndarray:
+    cluster_of = result["cluster_of"]
+    return np.array([a in cluster_of and cluster_of.get(a) == cluster_of.get(b) for a, b, _ in pairs], dtype=bool)
+
+
+def s_curve(j: np.ndarray) -> np.ndarray:
+    return 1 - (1 - j ** ROWS) ** BANDS
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--documents", type=int, default=10000, help="documents at 1x")
+    parser.add_argument("--factors", default="1,2,4,8")
+    parser.add_argument("--datatrove-python", default=os.environ.get("DATATROVE_PYTHON"),
+                        help="the python of a virtual environment with datatrove (default: $DATATROVE_PYTHON)")
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(run_ours_child(Path(args.child[0]), Path(args.child[1]), args.child[2])))
+        return
+    if args.smoke:
+        args.documents, args.factors, args.datatrove_python = 600, "1,2", None
+    factors = [int(f) for f in args.factors.split(",")]
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="dedup-bench-"))
+    print(f"# {platform.node()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; {args.documents:,} documents "
+          f"at 1x; datatrove: {args.datatrove_python or 'not run'}", flush=True)
+    rows, planted = [], None
+    for factor in factors:
+        corpus = work / f"{factor}x"
+        pairs = generate(corpus, args.documents * factor)
+        documents = sum(1 for _ in (corpus / "jsonl").glob("*.jsonl") for _ in open(_))
+        results = {"ours": run_ours(corpus / "filter", work / f"{factor}x-ours")}
+        if args.datatrove_python:
+            results["datatrove"] = run_datatrove(args.datatrove_python, corpus, work / f"{factor}x-datatrove")
+        if planted is None:
+            results["ours, min_jaccard null"] = run_ours(corpus / "filter", work / f"{factor}x-ours-null", "null")
+            planted = (pairs, results)
+        for tool, result in results.items():
+            if tool != "ours, min_jaccard null":
+                rows.append((factor, documents, tool, result))
+    print("\n| scale | documents | tool | signatures docs/CPU-s | clustering docs/CPU-s | end to end docs/CPU-s "
+          "| end to end docs/s (wall) | peak RSS |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    for factor, documents, tool, result in rows:
+        phases = result["phases"]
+        cpu = sum(p["cpu"] for p in phases.values())
+        wall = sum(p["wall"] for p in phases.values())
+        print(f"| {factor}x | {documents:,} | {tool} | {documents / phases['signatures']['cpu']:,.0f} | "
+              f"{documents / phases['clustering']['cpu']:,.0f} | {documents / cpu:,.0f} | {documents / wall:,.0f} | "
+              f"{result['rss_mib']:,.0f} MiB |")
+    by_tool = {tool: result for factor, _, tool, result in rows if factor == factors[0]}
+    if "datatrove" in by_tool:
+        ours, theirs = (by_tool[t]["phases"] for t in ("ours", "datatrove"))
+        ratio = {name: theirs[name]["cpu"] / ours[name]["cpu"] for name in ours}
+        total = sum(p["cpu"] for p in theirs.values()) / sum(p["cpu"] for p in ours.values())
+        print(f"\nours / datatrove, documents per CPU-second at {factors[0]}x: signatures {ratio['signatures']:.2f}x, "
+              f"clustering {ratio['clustering']:.2f}x, writing {ratio['writing']:.2f}x, end to end {total:.2f}x")
+    rss = [(factor, tool, result["rss_mib"]) for factor, _, tool, result in rows]
+    for tool in dict.fromkeys(t for _, t, _ in rss):
+        mine = [(f, r) for f, t, r in rss if t == tool]
+        print(f"{tool}: peak RSS {mine[-1][1]:.0f} MiB at {mine[-1][0]}x / {mine[0][1]:.0f} MiB at {mine[0][0]}x = "
+              f"{mine[-1][1] / mine[0][1]:.2f}")
+
+    pairs, results = planted
+    jaccards = np.array([j for _, _, j in pairs])
+    decisions = {tool: merged(result, pairs) for tool, result in results.items()}
+    levels = [(0.0, 0.3), (0.3, 0.4), (0.4, 0.5), (0.5, 0.6), (0.6, 0.7), (0.7, 0.8), (0.8, 0.88), (0.88, 1.0),
+              (1.0, 1.01)]
+    print(f"\nplanted pairs at {factors[0]}x: share merged by Jaccard of the pair")
+    print("| Jaccard | pairs | S-curve | " + " | ".join(decisions) + " |")
+    print("| --- | ---: | ---: |" + " ---: |" * len(decisions))
+    for lo, hi in levels:
+        inside = (jaccards >= lo) & (jaccards < hi)
+        if inside.any():
+            label = "1.0 (exact)" if lo == 1.0 else f"{lo:.2f}-{hi:.2f}"
+            print(f"| {label} | {inside.sum():,} | {s_curve(jaccards[inside]).mean():.3f} | "
+                  + " | ".join(f"{d[inside].mean():.3f}" for d in decisions.values()) + " |")
+    outside = (jaccards < BAND[0]) | (jaccards >= BAND[1])
+    for tool, other in (("ours", "datatrove"), ("ours, min_jaccard null", "datatrove")):
+        if other in decisions:
+            differ = decisions[tool] != decisions[other]
+            print(f"{tool} vs {other}: {differ[outside].sum()} of {outside.sum():,} planted pairs outside Jaccard "
+                  f"{BAND[0]}-{BAND[1]} decided differently, {differ[~outside].sum()} of {(~outside).sum():,} inside")
+            for lo, hi in levels:
+                inside = differ & (jaccards >= lo) & (jaccards < hi)
+                if inside.any():
+                    only = (decisions[tool] & inside).sum()
+                    print(f"  Jaccard {lo:.2f}-{hi:.2f}: {inside.sum()} differ ({only} merged by {tool} only, "
+                          f"{inside.sum() - only} by {other} only)")
+    family = {}
+    for a, b, _ in pairs:
+        family[b] = family.setdefault(a, a)
+    for tool, result in results.items():  # merges that no planted relation explains
+        first = {}
+        for doc, cluster in sorted(result["cluster_of"].items()):
+            first.setdefault(cluster, doc)
+        stray = sum(family.get(doc, doc) != family.get(first[cluster], first[cluster])
+                    for doc, cluster in result["cluster_of"].items())
+        print(f"{tool}: {len(result['cluster_of']):,} documents in clusters, {stray} outside their planted family")
+
+if __name__ == "__main__":
+    main()
