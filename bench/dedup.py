@@ -19,8 +19,13 @@ or not) by the pair's Jaccard: outside the band where LSH decides at random (S-c
 0.88) the two must agree.
 Our stage runs twice at the smallest scale: with min_jaccard 0.6 (the default) and null (datatrove's rule).
 
-    .venv/bin/python bench/dedup.py [--documents 10000] [--factors 1,2,4,8] [--datatrove-python PATH]
-    .venv/bin/python bench/dedup.py --smoke   # 600 documents, 1x and 2x, ours only
+Last, what the confirmation by estimated Jaccard costs and gains: `--level-pairs` pairs planted at each word
+5-gram Jaccard of 0.3, 0.5, 0.6, 0.7, 0.8, 0.9 and 1.0 (200 uniformly drawn words, a copy with one block of
+words replaced), and the share of each level our stage merges with min_jaccard null, 0.6, 0.65 and 0.7.
+
+    .venv/bin/python bench/dedup.py [--documents 10000] [--factors 1,2,4,8] [--level-pairs 1000] \\
+        [--datatrove-python PATH]
+    .venv/bin/python bench/dedup.py --smoke   # 600 documents, 1x and 2x, ours only; 30 pairs a level
 
 datatrove goes in a virtual environment of its own (it pins numpy and other packages): `python -m venv DIR &&
 DIR/bin/pip install datatrove regex tokenizers orjson 'xxhash<4'`, then `--datatrove-python DIR/bin/python`.
@@ -44,6 +49,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PART_DOCUMENTS = 2000
 BANDS, ROWS, NGRAM = 14, 8, 5
 BAND = (0.40, 0.88)  # Jaccard where the 14 x 8 S-curve is between 1% and 99%
+LEVELS = (0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+CONFIRMATIONS = ("null", "0.6", "0.65", "0.7")  # min_jaccard values measured on the planted levels
 
 DATATROVE_STEP = r"""
 import json, resource, sys, time
@@ -87,11 +94,10 @@ def generate(directory: Path, documents: int, seed: int = 0) -> list[tuple[int, 
     rng = np.random.default_rng(seed)
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
     vocabulary = ["".join(rng.choice(letters, rng.integers(2, 11))) for _ in range(50000)]
-    zipf = 1 / np.arange(1, len(vocabulary) + 1)
-    zipf /= zipf.sum()
+    zipf = np.cumsum(1 / np.arange(1, len(vocabulary) + 1))
 
     def words(n: int) -> list[int]:
-        return rng.choice(len(vocabulary), size=n, p=zipf).tolist()
+        return np.searchsorted(zipf, rng.random(n) * zipf[-1]).tolist()
 
     sites = [(words(int(rng.integers(10, 40))), words(int(rng.integers(10, 40)))) for _ in range(300)]
     bodies: list[list[int]] = []
@@ -141,6 +147,39 @@ def _jaccard(a: list[int], b: list[int]) -> float:
     x = {tuple(a[i:i + NGRAM]) for i in range(len(a) - NGRAM + 1)}
     y = {tuple(b[i:i + NGRAM]) for i in range(len(b) - NGRAM + 1)}
     return len(x & y) / len(x | y)
+
+
+def plant_levels(directory: Path, pairs: int, seed: int = 1) -> dict[float, list[tuple[int, int, float]]]:
+    """Write `pairs` pairs at each Jaccard level as the filter's parts (each document of a pair in a random part
+    of 4); return per level (index, index of the copy, measured Jaccard)."""
+    from pipeline.text_files import DocumentRecord, records_path, write_document, write_record
+
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    vocabulary = ["".join(rng.choice(letters, rng.integers(3, 10))) for _ in range(30000)]
+    length, shingles = 200, 200 - NGRAM + 1
+    documents, planted = [], {}
+    for level in LEVELS:
+        shared = round(2 * level * shingles / (1 + level))
+        block = shingles - shared - (NGRAM - 1)  # a block of b words replaced takes b + 4 shingles away
+        for _ in range(pairs):
+            base = rng.integers(len(vocabulary), size=length).tolist()
+            copy = list(base)
+            if level < 1.0:
+                start = int(rng.integers(NGRAM - 1, length - block - NGRAM + 2))
+                copy[start:start + block] = rng.integers(len(vocabulary), size=block).tolist()
+            planted.setdefault(level, []).append((len(documents), len(documents) + 1, _jaccard(base, copy)))
+            documents += [base, copy]
+    part_of = rng.integers(4, size=len(documents))
+    directory.mkdir(parents=True)
+    for part in range(4):
+        text_path = directory / f"part-{part:05d}.txt"
+        with open(text_path, "w", encoding="utf-8") as out, \
+                open(records_path(text_path), "w", encoding="utf-8") as records:
+            for n in np.flatnonzero(part_of == part).tolist():
+                write_document(out, [" ".join(vocabulary[w] for w in documents[n])])
+                write_record(records, DocumentRecord("web", str(n)))
+    return planted
 
 
 # --- ours, in a child process --------------------------------------------------------------------------------
@@ -243,6 +282,7 @@ def main() -> None:
     parser.add_argument("--factors", default="1,2,4,8")
     parser.add_argument("--datatrove-python", default=os.environ.get("DATATROVE_PYTHON"),
                         help="the python of a virtual environment with datatrove (default: $DATATROVE_PYTHON)")
+    parser.add_argument("--level-pairs", type=int, default=1000, help="pairs planted at each Jaccard level")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
@@ -251,7 +291,7 @@ def main() -> None:
         print(json.dumps(run_ours_child(Path(args.child[0]), Path(args.child[1]), args.child[2])))
         return
     if args.smoke:
-        args.documents, args.factors, args.datatrove_python = 600, "1,2", None
+        args.documents, args.factors, args.datatrove_python, args.level_pairs = 600, "1,2", None, 30
     factors = [int(f) for f in args.factors.split(",")]
     work = args.workdir or Path(tempfile.mkdtemp(prefix="dedup-bench-"))
     print(f"# {platform.node()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; {args.documents:,} documents "
@@ -329,6 +369,17 @@ def main() -> None:
         stray = sum(family.get(doc, doc) != family.get(first[cluster], first[cluster])
                     for doc, cluster in result["cluster_of"].items())
         print(f"{tool}: {len(result['cluster_of']):,} documents in clusters, {stray} outside their planted family")
+
+    planted_levels = plant_levels(work / "levels", args.level_pairs)
+    confirmations = CONFIRMATIONS[:2] if args.smoke else CONFIRMATIONS
+    merged_at = {mj: run_ours(work / "levels", work / f"levels-{mj}", mj) for mj in confirmations}
+    print(f"\nshare of {args.level_pairs:,} planted pairs a level merged, by min_jaccard")
+    print("| Jaccard (measured) | S-curve | " + " | ".join(f"min_jaccard {mj}" for mj in confirmations) + " |")
+    print("| --- | ---: |" + " ---: |" * len(confirmations))
+    for level, pairs_at in planted_levels.items():
+        jaccards = np.array([j for _, _, j in pairs_at])
+        print(f"| {jaccards.mean():.3f} | {s_curve(jaccards).mean():.3f} | "
+              + " | ".join(f"{merged(merged_at[mj], pairs_at).mean():.3f}" for mj in confirmations) + " |")
 
 if __name__ == "__main__":
     main()

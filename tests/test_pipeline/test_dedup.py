@@ -3,11 +3,11 @@ more), exact copies, boilerplate, unspaced scripts, which copy is kept, the outp
 partitions and executors, a killed run's re-run, a full disk, bad input."""
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import random
 import re
+import resource
 import string
 from pathlib import Path
 
@@ -300,7 +300,7 @@ def test_a_rerun_after_a_crash_reuses_the_signed_parts_and_writes_the_same_bytes
     ctx = stage_context(tmp_path, {"filter": corpus}, "again")
     run(DedupConfig(), ctx)
     assert signed == [] and _bytes(ctx.out_dir) == _bytes(deduplicated["confirmed"][0])
-    assert not cache.exists()  # removed once the stage is done
+    assert not (tmp_path / "cache-again").exists()  # removed once the stage is done
 
 
 def test_a_signed_part_whose_input_changed_is_signed_again(tmp_path):
@@ -318,24 +318,25 @@ def test_a_signed_part_whose_input_changed_is_signed_again(tmp_path):
     assert dedup_stage._sign_part(task)["documents"] == 2
 
 
-def test_a_full_disk_while_writing_buckets_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+def test_a_full_disk_while_writing_buckets_is_one_line_and_leaves_nothing(tmp_path):
+    """A file size limit makes writes past 8 KiB fail (EFBIG) as a full disk does; the signatures are ~27 KiB."""
     words = Words(13)
     lang_dir = tmp_path / "hu"
-    write_corpus(lang_dir / "filter", [[(DocumentRecord("web", str(n)), sentences_of(words(50))) for n in range(5)]])
-
-    def full(path, array):
-        raise OSError(errno.ENOSPC, "No space left on device", str(path))
-
-    monkeypatch.setattr(dedup_stage, "_save", full)
+    write_corpus(lang_dir / "filter", [[(DocumentRecord("web", str(n)), sentences_of(words(50))) for n in range(60)]])
     pcfg = load_pipeline_config(REPO / "stages.yaml", "hu")
-    with pytest.raises(DataError) as error:
-        run_stage(pcfg, lang_dir, "dedup", {"filter": {"stage": "filter", "config_hash": "x", "outputs": {}}}, 1,
-                  True, logging.getLogger("wiki2bert"))
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (8 << 10, hard))
+    try:
+        with pytest.raises(DataError) as error:
+            run_stage(pcfg, lang_dir, "dedup", {"filter": {"stage": "filter", "config_hash": "x", "outputs": {}}}, 1,
+                      True, logging.getLogger("wiki2bert"))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
     message = str(error.value)
-    assert "\n" not in message and "No space left on device" in message and ".sig.npy" in message
-    assert "stage dedup stopped" in message
+    assert "\n" not in message and "File too large" in message and "stage dedup stopped" in message
+    assert message.startswith(str(lang_dir / "dedup"))
     assert sorted(p.name for p in lang_dir.iterdir()) == [".cache", ".state", "filter"]
-    assert [p.name for p in (lang_dir / ".cache" / "dedup" / "signatures").iterdir()] == []
+    assert list((lang_dir / ".cache" / "dedup" / "signatures").iterdir()) == []  # nothing half-written, none done
 
 
 def test_records_that_do_not_match_the_text_name_the_file(tmp_path, run_stage_function):

@@ -22,31 +22,20 @@ EXACT_BIT = np.uint64(1)
 CONFIRM_PAIRS = 32768  # candidate pairs whose signatures are read at once: 2 x 32768 x 448 bytes at 112 hashes
 
 
+def _beside_prefix(suffix: str) -> property:
+    return property(lambda self: self.prefix.with_name(self.prefix.name + suffix))
+
+
 @dataclasses.dataclass(frozen=True)
 class PartFiles:
-    """The files the signature pass wrote for one input part (prefix + suffix)."""
+    """The files the signature pass writes for one input part: `prefix` + a suffix each."""
     index: int
     prefix: Path
-
-    @property
-    def keys(self) -> Path:
-        return self.prefix.with_name(self.prefix.name + ".keys.npy")
-
-    @property
-    def docs(self) -> Path:
-        return self.prefix.with_name(self.prefix.name + ".docs.npy")
-
-    @property
-    def signatures(self) -> Path:
-        return self.prefix.with_name(self.prefix.name + ".sig.npy")
-
-    @property
-    def info(self) -> Path:
-        return self.prefix.with_name(self.prefix.name + ".info.npz")
-
-    @property
-    def done(self) -> Path:
-        return self.prefix.with_name(self.prefix.name + ".done.json")
+    keys = _beside_prefix(".keys.npy")  # the part's bucket keys, ascending
+    docs = _beside_prefix(".docs.npy")  # the index in the part of each key's document
+    signatures = _beside_prefix(".sig.npy")  # (documents, bands * rows) uint32
+    info = _beside_prefix(".info.npz")  # per document: source rank, characters, tokens, exact-text key
+    done = _beside_prefix(".done.json")  # written last: the input's sha256 and the part's counts
 
 
 def docids(part: int, local: np.ndarray) -> np.ndarray:
@@ -96,16 +85,10 @@ class SignatureReader:
     def rows(self, ids: np.ndarray) -> np.ndarray:
         """The signatures of `ids` (any order, repeats allowed)."""
         unique, where = np.unique(ids, return_inverse=True)
-        parts = part_of(unique)
-        locals_ = local_of(unique)
-        found = None
-        for part in np.unique(parts):
-            mine = parts == part
-            rows = np.load(self.parts[int(part)].signatures, mmap_mode="r")[locals_[mine]]
-            if found is None:
-                found = np.empty((len(unique), rows.shape[1]), dtype=rows.dtype)
-            found[mine] = rows
-        return found[where]
+        parts, starts = np.unique(part_of(unique), return_index=True)  # unique ascends: each part's are a slice
+        rows = [np.load(self.parts[part].signatures, mmap_mode="r")[local_of(mine)]
+                for part, mine in zip(parts.tolist(), np.split(unique, starts[1:]))]
+        return np.concatenate(rows)[where]
 
 
 def candidate_pairs(parts: list[PartFiles], partition: int, bits: int, min_jaccard: float | None

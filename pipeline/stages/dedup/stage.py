@@ -52,7 +52,7 @@ from pipeline.text_files import (DocumentRecord, iter_documents_with_records, it
                                  records_path, write_document, write_record)
 
 FORMAT = 1  # of the signature pass's files: part of their cache key
-BATCH_CHARS = 1 << 20  # characters of text signed at once
+BATCH_CHARS = 1 << 18  # characters of text signed at once (~60 bytes of arrays each)
 RECORD_BYTES = 32  # memory per bucket record in a partition's task (key, docid, sort order, slack)
 SAMPLE_CHARS = 400  # characters of each member shown for the report's largest clusters
 SAMPLE_MEMBERS = 4  # members shown per cluster (the kept copy first)
@@ -174,7 +174,7 @@ def run(config: DedupConfig, ctx: StageContext) -> dict:
 
     report = _report(signed, written, clusters, pair_counts, examples, resolved)
     write_json(ctx.out_dir / "report.json", report)
-    remove_tree(cache)
+    remove_tree(ctx.cache_dir)  # the signed parts: only a killed run's re-run needs them
     totals = report["documents"]
     ctx.log.info("dedup: kept %d of %d documents; removed %d exact and %d near duplicates in %d clusters",
                  totals["kept"], totals["in"], totals["exact"], totals["near"], report["clusters"]["count"])
@@ -260,8 +260,11 @@ def _sign_part(task: _SignTask) -> dict:
 
 
 def _save(path: Path, array: np.ndarray) -> None:
+    """`array` as a .npy file, written through Python's file object: np.save's own write (tofile) reports a full
+    disk as "N requested and M written", without the cause."""
     with atomic_write(path, "wb") as f:
-        np.save(f, array)
+        np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(array))
+        f.write(np.ascontiguousarray(array).data)
 
 
 # --- pass 2: candidate pairs per partition --------------------------------------------------------------
@@ -308,13 +311,12 @@ class _Clusters:
     def of(cls, pairs: np.ndarray, files: list[PartFiles]) -> "_Clusters":
         ids, root = components(pairs)
         rank, length, exact_key_ = (np.zeros(len(ids), dtype=dtype) for dtype in (np.int32, np.int64, np.uint64))
-        parts = part_of(ids)
-        for part in np.unique(parts):
-            mine = parts == part
+        parts, starts = np.unique(part_of(ids), return_index=True)  # ids ascend: each part's are a slice
+        for part, lo, hi in zip(parts.tolist(), starts.tolist(), [*starts[1:].tolist(), len(ids)]):
             with np.load(files[part].info) as info:
-                locals_ = local_of(ids[mine])
-                rank[mine], length[mine], exact_key_[mine] = (info[name][locals_]
-                                                              for name in ("rank", "chars", "exact"))
+                locals_ = local_of(ids[lo:hi])
+                rank[lo:hi], length[lo:hi], exact_key_[lo:hi] = (info[name][locals_]
+                                                                 for name in ("rank", "chars", "exact"))
         kept = kept_copies(root, rank, length, ids)
         size = np.bincount(root, minlength=len(ids))[root]
         return cls(ids, root, kept, size, exact_key_ == exact_key_[kept], {f.index: f for f in files})
