@@ -10,10 +10,12 @@ parts (2,000 documents each) for ours, and as JSONL files (one per part) for dat
 Both run on one core with the same shingles (word 5-grams: datatrove gets a whitespace word tokenizer, and the
 text holds only lowercase letters, spaces and sentence punctuation, which both normalise away), 14 bands x 8
 rows: datatrove's four steps (signatures, buckets, cluster, filter) with 64-bit xxhash, each step in its own
-process (one task per part, 14 bucket tasks, run one at a time); ours as the stage in one process (`--workers 1`).
+process (one task per part, 14 bucket tasks, run one at a time); ours as the stage in one process (`--workers 1`),
+with `partition_mib` 4 (`--partition-mib`): the default 256 MiB holds ~8 million bucket records, a corpus of
+~550,000 documents, in one partition, so at the bench's sizes the partitions would not show.
 Printed per scale: documents per CPU-second (of the steps' own work, imports left out) and per wall second for
 signatures (datatrove step 1 / our pass 1), clustering (steps 2-3 / passes 2-4) and end to end (with writing
-the kept documents), peak RSS (the largest of the processes); then, at the smallest scale, per Jaccard level the
+the kept documents), peak RSS (VmHWM of the largest of the processes); then, at the smallest scale, per Jaccard level the
 share of planted pairs each merged, with the S-curve's prediction, and the pairs the two decide differently (merged
 or not) by the pair's Jaccard: outside the band where LSH decides at random (S-curve between 1% and 99%: 0.40 to
 0.88) the two must agree.
@@ -36,7 +38,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -53,7 +54,8 @@ LEVELS = (0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 CONFIRMATIONS = ("null", "0.6", "0.65", "0.7")  # min_jaccard values measured on the planted levels
 
 DATATROVE_STEP = r"""
-import json, resource, sys, time
+import json, re, sys, time
+from pathlib import Path
 from datatrove.executor.local import LocalPipelineExecutor
 from datatrove.pipeline.dedup.minhash import (MinhashConfig, MinhashDedupBuckets, MinhashDedupCluster,
                                               MinhashDedupFilter, MinhashDedupSignature)
@@ -79,8 +81,8 @@ pipelines = {
 pipeline, tasks = pipelines[step]
 wall, cpu = time.perf_counter(), time.process_time()  # workers=1: the tasks run in this process
 LocalPipelineExecutor(pipeline, tasks=tasks, workers=1, logging_dir=f"{work}/logs/{step}").run()
-print(json.dumps({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu,
-                  "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+peak_kib = int(re.search(r"VmHWM:\s+(\d+) kB", Path("/proc/self/status").read_text())[1])
+print(json.dumps({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "rss_mib": peak_kib / 1024}))
 """
 
 
@@ -199,7 +201,7 @@ class _PhaseTimes:
         return self.inner.map(fn, tasks)
 
 
-def run_ours_child(corpus: Path, work: Path, min_jaccard: str) -> dict:
+def run_ours_child(corpus: Path, work: Path, min_jaccard: str, partition_mib: int) -> dict:
     import logging
 
     from pipeline.stages import StageContext
@@ -211,7 +213,8 @@ def run_ours_child(corpus: Path, work: Path, min_jaccard: str) -> dict:
     ctx = StageContext(lang="xx", out_dir=out, inputs={"filter": corpus}, cache_dir=work / "cache", workers=1,
                        quiet=True, log=logging.getLogger("bench"), executor=times)
     wall, cpu = time.perf_counter(), time.process_time()
-    run(DedupConfig(min_jaccard=None if min_jaccard == "null" else float(min_jaccard)), ctx)
+    run(DedupConfig(min_jaccard=None if min_jaccard == "null" else float(min_jaccard), partition_mib=partition_mib),
+        ctx)
     end = (time.perf_counter(), time.process_time())
     starts = {name: (w, c) for name, w, c in reversed(times.starts)}
     marks = [(wall, cpu), starts["_partition_pairs"], starts["_write_part"], end]
@@ -222,12 +225,18 @@ def run_ours_child(corpus: Path, work: Path, min_jaccard: str) -> dict:
         removed = json.loads(line)
         clusters[int(removed["id"])] = int(removed["kept_id"])
         clusters[int(removed["kept_id"])] = int(removed["kept_id"])
-    return {"phases": phases, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "cluster_of": clusters}
+    return {"phases": phases, "rss_mib": peak_rss_mib(), "cluster_of": clusters}
 
 
-def run_ours(corpus: Path, work: Path, min_jaccard: str = "0.6") -> dict:
-    done = subprocess.run([sys.executable, __file__, "--child", str(corpus), str(work), min_jaccard],
+def peak_rss_mib() -> float:
+    """This process's peak RSS since it started (VmHWM: ru_maxrss would carry the parent's peak over the exec)."""
+    status = Path("/proc/self/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) / 1024
+
+
+def run_ours(corpus: Path, work: Path, partition_mib: int, min_jaccard: str = "0.6") -> dict:
+    done = subprocess.run([sys.executable, __file__, "--child", str(corpus), str(work), min_jaccard,
+                           str(partition_mib)],
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     if done.returncode:
         sys.exit(f"our stage failed:\n{done.stderr[-3000:]}")
@@ -285,27 +294,31 @@ def main() -> None:
     parser.add_argument("--level-pairs", type=int, default=1000, help="pairs planted at each Jaccard level")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--smoke", action="store_true")
-    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--partition-mib", type=int, default=4,
+                        help="our dedup.partition_mib: small, so that the corpora span several partitions")
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(run_ours_child(Path(args.child[0]), Path(args.child[1]), args.child[2])))
+        print(json.dumps(run_ours_child(Path(args.child[0]), Path(args.child[1]), args.child[2],
+                                        int(args.child[3]))))
         return
     if args.smoke:
         args.documents, args.factors, args.datatrove_python, args.level_pairs = 600, "1,2", None, 30
     factors = [int(f) for f in args.factors.split(",")]
     work = args.workdir or Path(tempfile.mkdtemp(prefix="dedup-bench-"))
     print(f"# {platform.node()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; {args.documents:,} documents "
-          f"at 1x; datatrove: {args.datatrove_python or 'not run'}", flush=True)
+          f"at 1x; our partition_mib {args.partition_mib}; datatrove: {args.datatrove_python or 'not run'}", flush=True)
     rows, planted = [], None
     for factor in factors:
         corpus = work / f"{factor}x"
         pairs = generate(corpus, args.documents * factor)
         documents = sum(1 for _ in (corpus / "jsonl").glob("*.jsonl") for _ in open(_))
-        results = {"ours": run_ours(corpus / "filter", work / f"{factor}x-ours")}
+        results = {"ours": run_ours(corpus / "filter", work / f"{factor}x-ours", args.partition_mib)}
         if args.datatrove_python:
             results["datatrove"] = run_datatrove(args.datatrove_python, corpus, work / f"{factor}x-datatrove")
         if planted is None:
-            results["ours, min_jaccard null"] = run_ours(corpus / "filter", work / f"{factor}x-ours-null", "null")
+            results["ours, min_jaccard null"] = run_ours(corpus / "filter", work / f"{factor}x-ours-null",
+                                                         args.partition_mib, "null")
             planted = (pairs, results)
         for tool, result in results.items():
             if tool != "ours, min_jaccard null":
@@ -372,7 +385,7 @@ def main() -> None:
 
     planted_levels = plant_levels(work / "levels", args.level_pairs)
     confirmations = CONFIRMATIONS[:2] if args.smoke else CONFIRMATIONS
-    merged_at = {mj: run_ours(work / "levels", work / f"levels-{mj}", mj) for mj in confirmations}
+    merged_at = {mj: run_ours(work / "levels", work / f"levels-{mj}", args.partition_mib, mj) for mj in confirmations}
     print(f"\nshare of {args.level_pairs:,} planted pairs a level merged, by min_jaccard")
     print("| Jaccard (measured) | S-curve | " + " | ".join(f"min_jaccard {mj}" for mj in confirmations) + " |")
     print("| --- | ---: |" + " ---: |" * len(confirmations))

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import re
 import resource
+import signal
 import string
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -268,6 +272,7 @@ def test_same_bytes_whatever_the_workers_partitions_and_batches(planted, dedupli
     assert _bytes(out) == reference
 
 
+@pytest.mark.slow
 def test_same_bytes_on_a_dask_local_cluster(planted, deduplicated, tmp_path, stage_context):
     distributed = pytest.importorskip("distributed")
     from pipeline.executors.dask_cluster import DaskExecutor
@@ -301,6 +306,61 @@ def test_a_rerun_after_a_crash_reuses_the_signed_parts_and_writes_the_same_bytes
     run(DedupConfig(), ctx)
     assert signed == [] and _bytes(ctx.out_dir) == _bytes(deduplicated["confirmed"][0])
     assert not (tmp_path / "cache-again").exists()  # removed once the stage is done
+
+
+KILLED_WHILE_WRITING = """
+import sys, time
+sys.path.insert(0, {repo!r})
+import pipeline.cli as cli
+from pipeline.stages.dedup import stage
+
+def write_forever(task):
+    print("writing", flush=True)
+    time.sleep(600)
+
+stage._write_part = write_forever
+sys.argv = ["pipeline", *sys.argv[1:]]
+cli.main()
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_stage_rerun_reuses_its_signed_parts_and_writes_a_clean_runs_bytes(tmp_path):
+    from pipeline.tools.sample_dump import write_sample_dump
+
+    dump = write_sample_dump(tmp_path / "dump", 300, 0)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    common = ["--lang", "hu", "--dump", str(dump), "--quiet", "--set", "extract.articles_per_part=20",
+              "--set", "sentences.splitter=rules"]
+    lang_dirs = {}
+    for name in ("clean", "killed"):
+        work = tmp_path / name
+        lang_dirs[name] = work / "hu"
+        subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--to", "filter", "--workdir", str(work),
+                        *common], env=env, check=True, cwd=tmp_path)
+    clean = subprocess.run([sys.executable, "-m", "pipeline.cli", "stage", "dedup", "--workdir",
+                            str(tmp_path / "clean"), "--workers", "2", *common], env=env, cwd=tmp_path)
+    assert clean.returncode == 0
+    script = tmp_path / "write_forever.py"
+    script.write_text(KILLED_WHILE_WRITING.format(repo=str(REPO)))
+    args = ["stage", "dedup", "--workdir", str(tmp_path / "killed"), "--workers", "2", *common]
+    proc = subprocess.Popen([sys.executable, str(script), *args], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    assert proc.stdout.readline().strip() == "writing"  # every part signed, the kept documents being written
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    signed = list((lang_dirs["killed"] / ".cache" / "dedup" / "signatures").glob("*.done.json"))
+    parts = len(list((lang_dirs["killed"] / "filter").glob("part-*.txt")))
+    assert len(signed) == parts > 5 and not (lang_dirs["killed"] / "dedup").exists()
+    again = subprocess.run([sys.executable, "-m", "pipeline.cli", *args], env=env, cwd=tmp_path,
+                           capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    outputs = {name: {rel: meta["sha256"] for rel, meta in json.loads(
+        (lang_dir / "dedup" / "_manifest.json").read_text(encoding="utf-8"))["outputs"].items()}
+        for name, lang_dir in lang_dirs.items()}
+    assert outputs["killed"] == outputs["clean"]
+    leftovers = [p.name for p in lang_dirs["killed"].iterdir() if p.name.startswith(".dedup")]
+    assert leftovers == [] and not (lang_dirs["killed"] / ".cache" / "dedup").exists()
 
 
 def test_a_signed_part_whose_input_changed_is_signed_again(tmp_path):
@@ -378,9 +438,10 @@ def test_a_documents_signature_does_not_depend_on_its_batch():
 
 def test_character_shingles_split_only_the_letters_of_unspaced_scripts():
     words_mode, characters_mode = (minhash.Shingler(2, 1, 1, 1, c) for c in (False, True))
-    _, tokens = words_mode.batch(["東京 Tower 見物"])
-    _, character_tokens = characters_mode.batch(["東京 Tower 見物"])
-    assert tokens.tolist() == [3] and character_tokens.tolist() == [5]
+    texts = ["東京 Tower 見物", "𠀀𠀁 abc"]  # U+20000, U+20001: Han letters beyond the basic plane
+    _, tokens = words_mode.batch(texts)
+    _, character_tokens = characters_mode.batch(texts)
+    assert tokens.tolist() == [3, 2] and character_tokens.tolist() == [5, 3]
 
 
 def test_estimated_jaccard_is_unbiased():

@@ -40,21 +40,35 @@ FMIX_1, FMIX_2 = U64(0xFF51AFD7ED558CCD), U64(0xC4CEB9FE1A85EC53)
 CHAR_BASE = U64(0x100000001B3)  # the polynomial's base (odd: every power is odd, none is 0 mod 2^64)
 
 
+def character_class(code: int) -> int:
+    """SEPARATOR, WORD, UNSPACED or DIGIT: letters, marks and other numbers are WORD, decimal digits DIGIT, letters
+    and marks of the unspaced scripts UNSPACED, the rest (spaces, punctuation, symbols, controls, unassigned)
+    SEPARATOR."""
+    category = unicodedata.category(chr(code))
+    if category == "Nd":
+        return DIGIT
+    if category[0] not in "LMN":
+        return SEPARATOR
+    return UNSPACED if any(lo <= code <= hi for lo, hi in UNSPACED_BLOCKS) else WORD
+
+
 @functools.cache
-def character_classes() -> np.ndarray:
-    """SEPARATOR, WORD, UNSPACED or DIGIT for every code point (uint8, 0x110000 entries): letters, marks and other
-    numbers are WORD, decimal digits DIGIT, letters and marks of the unspaced scripts UNSPACED, the rest (spaces,
-    punctuation, symbols, controls, unassigned) SEPARATOR."""
-    classes = np.zeros(0x110000, dtype=np.uint8)
-    for code in range(0x110000):
-        category = unicodedata.category(chr(code))
-        if category == "Nd":
-            classes[code] = DIGIT
-        elif category[0] in "LMN":
-            classes[code] = WORD
-    for lo, hi in UNSPACED_BLOCKS:
-        block = classes[lo:hi + 1]
-        block[block == WORD] = UNSPACED
+def _basic_plane_classes() -> np.ndarray:
+    """character_class of every code point below 0x10000 (built once per process, ~30 ms)."""
+    return np.fromiter(map(character_class, range(0x10000)), dtype=np.uint8, count=0x10000)
+
+
+@functools.cache
+def _astral_class(code: int) -> int:
+    return character_class(code)
+
+
+def character_classes(codes: np.ndarray) -> np.ndarray:
+    """The class of each code point: a table for the basic plane, the rare ones above it one by one (cached)."""
+    classes = _basic_plane_classes()[np.minimum(codes, 0xFFFF)]
+    astral = np.flatnonzero(codes > 0xFFFF)
+    if len(astral):
+        classes[astral] = [_astral_class(int(code)) for code in codes[astral]]
     return classes
 
 
@@ -76,17 +90,25 @@ def seeded_constants(seed: int, what: str, count: int, odd: bool = False) -> np.
     return array | U64(1) if odd else array
 
 
+POWERS_CACHED = 1 << 20  # the tables of powers kept for the next batches: 16 MiB
+
+
 @functools.cache
-def _char_powers(size: int) -> np.ndarray:
-    """CHAR_BASE ** i (mod 2^64) for i < size."""
-    powers = np.full(size, CHAR_BASE, dtype=U64)
-    powers[0] = 1
-    return np.cumprod(powers, dtype=U64)
+def _cached_powers() -> tuple[np.ndarray, np.ndarray]:
+    return _powers(POWERS_CACHED)
 
 
-def char_powers(longest: int) -> np.ndarray:
-    """At least `longest` powers (a power of two of them, cached)."""
-    return _char_powers(1 << max(6, int(longest - 1).bit_length()))
+def _powers(size: int) -> tuple[np.ndarray, np.ndarray]:
+    base = np.full(size, CHAR_BASE, dtype=U64)
+    base[0] = 1
+    inverse = np.full(size, U64(pow(int(CHAR_BASE), -1, 1 << 64)), dtype=U64)
+    inverse[0] = 1
+    return np.cumprod(base, dtype=U64), np.cumprod(inverse, dtype=U64)
+
+
+def char_powers(size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(CHAR_BASE ** i, CHAR_BASE ** -i) mod 2^64 for i < size (at least)."""
+    return _cached_powers() if size <= POWERS_CACHED else _powers(size)
 
 
 class Shingler:
@@ -94,7 +116,6 @@ class Shingler:
 
     def __init__(self, ngram: int, bands: int, rows: int, seed: int, characters: bool):
         self.ngram, self.bands, self.rows, self.characters = ngram, bands, rows, characters
-        self.classes = character_classes()
         self.token_mult = seeded_constants(seed, "ngram", ngram, odd=True)
         self.a = seeded_constants(seed, "a", bands * rows, odd=True)
         self.b = seeded_constants(seed, "b", bands * rows)
@@ -105,9 +126,7 @@ class Shingler:
         """(hash of every token of the batch, in order; the document each belongs to)."""
         joined = "\n".join(texts).casefold()  # "\n": a separator, so no token spans two documents
         codes = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-        # casefolding can lengthen a text (ß -> ss): documents are found by their separators, not by their lengths
-        doc_of_char = np.cumsum(codes == ord("\n")) if len(texts) > 1 else np.zeros(len(codes), dtype=np.int64)
-        classes = self.classes[codes]
+        classes = character_classes(codes)
         digit = classes == DIGIT
         if digit.any():  # 3.14 and 3,14 are one number
             mark = np.isin(codes[1:-1], DECIMAL_MARKS) & digit[:-2] & digit[2:]
@@ -126,13 +145,13 @@ class Shingler:
             return np.zeros(0, dtype=U64), np.zeros(0, dtype=np.int64)
         kept = np.flatnonzero(keep)
         values = np.where(digit[kept], ZERO, codes[kept]).astype(U64)
-        first_kept = np.searchsorted(kept, starts)  # each token's first kept character (a start is kept)
-        is_start = np.zeros(len(kept), dtype=bool)
-        is_start[first_kept] = True
-        token_of_kept = np.cumsum(is_start) - 1
-        position = np.arange(len(kept)) - first_kept[token_of_kept]
-        hashes = np.add.reduceat(values * char_powers(int(position.max()) + 1)[position], first_kept)
-        return fmix64(hashes), doc_of_char[starts]
+        first = np.searchsorted(kept, starts)  # each token's first kept character (a start is kept)
+        powers, inverse_powers = char_powers(len(kept))
+        # a token's characters c_i at positions i of `kept`: sum c_i B^i / B^first, wherever the token stands
+        hashes = np.add.reduceat(values * powers[:len(kept)], first) * inverse_powers[first]
+        # casefolding can lengthen a text (ß -> ss): documents are told apart by their separators
+        documents = np.searchsorted(np.flatnonzero(codes == ord("\n")), starts)
+        return fmix64(hashes), documents
 
     def shingles(self, token_hashes: np.ndarray, token_docs: np.ndarray, documents: int
                  ) -> tuple[np.ndarray, np.ndarray]:

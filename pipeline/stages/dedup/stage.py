@@ -18,9 +18,10 @@ Passes, each parallel over `ctx.executor` but the third:
 3. in the main process: connected components of the merged pairs and the copy each keeps;
 4. per part: the records (and a text sample for the report) of the documents the decisions name;
 5. per part: the kept documents and their records, and the removed ones' lines of `removed.jsonl`.
-Memory: a part's documents in pass 1; a partition's records (`partition_mib`) in pass 2; in pass 3, 16 bytes per
-merged pair and ~50 per document in a cluster, and the source and id of each cluster's kept copy: it grows with
-the duplicates, never with the documents that have none.
+Memory: in pass 1, a part's signatures and records (~700 bytes a document) and the arrays of one batch of text
+(~70 bytes a character of BATCH_CHARS, or of one longer document); in pass 2, a partition's records
+(`partition_mib`); in pass 3, 16 bytes per merged pair, ~50 per document in a cluster and the source and id of
+each cluster's kept copy: it grows with the duplicates, never with the documents that have none.
 
 Outputs: the kept documents (`part-*.txt` + `part-*.docs.jsonl`, the parts of the input), `removed.jsonl` (per
 removed document in input order: its source, id and title, the source and id of the copy kept in its place,
