@@ -35,7 +35,7 @@ import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-STAGES = ["download", "extract", "sentences", "filter", "vocab", "shard", "hdf5"]
+STAGES = ["download", "extract", "sentences", "filter", "dedup", "vocab", "shard", "hdf5"]
 
 
 def stage_settings(factor: int, args) -> list[str]:

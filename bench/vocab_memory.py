@@ -41,7 +41,7 @@ def child(method: str, filter_dir: Path, parts: int, sentences: int, vocab_size:
             (subset / path.name).symlink_to(path.resolve())
         out = tmp / "vocab"
         out.mkdir()
-        ctx = StageContext(lang="hu", out_dir=out, inputs={"filter": subset}, cache_dir=tmp / "cache",
+        ctx = StageContext(lang="hu", out_dir=out, inputs={"dedup": subset, "filter": subset}, cache_dir=tmp / "cache",
                            workers=1, quiet=True, log=logging.getLogger("bench"))
         started = time.perf_counter()
         counts = vocab.run(vocab.VocabConfig(method=method, vocab_size=vocab_size, input_sentence_size=sentences),

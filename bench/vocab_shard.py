@@ -62,7 +62,7 @@ def _context(filter_dir: Path, out: Path):
     from pipeline.stages import StageContext
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    return StageContext(lang="hu", out_dir=out, inputs={"filter": filter_dir},
+    return StageContext(lang="hu", out_dir=out, inputs={"dedup": filter_dir, "filter": filter_dir},
                         cache_dir=out.parent / "cache", workers=1, quiet=True, log=logging.getLogger("bench"))
 
 

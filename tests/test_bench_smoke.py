@@ -16,6 +16,8 @@ SCRIPTS = sorted(p.name for p in (REPO / "bench").glob("[!_]*.py"))  # bench/_*.
 # A row of each script's figures, searched in its output (numbers only: a crash in a table's code shows).
 EXPECTED = {
     "checkpoint.py": r"background stall / blocking stall: \d+\.\d% after the first save",
+    "dedup.py": r"\| 2x \| [\d,]+ \| ours \| [\d,]+ \| [\d,]+ \| [\d,]+ \| [\d,]+ \| [\d,]+ MiB \|\n(.|\n)*"
+                r"\| 1\.0 \(exact\) \| \d+ \| 1\.000 \| 1\.000 \| 1\.000 \|",
     "estimate_memory.py": r"tiny +1 +\d+ +\d+ +\d+\.\d\d",
     "extract.py": r"extract stage, 2 workers +[\d.]+ +\d+ +[\d.]+ +\d+ ",
     "gpu.py": r"tiny +32 packed +[\d,.]+ +[\d,]+ ",

@@ -1,4 +1,4 @@
-"""Stage `filter`: drop documents that are not clean prose in the profile's language, and exact duplicates.
+"""Stage `filter`: drop documents that are not clean prose in the profile's language (duplicates: stage `dedup`).
 
 The rules, their order and the defaults are those of TurkuNLP's `filterdocs.py` (wiki-bert-pipeline), measured
 the same way; a document's reason is its first failing check:
@@ -13,7 +13,6 @@ the same way; a document's reason is its first failing check:
     foreign_ratio  letters outside `word_chars` (either case) / characters > max_foreign_ratio
     min_words      words < min_words
     language       language identification of the document is not `language`
-    duplicate      same text (whitespace-normalized, casefolded) as an earlier kept document
 
 A word is 2+ letters of `word_chars` with an optional capital first (any letters when `word_chars` is null);
 characters are those of the sentences, newlines excluded. A null threshold turns its check off.
@@ -28,16 +27,14 @@ accuracy and speed). Both are deterministic (langdetect is seeded). Each gets th
 of the document: identification is the slowest check, and a Wikipedia lead is in the article's language. A
 language the identifier does not know skips the check, with a warning and a note in the report.
 
-Two passes over the parts, both parallel: checks and text hashes per part, then (in the main process, in part
-order) the duplicate decision, then the kept documents are written. The output is the same for any number of
-workers; memory for duplicates is 8 bytes per kept document. `report.json` has documents and sentences kept
-and dropped by reason, with example titles (from the document records of `sentences`, which the kept documents keep).
+Two passes over the parts, both parallel: the checks per part, then the kept documents are written. The output is
+the same for any number of workers. `report.json` has documents and sentences kept and dropped by reason, with
+example titles (from the document records of `sentences`, which the kept documents keep).
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import re
 import string
 from pathlib import Path
@@ -55,9 +52,8 @@ from pipeline.stages import Stage, StageContext
 from pipeline.words import split_unspaced
 
 REASONS = ("avg_words", "min_sentences", "max_sentences", "min_tokens", "max_tokens", "no_word_ratio", "punct_ratio",
-           "upper_ratio", "digit_ratio", "foreign_ratio", "min_words", "language", "duplicate")
+           "upper_ratio", "digit_ratio", "foreign_ratio", "min_words", "language")
 KEPT = 0  # a document's code: 0 kept, i + 1 dropped for REASONS[i]
-DUPLICATE = REASONS.index("duplicate") + 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +77,6 @@ class FilterConfig:
     langid: Literal["py3langid", "langdetect", "none"] = "py3langid"  # py3langid, langdetect (seeded) or none
     language: str | None = None  # the code langid must return; null: --lang
     langid_chars: int = 2000  # characters of each document given to langid
-    dedup: bool = True  # drop exact duplicates (whitespace-normalized, casefolded text)
     examples: int = 5  # example titles per reason in report.json
 
     def __post_init__(self):
@@ -105,13 +100,11 @@ def run(config: FilterConfig, ctx: StageContext) -> dict:
     check_language, language_note = _language_check(config, language, ctx)
 
     tasks = [(path, config, language, check_language) for path in parts]
-    part_codes, seen = [], np.empty(0, dtype=np.uint64)
+    part_codes = []
     documents = np.zeros(len(REASONS) + 1, dtype=np.int64)
     sentences = np.zeros(len(REASONS) + 1, dtype=np.int64)
     with progress(sum(p.stat().st_size for p in parts), "filter: checking", unit="B", quiet=ctx.quiet) as bar:
-        for path, (codes, sentence_counts, hashes) in zip(parts, ctx.executor.map(_check_part, tasks)):
-            if config.dedup:
-                seen = _mark_duplicates(codes, hashes, seen)
+        for path, (codes, sentence_counts) in zip(parts, ctx.executor.map(_check_part, tasks)):
             documents += np.bincount(codes, minlength=len(REASONS) + 1)
             sentences += np.bincount(codes, weights=sentence_counts, minlength=len(REASONS) + 1).astype(np.int64)
             part_codes.append(codes)
@@ -196,7 +189,7 @@ class DocumentChecker:
             self.word = re.compile(r"\b[^\W\d_]{2,}\b")
 
     def reason(self, sentences: list[str]) -> int:
-        """KEPT, or the code of the first failing check (duplicates are decided later)."""
+        """KEPT, or the code of the first failing check."""
         c = self.config
         n = len(sentences)
         # (sentence with unspaced-script letters blanked, words they make): the sentence itself and 0 in spaced text
@@ -233,11 +226,6 @@ class DocumentChecker:
         return KEPT
 
 
-def text_hash(sentences: list[str]) -> int:
-    normalized = " ".join(" ".join(sentences).split()).casefold()
-    return int.from_bytes(hashlib.blake2b(normalized.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
-
-
 @functools.cache
 def _identifier(name: str):
     """(identify(text) -> language code or None, known language codes) for langid `name`."""
@@ -271,34 +259,15 @@ def _checker(config: FilterConfig, language: str, check_language: bool) -> Docum
     return DocumentChecker(config, language, check_language)
 
 
-def _check_part(task) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per document of a part: its code, its number of sentences, and the text hash of the documents kept so far."""
+def _check_part(task) -> tuple[np.ndarray, np.ndarray]:
+    """Per document of a part: its code and its number of sentences."""
     path, config, language, check_language = task
     checker = _checker(config, language, check_language)
-    codes, sentence_counts, hashes = [], [], []
+    codes, sentence_counts = [], []
     for sentences in iter_documents(path):
-        code = checker.reason(sentences)
-        codes.append(code)
+        codes.append(checker.reason(sentences))
         sentence_counts.append(len(sentences))
-        hashes.append(text_hash(sentences) if code == KEPT and config.dedup else 0)
-    return (np.array(codes, dtype=np.int8), np.array(sentence_counts, dtype=np.int64),
-            np.array(hashes, dtype=np.uint64))
-
-
-def _mark_duplicates(codes: np.ndarray, hashes: np.ndarray, seen: np.ndarray) -> np.ndarray:
-    """Mark kept documents whose hash is in `seen` (sorted) or earlier in this part; return the new `seen`."""
-    kept = np.flatnonzero(codes == KEPT)
-    part_hashes = hashes[kept]
-    first = np.zeros(len(kept), dtype=bool)
-    first[np.unique(part_hashes, return_index=True)[1]] = True
-    at = np.searchsorted(seen, part_hashes)
-    known = np.zeros(len(kept), dtype=bool)
-    inside = at < len(seen)
-    known[inside] = seen[at[inside]] == part_hashes[inside]
-    duplicate = ~first | known
-    codes[kept[duplicate]] = DUPLICATE
-    new = np.sort(part_hashes[~duplicate])
-    return np.insert(seen, np.searchsorted(seen, new), new)
+    return np.array(codes, dtype=np.int8), np.array(sentence_counts, dtype=np.int64)
 
 
 def _write_part(task) -> dict[int, list[str]]:

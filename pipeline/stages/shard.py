@@ -1,4 +1,4 @@
-"""Stage `shard`: the filtered corpus split into `num_shards` training shards and `num_test_shards` test shards.
+"""Stage `shard`: the deduplicated corpus split into `num_shards` training shards and `num_test_shards` test shards.
 
 Two streaming passes, memory independent of the corpus size (O(number of shards)):
 - the first counts each split's documents: a split gets at most one shard per `min_documents_per_shard`
@@ -93,8 +93,8 @@ class _ShardSet:
 
 
 def run(config: ShardConfig, ctx: StageContext) -> dict:
-    filter_dir = ctx.inputs["filter"]
-    parts = list_parts(filter_dir, ".txt")
+    corpus_dir = ctx.inputs["dedup"]
+    parts = list_parts(corpus_dir, ".txt")
     key = str(config.seed).encode()
     threshold = int(config.test_fraction * 2 ** 64)
 
@@ -111,13 +111,13 @@ def run(config: ShardConfig, ctx: StageContext) -> dict:
         n_test += is_test
         n_training += not is_test
     if n_training + n_test == 0:
-        raise DataError(f"{filter_dir}: no documents to shard (all parts are empty)")
+        raise DataError(f"{corpus_dir}: no documents to shard (all parts are empty)")
     asked_test = config.num_test_shards if config.test_fraction > 0 else 0
     if asked_test and n_test == 0:
-        raise DataError(f"{filter_dir}: no test documents for shard.test_fraction {config.test_fraction}: "
+        raise DataError(f"{corpus_dir}: no test documents for shard.test_fraction {config.test_fraction}: "
                             f"raise it or set it to 0")
     if n_training == 0:
-        raise DataError(f"{filter_dir}: all {n_test} documents went to the test split: lower shard.test_fraction")
+        raise DataError(f"{corpus_dir}: all {n_test} documents went to the test split: lower shard.test_fraction")
     num_shards = _capped(config.num_shards, n_training, config, "num_shards", "training", ctx)
     test_shards = _capped(asked_test, n_test, config, "num_test_shards", "test", ctx) if asked_test else 0
     buffer_bytes = max(MIN_SHARD_BUFFER, BUFFER_BUDGET // (num_shards + test_shards))
@@ -157,4 +157,4 @@ def _capped(asked: int, documents: int, config: ShardConfig, name: str, split: s
     return count
 
 
-STAGE = Stage("shard", ShardConfig, run, inputs=("filter",))
+STAGE = Stage("shard", ShardConfig, run, inputs=("dedup",))

@@ -1,4 +1,4 @@
-"""Stage `vocab`: a WordPiece vocabulary trained on the filtered corpus, cased unless stages.yaml says otherwise.
+"""Stage `vocab`: a WordPiece vocabulary trained on the deduplicated corpus, cased unless stages.yaml says otherwise.
 
 Two trainers (`method`):
 - `sentencepiece` (default; the Hungarian recipe of TurkuNLP's WikiBERT): sentencepiece BPE trained on the text as
@@ -89,8 +89,8 @@ class VocabConfig:
 
 
 def run(config: VocabConfig, ctx: StageContext) -> dict:
-    filter_dir = ctx.inputs["filter"]
-    parts = list_parts(filter_dir, ".txt")
+    corpus_dir = ctx.inputs["dedup"]
+    parts = list_parts(corpus_dir, ".txt")
     corpus = _CorpusSentences(parts, quiet=ctx.quiet)
     train = _train_sentencepiece if config.method == "sentencepiece" else _train_tokenizers
     trained = train(config, corpus, ctx)
@@ -99,7 +99,7 @@ def run(config: VocabConfig, ctx: StageContext) -> dict:
     vocab = write_tokenizer_dir(ctx.out_dir, tokens, lowercase=config.lowercase, strip_accents=config.strip_accents)
     ctx.log.info("vocab: %d tokens (%d missing characters added), [UNK]=%d", len(vocab), added, vocab["[UNK]"])
     unk_rate, tokens_per_word = _sample_quality(load_tokenizer(ctx.out_dir), vocab["[UNK]"], corpus.sample,
-                                                recorded_chars_per_word(read_manifest(filter_dir)))
+                                                recorded_chars_per_word(read_manifest(ctx.inputs["filter"])))
     return {
         "vocab_size": len(vocab),
         "model_vocab_size": -(-len(vocab) // 8) * 8,
@@ -149,7 +149,7 @@ def sentencepiece_to_wordpiece(pieces: Iterable[str]) -> list[str]:
 
 
 class _CorpusSentences:
-    """The filter stage's sentences (non-blank lines), read ~1 MiB at a time, checked to be UTF-8, with a progress
+    """The dedup stage's sentences (non-blank lines), read ~1 MiB at a time, checked to be UTF-8, with a progress
     bar; counts them and keeps the first SAMPLE_SENTENCES for the quality figures."""
 
     def __init__(self, parts: list[Path], quiet: bool):
@@ -227,19 +227,19 @@ def _train_sentencepiece(config: VocabConfig, corpus: _CorpusSentences, ctx: Sta
     return sentencepiece_to_wordpiece(processor.id_to_piece(list(range(processor.get_piece_size()))))
 
 
-def _sentencepiece_error(message: str, config: VocabConfig, filter_dir: Path) -> DataError:
+def _sentencepiece_error(message: str, config: VocabConfig, corpus_dir: Path) -> DataError:
     if m := re.search(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)", message):
         return DataError(
-            f"{filter_dir}: the corpus supports at most {m[2]} sentencepiece pieces, vocab.vocab_size is {m[1]}: "
+            f"{corpus_dir}: the corpus supports at most {m[2]} sentencepiece pieces, vocab.vocab_size is {m[1]}: "
             f"use a smaller vocabulary (e.g. --set vocab.vocab_size={_round_down(int(m[2]))}) or more text")
     if m := re.search(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)", message):
         return DataError(
-            f"{filter_dir}: vocab.vocab_size {m[1]} is too small: covering {config.character_coverage} of the "
+            f"{corpus_dir}: vocab.vocab_size {m[1]} is too small: covering {config.character_coverage} of the "
             f"characters takes {m[2]} pieces; raise vocab.vocab_size or lower vocab.character_coverage")
     if "sentences_.empty()" in message:
-        return DataError(f"{filter_dir}: every sentence is longer than {SENTENCEPIECE_MAX_SENTENCE_BYTES} bytes, "
+        return DataError(f"{corpus_dir}: every sentence is longer than {SENTENCEPIECE_MAX_SENTENCE_BYTES} bytes, "
                              "which sentencepiece skips (is sentence splitting working for this language?)")
-    return DataError(f"{filter_dir}: sentencepiece training failed: {message.splitlines()[0]}")
+    return DataError(f"{corpus_dir}: sentencepiece training failed: {message.splitlines()[0]}")
 
 
 def _round_down(n: int) -> int:
@@ -349,4 +349,4 @@ def _sample_quality(tokenizer, unk_id: int, sample: list[str], chars_per_word: f
     return round(unks / max(tokens, 1), 5), round(tokens / max(words, 1), 4)
 
 
-STAGE = Stage("vocab", VocabConfig, run, inputs=("filter",), tools=("sentencepiece", "tokenizers"))
+STAGE = Stage("vocab", VocabConfig, run, inputs=("dedup", "filter"), tools=("sentencepiece", "tokenizers"))

@@ -1,5 +1,6 @@
 """`pipeline report`: a one-page HTML report with PNG figures of what a work directory's finished stages made: pages
--> articles -> documents kept (and why the others were dropped), sentences and tokens per document, real tokens per
+-> articles -> documents kept (and why the others were dropped), duplicates (per source, the cluster sizes, the
+largest clusters with a sample of their members side by side), sentences and tokens per document, real tokens per
 instance for each HDF5 variant (the padding share), masked-LM and NSP statistics (`pipeline verify`) and the
 vocabulary's coverage of the test split. A variant of whole document sentences (sequence kind doc-sentences) is
 labelled so, and has no NSP figures.
@@ -29,7 +30,7 @@ from pipeline.stages import stage_by_name
 from pipeline.tools.verify import format_report, verify_path
 from pipeline.words import count_words, recorded_chars_per_word
 
-DOCUMENT_SAMPLE = 20000  # documents whose tokens are counted (the first ones of the filter's output)
+DOCUMENT_SAMPLE = 20000  # documents whose tokens are counted (the first ones of the corpus vocab and shard read)
 
 
 def write_report(lang_dir: Path, out_dir: Path) -> tuple[Path, list[str], list[str]]:
@@ -48,7 +49,9 @@ def write_report(lang_dir: Path, out_dir: Path) -> tuple[Path, list[str], list[s
     headline, sections = [], []
     if "extract" in done and "filter" in done:
         sections.append(_funnel(done, lang_dir, out_dir, headline))
-    if "filter" in done and "vocab" in done:
+    if "dedup" in done:
+        sections.append(_duplicates(lang_dir, out_dir, headline))
+    if "dedup" in done and "vocab" in done:
         sections.append(_documents(lang_dir, out_dir, headline))
     if "hdf5" in done:
         sections += [_variant(d, out_dir, headline, damaged) for d in sorted((lang_dir / "hdf5").iterdir())
@@ -90,10 +93,12 @@ def _funnel(done: dict, lang_dir: Path, out_dir: Path, headline: list) -> str:
     extract, filtered = done["extract"]["counts"], done["filter"]["counts"]
     steps = [("pages", extract["pages"]), ("articles", extract["articles"]),
              ("documents kept", filtered["documents_kept"])]
+    if "dedup" in done:
+        steps.append(("documents kept by dedup", done["dedup"]["counts"]["documents_kept"]))
     if "shard" in done:
         steps += [("training documents", done["shard"]["counts"]["training_documents"]),
                   ("test documents", done["shard"]["counts"]["test_documents"])]
-    fig, ax = new_figure("Pages -> articles -> documents kept by the filter")
+    fig, ax = new_figure("Pages -> articles -> documents kept by the filter (and dedup)")
     ax.barh([s for s, _ in steps][::-1], [n for _, n in steps][::-1], color="C0")
     ax.set_xlabel("count")
     funnel = save_png(fig, out_dir / "funnel.png")
@@ -112,7 +117,7 @@ def _funnel(done: dict, lang_dir: Path, out_dir: Path, headline: list) -> str:
 def _documents(lang_dir: Path, out_dir: Path, headline: list) -> str:
     tokenizer = load_tokenizer(Path(lang_dir) / "vocab")
     sentences, tokens = [], []
-    for part in sorted((Path(lang_dir) / "filter").glob("part-*.txt")):
+    for part in sorted((Path(lang_dir) / "dedup").glob("part-*.txt")):
         with open(part, encoding="utf-8") as f:
             doc: list[str] = []
             for line in f:
@@ -126,7 +131,7 @@ def _documents(lang_dir: Path, out_dir: Path, headline: list) -> str:
             if doc:
                 sentences.append(len(doc))
     if not sentences:
-        return "<h2>Documents</h2><p>the filter kept no documents</p>"
+        return "<h2>Documents</h2><p>no documents were kept</p>"
     figures = []
     for values, what, name in ((sentences, "sentences", "sentences_per_document.png"),
                                (tokens, "WordPiece tokens", "tokens_per_document.png")):
@@ -140,6 +145,43 @@ def _documents(lang_dir: Path, out_dir: Path, headline: list) -> str:
                  ("tokens per document (median)", f"{np.median(tokens):.0f}")]
     sample = f" (tokens: first {len(tokens):,} documents)" if len(tokens) < len(sentences) else ""
     return f"<h2>Documents</h2><p>{len(sentences):,} documents{sample}</p>{''.join(_img(p) for p in figures)}"
+
+
+def _duplicates(lang_dir: Path, out_dir: Path, headline: list) -> str:
+    """The dedup stage's report.json: documents and tokens per source, the cluster sizes, and the largest clusters
+    (and the largest with near duplicates) with their members side by side."""
+    report = read_json(Path(lang_dir) / "dedup" / "report.json")
+    documents, clusters = report["documents"], report["clusters"]
+    headline += [("exact / near duplicates removed", f"{documents['exact']:,} / {documents['near']:,}"),
+                 ("duplicate clusters (largest)", f"{clusters['count']:,} ({clusters['largest']:,})")]
+    rows = "".join(f"<tr><td>{html.escape(source)}</td>" + "".join(f"<td>{row[key]:,}</td>" for key in (
+        "documents_in", "documents_kept", "exact", "near", "tokens_in", "tokens_kept")) + "</tr>"
+        for source, row in report["sources"].items())
+    table = ("<table><tr><th>source</th><th>documents in</th><th>kept</th><th>exact duplicates</th>"
+             f"<th>near duplicates</th><th>tokens in</th><th>kept</th></tr>{rows}</table>")
+    figure = ""
+    if clusters["sizes"]:
+        fig, ax = new_figure("Duplicate clusters by size (documents per cluster)")
+        ax.bar(list(clusters["sizes"]), list(clusters["sizes"].values()), color="C1")
+        ax.set_xlabel("cluster size")
+        ax.set_ylabel("clusters")
+        figure = _img(save_png(fig, out_dir / "cluster_sizes.png"))
+    shown = "".join(f"<h3>{title}</h3>" + "".join(_cluster_table(c) for c in report[key]) for key, title in (
+        ("largest_clusters", "Largest clusters"), ("near_duplicate_clusters", "Largest clusters with near duplicates"))
+        if report.get(key))
+    return (f"<h2>Duplicates</h2><p>{documents['in']:,} documents in, {documents['kept']:,} kept: "
+            f"{documents['exact']:,} exact and {documents['near']:,} near duplicates removed, in "
+            f"{clusters['count']:,} clusters</p>{table}{figure}{shown}")
+
+
+def _cluster_table(cluster: dict) -> str:
+    """One cluster's members side by side: the kept copy first, each with its similarity to it."""
+    heads = "".join(f"<th>{html.escape(m['title'] or m['id'])}<br><small>{html.escape(m['source'])} "
+                    f"{html.escape(m['id'])}: {m['duplicate']}, Jaccard {m['jaccard']:.2f}</small></th>"
+                    for m in cluster["members"])
+    texts = "".join(f"<td style='vertical-align:top'>{html.escape(m['text'] or '')}</td>" for m in cluster["members"])
+    return (f"<p>{cluster['size']:,} documents</p><table style='table-layout:fixed;width:100%'><tr>{heads}</tr>"
+            f"<tr>{texts}</tr></table>")
 
 
 def _variant(variant_dir: Path, out_dir: Path, headline: list, damaged: list) -> str:

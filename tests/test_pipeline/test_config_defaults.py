@@ -44,6 +44,8 @@ NEGATIVE_OR_OUT_OF_RANGE = [
     "filter.max_tokens=-1", "filter.max_no_word_ratio=-0.1", "filter.max_punct_ratio=-0.1",
     "filter.max_upper_ratio=1.5", "filter.max_digit_ratio=-0.1", "filter.max_foreign_ratio=-0.1",
     "filter.min_words=-1", "filter.langid_chars=0", "filter.examples=-1",
+    "dedup.ngram=0", "dedup.bands=0", "dedup.rows=0", "dedup.min_jaccard=1.5", "dedup.min_jaccard=-0.1",
+    "dedup.seed=-1", "dedup.partition_mib=0", "dedup.examples=-1",
     "vocab.vocab_size=0", "vocab.unused_tokens=-1", "vocab.character_coverage=-0.5", "vocab.input_sentence_size=-1",
     "vocab.seed=-1", "vocab.min_frequency=-1", "vocab.limit_alphabet=0",
     "shard.num_shards=0", "shard.test_fraction=-0.1", "shard.num_test_shards=-1", "shard.seed=-1",

@@ -25,7 +25,7 @@ from pipeline.runner import MANIFEST
 distributed = pytest.importorskip("distributed")
 import dask  # noqa: E402  (installed with distributed)
 
-STAGES = ["download", "extract", "sentences", "filter", "vocab", "shard", "hdf5"]
+STAGES = ["download", "extract", "sentences", "filter", "dedup", "vocab", "shard", "hdf5"]
 SETTINGS = ["--set", "vocab.vocab_size=2000", "--set", "shard.num_shards=3", "--set", "hdf5.dupe_factor=2",
             "--set", "extract.articles_per_part=40"]
 

@@ -1,5 +1,5 @@
 """Stage `filter`: each TurkuNLP rule triggered by a crafted document (and in order), language identification,
-duplicates across parts, report.json, determinism across workers, bad input."""
+report.json, determinism across workers, bad input."""
 from __future__ import annotations
 
 import json
@@ -137,9 +137,9 @@ def test_chars_per_word_must_be_positive():
 
 
 def test_work_made_before_chars_per_word_existed_stays_current():
-    """Left null, chars_per_word is not in the config hash: the Hungarian filter hashes as before it was added (the
-    hash at commit 264c8ff), so a work directory made then is not re-run from the filter on."""
-    before = "ad81b215aa6e861d3ee3e9e43b61ba340659367e58b9de7147f1e9306c00a7d6"
+    """Left null, chars_per_word is not in the config hash: the Hungarian filter hashes as without the field (the
+    hash since filter.dedup moved to the dedup stage), so work made before it existed is not re-run."""
+    before = "3343c086f9d9e9ba9de6ce70cca465d0ee1d09b4e5765919195bd62fd229963e"
     assert config_hash(FilterConfig(word_chars=HU)) == before
     assert config_hash(FilterConfig(word_chars=HU, chars_per_word=1.7)) != before
 
@@ -179,21 +179,20 @@ def corpus() -> list[list[tuple[str, list[str]]]]:
     ]
 
 
-def test_stage_keeps_good_documents_drops_duplicates_across_parts_and_reports(tmp_path, make_ctx):
+def test_stage_keeps_good_documents_and_their_copies_and_reports(tmp_path, make_ctx):
+    """Copies stay: duplicates are the dedup stage's."""
     ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", corpus()))
     counts = run(FilterConfig(word_chars=HU), ctx)
-    assert counts == {"documents_in": 12, "documents_kept": 4, "sentences_kept": 20, "dropped_avg_words": 1,
-                      "dropped_min_sentences": 1, "dropped_digit_ratio": 1, "dropped_language": 1,
-                      "dropped_duplicate": 4}
+    assert counts == {"documents_in": 12, "documents_kept": 8, "sentences_kept": 40, "dropped_avg_words": 1,
+                      "dropped_min_sentences": 1, "dropped_digit_ratio": 1, "dropped_language": 1}
     kept = [doc for i in range(4) for doc in iter_documents(ctx.out_dir / f"part-{i:05d}.txt")]
-    assert kept == [GOOD, variant(1), variant(2), variant(3)]
+    assert kept == [GOOD, variant(1), [s.upper().lower() for s in GOOD], variant(2), variant(1), variant(3), GOOD,
+                    variant(3)]
     assert (ctx.out_dir / "part-00002.txt").read_text() == ""
     report = json.loads((ctx.out_dir / "report.json").read_text(encoding="utf-8"))
-    assert report["documents"] == {"in": 12, "kept": 4, "dropped": 8}
-    assert report["sentences"] == {"in": 20 + 2 + 4 + 5 + 20 + 10, "kept": 20, "dropped": 41}
-    assert list(report["dropped"]) == ["avg_words", "min_sentences", "digit_ratio", "language", "duplicate"]
-    assert report["dropped"]["duplicate"] == {"documents": 4, "sentences": 20, "examples": [
-        "Falu másolat", "Falu 1 újra", "Falu másolat 2", "Falu 3 újra"]}
+    assert report["documents"] == {"in": 12, "kept": 8, "dropped": 4}
+    assert report["sentences"] == {"in": 20 + 2 + 4 + 5 + 20 + 10, "kept": 40, "dropped": 21}
+    assert list(report["dropped"]) == ["avg_words", "min_sentences", "digit_ratio", "language"]
     assert report["dropped"]["language"]["examples"] == ["Angol"]
     assert report["language_check"] == "py3langid: hu"
 
@@ -217,14 +216,9 @@ def test_output_identical_for_one_and_two_workers(tmp_path, make_ctx):
     assert outputs[0] == outputs[1]
 
 
-def test_dedup_off_keeps_duplicates(tmp_path, make_ctx):
-    ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", corpus()))
-    assert run(FilterConfig(word_chars=HU, dedup=False), ctx)["documents_kept"] == 8
-
-
 def test_langid_none_keeps_other_languages(tmp_path, make_ctx):
     ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", corpus()))
-    assert run(FilterConfig(word_chars=HU, langid="none"), ctx)["documents_kept"] == 5
+    assert run(FilterConfig(word_chars=HU, langid="none"), ctx)["documents_kept"] == 9
     assert json.loads((ctx.out_dir / "report.json").read_text(encoding="utf-8"))["language_check"] == "off"
 
 

@@ -23,6 +23,16 @@ from pipeline.runner import fingerprint, read_manifest
 from pipeline.stages import stage_by_name
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+DEDUP_REPORT = {  # the dedup stage's report.json for the filter output below: one exact duplicate
+    "documents": {"in": 4, "kept": 3, "removed": 1, "exact": 1, "near": 0},
+    "sources": {"wikipedia": {"documents_in": 4, "documents_kept": 3, "exact": 1, "near": 0, "tokens_in": 12,
+                              "tokens_kept": 10}},
+    "clusters": {"count": 1, "documents": 2, "largest": 2, "sizes": {"2": 1}},
+    "largest_clusters": [{"size": 2, "members": [
+        {"source": "wikipedia", "id": "7", "title": "Hetes <b>", "duplicate": "kept", "jaccard": 1.0, "text": "w6 zz"},
+        {"source": "wikipedia", "id": "8", "title": "", "duplicate": "exact", "jaccard": 1.0, "text": "w6 zz"}]}],
+    "near_duplicate_clusters": [],
+}
 
 
 def manifest(stage_dir, counts):
@@ -55,13 +65,17 @@ def work_dir(tmp_path, write_dataset, write_hdf5, write_vocab_dir):
         (lang / stage / "part-00000.txt").write_text("w1 w2 w3 w4 w5 w6 w7\n")
     (lang / "filter").mkdir()
     (lang / "filter" / "report.json").write_text(json.dumps({"dropped": {"min_sentences": {"documents": 6}}}))
-    (lang / "filter" / "part-00000.txt").write_text("w1 w2 w3\nw4 w5\n\nw6 zz\n\nw7\nw8\nw9 w10\n")
+    (lang / "filter" / "part-00000.txt").write_text("w1 w2 w3\nw4 w5\n\nw6 zz\n\nw6 zz\n\nw7\nw8\nw9 w10\n")
+    (lang / "dedup").mkdir()
+    (lang / "dedup" / "part-00000.txt").write_text("w1 w2 w3\nw4 w5\n\nw6 zz\n\nw7\nw8\nw9 w10\n")
+    (lang / "dedup" / "report.json").write_text(json.dumps(DEDUP_REPORT))
     (lang / "shard").mkdir()
     (lang / "shard" / "test_0000.txt").write_text("w1 w2 qq\nw3\n\n")
     manifest(lang / "download", {})
     manifest(lang / "extract", {"pages": 12, "articles": 9, "skipped": {"redirect": 3}})
     manifest(lang / "sentences", {})
-    manifest(lang / "filter", {"documents_kept": 3})
+    manifest(lang / "filter", {"documents_kept": 4})
+    manifest(lang / "dedup", {"documents_kept": 3})
     manifest(lang / "shard", {"training_documents": 2, "test_documents": 1})
     manifest(lang / "vocab", {})
     manifest(lang / "hdf5", {})
@@ -79,11 +93,17 @@ def test_report_is_html_referencing_valid_pngs(work_dir, monkeypatch, capsys):
     assert run(monkeypatch, "--workdir", str(work_dir), "--out", str(work_dir / "r")) == 0
     page = (work_dir / "r" / "report.html").read_text()
     images = re.findall(r"<img src='([^']+)'", page)
-    assert {"funnel.png", "dropped.png", "sentences_per_document.png", "tokens_per_document.png",
+    assert {"funnel.png", "dropped.png", "cluster_sizes.png", "sentences_per_document.png", "tokens_per_document.png",
             "real_tokens_seq_len_32.png"} <= set(images)
     for name in images:
         assert (work_dir / "r" / name).read_bytes().startswith(PNG_SIGNATURE)
-    assert "<td>pages</td><td>12</td>" in page and "<td>documents kept</td><td>3</td>" in page
+    assert "<td>pages</td><td>12</td>" in page and "<td>documents kept</td><td>4</td>" in page
+    assert "<td>documents kept by dedup</td><td>3</td>" in page and "<p>2 documents</p><table" in page
+    assert "<td>exact / near duplicates removed</td><td>1 / 0</td>" in page
+    # the largest cluster's members side by side, titles escaped, an untitled member named by its id
+    assert re.search(r"<tr><th>Hetes &lt;b&gt;<br><small>wikipedia 7: kept, Jaccard 1.00</small></th><th>8<br>"
+                     r"<small>wikipedia 8: exact, Jaccard 1.00</small></th></tr><tr><td[^>]*>w6 zz</td><td[^>]*>w6 zz",
+                     page)
     # "qq" is no vocabulary word: 1 [UNK] among the test split's tokens
     assert re.search(r"unknown-token rate \(test split\)</td><td>[1-9]", page)
     assert "seq_len 32: padding share" in page and "NSP random next" in page
@@ -109,6 +129,9 @@ def test_tokens_per_word_of_unspaced_text_counts_words_as_the_filter_did(tmp_pat
     manifest(lang / "filter", {"documents_kept": 1})
     recorded = json.loads((lang / "filter" / "_manifest.json").read_text())
     (lang / "filter" / "_manifest.json").write_text(json.dumps({**recorded, "config": {"chars_per_word": 1.7}}))
+    (lang / "dedup").mkdir()
+    (lang / "dedup" / "report.json").write_text(json.dumps({**DEDUP_REPORT, "largest_clusters": []}))
+    manifest(lang / "dedup", {"documents_kept": 1})
     vocab = [*SPECIAL_TOKENS, *"東京は大きい。", *(f"##{c}" for c in "東京は大きい")]
     (lang / "vocab").mkdir(parents=True)
     (lang / "vocab" / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")

@@ -1,5 +1,5 @@
 """The `shard` stage: balance, whole documents, nothing lost or added, test fraction, determinism, bounded memory,
-and clear errors; plus vocab and shard run through the runner behind a toy filter stage."""
+and clear errors; plus dedup, vocab and shard run through the runner behind a toy filter stage."""
 from __future__ import annotations
 
 import collections
@@ -15,7 +15,7 @@ import pytest
 from wiki2bert_core.errors import ConfigError
 from pipeline.config import load_pipeline_config
 from wiki2bert_core.errors import DataError
-from pipeline.text_files import iter_documents
+from pipeline.text_files import DocumentRecord, iter_documents, list_parts, records_path, write_record
 from pipeline.runner import read_manifest, run_stages
 from pipeline.stages import Stage
 from pipeline.stages import shard
@@ -38,7 +38,7 @@ def make_corpus(write_document_parts):
 @pytest.fixture(scope="session")
 def run_shard(run_stage_function):
     def run_shard(tmp_path: Path, filter_dir: Path, name: str = "out", workers: int = 1, **config) -> tuple[Path, dict]:
-        return run_stage_function(run, ShardConfig(**config), tmp_path, {"filter": filter_dir}, name, workers)
+        return run_stage_function(run, ShardConfig(**config), tmp_path, {"dedup": filter_dir}, name, workers)
     return run_shard
 
 
@@ -156,19 +156,23 @@ class _ToyFilterConfig:
 def toy_filter(make_corpus):
     def toy_filter(config: _ToyFilterConfig, ctx) -> dict:
         make_corpus(ctx.out_dir, config.documents, parts=2)
+        for part in list_parts(ctx.out_dir, ".txt"):
+            with open(records_path(part), "w", encoding="utf-8") as records:
+                for n, _ in enumerate(iter_documents(part)):
+                    write_record(records, DocumentRecord("wikipedia", f"{part.stem}-{n}"))
         return {"documents": config.documents}
     return toy_filter
 
 
-def test_vocab_and_shard_through_the_runner(tmp_path, monkeypatch, toy_filter):
+def test_dedup_vocab_and_shard_through_the_runner(tmp_path, monkeypatch, toy_filter):
     monkeypatch.setitem(sys.modules, "pipeline.stages.filter",
                         types.SimpleNamespace(STAGE=Stage("filter", _ToyFilterConfig, toy_filter)))
     config = tmp_path / "stages.yaml"
-    config.write_text("stages: [filter, vocab, shard]\n"
+    config.write_text("stages: [filter, dedup, vocab, shard]\n"
                       "defaults:\n  vocab: {vocab_size: 300}\n  shard: {num_shards: 4}\n"
                       "languages:\n  default: {}\n", encoding="utf-8")
     pcfg = load_pipeline_config(config, "hu")
-    run_stages(pcfg, tmp_path / "hu", ["filter", "vocab", "shard"], workers=2, quiet=True)
+    run_stages(pcfg, tmp_path / "hu", ["filter", "dedup", "vocab", "shard"], workers=2, quiet=True)
     vocab, shard = read_manifest(tmp_path / "hu" / "vocab"), read_manifest(tmp_path / "hu" / "shard")
     assert vocab["counts"]["special_token_ids"]["[UNK]"] == 101 and "sentencepiece" in vocab["tools"]
     assert set(vocab["outputs"]) == {"vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}

@@ -45,7 +45,8 @@ def make_corpus(write_document_parts):
 @pytest.fixture(scope="session")
 def run_vocab(run_stage_function):
     def run_vocab(tmp_path: Path, filter_dir: Path, name: str = "out", workers: int = 1, **config) -> tuple[Path, dict]:
-        return run_stage_function(run, VocabConfig(**config), tmp_path, {"filter": filter_dir}, name, workers)
+        return run_stage_function(run, VocabConfig(**config), tmp_path, {"dedup": filter_dir, "filter": filter_dir},
+                                  name, workers)
     return run_vocab
 
 

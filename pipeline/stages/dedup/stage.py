@@ -1,0 +1,495 @@
+"""Stage `dedup`: one copy of each cluster of exact and near duplicates, between `filter` and `vocab`/`shard`.
+
+Exact duplicates have the same text up to whitespace and case; near duplicates are found by MinHash LSH over
+shingles of `ngram` words (or letters of scripts written without spaces, `shingle_unit: characters`), with
+`bands` x `rows` hash functions (FineWeb-2's 14 x 8 by default: a pair of Jaccard similarity J becomes a
+candidate with probability 1 - (1 - J^rows)^bands, 1/2 near J = 0.72). A candidate pair merges when its
+estimated Jaccard (the share of equal MinHash values) is at least `min_jaccard`; merged pairs make clusters
+(connected components), and each cluster keeps one copy: the first source of `prefer_sources`, then the longest,
+then the first in the input. The kept documents' records get `cluster_size` (1 for a unique document).
+
+Passes, each parallel over `ctx.executor` but the third:
+1. per input part (pipeline/stages/dedup/minhash.py): signatures, band keys and exact-text keys, written as
+   records sorted by key (the part's bucket file) beside the signatures; a part's files are finished once its
+   `.done.json` is written, and they live in the stage's cache dir, so a killed run's re-run reuses the parts
+   that were done;
+2. per partition of the key space (pipeline/stages/dedup/clusters.py): the partition's slice of every part's
+   records, sorted; consecutive documents of a bucket are candidate pairs, confirmed by their signatures;
+3. in the main process: connected components of the merged pairs and the copy each keeps;
+4. per part: the records (and a text sample for the report) of the documents the decisions name;
+5. per part: the kept documents and their records, and the removed ones' lines of `removed.jsonl`.
+Memory: in pass 1, a part's signatures and records (~700 bytes a document) and the arrays of one batch of text
+(~70 bytes a character of BATCH_CHARS, or of one longer document); in pass 2, a partition's records
+(`partition_mib`); in pass 3, 16 bytes per merged pair, ~50 per document in a cluster and the source and id of
+each cluster's kept copy: it grows with the duplicates, never with the documents that have none.
+
+Outputs: the kept documents (`part-*.txt` + `part-*.docs.jsonl`, the parts of the input), `removed.jsonl` (per
+removed document in input order: its source, id and title, the source and id of the copy kept in its place,
+`exact` or `near`, and the estimated Jaccard of the two) and `report.json` (documents and tokens in and kept
+per source, exact and near counts, candidate pairs, the cluster-size histogram and the largest clusters with a
+sample of their members). The bytes depend on the inputs and settings only, never on --workers or the executor.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from wiki2bert_core.config import SettingError, changeable
+from wiki2bert_core.errors import DataError
+from wiki2bert_core.files import atomic_write, remove_tree, sha256_file, write_json
+from wiki2bert_core.log import progress
+from pipeline.stages import Stage, StageContext
+from pipeline.stages.dedup.clusters import (PART_SHIFT, PartFiles, SignatureReader, candidate_pairs, components,
+                                            docids, kept_copies, local_of, part_of, unique_pairs)
+from pipeline.stages.dedup.minhash import Shingler, estimated_jaccard, exact_key
+from pipeline.text_files import (DocumentRecord, iter_documents_with_records, iter_records, list_parts,
+                                 records_path, write_document, write_record)
+
+FORMAT = 1  # of the signature pass's files: part of their cache key
+BATCH_CHARS = 1 << 18  # characters of text signed at once (~60 bytes of arrays each)
+RECORD_BYTES = 32  # memory per bucket record in a partition's task (key, docid, sort order, slack)
+SAMPLE_CHARS = 400  # characters of each member shown for the report's largest clusters
+SAMPLE_MEMBERS = 4  # members shown per cluster (the kept copy first)
+
+
+@dataclasses.dataclass(frozen=True)
+class DedupConfig:
+    # minhash: exact duplicates, then near duplicates by MinHash LSH; exact: exact duplicates only (same text up
+    # to whitespace and case); none: every document is kept (with cluster_size 1)
+    method: Literal["minhash", "exact", "none"] = "minhash"
+    # what shingles are made of: words, or characters: each letter of a script written without spaces (Han, kana,
+    # Thai, ...) is a token of its own, the rest of the text still splits into words (the ja and zh profiles)
+    shingle_unit: Literal["words", "characters"] = "words"
+    ngram: int = 5  # tokens per shingle (FineWeb-2: 5 words)
+    bands: int = 14  # LSH bands; a pair is a candidate when all `rows` values of one band agree
+    rows: int = 8  # MinHash values per band; with bands: 1/2 the pairs at Jaccard (1/bands)^(1/rows) are candidates
+    # a candidate pair merges only when its estimated Jaccard (share of equal MinHash values) is at least this;
+    # null: every candidate merges, as datatrove does. 0.6 rejects 93% of the candidates at Jaccard 0.5 and
+    # 0.4% of those at 0.7 (docs/pipeline.md, "Duplicates")
+    min_jaccard: float | None = 0.6
+    seed: int = 1  # seeds the hash functions
+    # the copy a cluster keeps: the first of these sources it holds (in this order; then any other source), then
+    # the longest text, then the first in the input
+    prefer_sources: list[str] = dataclasses.field(default_factory=lambda: ["wikipedia"])
+    # memory of one clustering task: the key space is split into a power of two of partitions, each holding at
+    # most this many MiB of bucket records (~32 bytes a record, bands + 1 records a document)
+    partition_mib: int = changeable(256)
+    examples: int = 10  # clusters shown in report.json (the largest, and the largest with near duplicates)
+
+    def __post_init__(self):
+        for name in ("ngram", "bands", "rows", "partition_mib"):
+            if getattr(self, name) < 1:
+                raise SettingError(name, f"must be at least 1, got {getattr(self, name)}")
+        if self.min_jaccard is not None and not 0.0 <= self.min_jaccard <= 1.0:
+            raise SettingError("min_jaccard", f"{self.min_jaccard} is not between 0 and 1 (or null)")
+        if self.seed < 0:
+            raise SettingError("seed", "must not be negative")
+        if self.examples < 0:
+            raise SettingError("examples", f"must not be negative, got {self.examples}")
+
+
+@dataclasses.dataclass(frozen=True)
+class _SignTask:
+    index: int
+    text: Path
+    files: PartFiles
+    method: str
+    shingler: tuple  # Shingler's arguments
+    prefer_sources: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _PartitionTask:
+    partition: int
+    bits: int
+    parts: list[PartFiles]
+    min_jaccard: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class _ResolveTask:
+    text: Path
+    wanted: np.ndarray  # indices in the part whose records are needed, ascending
+    sampled: np.ndarray  # those of them whose text is shown in the report
+
+
+@dataclasses.dataclass(frozen=True)
+class _WriteTask:
+    index: int
+    text: Path
+    out_dir: Path
+    removed_lines: Path
+    files: PartFiles
+    members: np.ndarray  # indices in the part of the documents in clusters, ascending
+    cluster_size: np.ndarray  # of each
+    kept: np.ndarray  # the docid each one's cluster keeps
+    kept_records: dict  # kept docid -> (source, id) for this part's removed documents
+    exact: np.ndarray  # whether each removed one is an exact duplicate of its kept copy
+    signature_parts: dict  # part index -> PartFiles, for the estimated Jaccard of removed and kept
+
+
+def run(config: DedupConfig, ctx: StageContext) -> dict:
+    parts = list_parts(ctx.inputs["filter"], ".txt")
+    cache = ctx.cache_dir / "signatures"
+    cache.mkdir(parents=True, exist_ok=True)
+    key = _settings_key(config)
+    tasks = [_SignTask(i, path, PartFiles(i, cache / f"{path.stem}.{key}"), config.method,
+                       (config.ngram, config.bands, config.rows, config.seed, config.shingle_unit == "characters"),
+                       tuple(config.prefer_sources))
+             for i, path in enumerate(parts)]
+    signed = []
+    with progress(sum(p.stat().st_size for p in parts), "dedup: signatures", unit="B", quiet=ctx.quiet) as bar:
+        for task, result in zip(tasks, ctx.executor.map(_sign_part, tasks)):
+            signed.append(result)
+            bar.update(task.text.stat().st_size)
+    documents = sum(r["documents"] for r in signed)
+    if documents == 0:
+        raise DataError(f"{ctx.inputs['filter']}: no documents in {len(parts)} part file(s)")
+    files = [t.files for t in tasks]
+
+    pairs, pair_counts = _merged_pairs(config, files, sum(r["records"] for r in signed), ctx)
+    clusters = _Clusters.of(pairs, files)
+    examples = clusters.examples(config.examples)
+    resolved = _resolve(parts, clusters, examples, ctx)
+
+    removed_dir = ctx.scratch() / "removed"
+    removed_dir.mkdir(exist_ok=True)
+    write_tasks = [clusters.write_task(i, path, ctx.out_dir, removed_dir / f"{path.stem}.jsonl", files, resolved)
+                   for i, path in enumerate(parts)]
+    written = []
+    with progress(len(parts), "dedup: writing", unit="part", quiet=ctx.quiet) as bar:
+        for result in ctx.executor.map(_write_part, write_tasks):
+            written.append(result)
+            bar.update(1)
+    with atomic_write(ctx.out_dir / "removed.jsonl", "wb") as out:
+        for task in write_tasks:
+            with open(task.removed_lines, "rb") as f:
+                shutil.copyfileobj(f, out)
+
+    report = _report(signed, written, clusters, pair_counts, examples, resolved)
+    write_json(ctx.out_dir / "report.json", report)
+    remove_tree(ctx.cache_dir)  # the signed parts: only a killed run's re-run needs them
+    totals = report["documents"]
+    ctx.log.info("dedup: kept %d of %d documents; removed %d exact and %d near duplicates in %d clusters",
+                 totals["kept"], totals["in"], totals["exact"], totals["near"], report["clusters"]["count"])
+    return {"documents_in": totals["in"], "documents_kept": totals["kept"], "removed_exact": totals["exact"],
+            "removed_near": totals["near"], "clusters": report["clusters"]["count"],
+            "largest_cluster": report["clusters"]["largest"]}
+
+
+def _settings_key(config: DedupConfig) -> str:
+    """What decides the signature pass's files besides the input's bytes."""
+    settings = [FORMAT, config.method, config.shingle_unit, config.ngram, config.bands, config.rows, config.seed,
+                config.prefer_sources]
+    return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
+
+
+# --- pass 1: signatures ----------------------------------------------------------------------------
+
+def _sign_part(task: _SignTask) -> dict:
+    """Write the part's bucket records, signatures and document facts (or find them done); return its counts."""
+    files = task.files
+    inputs = {"text": sha256_file(task.text), "records": sha256_file(records_path(task.text))}
+    try:
+        done = json.loads(files.done.read_text(encoding="utf-8"))
+        if done["inputs"] == inputs:
+            return done["counts"]
+    except (OSError, ValueError, KeyError):
+        pass
+    shingler = Shingler(*task.shingler)
+    ranks = {source: rank for rank, source in enumerate(task.prefer_sources)}
+    chars, exact, rank, doc_sources, tokens, signatures = [], [], [], [], [], []
+    batch: list[str] = []
+
+    def sign() -> None:
+        if task.method == "minhash":
+            batch_signatures, batch_tokens = shingler.batch(batch)
+            signatures.append(batch_signatures)
+            tokens.append(batch_tokens)
+        else:
+            tokens.append(shingler.token_counts(batch))
+        batch.clear()
+
+    batch_chars = 0
+    for record, sentences in iter_documents_with_records(task.text):
+        text = " ".join(sentences)
+        batch.append(text)
+        batch_chars += len(text)
+        chars.append(len(text))
+        exact.append(exact_key(text))
+        rank.append(ranks.get(record.source, len(ranks)))
+        doc_sources.append(record.source)
+        if batch_chars >= BATCH_CHARS:
+            sign()
+            batch_chars = 0
+    if batch:
+        sign()
+    doc_tokens = np.concatenate(tokens) if tokens else np.zeros(0, dtype=np.int64)
+    sources: dict[str, dict[str, int]] = {}
+    for source, count in zip(doc_sources, doc_tokens.tolist()):
+        totals = sources.setdefault(source, {"documents": 0, "tokens": 0})
+        totals["documents"] += 1
+        totals["tokens"] += count
+
+    keys, docs = [np.zeros(0, dtype=np.uint64)], [np.zeros(0, dtype=np.uint32)]
+    if task.method != "none":
+        keys.append(np.array(exact, dtype=np.uint64))
+        docs.append(np.arange(len(exact), dtype=np.uint32))
+    if signatures:
+        all_signatures = np.concatenate(signatures)
+        signed = np.flatnonzero(doc_tokens > 0)  # a document without tokens has no shingles
+        keys.append(shingler.band_keys(all_signatures[signed]).ravel())
+        docs.append(np.repeat(signed.astype(np.uint32), shingler.bands))
+        _save(files.signatures, all_signatures)
+    all_keys, all_docs = np.concatenate(keys), np.concatenate(docs)
+    order = np.argsort(all_keys, kind="stable")
+    _save(files.keys, all_keys[order])
+    _save(files.docs, all_docs[order])
+    with atomic_write(files.info, "wb") as f:
+        np.savez(f, rank=np.array(rank, dtype=np.int32), chars=np.array(chars, dtype=np.int64), tokens=doc_tokens,
+                 exact=np.array(exact, dtype=np.uint64))
+    counts = {"documents": len(chars), "records": len(all_keys), "sources": sources}
+    write_json(files.done, {"inputs": inputs, "counts": counts})  # last: the part is done
+    return counts
+
+
+def _save(path: Path, array: np.ndarray) -> None:
+    """`array` as a .npy file, written through Python's file object: np.save's own write (tofile) reports a full
+    disk as "N requested and M written", without the cause."""
+    with atomic_write(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(array))
+        f.write(np.ascontiguousarray(array).data)
+
+
+# --- pass 2: candidate pairs per partition --------------------------------------------------------------
+
+def _merged_pairs(config: DedupConfig, files: list[PartFiles], records: int, ctx: StageContext
+                  ) -> tuple[np.ndarray, dict]:
+    """All pairs to merge, unique, and the candidate counts; the key space is split so that one partition's
+    records take at most partition_mib."""
+    counts = {"exact_pairs": 0, "band_pairs": 0, "rejected_pairs": 0}
+    if config.method == "none":
+        return unique_pairs(np.zeros((0, 2), dtype=np.uint64)), counts
+    bits = max(0, math.ceil(math.log2(max(1.0, records * RECORD_BYTES / (config.partition_mib << 20)))))
+    min_jaccard = config.min_jaccard if config.method == "minhash" else None
+    tasks = [_PartitionTask(p, bits, files, min_jaccard) for p in range(1 << bits)]
+    found = []
+    with progress(len(tasks), "dedup: candidate pairs", unit="partition", quiet=ctx.quiet) as bar:
+        for pairs, partition_counts in ctx.executor.map(_partition_pairs, tasks):
+            found.append(pairs)
+            for name, value in partition_counts.items():
+                counts[name] += value
+            bar.update(1)
+    pairs = unique_pairs(np.concatenate(found))
+    counts["merged_pairs"] = len(pairs)
+    return pairs, counts
+
+
+def _partition_pairs(task: _PartitionTask) -> tuple[np.ndarray, dict]:
+    return candidate_pairs(task.parts, task.partition, task.bits, task.min_jaccard)
+
+
+# --- pass 3: clusters -------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class _Clusters:
+    """The documents in clusters of two or more, by docid (ascending), and what is decided for each."""
+    ids: np.ndarray
+    root: np.ndarray  # the index of its cluster's first document (the cluster's name)
+    kept: np.ndarray  # the index of the copy its cluster keeps
+    size: np.ndarray  # its cluster's size
+    exact: np.ndarray  # whether its text is the kept copy's (up to whitespace and case)
+    files: dict[int, PartFiles]
+
+    @classmethod
+    def of(cls, pairs: np.ndarray, files: list[PartFiles]) -> "_Clusters":
+        ids, root = components(pairs)
+        rank, length, exact_key_ = (np.zeros(len(ids), dtype=dtype) for dtype in (np.int32, np.int64, np.uint64))
+        parts, starts = np.unique(part_of(ids), return_index=True)  # ids ascend: each part's are a slice
+        for part, lo, hi in zip(parts.tolist(), starts.tolist(), [*starts[1:].tolist(), len(ids)]):
+            with np.load(files[part].info) as info:
+                locals_ = local_of(ids[lo:hi])
+                rank[lo:hi], length[lo:hi], exact_key_[lo:hi] = (info[name][locals_]
+                                                                 for name in ("rank", "chars", "exact"))
+        kept = kept_copies(root, rank, length, ids)
+        size = np.bincount(root, minlength=len(ids))[root]
+        return cls(ids, root, kept, size, exact_key_ == exact_key_[kept], {f.index: f for f in files})
+
+    def in_part(self, part: int) -> slice:
+        lo, hi = (np.searchsorted(self.ids, np.uint64(p << PART_SHIFT)) for p in (part, part + 1))
+        return slice(int(lo), int(hi))
+
+    def examples(self, count: int) -> dict[str, list[np.ndarray]]:
+        """The members shown of the `count` largest clusters, and of the largest with a near duplicate: the kept
+        copy first, then (near duplicates first) the others in input order."""
+        roots = np.flatnonzero(self.root == np.arange(len(self.ids)))
+        by_size = roots[np.lexsort((roots, -self.size[roots]))]
+        near_roots = np.unique(self.root[~self.exact])
+        chosen = {"largest_clusters": by_size[:count],
+                  "near_duplicate_clusters": by_size[np.isin(by_size, near_roots)][:count]}
+        shown = {}
+        for name, cluster_roots in chosen.items():
+            shown[name] = []
+            for root in cluster_roots:
+                members = np.flatnonzero(self.root == root)
+                kept = self.kept[root]
+                others = members[members != kept]
+                others = others[np.argsort(self.exact[others], kind="stable")]
+                shown[name].append(np.concatenate(([kept], others[:SAMPLE_MEMBERS - 1])))
+        return shown
+
+    def write_task(self, index: int, text: Path, out_dir: Path, removed_lines: Path, files: list[PartFiles],
+                   resolved: dict) -> _WriteTask:
+        mine = self.in_part(index)
+        kept_ids = self.ids[self.kept[mine]]
+        removed = kept_ids != self.ids[mine]
+        kept_of_removed = kept_ids[removed]
+        return _WriteTask(index, text, out_dir, removed_lines, files[index], local_of(self.ids[mine]),
+                          self.size[mine], kept_ids, {int(i): resolved[int(i)][:2] for i in kept_of_removed},
+                          self.exact[mine][removed],
+                          {int(p): self.files[int(p)] for p in np.unique(part_of(kept_of_removed))})
+
+
+# --- pass 4: records of the kept copies and of the examples ------------------------------------------------
+
+def _resolve(parts: list[Path], clusters: _Clusters, examples: dict, ctx: StageContext) -> dict[int, tuple]:
+    """docid -> (source, id, title, text sample or None) of each cluster's kept copy and of the examples."""
+    shown = [members for cluster_members in examples.values() for members in cluster_members]
+    sampled = clusters.ids[np.concatenate([np.zeros(0, dtype=np.int64), *shown])]
+    wanted = np.union1d(clusters.ids[clusters.kept], sampled)
+    owners, starts = np.unique(part_of(wanted), return_index=True)  # wanted is sorted: by part
+    tasks = [_ResolveTask(parts[part], local_of(mine), local_of(mine[np.isin(mine, sampled)]))
+             for part, mine in zip(owners, np.split(wanted, starts[1:]))]
+    resolved = {}
+    with progress(len(tasks), "dedup: cluster records", unit="part", quiet=ctx.quiet) as bar:
+        for part, found in zip(owners.tolist(), ctx.executor.map(_resolve_part, tasks)):
+            resolved.update({part << PART_SHIFT | local: value for local, value in found.items()})
+            bar.update(1)
+    return resolved
+
+
+def _resolve_part(task: _ResolveTask) -> dict[int, tuple]:
+    wanted, sampled = set(task.wanted.tolist()), set(task.sampled.tolist())
+    found = {}
+    if sampled:
+        documents = ((record, " ".join(sentences)) for record, sentences in iter_documents_with_records(task.text))
+    else:
+        documents = ((record, None) for record in iter_records(task.text))
+    for local, (record, text) in enumerate(documents):
+        if local in wanted:
+            found[local] = (record.source, record.id, record.title,
+                            text[:SAMPLE_CHARS] if local in sampled else None)
+            if len(found) == len(wanted):
+                break
+    return found
+
+
+# --- pass 5: the kept documents -------------------------------------------------------------------------
+
+def _write_part(task: _WriteTask) -> dict:
+    """Write the part's kept documents with their records and its removed documents' lines; return the counts
+    per source."""
+    own = docids(task.index, task.members)
+    removed = task.kept != own
+    similarity = np.ones(int(removed.sum()))
+    if task.files.signatures.exists() and removed.any():
+        reader = SignatureReader({task.index: task.files, **task.signature_parts})
+        similarity = estimated_jaccard(reader.rows(own[removed]), reader.rows(task.kept[removed]))
+    removed_at = {int(local): n for n, local in enumerate(task.members[removed])}
+    size_at = dict(zip(task.members.tolist(), task.cluster_size.tolist()))
+    kept_of = task.kept[removed].tolist()
+    with np.load(task.files.info) as info:
+        tokens = info["tokens"]
+    sources: dict[str, dict[str, int]] = {}
+    text_path = task.out_dir / task.text.name
+    with atomic_write(text_path) as out, atomic_write(records_path(text_path)) as records_out, \
+            atomic_write(task.removed_lines) as removed_out:
+        for local, (record, sentences) in enumerate(iter_documents_with_records(task.text)):
+            totals = sources.setdefault(record.source, {"documents": 0, "tokens": 0, "exact": 0, "near": 0})
+            if local in removed_at:
+                n = removed_at[local]
+                kind = "exact" if task.exact[n] else "near"
+                totals[kind] += 1
+                kept_source, kept_id = task.kept_records[kept_of[n]]
+                removed_out.write(json.dumps({"source": record.source, "id": record.id, "title": record.title,
+                                              "kept_source": kept_source, "kept_id": kept_id, "duplicate": kind,
+                                              "jaccard": round(float(similarity[n]), 3)}, ensure_ascii=False))
+                removed_out.write("\n")
+                continue
+            totals["documents"] += 1
+            totals["tokens"] += int(tokens[local])
+            write_document(out, sentences)
+            write_record(records_out, DocumentRecord(record.source, record.id, record.title,
+                                                     {**record.extra, "cluster_size": size_at.get(local, 1)}))
+    return sources
+
+
+# --- report -----------------------------------------------------------------------------------------
+
+def _report(signed: list[dict], written: list[dict], clusters: _Clusters, pair_counts: dict, examples: dict,
+            resolved: dict) -> dict:
+    sources: dict[str, dict[str, int]] = {}
+    for counts in signed:
+        for source, totals in counts["sources"].items():
+            row = sources.setdefault(source, {"documents_in": 0, "documents_kept": 0, "exact": 0, "near": 0,
+                                              "tokens_in": 0, "tokens_kept": 0})
+            row["documents_in"] += totals["documents"]
+            row["tokens_in"] += totals["tokens"]
+    for counts in written:
+        for source, totals in counts.items():
+            row = sources[source]
+            row["documents_kept"] += totals["documents"]
+            row["tokens_kept"] += totals["tokens"]
+            row["exact"] += totals["exact"]
+            row["near"] += totals["near"]
+    total = {key: sum(row[key] for row in sources.values()) for key in next(iter(sources.values()))}
+    cluster_sizes = clusters.size[clusters.root == np.arange(len(clusters.ids))]
+    return {
+        "documents": {"in": total["documents_in"], "kept": total["documents_kept"],
+                      "removed": total["documents_in"] - total["documents_kept"], "exact": total["exact"],
+                      "near": total["near"]},
+        "tokens": {"in": total["tokens_in"], "kept": total["tokens_kept"],
+                   "removed": total["tokens_in"] - total["tokens_kept"]},
+        "sources": dict(sorted(sources.items())),
+        "candidates": pair_counts,
+        "clusters": {"count": len(cluster_sizes), "documents": int(cluster_sizes.sum()),
+                     "largest": int(cluster_sizes.max(initial=0)), "sizes": _histogram(cluster_sizes)},
+        **{name: [_shown_cluster(members, clusters, resolved) for members in shown]
+           for name, shown in examples.items()},
+    }
+
+
+def _histogram(sizes: np.ndarray) -> dict[str, int]:
+    """Clusters by size, in bins (2^(k-1), 2^k]: "2", "3-4", "5-8", ..."""
+    bins = np.ceil(np.log2(sizes)).astype(np.int64) if len(sizes) else np.zeros(0, dtype=np.int64)
+    histogram = {}
+    for k, count in zip(*np.unique(bins, return_counts=True)):
+        lo, hi = (1 << int(k - 1)) + 1, 1 << int(k)
+        histogram[str(hi) if lo == hi else f"{lo}-{hi}"] = int(count)
+    return histogram
+
+
+def _shown_cluster(members: np.ndarray, clusters: _Clusters, resolved: dict) -> dict:
+    ids = clusters.ids[members]
+    similarity = np.ones(len(members))
+    kept_id = clusters.ids[clusters.kept[members[0]]]
+    if all(clusters.files[int(p)].signatures.exists() for p in np.unique(part_of(ids))):
+        reader = SignatureReader(clusters.files)
+        similarity = estimated_jaccard(reader.rows(ids), reader.rows(np.full(len(ids), kept_id)))
+    shown = []
+    for member, docid, jaccard in zip(members, ids, similarity):
+        source, id_, title, sample = resolved[int(docid)]
+        shown.append({"source": source, "id": id_, "title": title,
+                      "duplicate": "kept" if docid == kept_id else "exact" if clusters.exact[member] else "near",
+                      "jaccard": round(float(jaccard), 3), "text": sample})
+    return {"size": int(clusters.size[members[0]]), "members": shown}
+
+
+STAGE = Stage("dedup", DedupConfig, run, inputs=("filter",), tools=("numpy",))
