@@ -26,7 +26,7 @@ from pretrain.run.checkpointer import Checkpointer
 from pretrain.model.attention import choose_attention
 from pretrain.config import TrainConfig
 from pretrain.data.loader import DataState, make_loader, redistribute
-from pretrain.run.deepspeed_settings import deepspeed_config, single_process_env, zero_stage_for
+from pretrain.run.deepspeed_settings import autocast_dtype, deepspeed_config, single_process_env, zero_stage_for
 from pretrain.run.evaluate import HeldOut, evaluate, format_figures
 from pretrain.model.hf_weights import load_matching, module_names
 from pretrain.run.metrics import STEP_STATS, MetricsLog, batch_counts, step_stats
@@ -308,8 +308,7 @@ def _evaluate(model, held_out: HeldOut, run: Run, step: int, metrics: MetricsLog
     of a part of the instances would not compare with the other rows, and the stop must not wait for the rest."""
     log.info("step %d: held-out evaluation of %s instances", step, f"{held_out.total:,}")
     start = time.perf_counter()
-    figures = evaluate(model, held_out, run.config.micro_batch, run.vocab_size,
-                       {"bf16": torch.bfloat16, "fp16": torch.float16}.get(run.precision), stop)
+    figures = evaluate(model, held_out, run.config.micro_batch, run.vocab_size, autocast_dtype(run.precision), stop)
     metrics.eval_row(step, figures, time.perf_counter() - start)
     if figures is None:
         log.warning("held-out evaluation of step %d abandoned: no eval_* row for it, a resumed run does not repeat "
@@ -332,7 +331,7 @@ def _attention_kernel(run: Run, model: BertForPreTraining, rank: int, log: loggi
     batch = next(iter(make_loader(run.data, c.micro_batch, run.vocab_size, rank, run.world_size, c.seed, workers=0,
                                   pack=c.pack_sequences, masking=run.masking)))
     batch = {k: v.to(device) for k, v in batch.items() if isinstance(v, torch.Tensor)}
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(run.precision)
+    dtype = autocast_dtype(run.precision)
 
     def step(kernel: str) -> None:
         model.attention = kernel
