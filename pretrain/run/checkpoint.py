@@ -7,7 +7,8 @@ atomically. A crash while saving therefore leaves `latest` on the previous check
 disk) removes its directory and is one error line; DeepSpeed's own `latest` writing is off. The newest `keep`
 complete checkpoints are kept (pruned once a newer one is complete); directories of saves that never completed are
 removed. `save` does all this while training waits; `BackgroundSaver` the same in a thread, from a copy of the
-states in CPU memory (pretrain/run/snapshot.py), with the same files.
+states in CPU memory (pretrain/run/snapshot.py), with the same files. The training loop uses either through
+pretrain/run/checkpointer.py.
 
 Finding the latest checkpoint checks that the files meta.json lists are there with their sizes (a truncated file is
 found without loading it); loading one (`load`, `load_weights`) first checks their sha256 (`verify`: flipped bytes,
