@@ -11,7 +11,6 @@ from wiki2bert_core.errors import ConfigError, DataError, run_cli
 from wiki2bert_core.utf8_paths import utf8_names, utf8_path, utf8_text
 from pipeline.config import default_config_path, load_pipeline_config
 from wiki2bert_core.log import setup_logging
-from pipeline.executors.local import LocalExecutor
 from pipeline.workdir import exit_nonzero_after_signal, lock_work_dir
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -215,11 +214,13 @@ def _executor_workdir(executor: str, scheduler: str | None, workdir: Path) -> Pa
 
 @contextlib.contextmanager
 def _open_executor(executor: str, scheduler: str | None, workers: int, lang_dir: Path):
+    """The executor --executor names: a Dask cluster's, or None for local (each stage context makes its
+    LocalExecutor: pipeline/stages/__init__.py)."""
     from pipeline.executors.dask_cluster import dask_executor, remove_leftover_semaphores
 
     remove_leftover_semaphores(lang_dir)  # a killed --executor dask run's, whichever executor runs now
     if executor == "local":
-        yield LocalExecutor(workers)
+        yield None
         return
     with dask_executor(scheduler, workers, lang_dir) as ex:
         yield ex

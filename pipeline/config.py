@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from wiki2bert_core.config import check_keys, layered, parse_value, read_yaml, require_mapping
+from wiki2bert_core.config import check_keys, layered, parse_setting, read_yaml, require_mapping
 from wiki2bert_core.errors import ConfigError
 
 # the bundled config: in a checkout a symlink to the repository's stages.yaml, in a wheel a copy of it
@@ -79,10 +79,10 @@ def load_pipeline_config(path: Path, lang: str, overrides: list[str] = (),
 
 
 def parse_override(item: str, stages: dict) -> tuple[str, str, Any]:
-    name_and_key, sep, raw_value = item.partition("=")
+    name_and_key, value = parse_setting(item, "STAGE.KEY=VALUE")
     stage_name, dot, key = name_and_key.partition(".")
-    if not sep or not dot or not key:
+    if not dot or not key:
         raise ConfigError(f"--set {item}: expected STAGE.KEY=VALUE")
     if stage_name not in stages:
         raise ConfigError(f"--set {item}: unknown stage {stage_name!r} (known: {', '.join(stages)})")
-    return stage_name, key, parse_value(raw_value)
+    return stage_name, key, value

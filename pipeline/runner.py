@@ -20,7 +20,7 @@ from pipeline.config import PipelineConfig
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import MANIFEST, atomic_write, read_json, remove_tree, sha256_file, write_json
 from wiki2bert_core.log import progress
-from pipeline.executors.local import Executor, LocalExecutor
+from pipeline.executors.local import Executor
 from pipeline.stages import StageContext, stage_by_name
 from pipeline.workdir import raise_if_interrupted
 
@@ -111,9 +111,8 @@ def run_stages(pcfg: PipelineConfig, lang_dir: Path, names: list[str], workers: 
                executor: Executor | None = None) -> None:
     """Run `names` in order, skipping the done ones; verify: first check every finished stage's sha256 (reads all
     outputs), so that one whose bytes changed in place re-runs. Parallel work goes to `executor` (default:
-    LocalExecutor(workers))."""
+    the stage context's, LocalExecutor(workers))."""
     log = log or logging.getLogger("wiki2bert")
-    executor = executor or LocalExecutor(max(1, workers))
     corrupt = corrupt_stages(lang_dir, pcfg.stage_order, quiet) if verify else {}
     for name, reason in corrupt.items():
         log.warning("%s: %s; it will run again", name, reason)

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from wiki2bert_core.errors import ConfigError
-from wiki2bert_core.config import SettingError, changeable, coerce, layered, parse_value, read_yaml
+from wiki2bert_core.config import SettingError, changeable, coerce, layered, parse_setting, read_yaml
+from wiki2bert_core.wordpiece import padded_vocab_size
 
 RECIPE_DIR = Path(__file__).resolve().parent / "configs"
 PHASES = ("phase1", "phase2")
@@ -64,13 +65,6 @@ PRESETS: dict[str, dict] = {
     "1.5b": dict(num_hidden_layers=48, hidden_size=1600, num_attention_heads=25, intermediate_size=6400),
     "5b": dict(num_hidden_layers=63, hidden_size=2560, num_attention_heads=40, intermediate_size=10240),
 }
-
-
-def padded_vocab_size(n: int, multiple: int = 8) -> int:
-    """The vocabulary size rounded up to a multiple of 8, so the embedding and decoder GEMMs use tensor cores."""
-    if n < 1:
-        raise ValueError(f"vocabulary size must be positive, got {n}")
-    return -(-n // multiple) * multiple
 
 
 def model_config(preset: str, vocab_size: int, **overrides) -> ModelConfig:
@@ -171,10 +165,8 @@ def load_train_config(phase: str, config_file: Path | None = None, overrides: li
     if config_file is not None:
         layers.append((read_yaml(config_file), f"{config_file}: {phase}"))
     for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set {item}: expected KEY=VALUE")
-        layers.append(({key.strip(): parse_value(raw)}, f"--set {item}: {phase}"))
+        key, value = parse_setting(item)
+        layers.append(({key: value}, f"--set {item}: {phase}"))
     if values:
         layers.append((values, f"command line: {phase}"))
     return layered(TrainConfig, layers)

@@ -185,6 +185,15 @@ def check_keys(data: dict, allowed: set[str], path: Path, where: str) -> None:
             raise ConfigError(f"{path}: {where}{key}: unknown key (known: {', '.join(sorted(allowed))})")
 
 
+def parse_setting(item: str, form: str = "KEY=VALUE") -> tuple[str, Any]:
+    """A --set KEY=VALUE string: (KEY, its value as parse_value reads it); ConfigError naming the `form` expected
+    if it is not one."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set {item}: expected {form}")
+    return key.strip(), parse_value(raw)
+
+
 def parse_value(raw: str) -> Any:
     """A --set value as YAML (numbers, booleans, lists), else the plain string."""
     try:

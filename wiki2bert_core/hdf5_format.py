@@ -63,6 +63,31 @@ def missing_datasets(f: h5py.File) -> list[str]:
     return [name for name in DATASETS if name not in f or not isinstance(f[name], h5py.Dataset)]
 
 
+def layout_problems(f: h5py.File) -> list[str]:
+    """What keeps `f` from being read as the layout, [] if nothing: datasets that are missing, do not hold
+    integers, or whose shapes do not fit together (N rows each; input_mask and segment_ids as input_ids,
+    masked_lm_ids as masked_lm_positions; next_sentence_labels [N], or [N, 1] as some writers store it). The one
+    rule of `pipeline verify` and pretraining. Integers of other widths than DTYPES' are read too, as NVIDIA's
+    loader reads them (the values are checked against what the model takes: out_of_range)."""
+    missing = missing_datasets(f)
+    if missing:
+        return [f"missing dataset{'s' if len(missing) > 1 else ''} {', '.join(missing)}"]
+    problems = [f"{name}: dtype {f[name].dtype}, expected integers ({DTYPES[name]})"
+                for name in DATASETS if f[name].dtype.kind not in "iu"]
+    shapes = {name: f[name].shape for name in DATASETS}
+    n = shapes[INPUT_IDS][0] if shapes[INPUT_IDS] else None
+    for name, shape in shapes.items():
+        labels = name == NEXT_SENTENCE_LABELS
+        if not (shape in ((n,), (n, 1)) if labels else len(shape) == 2 and shape[0] == n):
+            problems.append(f"{name}: shape {shape}, expected {'[N] or [N, 1]' if labels else '[N, width]'} "
+                            f"with N = {n} (the rows of input_ids)")
+    if not problems:
+        for name, like in ((INPUT_MASK, INPUT_IDS), (SEGMENT_IDS, INPUT_IDS), (MASKED_LM_IDS, MASKED_LM_POSITIONS)):
+            if shapes[name] != shapes[like]:
+                problems.append(f"{name}: shape {shapes[name]} differs from {like} {shapes[like]}")
+    return problems
+
+
 def read_rows(f: h5py.File, rows=slice(None)) -> dict[str, np.ndarray]:
     """The six datasets' `rows` (a slice or index array; all rows by default), as numpy arrays; next_sentence_labels
     as [N] also where a writer stored it as [N, 1]."""

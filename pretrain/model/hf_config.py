@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.errors import ConfigError, DataError, first_line
 from pretrain.config import ModelConfig
 
 # what our model computes; a BertConfig with another value (or, from older transformers, position embeddings of
@@ -55,5 +55,5 @@ def read_hf_config(path: Path) -> ModelConfig:
     try:
         hf = transformers.BertConfig.from_pretrained(str(path))
     except (OSError, ValueError) as e:
-        raise DataError(f"{path}: not a BERT config ({type(e).__name__}: {str(e).strip().splitlines()[0]})") from None
+        raise DataError(f"{path}: not a BERT config ({first_line(e)})") from None
     return model_config_of(hf, path)

@@ -11,11 +11,11 @@ import torch
 from wiki2bert_core.config import changeable_fields, config_to_dict
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json
-from wiki2bert_core.wordpiece import read_vocab, vocab_difference
+from wiki2bert_core.wordpiece import padded_vocab_size, read_vocab, vocab_difference
 from pretrain.run import checkpoint
 from pretrain.model.attention import available_kernels
 from pretrain.run.checkpoint import Checkpoint
-from pretrain.config import PRESETS, ModelConfig, TrainConfig, model_config, padded_vocab_size
+from pretrain.config import PRESETS, ModelConfig, TrainConfig, model_config
 from pretrain.data.loader import DataDirectory, open_data
 from pretrain.run.deepspeed_settings import choose_precision, read_user_ds_config
 from pretrain.model.hf_weights import MLM_HEAD, NSP_HEAD

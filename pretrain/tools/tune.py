@@ -34,6 +34,7 @@ from typing import Callable, Iterator
 
 import torch
 
+from wiki2bert_core.config import parse_setting
 from wiki2bert_core.errors import ConfigError, DataError
 from pretrain.model.attention import available_kernels
 from pretrain.config import load_train_config, model_config
@@ -129,7 +130,7 @@ def make_setup(preset: str | None, seq_len: int, zero_stage: int | None, precisi
     values = {k: v for k, v in (("preset", preset), ("zero_stage", zero_stage), ("precision", precision))
               if v is not None}
     config = load_train_config(phase, None, overrides, values or None)
-    pinned_keys = {item.partition("=")[0].strip() for item in overrides} & set(TUNED)
+    pinned_keys = {parse_setting(item)[0] for item in overrides} & set(TUNED)
     pinned = {"micro_batch": config.micro_batch, "attention": config.attention,
               "model.activation_checkpointing": config.model.get("activation_checkpointing")}
     pinned = {k: v for k, v in pinned.items() if k in pinned_keys and v != "auto"}
@@ -143,7 +144,7 @@ def make_setup(preset: str | None, seq_len: int, zero_stage: int | None, precisi
     else:
         limit = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     setup = Setup(
-        phase=phase, overrides=tuple(o for o in overrides if o.partition("=")[0].strip() not in TUNED),
+        phase=phase, overrides=tuple(o for o in overrides if parse_setting(o)[0] not in TUNED),
         preset=config.preset, seq_len=seq_len, max_predictions=max_predictions, vocab_size=vocab_size,
         zero_stage=config.zero_stage if config.zero_stage is not None else zero_stage_for(parameters),
         precision=choose_precision(config.precision), optimizer=config.optimizer, global_batch=config.global_batch,

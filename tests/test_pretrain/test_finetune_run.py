@@ -304,3 +304,29 @@ def test_length_grouped_batches_hold_every_example_once_in_a_seeded_order():
 
     generator = torch.Generator().manual_seed(3)
     assert padding(epoch_batches(lengths, grouped, generator)) * 5 < padding(epoch_batches(lengths, plain, generator))
+
+
+def test_the_first_optimizer_step_already_learns_as_pretraining_warms_up():
+    """Fine-tuning's schedule is pretraining's (pretrain/optim/schedule.py): step t of w warmup steps runs at
+    (t + 1) / w of lr, so the first step moves the weights (the old convention ran it at lr 0)."""
+    import torch
+    import transformers
+
+    from pretrain.finetune.encode import Encoded
+    from pretrain.finetune.train import fine_tune
+
+    config = transformers.BertConfig(vocab_size=len(TOKENS), hidden_size=16, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)
+    model = transformers.BertForSequenceClassification(config)
+    train = [Encoded(rows=((2, 5 + i % 3, 3),), segments=((0, 0, 0),), label=i % 2) for i in range(8)]
+    recipe = load_recipes(["batch=4", "epochs=1", "warmup=0.5", "group_by_length=false"])["single"]  # 1 of 2 steps
+    weights = [p.detach().clone() for p in model.parameters()]
+    moved = []
+
+    def on_step():
+        moved.append(sum(not torch.equal(p, w) for p, w in zip(model.parameters(), weights)))
+        weights[:] = [p.detach().clone() for p in model.parameters()]
+
+    fine_tune(model, train, "single", recipe, seed=0, pad_id=0, device=torch.device("cpu"), bf16=False,
+              on_step=on_step)
+    assert len(moved) == 2 and all(moved), moved
