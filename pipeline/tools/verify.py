@@ -20,8 +20,8 @@ import numpy as np
 
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.hdf5_format import (DATASETS, DTYPES, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS,
-                                       NEXT_SENTENCE_LABELS, SEGMENT_IDS, SUFFIXES, dataset_width, missing_datasets,
-                                       out_of_range, read_rows, used_positions)
+                                       NEXT_SENTENCE_LABELS, SEGMENT_IDS, SUFFIXES, missing_datasets, out_of_range,
+                                       read_rows, shape_problems, used_positions)
 from wiki2bert_core.utf8_paths import utf8_names
 from wiki2bert_core.variant_dir import (DOC_SENTENCES, PARAMS_FILE, SEGMENT_PAIR, VariantParams, data_dir_of, own_vocab,
                                         read_record)
@@ -141,19 +141,7 @@ def _check_layout(f: h5py.File, params: VariantParams | None) -> list[str]:
     problems = [f"{name}: dtype {f[name].dtype}, expected {dtype}"
                 for name, dtype in DTYPES.items() if f[name].dtype != dtype]
     shapes = {name: f[name].shape for name in DATASETS}
-    n = shapes[INPUT_IDS][0] if shapes[INPUT_IDS] else None
-    for name, shape in shapes.items():
-        ndim = 1 + len(dataset_width(name, 0, 0))
-        if len(shape) != ndim or shape[0] != n:
-            problems.append(f"{name}: shape {shape}, expected {'[N]' if ndim == 1 else '[N, width]'} "
-                            f"with N = {n} (the rows of input_ids)")
-    if not problems:
-        for name in (INPUT_MASK, SEGMENT_IDS):
-            if shapes[name] != shapes[INPUT_IDS]:
-                problems.append(f"{name}: shape {shapes[name]} differs from input_ids {shapes['input_ids']}")
-        if shapes[MASKED_LM_IDS] != shapes[MASKED_LM_POSITIONS]:
-            problems.append(f"masked_lm_ids: shape {shapes['masked_lm_ids']} differs from masked_lm_positions "
-                            f"{shapes['masked_lm_positions']}")
+    problems += shape_problems(shapes)
     if not problems and params is not None:
         for name, key in ((INPUT_IDS, "max_seq_length"), (MASKED_LM_POSITIONS, "max_predictions_per_seq")):
             if shapes[name][1] != getattr(params, key):
