@@ -36,7 +36,7 @@ from pretrain.run.prepare import Run
 from pretrain.run.run_files import write_run_files
 from pretrain.optim.schedule import WarmupPolyDecay
 from pretrain.run.signals import StopSignal
-from pretrain.run.time_plan import TimePlan, scale_warning
+from pretrain.run.time_plan import EvalCadence, TimePlan, eval_cadence, scale_warning
 
 
 log = logging.getLogger(LOGGER_NAME)
@@ -169,14 +169,14 @@ def _train(run: Run) -> int:
                                              quiet=rank != 0))
         stop = cleanup.enter_context(StopSignal(log, run.world_size))
         stats = torch.zeros(len(STEP_STATS), dtype=torch.float64, device=engine.device)
-        held_out = _held_out(run, rank, log)
+        held_out, evaluations = _held_out(run, rank, log)
         saver = None
         if c.checkpoint_writes == "background":
             saver = checkpoint.BackgroundSaver(engine, run.phase_dir, c.keep_checkpoints, run.world_size)
             cleanup.callback(saver.abandon)  # a run that fails leaves `latest` as it was; a finished one waited
         saved = logged = step
         stopped = False
-        plan = TimePlan(run.phase, step, last, c.global_batch, log)
+        plan = TimePlan(run.phase, step, last, c.global_batch, log, evaluations)
         while step < last:
             with profiling(engine, c, run.phase_dir, step + 1, rank):
                 done = _train_step(engine, batches, run, stats, step + 1, stop)
@@ -192,7 +192,7 @@ def _train(run: Run) -> int:
                 bar.set_postfix(loss=f"{row['loss']:.4f}", real_tok_s=f"{row['real_tokens_per_s']:,.0f}",
                                 padding=f"{row['padding_share']:.0%}", refresh=False)
                 logged = step
-            if held_out and (step % run.eval_every == 0 or step == c.steps) and \
+            if evaluations and evaluations.due(step) and \
                     not _evaluate(model, held_out, run, step, metrics, log, stop):
                 stopped = True
                 break
@@ -285,16 +285,17 @@ def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int, stop:
     return lr, float(ds_norm) if ds_norm is not None else grad_norm, data_state
 
 
-def _held_out(run: Run, rank: int, log: logging.Logger) -> HeldOut | None:
+def _held_out(run: Run, rank: int, log: logging.Logger) -> tuple[HeldOut, EvalCadence] | tuple[None, None]:
     if not run.eval_files:
-        log.info("held-out evaluation: off (%s)", "eval_every 0" if run.eval_every == 0 else
+        log.info("held-out evaluation: off (%s)", "eval_every 0" if run.config.eval_every == 0 else
                  f"no test/ split in {run.data.data_dir}; pass --eval-data DIR")
-        return None
+        return None, None
     held_out = HeldOut.read(run.eval_files, run.config.eval_samples, run.vocab_size,
                             run.model.max_position_embeddings, rank, run.world_size)
-    log.info("held-out evaluation: every %d steps on the first %s instances of %s", run.eval_every,
-             f"{held_out.total:,}", run.eval_files[0].parent)
-    return held_out
+    evaluations = eval_cadence(run.config, held_out.total)
+    log.info("held-out evaluation on the first %s instances of %s: %s", f"{held_out.total:,}",
+             run.eval_files[0].parent, evaluations.describe())
+    return held_out, evaluations
 
 
 def _evaluate(model, held_out: HeldOut, run: Run, step: int, metrics: MetricsLog, log: logging.Logger,
