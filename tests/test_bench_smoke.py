@@ -16,8 +16,8 @@ SCRIPTS = sorted(p.name for p in (REPO / "bench").glob("[!_]*.py"))  # bench/_*.
 # A row of each script's figures, searched in its output (numbers only: a crash in a table's code shows).
 EXPECTED = {
     "checkpoint.py": r"background stall / blocking stall: \d+\.\d% after the first save",
-    "eval_cost.py": r"held-out instance / training sequence: \d+\.\d\d \(time_plan\.EVAL_INSTANCE_COST",
     "estimate_memory.py": r"tiny +1 +\d+ +\d+ +\d+\.\d\d",
+    "eval_cost.py": r"held-out instance / training sequence: \d+\.\d\d \(time_plan\.EVAL_INSTANCE_COST",
     "extract.py": r"extract stage, 2 workers +[\d.]+ +\d+ +[\d.]+ +\d+ ",
     "gpu.py": r"tiny +32 packed +[\d,.]+ +[\d,]+ ",
     "hdf5.py": r"scaling 1 -> 2 workers: \d+\.\d\dx",
