@@ -6,6 +6,7 @@ Multi-process runs start the same entry point through a launcher, e.g.
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -236,17 +237,17 @@ def tune(preset: Optional[str] = PresetOpt,
     few timed training steps of each candidate (one rank, one process each), starting from `pretrain estimate`;
     out of memory (or over --memory-cap) rules a candidate out. Prints each trial, then the answer as --set lines.
     Settings given with --set are kept, not tuned."""
+    started = time.monotonic()  # the budget bounds the whole command: loading torch and the setup count too
     from pretrain.tools import tune as tuning
 
     setup, pinned = tuning.make_setup(preset, seq_len, zero_stage, precision, memory_cap, set_ or [], data)
     typer.echo(tuning.format_setup(setup, budget))
     typer.echo(tuning.TABLE_HEADER)
-    result = tuning.tune(setup, pinned, budget, tuning.run_trial,
-                         report=lambda trial: typer.echo(tuning.format_trial(trial)))
+    with tuning.stop_trials_on_sigterm():
+        result = tuning.tune(setup, pinned, budget - (time.monotonic() - started), tuning.run_trial,
+                             report=lambda trial: typer.echo(tuning.format_trial(trial)))
     if result.best is None:
-        raise ConfigError("tune: no setting finished within the budget; raise --budget" if result.budget_spent
-                          else "tune: no setting fits; raise --memory-cap, lower --seq-len or use a higher "
-                          "--zero-stage")
+        raise ConfigError(tuning.no_answer(result, setup, budget))
     for line in tuning.format_answer(result, budget):
         typer.echo(line)
 

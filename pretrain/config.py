@@ -132,8 +132,9 @@ class TrainConfig:
     # blocking: training waits for the whole write. The last checkpoint of a run is waited for in either case
     checkpoint_writes: Literal["background", "blocking"] = changeable("background")
     log_every: int = changeable(10)  # steps between metrics.jsonl / TensorBoard rows
-    # held-out evaluation (evaluate.py) every this many steps and at the end of the phase; null: steps // 20
-    # (~20 evaluations a phase); 0: off
+    # held-out evaluation (evaluate.py) every this many steps and at the end of the phase; 0: off; null: as often
+    # as keeps evaluation within ~5% of the run's training time (up to 20 times a phase; time_plan.py eval_cadence),
+    # and at least at the end, whatever that one costs (the time-plan line says the share)
     eval_every: int | None = changeable(None)
     eval_samples: int = changeable(10000)  # the first this many instances of the held-out files (MLPerf's 10,000)
     # held-out HDF5 directory (--eval-data); null: the data directory's test/ split (if it has one)

@@ -19,6 +19,7 @@ EXPECTED = {
     "dedup.py": r"\| 2x \| [\d,]+ \| ours \| [\d,]+ \| [\d,]+ \| [\d,]+ \| [\d,]+ \| [\d,]+ MiB \|\n(.|\n)*"
                 r"\| 1\.0 \(exact\) \| \d+ \| 1\.000 \| 1\.000 \| 1\.000 \|",
     "estimate_memory.py": r"tiny +1 +\d+ +\d+ +\d+\.\d\d",
+    "eval_cost.py": r"held-out instance / training sequence: \d+\.\d\d \(time_plan\.EVAL_INSTANCE_COST",
     "extract.py": r"extract stage, 2 workers +[\d.]+ +\d+ +[\d.]+ +\d+ ",
     "gpu.py": r"tiny +32 packed +[\d,.]+ +[\d,]+ ",
     "hdf5.py": r"scaling 1 -> 2 workers: \d+\.\d\dx",

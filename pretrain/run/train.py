@@ -36,7 +36,7 @@ from pretrain.run.prepare import Run
 from pretrain.run.run_files import write_run_files
 from pretrain.optim.schedule import WarmupPolyDecay
 from pretrain.run.signals import StopSignal
-from pretrain.run.time_plan import TimePlan, scale_warning
+from pretrain.run.time_plan import EvalCadence, TimePlan, eval_cadence, scale_warning
 
 
 log = logging.getLogger(LOGGER_NAME)
@@ -158,8 +158,8 @@ def _train(run: Run) -> int:
         stop = cleanup.enter_context(StopSignal(log, run.world_size))
         checkpointer = cleanup.enter_context(Checkpointer(engine, run, step))
         stats = torch.zeros(len(STEP_STATS), dtype=torch.float64, device=engine.device)
-        held_out = _held_out(run, rank, log)
-        plan = TimePlan(run.phase, step, last, c.global_batch, log)
+        held_out, evaluations = _held_out(run, rank, log)
+        plan = TimePlan(run.phase, step, last, c.global_batch, log, evaluations)
         logged, stopped = step, False
         while step < last:
             with profiling(engine, c, run.phase_dir, step + 1, rank):
@@ -176,7 +176,7 @@ def _train(run: Run) -> int:
                 bar.set_postfix(loss=f"{row['loss']:.4f}", real_tok_s=f"{row['real_tokens_per_s']:,.0f}",
                                 padding=f"{row['padding_share']:.0%}", refresh=False)
                 logged = step
-            if held_out and (step % run.eval_every == 0 or step == c.steps) and \
+            if evaluations and evaluations.due(step) and \
                     not _evaluate(model, held_out, run, step, metrics, log, stop):
                 stopped = True
                 break
@@ -290,16 +290,17 @@ def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int, stop:
     return lr, float(ds_norm) if ds_norm is not None else grad_norm, data_state
 
 
-def _held_out(run: Run, rank: int, log: logging.Logger) -> HeldOut | None:
+def _held_out(run: Run, rank: int, log: logging.Logger) -> tuple[HeldOut, EvalCadence] | tuple[None, None]:
     if not run.eval_files:
-        log.info("held-out evaluation: off (%s)", "eval_every 0" if run.eval_every == 0 else
+        log.info("held-out evaluation: off (%s)", "eval_every 0" if run.config.eval_every == 0 else
                  f"no test/ split in {run.data.data_dir}; pass --eval-data DIR")
-        return None
+        return None, None
     held_out = HeldOut.read(run.eval_files, run.config.eval_samples, run.vocab_size,
                             run.model.max_position_embeddings, rank, run.world_size)
-    log.info("held-out evaluation: every %d steps on the first %s instances of %s", run.eval_every,
-             f"{held_out.total:,}", run.eval_files[0].parent)
-    return held_out
+    evaluations = eval_cadence(run.config, held_out.total)
+    log.info("held-out evaluation on the first %s instances of %s: %s", f"{held_out.total:,}",
+             run.eval_files[0].parent, evaluations.describe())
+    return held_out, evaluations
 
 
 def _evaluate(model, held_out: HeldOut, run: Run, step: int, metrics: MetricsLog, log: logging.Logger,

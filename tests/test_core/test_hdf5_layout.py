@@ -24,7 +24,7 @@ def replaced(name, change):
     ({"dtype": np.int16, "labels_2d": True}, None, None),  # other integer widths, labels stored as [N, 1]
     ({}, replaced("input_ids", lambda ids: ids.astype(np.float32)), "input_ids: dtype float32, expected integers "
                                                                     "(int32)"),
-    ({}, replaced("segment_ids", lambda ids: ids[:, :8]), "segment_ids: shape (6, 8) differs from input_ids (6, 32)"),
+    ({}, replaced("segment_ids", lambda ids: ids[:, :8]), "segment_ids: shape (6, 8), but input_ids and input_mask have (6, 32)"),
 ], ids=["int16-labels-n1", "floats", "narrower-segment-ids"])
 def test_verify_and_the_loader_accept_and_refuse_the_same_layouts(tmp_path, write_dataset, write_hdf5, written, edit,
                                                                    problem):

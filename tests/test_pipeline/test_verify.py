@@ -94,6 +94,10 @@ def wrong_shape(f, vocab):
     replace(f, "masked_lm_ids", f["masked_lm_ids"][:, :5])
 
 
+def input_ids_of_another_width(f, vocab):
+    replace(f, "input_ids", f["input_ids"][:, :-2])
+
+
 def id_out_of_vocab(f, vocab):
     set_value(f, "input_ids", (3, 2), len(vocab) + 5)
 
@@ -158,6 +162,7 @@ DAMAGE = {  # damage(open file, vocab) -> the message verify must give
     wrong_dtype: "input_ids: dtype float32, expected integers (int32)",
     missing_dataset: "missing dataset next_sentence_labels",
     wrong_shape: "masked_lm_ids: shape",
+    input_ids_of_another_width: "input_ids: shape (",
     id_out_of_vocab: "input_ids outside the vocabulary",
     no_cls: "input_ids[0] is not [CLS]",
     no_middle_sep: "no [SEP] at the end of segment A",
