@@ -229,7 +229,8 @@ def test_a_test_split_is_read_without_labels_and_filled_in_in_its_own_format(tmp
     assert task.test[0] == Example(id="test/d.conllup:3", words=tuple(w for w, _, _ in SENTENCE_B))
     tags = ["O", "O", "B-ORG", "O", "O"]
     assert task.test_files[0].name == "test/d.conllup"
-    expected = write_conllup(tmp_path / "expected.conllup", [[(w, pos, tag) for (w, pos, _), tag in zip(SENTENCE_B, tags)]])
+    expected = write_conllup(tmp_path / "expected.conllup",
+                             [[(w, pos, tag) for (w, pos, _), tag in zip(SENTENCE_B, tags)]])
     assert task.test_files[0].fill([tags]) == expected.read_text()
     with pytest.raises(ValueError):  # one prediction a word
         task.test_files[0].fill([tags[:4]])
