@@ -159,10 +159,14 @@ def finetune(models: list[Path] = typer.Argument(..., callback=utf8_path, metava
                                                       "without a dev split"),
              random_init: bool = typer.Option(False, "--random-init",
                                               help="Also each model's architecture with random weights (the "
-                                              "\"no pretraining\" row)")) -> None:
+                                              "\"no pretraining\" row)"),
+             save: bool = typer.Option(False, "--save",
+                                       help="Keep each task's best seed: OUT/best/<model>/<task>/model, a Hugging "
+                                       "Face directory with its tokenizer")) -> None:
     """Fine-tune each model on each task with the task kind's fixed recipe and several seeds, score the dev split,
     and print the median and spread beside the majority-class baseline (also written to OUT: results.json,
-    results.md, results.png, the predictions)."""
+    results.md, results.png, the predictions). A task's test split (labels hidden) gets the best seed's predictions
+    in the test files' own format, ready to submit (OUT/best/<model>/<task>/test/)."""
     import signal
 
     from pretrain.finetune.run import finetune as run_finetune
@@ -174,7 +178,7 @@ def finetune(models: list[Path] = typer.Argument(..., callback=utf8_path, metava
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    typer.echo(run_finetune(models, task, out, seeds, set_ or [], held_out, random_init))
+    typer.echo(run_finetune(models, task, out, seeds, set_ or [], held_out, random_init, save))
 
 
 @app.command()

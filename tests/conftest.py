@@ -172,3 +172,23 @@ def write_dataset(write_vocab_dir, write_hdf5) -> Callable[..., Path]:
             write_hdf5(variant / "training" / f"training_{i:04d}.hdf5", n, seq_len, max_predictions, seed=i)
         return variant
     return write
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    """A BERT with 2 layers of width 32 (random weights) and its tokenizer, as `pretrain export` writes one, for the
+    fine-tuning tests (tests/support/finetune_tasks.py); tests that change it change a copy."""
+    from finetune_tasks import write_tiny_model
+
+    return write_tiny_model(tmp_path_factory.mktemp("model") / "tiny")
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny models run ~80x faster on one thread than on two when the cores are busy (thread synchronisation)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
