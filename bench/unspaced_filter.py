@@ -17,7 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 
-from pipeline.stages.filter import FilterConfig  # noqa: E402
+from pipeline.stages.filter.rules import RuleSet  # noqa: E402
+from pipeline.stages.filter.stage import FilterConfig  # noqa: E402
 from pipeline.tools.sample_dump import Page, write_multistream  # noqa: E402
 from unspaced_text import GARBAGE_JA, GARBAGE_ZH, JA, ZH, unspaced  # noqa: E402
 
@@ -34,9 +35,11 @@ def pages(documents: dict[str, list[str]], first_id: int, prose: bool) -> list[P
 def filter_counts(lang: str, dump: Path, work: Path, profile: bool) -> tuple[int, int, int, int] | str:
     """(documents in, kept, sentences in, kept) after `pipeline run --to filter` with the profile, or with the
     default profile's filter rules (TurkuNLP's); the error line of a run that keeps nothing."""
-    settings = [] if profile else [item for key in ("chars_per_word", "max_punct_ratio", "max_upper_ratio",
-                                                    "max_digit_ratio")
-                                   for item in ("--set", f"filter.{key}={json.dumps(getattr(FilterConfig, key))}")]
+    defaults = {"chars_per_word": FilterConfig.chars_per_word,
+                **{f"rule_sets.wikipedia.{key}": getattr(RuleSet, key)
+                   for key in ("max_punct_ratio", "max_upper_ratio", "max_digit_ratio")}}
+    settings = [] if profile else [item for key, value in defaults.items()
+                                   for item in ("--set", f"filter.{key}={json.dumps(value)}")]
     done = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--lang", lang, "--dump", str(dump),
                            "--workdir", str(work), "--to", "filter", "--quiet", *settings],
                           capture_output=True, text=True, cwd=ROOT)

@@ -7,6 +7,9 @@ Formats between stages:
 - document records (`*.docs.jsonl`, beside a document-text file of the same stem): one JSON object per document of
   that file, in the same order: where it came from ({"source", "id", "title"}, `DocumentRecord`) and what stages
   learnt of it on the way (e.g. "cluster_size"). The text file alone stays the plain format other tools read.
+  `sentences` adds PARAGRAPHS to the records of documents not from the dump: [[2, 1], [3]] is a document of two
+  paragraphs (runs of lines between blank lines), the first of two lines (2 sentences, then 1), the second of one
+  line of 3 sentences. The filter reads it (its line rules) and leaves it out of the records it writes.
 """
 from __future__ import annotations
 
@@ -71,6 +74,8 @@ def write_document(f: IO[str], sentences: Iterable[str]) -> None:
 
 
 WIKIPEDIA_SOURCE = "wikipedia"  # the source name of the documents of the Wikipedia dump
+PARAGRAPHS = "paragraphs"  # the record key of a document's lines and paragraphs (module docstring)
+PIECE = "piece"  # the record key of a piece of a document the filter cut (1, 2, ...; absent: the whole document)
 RECORDS_SUFFIX = ".docs.jsonl"
 
 

@@ -30,7 +30,8 @@ EXPECTED = {
     "preemption.py": r"steps 1-2 equal the uninterrupted run's bit for bit",
     "pretrain.py": r"speed-up: \d+\.\d\dx best round",
     "scale.py": r"\| total \| \d+\.\d\d, \d+\.\d\d \| \d+\.\d\d, \d+\.\d\d \|",
-    "sentences_filter.py": r"langdetect +[\d.]+% +[\d.]+% +[\d,]+ +[\d.]+",
+    "sentences_filter.py": r"web rules for every document +[\d,]+( +[\d.]+){5} +\d+\n(?s:.*)"
+                           r"langdetect +[\d.]+% +[\d.]+% +[\d,]+ +[\d.]+",
     "two_rank_exits.py": r"exit codes: 0: 2\nfailed workers: 0; 'terminate called' lines: 0",
     "unspaced_filter.py": r"\| zh: our prose \+ garbage \| `zh` profile \| 9 \| 4 \| \d+ \| \d+ \|",
     "splitter_agreement.py": r"rule splitter F1 vs quntoken [01]\.\d{4}: \d+ boundaries",

@@ -267,7 +267,24 @@ def field_descriptions(cls: type) -> dict[str, str]:
 
 def config_lines(cls: type, values: Mapping[str, Any], prefix: str = "", changeable_note: str = "") -> list[str]:
     """What the `config` commands print for the fields of config dataclass `cls`: one line a key,
-    `<prefix><key>: <value as JSON>  # <description>`, with `[<changeable_note>]` after the changeable ones."""
-    descriptions, marked = field_descriptions(cls), changeable_fields(cls)
-    return [f"{prefix}{key}: {json.dumps(value, ensure_ascii=False)}  # {descriptions[key]}"
-            + (f" [{changeable_note}]" if key in marked else "") for key, value in values.items()]
+    `<prefix><key>: <value as JSON>  # <description>`, with `[<changeable_note>]` after the changeable ones. A
+    mapping of names to config dataclasses (the filter's rule sets) gives the lines of each, `<key>.<name>.` before."""
+    descriptions, marked, hints = field_descriptions(cls), changeable_fields(cls), typing.get_type_hints(cls)
+    lines = []
+    for key, value in values.items():
+        item_cls = nested_dataclass(hints[key])
+        if item_cls is not None:
+            lines += [line for name, item in value.items()
+                      for line in config_lines(item_cls, item, f"{prefix}{key}.{name}.", changeable_note)]
+        else:
+            lines.append(f"{prefix}{key}: {json.dumps(value, ensure_ascii=False)}  # {descriptions[key]}"
+                         + (f" [{changeable_note}]" if key in marked else ""))
+    return lines
+
+
+def nested_dataclass(annotation: Any) -> type | None:
+    """The config dataclass of a field typed as a mapping of names to one (dict[str, RuleSet]), else None."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is dict and len(args) == 2 and dataclasses.is_dataclass(args[1]):
+        return args[1]
+    return None

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.config import load_pipeline_config
 from wiki2bert_core.errors import ConfigError, DataError
-from pipeline.text_files import iter_documents, iter_records
+from pipeline.text_files import PARAGRAPHS, iter_documents, iter_records
 from pipeline.runner import MANIFEST, run_stage
 from pipeline.stages import StageContext
 from pipeline.stages.sentences.stage import SentencesConfig, run
@@ -193,6 +193,17 @@ def test_stage_writes_sentences_records_and_skips_empty_articles(tmp_path, make_
         ("wikipedia", "First", "First"), ("web", "doc-3", "Third")]
     assert (ctx.out_dir / "part-00001.txt").read_text(encoding="utf-8") == ""
     assert list(iter_documents(ctx.out_dir / "part-00000.txt"))[1] == ["One more sentence."]
+
+
+def test_records_of_documents_not_from_the_dump_say_their_lines_and_paragraphs(tmp_path, make_ctx):
+    text = "Home | News\nDr. Who came. He left!\n\n \n\u200b\nA second paragraph.\n\n\nLast line. Its end. Done."
+    extract = write_parts(tmp_path, [[article("Web", text) | {"source": "web"}, article("Wiki", text)]])
+    ctx = make_ctx(tmp_path, extract)
+    run(SentencesConfig(), ctx)
+    web, wiki = iter_records(ctx.out_dir / "part-00000.txt")
+    assert web.extra == {PARAGRAPHS: [[1, 2], [1], [3]]}  # a line of a zero-width space is blank
+    assert wiki.extra == {}  # the dump's records are as they were
+    assert [len(d) for d in iter_documents(ctx.out_dir / "part-00000.txt")] == [7, 7]
 
 
 def many_articles(n: int, seed_word: str) -> list[dict]:

@@ -61,6 +61,17 @@ def split_paragraphs(text: str) -> list[str]:
     return [p for p in map(normalize_paragraph, text.split("\n")) if p]
 
 
+def blank_line_runs(text: str) -> list[int]:
+    """How many of the paragraphs of `split_paragraphs(text)` each run of them between blank lines holds."""
+    runs = [0]
+    for paragraph in map(normalize_paragraph, text.split("\n")):
+        if paragraph:
+            runs[-1] += 1
+        elif runs[-1]:
+            runs.append(0)
+    return [n for n in runs if n]
+
+
 # --- rule splitter -------------------------------------------------------------------------------
 
 RULES_PATH = Path(__file__).resolve().parent / "sentence_rules.yaml"  # per-language abbreviations and ordinals

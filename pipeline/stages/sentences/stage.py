@@ -1,7 +1,8 @@
 """Stage `sentences`: extract JSONL articles -> one sentence per line, a blank line after each article.
 
 Each `part-NNNNN.jsonl` becomes `part-NNNNN.txt` (the format of Google's `create_pretraining_data.py`)
-and `part-NNNNN.docs.jsonl` (each document's record: source, id, title; `pipeline.text_files`).
+and `part-NNNNN.docs.jsonl` (each document's record: source, id, title, and for a document not from the dump the
+sentences of its lines and paragraphs, which the filter's line rules read; `pipeline.text_files`).
 Paragraph ends always end a sentence; whitespace and control characters are normalized
 (`pipeline.stages.sentences.splitters.normalize_paragraph`); articles with no text are left out. Hungarian uses quntoken,
 every other language the rule splitter (`pipeline.stages.sentences.splitters`, which says why it was chosen).
@@ -16,11 +17,12 @@ from typing import Literal
 
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import atomic_write
-from pipeline.text_files import (WIKIPEDIA_SOURCE, DocumentRecord, iter_jsonl, list_parts, records_path,
+from pipeline.text_files import (PARAGRAPHS, WIKIPEDIA_SOURCE, DocumentRecord, iter_jsonl, list_parts, records_path,
                                  write_document, write_record)
 from wiki2bert_core.log import progress
 from pipeline.stages import Stage, StageContext
-from pipeline.stages.sentences.splitters import check_quntoken, make_splitter, normalize_paragraph, split_paragraphs
+from pipeline.stages.sentences.splitters import (blank_line_runs, check_quntoken, make_splitter, normalize_paragraph,
+                                                 split_paragraphs)
 
 # Paragraph characters per splitter call: quntoken starts a pipe of binaries per call, so a call gets thousands
 # of sentences (its start-up is a small share of the call), and memory stays bounded by the batch.
@@ -61,18 +63,21 @@ def _split_part(task) -> dict:
     splitter = _splitter(splitter_name, language, extra)
     stem = path.name[:-len(".jsonl")]
     counts = {"articles": 0, "documents": 0, "sentences": 0, "empty_articles": 0, "bytes": path.stat().st_size}
-    batch: list[tuple[DocumentRecord, list[str]]] = []  # (record, paragraphs)
+    batch: list[tuple[DocumentRecord, list[str], list[int] | None]] = []  # (record, paragraphs, blank_line_runs)
     batch_chars = 0
     text_path = Path(out_dir) / f"{stem}.txt"
     with atomic_write(text_path) as text_out, atomic_write(records_path(text_path)) as records_out:
         def flush():
-            paragraphs = [p for _, article in batch for p in article]
+            paragraphs = [p for _, article, _ in batch for p in article]
             split = iter(splitter.split(paragraphs))
-            for record, article in batch:
-                sentences = [s for _ in article for s in next(split)]
+            for record, article, runs in batch:
+                lines = [next(split) for _ in article]
+                sentences = [s for line in lines for s in line]
                 if not sentences:  # only characters the splitter drops (a lone zero-width joiner)
                     counts["empty_articles"] += 1
                     continue
+                if runs is not None:
+                    record = dataclasses.replace(record, extra={**record.extra, PARAGRAPHS: _layout(lines, runs)})
                 write_document(text_out, sentences)
                 write_record(records_out, record)
                 counts["documents"] += 1
@@ -90,13 +95,27 @@ def _split_part(task) -> dict:
                 continue
             record = DocumentRecord(str(article.get("source", WIKIPEDIA_SOURCE)), str(article.get("id", line_no)),
                                     normalize_paragraph(article.get("title", "")))
-            batch.append((record, paragraphs))
+            # the dump's records stay as they were: the Wikipedia rules read no lines
+            runs = None if record.source == WIKIPEDIA_SOURCE else blank_line_runs(article["text"])
+            batch.append((record, paragraphs, runs))
             batch_chars += sum(map(len, paragraphs))
             if batch_chars >= BATCH_CHARS:
                 flush()
                 batch_chars = 0
         flush()
     return counts
+
+
+def _layout(lines: list[list[str]], runs: list[int]) -> list[list[int]]:
+    """The PARAGRAPHS field of a document: its sentences per line, lines grouped by `runs`; lines left without a
+    sentence (and paragraphs without a line) are left out, as their sentences are."""
+    layout, at = [], 0
+    for n in runs:
+        paragraph = [len(line) for line in lines[at:at + n] if line]
+        at += n
+        if paragraph:
+            layout.append(paragraph)
+    return layout
 
 
 @functools.cache
