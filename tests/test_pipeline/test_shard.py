@@ -88,7 +88,7 @@ def test_same_seed_same_bytes_whatever_the_workers(tmp_path, corpus, run_shard):
     b, _ = run_shard(tmp_path, corpus, "b", workers=2, num_shards=7, num_test_shards=2)
     c, _ = run_shard(tmp_path, corpus, "c", workers=1, num_shards=7, num_test_shards=2, seed=7)
     names = sorted(p.name for p in a.iterdir())
-    assert names == sorted(p.name for p in b.iterdir()) and len(names) == 9
+    assert names == sorted(p.name for p in b.iterdir()) and len(names) == 18  # 9 shards, each with its records
     assert all((a / n).read_bytes() == (b / n).read_bytes() for n in names)
     assert _documents(c.glob("test_*.txt")) != _documents(a.glob("test_*.txt"))
 
@@ -135,6 +135,7 @@ def test_bad_input(tmp_path, make_corpus, run_shard):
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "part-00000.txt").write_text("\n\n", encoding="utf-8")
+    (empty / "part-00000.docs.jsonl").write_text("", encoding="utf-8")
     with pytest.raises(DataError, match="no documents to shard"):
         run_shard(tmp_path, empty, num_shards=2)
     bad = make_corpus(tmp_path / "bad", documents=20)
@@ -172,4 +173,4 @@ def test_vocab_and_shard_through_the_runner(tmp_path, monkeypatch, toy_filter):
     vocab, shard = read_manifest(tmp_path / "hu" / "vocab"), read_manifest(tmp_path / "hu" / "shard")
     assert vocab["counts"]["special_token_ids"]["[UNK]"] == 101 and "sentencepiece" in vocab["tools"]
     assert set(vocab["outputs"]) == {"vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}
-    assert shard["counts"]["training_shards"] == 4 and len(shard["outputs"]) == 5
+    assert shard["counts"]["training_shards"] == 4 and len(shard["outputs"]) == 10  # 5 shards and their records
