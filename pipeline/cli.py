@@ -24,7 +24,7 @@ ConfigOpt = typer.Option(None, "--config", callback=utf8_path,
                          help="stages.yaml to use (default: ./stages.yaml, else the bundled one)")
 DumpOpt = typer.Option(None, "--dump", callback=utf8_path,
                        help="Dump to use: local path, file:// or http(s):// URL (default: resolve from Wikimedia)")
-CorpusOpt = typer.Option(None, "--corpus", callback=utf8_text,
+CorpusOpt = typer.Option(None, "--corpus", callback=utf8_path,
                          help="A text corpus beside (or, without --dump, instead of) the dump: [NAME=]PATH[:WEIGHT], "
                          "PATH a file, directory or glob of .jsonl(.gz/.zst), .parquet or .txt (repeatable; "
                          "docs/pipeline.md, Sources)")
@@ -65,8 +65,8 @@ def run(lang: str = LangOpt, dump: Optional[str] = DumpOpt, corpus: Optional[lis
 
 @app.command()
 def stage(name: str = typer.Argument(..., help="Stage to run"), lang: str = LangOpt, dump: Optional[str] = DumpOpt,
-          corpus: Optional[list[str]] = CorpusOpt, workdir: Path = WorkdirOpt, set_: Optional[list[str]] = SetOpt, workers: int = WorkersOpt,
-          force: bool = ForceOpt, quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt,
+          corpus: Optional[list[str]] = CorpusOpt, workdir: Path = WorkdirOpt, set_: Optional[list[str]] = SetOpt,
+          workers: int = WorkersOpt, force: bool = ForceOpt, quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt,
           verify: bool = VerifyOpt, executor: str = ExecutorOpt, scheduler: Optional[str] = SchedulerOpt) -> None:
     """Run one stage (its inputs must be done)."""
     from pipeline.runner import run_stages
@@ -208,8 +208,8 @@ def sample_dump(out_dir: Path = typer.Argument(..., callback=utf8_path, help="Di
 
 
 @app.command("sample-corpus")
-def sample_corpus(out_dir: Path = typer.Argument(..., callback=utf8_path, help="Directory for the pages (OUT_DIR/pages) "
-                                                 "and truth.json"),
+def sample_corpus(out_dir: Path = typer.Argument(..., callback=utf8_path,
+                                                 help="Directory for the pages (OUT_DIR/pages) and truth.json"),
                   docs: int = typer.Option(300, "--docs", min=1, help="Pages (each kind in every 100)"),
                   files: int = typer.Option(2, "--files", min=1, help="Files the pages are spread over"),
                   fmt: str = typer.Option("jsonl", "--format", help="jsonl or parquet (row groups of 64 pages)"),

@@ -16,6 +16,7 @@ SCRIPTS = sorted(p.name for p in (REPO / "bench").glob("[!_]*.py"))  # bench/_*.
 # A row of each script's figures, searched in its output (numbers only: a crash in a table's code shows).
 EXPECTED = {
     "checkpoint.py": r"background stall / blocking stall: \d+\.\d% after the first save",
+    "corpus.py": r"web \dx / wikipedia 2x CPU per MB \([\d.]+ / [\d.]+ MB\): \d+\.\d\d\nwikipedia peak RSS 2x / 1x: \d",
     "estimate_memory.py": r"tiny +1 +\d+ +\d+ +\d+\.\d\d",
     "extract.py": r"extract stage, 2 workers +[\d.]+ +\d+ +[\d.]+ +\d+ ",
     "gpu.py": r"tiny +32 packed +[\d,.]+ +[\d,]+ ",

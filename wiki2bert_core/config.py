@@ -85,7 +85,12 @@ def _build(cls: type, values: Mapping, prefix: str = ""):
         if key not in fields:
             raise SettingError(f"{prefix}{key}", f"unknown key (known: {', '.join(sorted(fields))})")
         kwargs[key] = coerce(value, hints[key], f"{prefix}{key}")
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except SettingError as e:  # a nested dataclass's own check names its key from where it sits
+        if not prefix:
+            raise
+        raise SettingError(f"{prefix}{e.key}", e.problem) from None
 
 
 def coerce(value: Any, annotation: Any, key: str) -> Any:

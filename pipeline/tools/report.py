@@ -1,8 +1,8 @@
 """`pipeline report`: a one-page HTML report with PNG figures of what a work directory's finished stages made: pages
 -> articles -> documents kept (and why the others were dropped), each source's documents and token shares (the
-Wikipedia dump and the corpora, before and after the shard stage's weights), sentences and tokens per document, real tokens per
-instance for each HDF5 variant (the padding share), masked-LM and NSP statistics (`pipeline verify`) and the
-vocabulary's coverage of the test split. A variant of whole document sentences (sequence kind doc-sentences) is
+Wikipedia dump and the corpora, before and after the shard stage's weights), sentences and tokens per document, real
+tokens per instance for each HDF5 variant (the padding share), masked-LM and NSP statistics (`pipeline verify`) and
+the vocabulary's coverage of the test split. A variant of whole document sentences (sequence kind doc-sentences) is
 labelled so, and has no NSP figures.
 
 It reads only the stages' finished outputs and manifests, and judges them as `pipeline status` does but by the

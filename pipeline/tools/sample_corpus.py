@@ -1,9 +1,9 @@
 """A generated web-like corpus for the demo and the tests, with the truth about every page written beside it.
 
 `pipeline sample-corpus OUT [--docs N]` writes `OUT/pages/web-00000.jsonl`, ... (or `.parquet`) of {"id", "url",
-"title", "text"} records, as FineWeb-2 or HPLT publish crawled pages, from our own text: the sample dump's Hungarian sentence
-patterns and word lists (pipeline/tools/sample_dump.py), plain text with links removed. Every `DECK` pages hold the
-kinds below in a seeded order, so that any corpus of DECK pages or more has each of them:
+"title", "text"} records, as FineWeb-2 or HPLT publish crawled pages, from our own text: the sample dump's Hungarian
+sentence patterns and word lists (pipeline/tools/sample_dump.py), plain text with links removed. Every `DECK` pages
+hold the kinds below in a seeded order, so that any corpus of DECK pages or more has each of them:
 
     prose           clean prose, 3-8 paragraphs
     boilerplate     prose between a site's header (menus) and footer (copyright, share links); the truth lists
@@ -21,9 +21,9 @@ kinds below in a seeded order, so that any corpus of DECK pages or more has each
     long_article    one article of at least LONG_ARTICLE_WORDS words (above the filter's max_tokens of 10,000)
 
 Similarity: word 5-gram sets, words the `\\w+` runs of the casefolded text (`word_shingles`, `jaccard`).
-`OUT/truth.json` lists each page: id, file (in OUT/pages), line (or Parquet row), kind, words, and copy_of / level / jaccard /
-boilerplate_lines where they apply. Pages are generated and written one at a time (copies come from a bounded
-pool of recent pages), so memory does not grow with --docs; the same seed gives the same bytes.
+`OUT/truth.json` lists each page: id, file (in OUT/pages), line (or Parquet row), kind, words, and copy_of / level /
+jaccard / boilerplate_lines where they apply. Pages are generated and written one at a time (copies come from a
+bounded pool of recent pages), so memory does not grow with --docs; the same seed gives the same bytes.
 """
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ from pipeline.tools.sample_dump import (ADJECTIVES, NOUNS, REGIONS, TOWNS, _Pros
 NEAR_COPY_LEVELS = (1.0, 0.9, 0.8, 0.7, 0.5, 0.3)
 LONG_ARTICLE_WORDS = 15_000
 SHINGLE_WORDS = 5
+NEAR_COPY_APPROACH = 0.04  # near copies: replace words down to this above the level, then append words
 DECK = (["prose"] * 34 + ["boilerplate"] * 16 + ["exact_copy"] * 6 + ["near_copy"] * 2 * len(NEAR_COPY_LEVELS)
         + ["spam"] * 6 + ["keyword_list"] * 5 + ["other_language"] * 6 + ["code"] * 5 + ["cookie_notice"] * 6
         + ["lorem_ipsum"] * 3 + ["long_article"] * 1)  # 100 pages
@@ -183,31 +184,45 @@ class _PageMaker:
         return page
 
     def near_copy(self, text: str, level: float) -> tuple[str, float]:
-        """`text` edited to a word 5-gram Jaccard similarity as near `level` as one word replaced more or less can
-        make it: level 1.0 keeps every word and moves line breaks and commas; the others replace words, one at a
-        time at random places, with words of the lists. Returns (the text, its similarity measured)."""
+        """`text` edited to a word 5-gram Jaccard similarity near `level`: level 1.0 keeps every word and moves line
+        breaks and commas; below it, words are replaced at random places (each replacement removes up to five
+        shared 5-grams; one that would fall below the level is undone) until the similarity is within
+        NEAR_COPY_APPROACH of the level, then new words are appended
+        one at a time (each adds one 5-gram) until it reaches the level, and the nearer of the last two is kept.
+        Returns (the text, its similarity measured)."""
         rng = self.rng
+        original = word_shingles(text)
         if level >= 1.0:
             lines = text.replace("\n", " ").replace(",", "").split(". ")
             cut = sorted(rng.sample(range(1, len(lines)), min(len(lines) - 1, 3))) if len(lines) > 1 else []
             edited = "\n".join(". ".join(lines[a:b]) for a, b in zip([0] + cut, cut + [len(lines)]))
-            return edited, jaccard(word_shingles(text), word_shingles(edited))
-        original = word_shingles(text)
+            return edited, jaccard(original, word_shingles(edited))
         lines = [line.split(" ") for line in text.split("\n")]
         places = [(i, j) for i, line in enumerate(lines) for j in range(len(line))]
         rng.shuffle(places)
-        previous = (text, 1.0)
+        similarity = 1.0
         for i, j in places:
+            if similarity <= level + NEAR_COPY_APPROACH:
+                break
             token = lines[i][j]
             word = re.match(r"\w*", token).group()
             lines[i][j] = inflect(rng.choice(NOUNS), "nom") + token[len(word):]
-            edited = "\n".join(" ".join(line) for line in lines)
-            similarity = jaccard(original, word_shingles(edited))
-            if similarity <= level:
-                return min((previous, (edited, similarity)), key=lambda c: abs(c[1] - level))
-            previous = (edited, similarity)
-        return previous
-
+            replaced = jaccard(original, word_shingles("\n".join(" ".join(line) for line in lines)))
+            if replaced < level:  # too far for appended words to come back from: keep the word
+                lines[i][j] = token
+            else:
+                similarity = replaced
+        edited = "\n".join(" ".join(line) for line in lines)
+        best = (edited, similarity)
+        pending: list[str] = []
+        appended: list[str] = []
+        while similarity > level:
+            pending = pending or self.sentence().split(" ")
+            appended.append(pending.pop(0))
+            candidate = edited + "\n" + " ".join(appended)
+            similarity = jaccard(original, word_shingles(candidate))
+            best = min((best, (candidate, similarity)), key=lambda c: abs(c[1] - level))
+        return best
 
 def iter_pages(docs: int, seed: int = 0) -> Iterator[WebPage]:
     """The pages of the sample corpus in order, each kind once per DECK-page block in a seeded order."""

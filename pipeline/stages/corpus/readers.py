@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, Iterator
 
 from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.utf8_paths import utf8_names
 
 FORMATS = ("jsonl", "parquet", "text")
 EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".txt": "text",
@@ -72,7 +73,7 @@ def find_files(pattern: str) -> tuple[list[Path], Path]:
         raise ConfigError(f"{pattern}: no such file or directory")
     if not files:
         raise ConfigError(f"{pattern}: no files")
-    return files, root
+    return utf8_names(files), root
 
 
 def _until_magic(parts: tuple[str, ...]) -> Iterator[str]:

@@ -129,7 +129,7 @@ def corpus_fingerprints(config: CorpusConfig) -> dict:
             files, _ = find_files(source.path)
             for path in files:
                 fingerprints[f"{name}:{path}"] = {"path": str(path), **file_fingerprint(path)}
-        except (ConfigError, OSError) as e:
+        except (ConfigError, DataError, OSError) as e:
             fingerprints[name] = f"{source.path}: {e}"
     return fingerprints
 
