@@ -28,8 +28,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-HU_TEXTS = [ROOT.parent / "shared" / "data" / "hu" / name
-            for name in ("karoli_1908_verses.txt", "libreoffice-help-hu.hu.txt")]
+SHARED = next((d / "shared" for d in (ROOT.parent, ROOT.parent.parent) if (d / "shared" / "data").is_dir()),
+              ROOT.parent / "shared")  # beside the checkout, or beside a worktree's directory
+HU_TEXTS = [SHARED / "data" / "hu" / name for name in ("karoli_1908_verses.txt", "libreoffice-help-hu.hu.txt")]
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-ZÁÉÍÓÖŐÚÜŰ])")
 
 

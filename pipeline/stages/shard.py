@@ -135,7 +135,7 @@ class _Mix:
         self.key = str(seed).encode()
         self.histograms: dict[str, np.ndarray] = {}  # source -> [tokens, documents] of each hash bucket
         self.thresholds: dict[str, int] = {}
-        self.whole_copies = 0  # copies the integer parts of the weights make
+        self.training: dict[str, list[int]] = {}  # source -> [tokens, documents] of its training split
 
     def weight(self, source: str) -> float:
         return self.weights.get(source, 1.0)
@@ -147,23 +147,29 @@ class _Mix:
 
     def observe(self, record: DocumentRecord, tokens: int) -> None:
         """First pass: a training document of `tokens` tokens."""
-        weight = self.weight(record.source)
-        self.whole_copies += int(weight)
-        if weight % 1:
+        totals = self.training.setdefault(record.source, [0, 0])
+        totals[0] += tokens
+        totals[1] += 1
+        if self.weight(record.source) % 1:
             histogram = self.histograms.setdefault(record.source, np.zeros((2, HASH_BUCKETS), dtype=np.int64))
             bucket = self._bucket(record)
             histogram[0, bucket] += tokens
             histogram[1, bucket] += 1
 
-    def settle(self) -> int:
-        """After the first pass: each fractional source's threshold; returns the training documents (copies)."""
-        copies = self.whole_copies
+    def settle(self) -> dict[str, dict[str, int]]:
+        """After the first pass: each fractional source's threshold; returns each source's training documents
+        (copies) and tokens after the weights."""
+        mixed = {}
+        for source, (tokens, documents) in self.training.items():
+            whole = int(self.weight(source))
+            mixed[source] = {"training_documents": whole * documents, "training_tokens": whole * tokens}
         for source, histogram in self.histograms.items():
             below = np.concatenate([[0], np.cumsum(histogram[0])])  # tokens in the buckets below each threshold
             target = self.weight(source) % 1 * below[-1]
             self.thresholds[source] = threshold = int(np.argmin(np.abs(below - target)))
-            copies += int(histogram[1, :threshold].sum())
-        return copies
+            mixed[source]["training_documents"] += int(histogram[1, :threshold].sum())
+            mixed[source]["training_tokens"] += int(below[threshold])
+        return mixed
 
     def copies(self, record: DocumentRecord) -> int:
         weight = self.weight(record.source)
@@ -202,7 +208,9 @@ def run(config: ShardConfig, ctx: StageContext) -> dict:
         raise DataError(f"{filter_dir}: no documents to shard (all parts are empty)")
     for source in sorted(set(config.weights) - set(sources)):
         ctx.log.warning("shard: shard.weights.%s: no documents of that source reach the shard stage", source)
-    n_copies = mix.settle()
+    for source, mixed in mix.settle().items():
+        sources[source].update(mixed)
+    n_copies = sum(c.get("training_documents", 0) for c in sources.values())
     asked_test = config.num_test_shards if config.test_fraction > 0 else 0
     if asked_test and n_test == 0:
         raise DataError(f"{filter_dir}: no test documents for shard.test_fraction {config.test_fraction}: "
@@ -217,23 +225,19 @@ def run(config: ShardConfig, ctx: StageContext) -> dict:
     training = _ShardSet(ctx.out_dir, "training", num_shards, buffer_bytes)
     test = _ShardSet(ctx.out_dir, "test", test_shards, buffer_bytes)
     sentences = 0
-    for counts in sources.values():
-        counts.update(training_documents=0, training_tokens=0)
     with progress(sum(p.stat().st_size for p in parts), "shard", "B", quiet=ctx.quiet) as bar:
         for is_test, record, text, doc_sentences in documents():
             copies = 1 if is_test else mix.copies(record)
             if copies:
                 (test if is_test else training).add(text + b"\n\n", record, copies)
-            if not is_test:
-                counts = sources[record.source]
-                counts["training_documents"] += copies
-                counts["training_tokens"] += copies * len(text.split())
             sentences += doc_sentences
             bar.update(len(text) + 2)
     training.close()
     test.close()
-    training_tokens = sum(c["training_tokens"] for c in sources.values())
+    training_tokens = sum(c.get("training_tokens", 0) for c in sources.values())
     for source, counts in sources.items():
+        counts.setdefault("training_documents", 0)
+        counts.setdefault("training_tokens", 0)
         counts["weight"] = mix.weight(source)
         counts["training_share"] = round(counts["training_tokens"] / max(1, training_tokens), 6)
     ctx.log.info("shard: %d training documents in %d shards (largest %.3f x mean), %d test documents in %d",
