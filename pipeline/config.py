@@ -12,6 +12,7 @@ from typing import Any
 
 from wiki2bert_core.config import check_keys, layered, parse_setting, read_yaml, require_mapping
 from wiki2bert_core.errors import ConfigError
+from pipeline.sources import check_weights, idle_stages
 
 # the bundled config: in a checkout a symlink to the repository's stages.yaml, in a wheel a copy of it
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent / "stages.yaml"
@@ -24,6 +25,14 @@ class PipelineConfig:
     lang: str
     stage_order: list[str]
     stage_configs: dict[str, Any]  # stage name -> its config dataclass instance
+    # stage name -> why it has no work with these flags (no --corpus; --corpus without --dump: no dump to read)
+    idle: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def inputs_of(self, name: str) -> list[str]:
+        """The upstream stages `name` reads in this run: its inputs that are in the stage list and have work."""
+        from pipeline.stages import stage_by_name
+
+        return [up for up in stage_by_name(name).inputs if up in self.stage_configs and up not in self.idle]
 
 
 def default_config_path() -> Path:
@@ -75,7 +84,9 @@ def load_pipeline_config(path: Path, lang: str, overrides: list[str] = (),
         layers[stage_name].append((stage_values, f"command line: {stage_name}"))
 
     configs = {name: layered(stages[name].config_cls, layers[name]) for name in order}
-    return PipelineConfig(path=path, lang=lang, stage_order=order, stage_configs=configs)
+    check_weights(configs)
+    return PipelineConfig(path=path, lang=lang, stage_order=order, stage_configs=configs,
+                          idle=idle_stages(order, stages, configs))
 
 
 def parse_override(item: str, stages: dict) -> tuple[str, str, Any]:

@@ -85,7 +85,12 @@ def _build(cls: type, values: Mapping, prefix: str = ""):
         if key not in fields:
             raise SettingError(f"{prefix}{key}", f"unknown key (known: {', '.join(sorted(fields))})")
         kwargs[key] = coerce(value, hints[key], f"{prefix}{key}")
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except SettingError as e:  # a nested dataclass's own check names its key from where it sits
+        if not prefix:
+            raise
+        raise SettingError(f"{prefix}{e.key}", e.problem) from None
 
 
 def coerce(value: Any, annotation: Any, key: str) -> Any:
@@ -215,10 +220,11 @@ def changeable(default: Any = dataclasses.MISSING, *, default_factory: Any = dat
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"changeable": True})
 
 
-def added_later(default: Any) -> Any:
-    """A dataclass field added after work was made with its class, whose `default` gives the outputs made before it
-    existed: left out of a stage's config hash while it has that default, so that work stays current."""
-    return dataclasses.field(default=default, metadata={"added_later": True})
+def added_later(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING) -> Any:
+    """A dataclass field added after work was made with its class, whose default (`default`, or what
+    `default_factory` makes: an empty dict) gives the outputs made before it existed: left out of a stage's config
+    hash while it has that default, so that work stays current."""
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={"added_later": True})
 
 
 def hashed_values(config) -> dict:
@@ -227,7 +233,11 @@ def hashed_values(config) -> dict:
     (in nested dataclasses, and lists of them)."""
     return {f.name: _hashed(getattr(config, f.name)) for f in dataclasses.fields(config)
             if not f.metadata.get("changeable")
-            and not (f.metadata.get("added_later") and getattr(config, f.name) == f.default)}
+            and not (f.metadata.get("added_later") and getattr(config, f.name) == _default(f))}
+
+
+def _default(field: dataclasses.Field) -> Any:
+    return field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
 
 
 def _hashed(value: Any) -> Any:

@@ -71,6 +71,34 @@ def test_whole_pipeline_on_a_local_cluster_writes_the_same_bytes_as_the_process_
     assert not list((tmp_path / "dask/hu/.state").glob("dask-token-*"))
 
 
+@pytest.mark.slow
+def test_a_wikipedia_and_corpora_mix_writes_the_same_bytes_on_any_executor_and_workers(tmp_path):
+    """The dump beside a JSON Lines and a Parquet corpus (a weight each), to the shards: one local worker, two, and a
+    Dask cluster write the same bytes in every stage."""
+    from pipeline.tools.sample_corpus import write_sample_corpus
+
+    dump = write_sample_dump(tmp_path / "dump", 60, 1)
+    web = write_sample_corpus(tmp_path / "web", docs=120, files=3)
+    news = write_sample_corpus(tmp_path / "news", docs=100, seed=1, fmt="parquet")
+    mix = ["--corpus", f"web={web}:2", "--corpus", f"news={news}:0.5", "--to", "shard",
+           "--set", "corpus.documents_per_part=30"]
+    runs = {"one": _pipeline(tmp_path / "one", dump, *mix, "--workers", "1"),
+            "two": _pipeline(tmp_path / "two", dump, *mix)}
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp",
+                                  dashboard_address=":0") as cluster:  # worker threads in this process, over TCP
+        runs["dask"] = _pipeline(tmp_path / "dask", dump, *mix, "--executor", "dask", "--scheduler",
+                                 cluster.scheduler_address)
+    assert all(done.returncode == 0 for done in runs.values()), {k: d.stderr for k, d in runs.items()}
+    stages = STAGES[:STAGES.index("shard") + 1] + ["corpus"]
+    manifests = {name: {stage: json.loads((tmp_path / name / "hu" / stage / MANIFEST).read_text()) for stage in stages}
+                 for name in runs}
+    for stage in stages:
+        assert _bytes(manifests["one"][stage]) == _bytes(manifests["two"][stage]) == _bytes(manifests["dask"][stage])
+    assert manifests["dask"]["corpus"]["executor"] == "dask" and manifests["two"]["corpus"]["workers"] == 2
+    assert len(manifests["one"]["corpus"]["outputs"]) > 5  # 3 files and 2 of row groups, parts of 30 documents
+    assert set(manifests["one"]["shard"]["counts"]["sources"]) == {"wikipedia", "web", "news"}
+
+
 def _square_at_a_random_pace(x: int) -> int:
     time.sleep(random.random() / 100)
     return x * x

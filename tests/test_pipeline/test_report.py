@@ -41,7 +41,8 @@ def manifest(stage_dir, counts):
     outputs = {str(p.relative_to(stage_dir)): {"size": p.stat().st_size, "sha256": sha256_file(p),
                                                "mtime_ns": p.stat().st_mtime_ns}
                for p in sorted(stage_dir.rglob("*")) if p.is_file()}
-    inputs = {up: fingerprint(read_manifest(stage_dir.parent / up)) for up in stage_by_name(stage_dir.name).inputs}
+    inputs = {up: fingerprint(read_manifest(stage_dir.parent / up)) for up in stage_by_name(stage_dir.name).inputs
+              if read_manifest(stage_dir.parent / up) is not None}  # a run without corpora: no corpus stage
     (stage_dir / "_manifest.json").write_text(json.dumps({"stage": stage_dir.name, "config_hash": "",
                                                           "inputs": inputs, "outputs": outputs, "counts": counts}))
 

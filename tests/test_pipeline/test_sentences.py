@@ -141,7 +141,8 @@ def test_article_left_empty_by_quntoken_is_skipped_with_its_title(tmp_path, make
     extract = write_parts(tmp_path, [[article("Joiner", "\u200d"), article("Alma", "Az alma piros.")]])
     ctx = make_ctx(tmp_path, extract, lang="hu")
     assert run(SentencesConfig(splitter="quntoken"), ctx) == {
-        "articles": 2, "documents": 1, "sentences": 1, "empty_articles": 1}
+        "articles": 2, "documents": 1, "sentences": 1, "empty_articles": 1,
+        "sources": {"wikipedia": {"documents": 1, "sentences": 1}}}
     assert (ctx.out_dir / "part-00000.txt").read_text(encoding="utf-8") == "Az alma piros.\n\n"
     assert [r.title for r in iter_records(ctx.out_dir / "part-00000.txt")] == ["Alma"]
 
@@ -186,7 +187,9 @@ def test_stage_writes_sentences_records_and_skips_empty_articles(tmp_path, make_
     ])
     ctx = make_ctx(tmp_path, extract)
     counts = run(SentencesConfig(), ctx)
-    assert counts == {"articles": 3, "documents": 2, "sentences": 4, "empty_articles": 1}
+    assert counts == {"articles": 3, "documents": 2, "sentences": 4, "empty_articles": 1,
+                      "sources": {"web": {"documents": 1, "sentences": 1},
+                                  "wikipedia": {"documents": 1, "sentences": 3}}}
     assert (ctx.out_dir / "part-00000.txt").read_text(encoding="utf-8") == (
         "Dr. Who came.\nHe left!\nA second paragraph without a period\n\nOne more sentence.\n\n")
     assert [(r.source, r.id, r.title) for r in iter_records(ctx.out_dir / "part-00000.txt")] == [
