@@ -34,7 +34,9 @@ EXPECTED = {
     "sentences_filter.py": r"web rules for every document +[\d,]+( +[\d.]+){5} +\d+\n(?s:.*)"
                            r"langdetect +[\d.]+% +[\d.]+% +[\d,]+ +[\d.]+",
     "two_rank_exits.py": r"exit codes: 0: 2\nfailed workers: 0; 'terminate called' lines: 0",
-    "unspaced_filter.py": r"\| zh: our prose \+ garbage \| `zh` profile \| 9 \| 4 \| \d+ \| \d+ \|",
+    "unspaced_filter.py": r"\| zh: our prose \+ garbage \| `zh` profile \| 9 \| 4 \| \d+ \| \d+ \|(.|\n)*"
+                          r"\| ja \| this checkout \| \d+ \| 0 \| 0 \| 0 \| 0 \| 0 \| \d+ \|(.|\n)*"
+                          r"\| zh: wikitext \| [\d,]+ \| [\d,]+ \| [\d,]+ \| \d\.\d\d \|",
     "splitter_agreement.py": r"rule splitter F1 vs quntoken [01]\.\d{4}: \d+ boundaries",
     "vocab_memory.py": r"\| tokenizers \| - \| all \| [\d,]+ \| [\d,]+ MiB \| [\d.]+ \|",
     "vocab_shard.py": r"2x +[\d.]+ MB: +[\d.]+ MB/s wall",

@@ -57,6 +57,18 @@ RULE_CASES = [
     ("zh", ['他说："我们走吧。"', '大家都同意了。', '"好的。"', '她回答。']),
     ("zh", ["他说：“我们走吧。”", "大家都同意了。", "“好的。”", "她回答。"]),
     ("ja", ["雪が降った（大雪）。", "『雪国』は小説だ。"]),
+    # a particle after a closing quote or bracket continues the sentence (ja's continuation_particles)
+    ("ja", ["彼は「明日も来る？」と言った。", "そして帰った。"]),
+    ("ja", ["「明日も来る？」と彼は聞いた。", "「本当？」、と私は答えた。"]),
+    ("ja", ["映画『君の名は。』は2016年に公開された。", "アニメ「けいおん！」が放送された。"]),
+    ("ja", ["彼は「もう帰る！」って言った。", "「行く？」", "もし雨なら行かない。"]),
+    # no split inside a bracket or quote that closes, nor after a parenthesis opened in the sentence
+    ("ja", ["東京（詳細は後述。）は首都である。", "人口は多い。"]),
+    ("ja", ["彼は「もう帰る。明日も来る。」と述べた。", "皆が驚いた。"]),
+    ("ja", ["（詳細は後述。）", "東京は首都である。"]),
+    ("zh", ["该语言（由吉多开发。）很流行。", "它很简单。"]),
+    ("zh", ["他说：“我累了。我要回家。”", "他走了。"]),
+    ("zh", ["这是结果（见下文。）。", "下一句。"]),
 ]
 
 
@@ -70,6 +82,22 @@ def test_rule_splitter_boundaries(language, expected):
 def test_unspaced_prose_is_split_into_its_sentences(language, documents):
     for sentences in documents.values():
         assert RuleSplitter(language).split_paragraph("".join(unspaced(sentences))) == unspaced(sentences)
+
+
+def test_a_bracket_that_does_not_close_soon_does_not_hold_back_its_sentences():
+    """No split inside a bracket only while it closes within BRACKET_LOOKAHEAD characters: an unclosed or far-closing
+    bracket is split as before, so it cannot make a whole paragraph one sentence."""
+    from pipeline.stages.sentences.splitters import BRACKET_LOOKAHEAD
+
+    sentence = "これは説明の文である。"
+    unclosed = "東京（とうきょう。" + sentence * 3
+    assert RuleSplitter("ja").split_paragraph(unclosed) == ["東京（とうきょう。"] + [sentence] * 3
+    count = BRACKET_LOOKAHEAD // len(sentence) + 2
+    far = "注（" + sentence * count + "）。"
+    split = RuleSplitter("ja").split_paragraph(far)
+    assert len(split) >= count - 1 and "".join(split) == far
+    near = "注（" + sentence * 3 + "）。"
+    assert RuleSplitter("ja").split_paragraph(near) == [near]
 
 
 def test_rule_splitter_extra_abbreviations_and_unknown_language():

@@ -39,6 +39,7 @@ from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json
 from wiki2bert_core.log import progress
 from wiki2bert_core.wordpiece import neutralize_special_tokens
+from pipeline.stages.extract.cleanup import article_lines
 from pipeline.stages.extract.dump import TEMPLATE_NS, DumpFile, RawPage, SiteInfo, read_stream
 from pipeline.text_files import PartWriter
 from pipeline.executors.local import Executor
@@ -58,7 +59,8 @@ class ExtractConfig:
         default_factory=lambda: ["disambiguation", "disambig", "dab"])
     # expand templates from the dump's template namespace (wikiextractor); false drops them
     expand_templates: bool = True
-    keep_sections: bool = True  # keep section headings as lines ("Története.")
+    # keep section headings as lines ("Története."; without the period in scripts written without spaces: "歴史")
+    keep_sections: bool = True
     articles_per_part: int = 2000  # articles per part-NNNNN.jsonl (the parts downstream stages parallelize over)
     # a dump that ends after a complete page but lacks </mediawiki> (some tools write them so): true keeps its pages
     # and records where it stops (counts "truncated"); false: an error (a cut download looks the same)
@@ -284,8 +286,9 @@ class _PageCleaner:
                               templatePrefix=self.settings.site.template_prefix, knownNamespaces=self.known_namespaces,
                               ignored_tag_patterns=self.ignored_tags, keepSections=self.settings.keep_sections)
         extractor.magicWords = _FrozenClock(self.clock)
-        paragraphs = extractor.clean_text(page.text, expand_templates=self.templates is not None, html_safe=False)
-        text = neutralize_special_tokens("\n".join(p.strip() for p in paragraphs if p.strip()))
+        paragraphs = extractor.clean_text(page.text, mark_headers=True, expand_templates=self.templates is not None,
+                                          html_safe=False)
+        text = neutralize_special_tokens("\n".join(article_lines(paragraphs)))
         if extractor.template_title_errs or extractor.recursion_exceeded_1_errs or \
                 extractor.recursion_exceeded_2_errs or extractor.recursion_exceeded_3_errs or \
                 extractor.template_loop_errs or extractor.malformed_expr_errs:
