@@ -85,6 +85,8 @@ def stage_state(pcfg: PipelineConfig | None, lang_dir: Path, name: str, known: d
                            failure.read_text(encoding="utf-8").strip() if failure.exists() else "not run", None)
     elif pcfg is not None and manifest.get("config_hash") != config_hash(pcfg.stage_configs[name]):
         state = StageState(name, STALE, "config changed", manifest)
+    elif pcfg is not None and manifest.get("output_format", 1) != stage.output_format:
+        state = StageState(name, STALE, f"output format changed (now {stage.output_format})", manifest)
     else:
         state = StageState(name, DONE, "", manifest)
         for upstream in stage.inputs:
@@ -162,6 +164,7 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
             "lang": pcfg.lang,
             "config": config_to_dict(config),
             "config_hash": config_hash(config),
+            "output_format": stage.output_format,
             "inputs": {up: fingerprint(m) for up, m in upstream_manifests.items()},
             **({"sources": sources} if sources else {}),
             "outputs": outputs,

@@ -22,7 +22,8 @@ from pretrain.model.hf_config import read_hf_config
 from pretrain.model.hf_weights import MLM_HEAD, NSP_HEAD, read_weights, weight_names, weights_file
 from wiki2bert_core.variant_dir import (DOC_SENTENCES, PARAMS_FILE, find_vocab_file, held_out_files, held_out_split,
                                         read_params, training_files)
-from pretrain.data.masking import DynamicMasking, MaskingVocab, default_max_predictions, predictions_needed
+from pretrain.data.masking import DynamicMasking
+from wiki2bert_core.masking import MaskingVocab, default_max_predictions, predictions_needed
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.stages.hdf5.instances import MaskingVocab, TokenizedDocuments
+from pipeline.stages.hdf5.instances import TokenizedDocuments
+from wiki2bert_core.masking import MaskingVocab
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
