@@ -5,6 +5,10 @@ usual case): the window's instances of all `dupe_factor` rounds are planned (pip
 with one seeded permutation and built and written in blocks of whole HDF5 chunks, then the next window's are
 appended. Memory is that of one window (its ids, ~40 bytes per instance) and one block, whatever the shard size.
 The file is written under a temporary name, renamed into place and recorded as finished (pipeline/stages/hdf5/finished_files.py).
+
+Each file has two random streams, seeded from `random_seed`, the shard's name and the variant: one for its instances
+(random next sentences, the shuffle, truncation), one for their masks (wiki2bert_core/masking.py), so that a change
+to the masking leaves the instances' sequences as they were.
 """
 from __future__ import annotations
 
@@ -64,8 +68,9 @@ def _write_instances(task: InstanceFile, f: h5py.File) -> dict:
     config, seq, preds = task.config, task.max_seq_length, task.masking.max_predictions
     tokens = TokenFiles(task.tokens_dir)
     paired = task.sequence_kind == SEGMENT_PAIR
-    rng = _rng(config.random_seed, f"{task.name}/{seq}/{preds}" + ("" if paired else f"/{task.sequence_kind}"))
-    draws = FileDraws(rng)
+    stream = f"{task.name}/{seq}/{preds}" + ("" if paired else f"/{task.sequence_kind}")
+    rng = _rng(config.random_seed, stream)  # the instances: pairs, shuffle, truncation
+    draws = FileDraws(_rng(config.random_seed, stream + "/masks"))  # their masks
     counts = {"instances": 0, "random_next": 0, "random_next_own_document": 0, "masked_tokens": 0, "short_targets": 0,
               "document_rounds": 0}
     datasets = None

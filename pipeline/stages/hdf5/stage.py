@@ -20,8 +20,8 @@ Two parallel passes over the shards, so that each shard is tokenized once for al
    shuffle them all with a seeded permutation (a full shuffle, as Google's), then build and write them in
    blocks of whole HDF5 chunks (pipeline/stages/hdf5/instance_files.py). A shard above `window_tokens` is taken a window of
    whole documents at a time, so memory is bounded by the window's ids + ~40 bytes per instance + one block.
-Each (variant, shard) draws from its own random stream, seeded from `random_seed`, the shard's name and the
-variant, so the bytes do not depend on `--workers`. Each worker uses one core (tokenizers' threads are off).
+Each (variant, shard) draws from its own random streams (its instances', its masks'), seeded from `random_seed`,
+the shard's name and the variant, so the bytes do not depend on `--workers`. Each worker uses one core (tokenizers' threads are off).
 
 Resume: each file is written in the stage's cache dir and recorded there as finished (pipeline/stages/hdf5/finished_files.py)
 as soon as it is complete, keyed by what decides its bytes; a re-run after a kill reuses the finished files whose
@@ -85,7 +85,7 @@ class Hdf5Config:
     # share of (document, round) pairs that aim at a random shorter length (segment-pair variants; doc-sentences
     # variants inject no short sequences, as RoBERTa's)
     short_seq_prob: float = 0.1
-    random_seed: int = 12345  # with the shard's name and the variant, seeds each file's random stream
+    random_seed: int = 12345  # with the shard's name and the variant, seeds each file's random streams
     whole_word_masking: bool = False  # mask all ## pieces of a word together
     gzip_level: int = 1  # HDF5 gzip level (with the shuffle filter): higher levels write smaller files, more slowly
     # instances of a shard are made (random next sentences drawn, shuffled) within windows of whole documents of
