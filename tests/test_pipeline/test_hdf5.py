@@ -25,7 +25,7 @@ from pipeline.stages.hdf5.tokenize import TokenFiles, token_batches, tokenize_do
 from pipeline.tools.verify import verify_path
 from wiki2bert_core.variant_dir import variant_dir_name
 from wiki2bert_core.wordpiece import special_token_ids, wordpiece_tokenizer
-from positional_tokens import SPECIALS, flat_documents, original_tokens, positional_vocab
+from positional_tokens import PLACEHOLDER_IDS, SPECIALS, flat_documents, original_tokens, positional_vocab
 
 
 def first_variant_dir_name(config: Hdf5Config) -> str:
@@ -113,7 +113,7 @@ def test_masking_statistics(positional):
     assert abs((current == label).sum() / n - 0.1) < 0.01
     other = (current != vocab.mask_id) & (current != label)
     assert abs(other.sum() / n - 0.1) < 0.01
-    assert not np.isin(current[other], [0, 1, 2, 3, 4]).any()  # random replacements are never special tokens
+    assert not np.isin(current[other], [0, 1, 2, 3, 4, *PLACEHOLDER_IDS]).any()  # nor special tokens nor [unusedN]
     assert (a["input_ids"] == vocab.mask_id).sum() == (current == vocab.mask_id).sum()  # [MASK] only where masked
 
 
