@@ -137,8 +137,10 @@ def _document_steps(done: dict) -> list[tuple[str, dict[str, int], int]]:
         steps.append(("documents kept by dedup", by_source("dedup", "documents_kept"),
                       done["dedup"]["counts"]["documents_kept"]))
     if "shard" in done:
-        steps += [(f"{split} documents", by_source("shard", f"{split}_documents"),
-                   done["shard"]["counts"][f"{split}_documents"]) for split in ("training", "test")]
+        counts = done["shard"]["counts"]
+        steps += [("training documents (weights repeat some)", by_source("shard", "training_documents"),
+                   counts["training_documents"]),
+                  ("test documents", by_source("shard", "test_documents"), counts["test_documents"])]
     return steps
 
 
