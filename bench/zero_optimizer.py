@@ -105,6 +105,8 @@ def worker(args) -> None:
                          **measure(args.preset, optimizer_name, stage, args.precision, args.micro_batch, args.steps)})
     if int(os.environ["RANK"]) == 0:
         print(json.dumps(rows))
+    from pretrain.run.train import leave_process_groups
+    leave_process_groups()
 
 
 def main() -> None:

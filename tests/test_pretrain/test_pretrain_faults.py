@@ -193,7 +193,7 @@ def test_sigterm_during_held_out_evaluation_stops_within_seconds_and_resumes_exa
     start = time.monotonic()
     resumed = pretrain(*stopped)  # the same command: step 3 and, at the phase's end, a whole evaluation
     assert resumed.returncode == 0, resumed.stderr
-    assert time.monotonic() - start > 2 * STOP_SECONDS  # the evaluation is long enough for the bound to mean something
+    assert time.monotonic() - start > 2 * seconds  # the stop came well before the evaluation would have ended
     expected, got = metrics(tmp_path / "full" / "phase1"), metrics(phase_dir)
     assert [row["step"] for row in got] == [1, 2, 3, 3] and "eval_mlm_accuracy" in got[3]
     for a, b in zip(expected, got[:3]):
