@@ -200,17 +200,22 @@ def estimate(preset: str = typer.Option("large", "--preset", help="Model size"),
              precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp32"),
              optimizer: str = typer.Option("lamb", "--optimizer", help="lamb, lans or adamw"),
              activation_checkpointing: bool = typer.Option(False, "--activation-checkpointing"),
-             vocab_size: int = typer.Option(30522, "--vocab-size", min=1, help="Tokens in vocab.txt")) -> None:
+             vocab_size: int = typer.Option(30522, "--vocab-size", min=1, help="Tokens in vocab.txt"),
+             arch: str = typer.Option("bert", "--arch", help="bert or modernbert"),
+             attention: str = typer.Option("mask", "--attention",
+                                           help="Attention kernel: mask (its score matrices counted: the most it "
+                                           "can take) or flash (none stored)")) -> None:
     """Memory per GPU: model states (parameters, gradients, optimizer) by precision and ZeRO stage, plus
     activations."""
-    from pretrain.config import load_train_config
+    from pretrain.config import load_train_config, phase_of_length
     from pretrain.tools.estimate import estimate_memory, format_estimate
 
     if micro_batch is None:
-        micro_batch = load_train_config("phase2" if seq > 128 else "phase1").micro_batch
+        micro_batch = load_train_config(phase_of_length(seq, arch), values={"arch": arch}).micro_batch
     try:
         result = estimate_memory(preset, vocab_size, zero, gpus, micro_batch, seq, precision=precision,
-                                 optimizer=optimizer, activation_checkpointing=activation_checkpointing)
+                                 optimizer=optimizer, activation_checkpointing=activation_checkpointing, arch=arch,
+                                 attention=attention)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     typer.echo(format_estimate(result))

@@ -277,12 +277,13 @@ OPTIMIZERS = ("lamb", "lans", "adamw")
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Two groups: weight decay on weight matrices and embeddings, none on biases and LayerNorm weights (as BERT)."""
+    """Two groups: weight decay on weight matrices and embeddings, none on biases and LayerNorm weights (as BERT and
+    ModernBERT): the 1-dimensional tensors, whatever their names."""
     decay, no_decay = [], []
-    for name, p in model.named_parameters():  # a tied parameter appears once
+    for p in model.parameters():  # a tied parameter appears once
         if not p.requires_grad:
             continue
-        (no_decay if name.endswith("bias") or "LayerNorm" in name else decay).append(p)
+        (no_decay if p.ndim < 2 else decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 

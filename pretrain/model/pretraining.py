@@ -1,0 +1,71 @@
+"""What the pretraining models (bert.py, modernbert.py) share: their inputs' defaults for rows of one instance, where
+in the encoder's output the [CLS] and masked positions are, and the losses and counts of a batch (`PretrainOutput`).
+
+Inputs are the rows of NVIDIA's HDF5 files (wiki2bert_core/hdf5_format.py): `masked_lm_positions` is padded with unused
+slots and `next_sentence_labels` is 1 where segment B is a random sentence. Packed rows add `position_ids`
+(restarting at 0 for each instance) and `cls_positions` (the row-major position r * L + c of each instance's
+[CLS]); `attention_mask` then numbers the instances of a row 1, 2, ..., and each instance's `masked_lm_positions`
+stay relative to its own [CLS].
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from wiki2bert_core.hdf5_format import used_positions
+from pretrain.model.attention import TokenLayout
+
+
+@dataclass
+class PretrainOutput:
+    loss: Tensor  # mlm_loss + nsp_loss
+    mlm_loss: Tensor  # mean over the valid masked positions of the batch
+    nsp_loss: Tensor | None  # the nsp_* are None for a model without the NSP head
+    mlm_correct: Tensor
+    mlm_count: Tensor
+    nsp_correct: Tensor | None
+    nsp_count: Tensor | None
+
+
+def instance_positions(input_ids: Tensor, position_ids: Tensor | None, cls_positions: Tensor | None
+                       ) -> tuple[Tensor, Tensor, bool]:
+    """(position_ids, cls_positions, packed): a batch's own when packed, else those of one instance a row."""
+    if cls_positions is not None:
+        return position_ids, cls_positions, True
+    rows, length = input_ids.shape
+    return (torch.arange(length, device=input_ids.device).expand(rows, -1),
+            torch.arange(rows, device=input_ids.device) * length, False)
+
+
+def output_index(layout: TokenLayout, cls_positions: Tensor, masked_lm_positions: Tensor, rows: int, length: int
+                 ) -> Tensor:
+    """[K, 1 + P]: where each instance's [CLS] and masked positions are in the encoder's output [N, H]."""
+    cls_positions = cls_positions.long()[:, None]
+    return layout.flat_index(torch.cat([cls_positions, cls_positions + masked_lm_positions.long()], 1), rows, length)
+
+
+def pretrain_output(mlm_logits: Tensor, nsp_logits: Tensor | None, masked_lm_positions: Tensor,
+                    masked_lm_ids: Tensor, next_sentence_labels: Tensor) -> PretrainOutput:
+    """The losses and counts of MLM logits [K, P, V] (and NSP logits [K, 2], None without the NSP head)."""
+    valid = used_positions(masked_lm_positions)
+    mlm_labels = masked_lm_ids.long().masked_fill(~valid, -100)
+    mlm_count = valid.sum()
+    # losses in fp32 whatever the compute precision: log-softmax over the vocabulary loses too much in 16 bits
+    mlm_sum = F.cross_entropy(mlm_logits.flatten(0, 1).float(), mlm_labels.flatten(), ignore_index=-100,
+                              reduction="sum")
+    mlm_loss = mlm_sum / mlm_count.clamp(min=1)
+    with torch.no_grad():
+        mlm_correct = ((mlm_logits.argmax(-1) == mlm_labels) & valid).sum()
+    if nsp_logits is None:  # next_sentence_labels are not used
+        return PretrainOutput(loss=mlm_loss, mlm_loss=mlm_loss, nsp_loss=None, mlm_correct=mlm_correct,
+                              mlm_count=mlm_count, nsp_correct=None, nsp_count=None)
+    nsp_labels = next_sentence_labels.long().view(-1)
+    nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)
+    with torch.no_grad():
+        nsp_correct = (nsp_logits.argmax(-1) == nsp_labels).sum()
+    return PretrainOutput(loss=mlm_loss + nsp_loss, mlm_loss=mlm_loss, nsp_loss=nsp_loss, mlm_correct=mlm_correct,
+                          mlm_count=mlm_count, nsp_correct=nsp_correct,
+                          nsp_count=torch.tensor(nsp_labels.numel(), device=nsp_labels.device))
