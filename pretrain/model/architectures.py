@@ -10,6 +10,7 @@ import inspect
 from torch import nn
 
 from pretrain.config import ModelConfig
+from pretrain.model.pretraining import PretrainingModel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +45,7 @@ def of_model_type(model_type: str) -> Architecture | None:
     return next((a for a in ARCHITECTURES.values() if a.model_type == model_type), None)
 
 
-def pretraining_model(config: ModelConfig, attention: str = "mask", nsp_head: bool = True) -> nn.Module:
+def pretraining_model(config: ModelConfig, attention: str = "mask", nsp_head: bool = True) -> PretrainingModel:
     """The pretraining model of `config`'s arch; `nsp_head` only for BERT (ModernBERT has none)."""
     if config.arch == "modernbert":
         from pretrain.model.modernbert import ModernBertForPreTraining

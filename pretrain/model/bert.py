@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from pretrain.model.attention import TokenLayout, attend, token_layout
-from pretrain.model.pretraining import PretrainOutput, instance_positions, output_index, pretrain_output
+from pretrain.model.pretraining import PretrainingModel, instance_positions, output_index
 from pretrain.config import ModelConfig
 
 
@@ -175,7 +175,7 @@ class BertPreTrainingHeads(nn.Module):
         self.seq_relationship = nn.Linear(config.hidden_size, 2) if nsp_head else None
 
 
-class BertForPreTraining(nn.Module):
+class BertForPreTraining(PretrainingModel):
     """`nsp_head` False: masked LM only (objective mlm), the parameters of transformers' BertForMaskedLM."""
 
     def __init__(self, config: ModelConfig, attention: str = "mask", nsp_head: bool = True):
@@ -186,6 +186,10 @@ class BertForPreTraining(nn.Module):
         self.cls = BertPreTrainingHeads(config, nsp_head)
         self.apply(self._init_weights)
         self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight
+
+    @property
+    def encoder(self) -> BertModel:
+        return self.bert
 
     def _init_weights(self, module: nn.Module) -> None:
         """As transformers initializes BERT: normal(0, initializer_range), zero biases, LayerNorm 1/0."""
@@ -202,14 +206,6 @@ class BertForPreTraining(nn.Module):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
 
-    @property
-    def attention(self) -> str:
-        return self.bert.attention
-
-    @attention.setter
-    def attention(self, kernel: str) -> None:
-        self.bert.attention = kernel
-
     def logits(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, masked_lm_positions: Tensor,
                position_ids: Tensor | None = None, cls_positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """MLM logits [K, P, V] at the masked positions (slot order of masked_lm_positions; zero slots give
@@ -223,20 +219,6 @@ class BertForPreTraining(nn.Module):
         if not self.nsp_head:
             return mlm_logits, None
         return mlm_logits, self.cls.seq_relationship(self.bert.pooler(sequence[index[:, 0]]))
-
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, masked_lm_positions: Tensor,
-                masked_lm_ids: Tensor, next_sentence_labels: Tensor, position_ids: Tensor | None = None,
-                cls_positions: Tensor | None = None) -> PretrainOutput:
-        mlm_logits, nsp_logits = self.logits(input_ids, token_type_ids, attention_mask, masked_lm_positions,
-                                             position_ids, cls_positions)
-        return pretrain_output(mlm_logits, nsp_logits, masked_lm_positions, masked_lm_ids, next_sentence_labels)
-
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())  # parameters() lists the tied decoder weight once
-
-    def flops_per_sequence(self, seq_len: int, num_predictions: int) -> float:
-        """Training FLOPs of one sequence of `seq_len` positions (see `training_flops`)."""
-        return self.training_flops(seq_len, seq_len ** 2, 1, num_predictions)
 
     def training_flops(self, tokens: float, attention_pairs: float, instances: float, predictions: float) -> float:
         """Training FLOPs (forward + backward = 3x forward, matmuls only) of `tokens` positions in `instances`

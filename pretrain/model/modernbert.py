@@ -22,7 +22,7 @@ from torch.utils.checkpoint import checkpoint
 
 from pretrain.config import ModelConfig
 from pretrain.model.attention import TokenLayout, attend, token_layout
-from pretrain.model.pretraining import PretrainOutput, instance_positions, output_index, pretrain_output
+from pretrain.model.pretraining import PretrainingModel, instance_positions, output_index
 
 # RoPE base -> (cos, sin) of every position of a batch, [..., head_dim]: computed once per forward for each base
 Rotary = dict[float, tuple[Tensor, Tensor]]
@@ -149,9 +149,8 @@ class ModernBertPredictionHead(nn.Module):
         return self.norm(F.gelu(self.dense(x)))
 
 
-class ModernBertForPreTraining(nn.Module):
-    """The parameters of transformers' ModernBertForMaskedLM; `nsp_head` is always False (the interface of
-    BertForPreTraining)."""
+class ModernBertForPreTraining(PretrainingModel):
+    """The parameters of transformers' ModernBertForMaskedLM; no NSP head."""
     nsp_head = False
 
     def __init__(self, config: ModelConfig, attention: str = "mask"):
@@ -162,6 +161,10 @@ class ModernBertForPreTraining(nn.Module):
         self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
         self.apply(self._init_weights)
         self.decoder.weight = self.model.embeddings.tok_embeddings.weight
+
+    @property
+    def encoder(self) -> ModernBertModel:
+        return self.model
 
     def _init_weights(self, module: nn.Module) -> None:
         """As transformers initializes ModernBERT: weights from a normal truncated at 2 standard deviations, std
@@ -179,14 +182,6 @@ class ModernBertForPreTraining(nn.Module):
         elif module is self:
             nn.init.zeros_(self.decoder.bias)  # its weight is the embeddings'
 
-    @property
-    def attention(self) -> str:
-        return self.model.attention
-
-    @attention.setter
-    def attention(self, kernel: str) -> None:
-        self.model.attention = kernel
-
     def logits(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, masked_lm_positions: Tensor,
                position_ids: Tensor | None = None, cls_positions: Tensor | None = None) -> tuple[Tensor, None]:
         """MLM logits [K, P, V] at the masked positions (slot order of masked_lm_positions; zero slots give
@@ -196,20 +191,6 @@ class ModernBertForPreTraining(nn.Module):
         sequence, layout = self.model(input_ids, attention_mask, position_ids, packed)
         index = output_index(layout, cls_positions, masked_lm_positions, rows, length)
         return self.decoder(self.head(self.model.final_norm(sequence[index[:, 1:]]))), None
-
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, masked_lm_positions: Tensor,
-                masked_lm_ids: Tensor, next_sentence_labels: Tensor, position_ids: Tensor | None = None,
-                cls_positions: Tensor | None = None) -> PretrainOutput:
-        mlm_logits, _ = self.logits(input_ids, token_type_ids, attention_mask, masked_lm_positions, position_ids,
-                                    cls_positions)
-        return pretrain_output(mlm_logits, None, masked_lm_positions, masked_lm_ids, next_sentence_labels)
-
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())  # parameters() lists the tied decoder weight once
-
-    def flops_per_sequence(self, seq_len: int, num_predictions: int) -> float:
-        """Training FLOPs of one sequence of `seq_len` positions (see `training_flops`)."""
-        return self.training_flops(seq_len, seq_len ** 2, 1, num_predictions)
 
     def training_flops(self, tokens: float, attention_pairs: float, instances: float, predictions: float) -> float:
         """Training FLOPs (forward + backward = 3x forward, matmuls only; as BertForPreTraining.training_flops) of

@@ -1,5 +1,6 @@
-"""What the pretraining models (bert.py, modernbert.py) share: their inputs' defaults for rows of one instance, where
-in the encoder's output the [CLS] and masked positions are, and the losses and counts of a batch (`PretrainOutput`).
+"""What the pretraining models (bert.py, modernbert.py) share: `PretrainingModel`, their interface to the runner;
+their inputs' defaults for rows of one instance, where in the encoder's output the [CLS] and masked positions are,
+and the losses and counts of a batch (`PretrainOutput`).
 
 Inputs are the rows of NVIDIA's HDF5 files (wiki2bert_core/hdf5_format.py): `masked_lm_positions` is padded with unused
 slots and `next_sentence_labels` is 1 where segment B is a random sentence. Packed rows add `position_ids`
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from wiki2bert_core.hdf5_format import used_positions
 from pretrain.model.attention import TokenLayout
@@ -69,3 +70,45 @@ def pretrain_output(mlm_logits: Tensor, nsp_logits: Tensor | None, masked_lm_pos
     return PretrainOutput(loss=mlm_loss + nsp_loss, mlm_loss=mlm_loss, nsp_loss=nsp_loss, mlm_correct=mlm_correct,
                           mlm_count=mlm_count, nsp_correct=nsp_correct,
                           nsp_count=torch.tensor(nsp_labels.numel(), device=nsp_labels.device))
+
+
+class PretrainingModel(nn.Module):
+    """The interface of a pretraining model to the runner: `logits` (MLM logits at the masked positions, NSP logits
+    or None), `forward` (the batch's losses and counts), the attention kernel of its encoder, its parameters and
+    training FLOPs. A subclass has `encoder` (its encoder module, which has an `attention` attribute), `nsp_head`
+    and `config`, and defines `logits` and `training_flops`."""
+    nsp_head: bool
+
+    @property
+    def encoder(self) -> nn.Module:
+        raise NotImplementedError
+
+    @property
+    def attention(self) -> str:
+        return self.encoder.attention
+
+    @attention.setter
+    def attention(self, kernel: str) -> None:
+        self.encoder.attention = kernel
+
+    def logits(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, masked_lm_positions: Tensor,
+               position_ids: Tensor | None = None, cls_positions: Tensor | None = None
+               ) -> tuple[Tensor, Tensor | None]:
+        raise NotImplementedError
+
+    def training_flops(self, tokens: float, attention_pairs: float, instances: float, predictions: float) -> float:
+        raise NotImplementedError
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, masked_lm_positions: Tensor,
+                masked_lm_ids: Tensor, next_sentence_labels: Tensor, position_ids: Tensor | None = None,
+                cls_positions: Tensor | None = None) -> PretrainOutput:
+        mlm_logits, nsp_logits = self.logits(input_ids, token_type_ids, attention_mask, masked_lm_positions,
+                                             position_ids, cls_positions)
+        return pretrain_output(mlm_logits, nsp_logits, masked_lm_positions, masked_lm_ids, next_sentence_labels)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())  # parameters() lists a tied decoder weight once
+
+    def flops_per_sequence(self, seq_len: int, num_predictions: int) -> float:
+        """Training FLOPs of one sequence of `seq_len` positions (see `training_flops`)."""
+        return self.training_flops(seq_len, seq_len ** 2, 1, num_predictions)
