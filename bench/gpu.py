@@ -136,7 +136,7 @@ def measure(model, optimizer, batches: list[dict], variant: Variant, device, dty
     real = sum(int((inputs[i % len(inputs)]["attention_mask"] != 0).sum()) for i in range(steps))
     lengths = [_lengths(inputs[i % len(inputs)]) for i in range(steps)]
     flops = sum(model.training_flops(float(n.sum()), float((n ** 2).sum()), n.numel(),
-                                     inputs[i % len(inputs)]["masked_lm_positions"].numel())
+                                     float((inputs[i % len(inputs)]["masked_lm_positions"] != 0).sum()))
                 for i, n in enumerate(lengths))
     return {"sequences_per_s": sequences / seconds, "real_tokens_per_s": real / seconds,
             "tflops": flops / seconds / 1e12,

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from pretrain.model.attention import TokenLayout, attend, token_layout
-from pretrain.model.pretraining import PretrainingModel, instance_positions, output_index
+from pretrain.model.pretraining import PretrainingModel
 from pretrain.config import ModelConfig
 
 
@@ -206,19 +206,15 @@ class BertForPreTraining(PretrainingModel):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
 
-    def logits(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, masked_lm_positions: Tensor,
-               position_ids: Tensor | None = None, cls_positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """MLM logits [K, P, V] at the masked positions (slot order of masked_lm_positions; zero slots give
-        [CLS]'s logits, to be ignored) and NSP logits [K, 2] (None without the NSP head), K instances (rows unless
-        packed)."""
-        rows, length = input_ids.shape
-        position_ids, cls_positions, packed = instance_positions(input_ids, position_ids, cls_positions)
-        sequence, layout = self.bert(input_ids, token_type_ids, attention_mask, position_ids, packed)
-        index = output_index(layout, cls_positions, masked_lm_positions, rows, length)
-        mlm_logits = self.cls.predictions(sequence[index[:, 1:]])
-        if not self.nsp_head:
-            return mlm_logits, None
-        return mlm_logits, self.cls.seq_relationship(self.bert.pooler(sequence[index[:, 0]]))
+    def encode(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, position_ids: Tensor,
+               packed: bool) -> tuple[Tensor, TokenLayout]:
+        return self.bert(input_ids, token_type_ids, attention_mask, position_ids, packed)
+
+    def mlm_logits(self, hidden: Tensor) -> Tensor:
+        return self.cls.predictions(hidden)
+
+    def nsp_logits(self, cls_hidden: Tensor) -> Tensor:
+        return self.cls.seq_relationship(self.bert.pooler(cls_hidden))
 
     def training_flops(self, tokens: float, attention_pairs: float, instances: float, predictions: float) -> float:
         """Training FLOPs (forward + backward = 3x forward, matmuls only) of `tokens` positions in `instances`

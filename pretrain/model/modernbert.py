@@ -22,7 +22,7 @@ from torch.utils.checkpoint import checkpoint
 
 from pretrain.config import ModelConfig
 from pretrain.model.attention import TokenLayout, attend, token_layout
-from pretrain.model.pretraining import PretrainingModel, instance_positions, output_index
+from pretrain.model.pretraining import PretrainingModel
 
 # RoPE base -> (cos, sin) of every position of a batch, [..., head_dim]: computed once per forward for each base
 Rotary = dict[float, tuple[Tensor, Tensor]]
@@ -182,15 +182,14 @@ class ModernBertForPreTraining(PretrainingModel):
         elif module is self:
             nn.init.zeros_(self.decoder.bias)  # its weight is the embeddings'
 
-    def logits(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, masked_lm_positions: Tensor,
-               position_ids: Tensor | None = None, cls_positions: Tensor | None = None) -> tuple[Tensor, None]:
-        """MLM logits [K, P, V] at the masked positions (slot order of masked_lm_positions; zero slots give
-        [CLS]'s logits, to be ignored), K instances (rows unless packed); no NSP logits."""
-        rows, length = input_ids.shape
-        position_ids, cls_positions, packed = instance_positions(input_ids, position_ids, cls_positions)
-        sequence, layout = self.model(input_ids, attention_mask, position_ids, packed)
-        index = output_index(layout, cls_positions, masked_lm_positions, rows, length)
-        return self.decoder(self.head(self.model.final_norm(sequence[index[:, 1:]]))), None
+    def encode(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, position_ids: Tensor,
+               packed: bool) -> tuple[Tensor, TokenLayout]:
+        """The last layer's output (token_type_ids are not used), without the final LayerNorm: mlm_logits applies it
+        to the rows it reads."""
+        return self.model(input_ids, attention_mask, position_ids, packed)
+
+    def mlm_logits(self, hidden: Tensor) -> Tensor:
+        return self.decoder(self.head(self.model.final_norm(hidden)))
 
     def training_flops(self, tokens: float, attention_pairs: float, instances: float, predictions: float) -> float:
         """Training FLOPs (forward + backward = 3x forward, matmuls only; as BertForPreTraining.training_flops) of

@@ -48,18 +48,17 @@ def output_index(layout: TokenLayout, cls_positions: Tensor, masked_lm_positions
     return layout.flat_index(torch.cat([cls_positions, cls_positions + masked_lm_positions.long()], 1), rows, length)
 
 
-def pretrain_output(mlm_logits: Tensor, nsp_logits: Tensor | None, masked_lm_positions: Tensor,
-                    masked_lm_ids: Tensor, next_sentence_labels: Tensor) -> PretrainOutput:
-    """The losses and counts of MLM logits [K, P, V] (and NSP logits [K, 2], None without the NSP head)."""
-    valid = used_positions(masked_lm_positions)
-    mlm_labels = masked_lm_ids.long().masked_fill(~valid, -100)
-    mlm_count = valid.sum()
+def pretrain_output(mlm_logits: Tensor, mlm_labels: Tensor, nsp_logits: Tensor | None,
+                    next_sentence_labels: Tensor) -> PretrainOutput:
+    """The losses and counts of MLM logits [M, V] at the M used masked positions of a batch, whose tokens are
+    `mlm_labels` [M] (and of NSP logits [K, 2], None without the NSP head)."""
+    mlm_labels = mlm_labels.long()
+    mlm_count = torch.tensor(mlm_labels.numel(), device=mlm_labels.device)
     # losses in fp32 whatever the compute precision: log-softmax over the vocabulary loses too much in 16 bits
-    mlm_sum = F.cross_entropy(mlm_logits.flatten(0, 1).float(), mlm_labels.flatten(), ignore_index=-100,
-                              reduction="sum")
+    mlm_sum = F.cross_entropy(mlm_logits.float(), mlm_labels, reduction="sum")
     mlm_loss = mlm_sum / mlm_count.clamp(min=1)
     with torch.no_grad():
-        mlm_correct = ((mlm_logits.argmax(-1) == mlm_labels) & valid).sum()
+        mlm_correct = (mlm_logits.argmax(-1) == mlm_labels).sum()
     if nsp_logits is None:  # next_sentence_labels are not used
         return PretrainOutput(loss=mlm_loss, mlm_loss=mlm_loss, nsp_loss=None, mlm_correct=mlm_correct,
                               mlm_count=mlm_count, nsp_correct=None, nsp_count=None)
@@ -73,14 +72,29 @@ def pretrain_output(mlm_logits: Tensor, nsp_logits: Tensor | None, masked_lm_pos
 
 
 class PretrainingModel(nn.Module):
-    """The interface of a pretraining model to the runner: `logits` (MLM logits at the masked positions, NSP logits
-    or None), `forward` (the batch's losses and counts), the attention kernel of its encoder, its parameters and
-    training FLOPs. A subclass has `encoder` (its encoder module, which has an `attention` attribute), `nsp_head`
-    and `config`, and defines `logits` and `training_flops`."""
+    """The interface of a pretraining model to the runner, the same for every arch: `logits` (MLM logits at every
+    masked-position slot, NSP logits or None: evaluation), `forward` (the batch's losses and counts: training, with
+    the masked-LM head on the used slots only), the attention kernel of its encoder, its parameters and training
+    FLOPs. A subclass has `config`, `nsp_head` and `encoder` (its encoder module, which has an `attention`
+    attribute), and defines `encode` (the encoder's output [N, H] and its layout), `mlm_logits` and `nsp_logits` (of
+    gathered outputs) and `training_flops`."""
     nsp_head: bool
 
     @property
     def encoder(self) -> nn.Module:
+        raise NotImplementedError
+
+    def encode(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, position_ids: Tensor,
+               packed: bool) -> tuple[Tensor, TokenLayout]:
+        raise NotImplementedError
+
+    def mlm_logits(self, hidden: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def nsp_logits(self, cls_hidden: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def training_flops(self, tokens: float, attention_pairs: float, instances: float, predictions: float) -> float:
         raise NotImplementedError
 
     @property
@@ -91,20 +105,37 @@ class PretrainingModel(nn.Module):
     def attention(self, kernel: str) -> None:
         self.encoder.attention = kernel
 
+    def _outputs(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor,
+                 masked_lm_positions: Tensor, position_ids: Tensor | None, cls_positions: Tensor | None
+                 ) -> tuple[Tensor, Tensor]:
+        """The encoder's output [N, H] and where each instance's [CLS] and masked positions are in it [K, 1 + P]."""
+        rows, length = input_ids.shape
+        position_ids, cls_positions, packed = instance_positions(input_ids, position_ids, cls_positions)
+        sequence, layout = self.encode(input_ids, token_type_ids, attention_mask, position_ids, packed)
+        return sequence, output_index(layout, cls_positions, masked_lm_positions, rows, length)
+
     def logits(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, masked_lm_positions: Tensor,
                position_ids: Tensor | None = None, cls_positions: Tensor | None = None
                ) -> tuple[Tensor, Tensor | None]:
-        raise NotImplementedError
-
-    def training_flops(self, tokens: float, attention_pairs: float, instances: float, predictions: float) -> float:
-        raise NotImplementedError
+        """MLM logits [K, P, V] at the masked positions (slot order of masked_lm_positions; zero slots give
+        [CLS]'s logits, to be ignored) and NSP logits [K, 2] (None without the NSP head), K instances (rows unless
+        packed)."""
+        sequence, index = self._outputs(input_ids, token_type_ids, attention_mask, masked_lm_positions,
+                                        position_ids, cls_positions)
+        nsp = self.nsp_logits(sequence[index[:, 0]]) if self.nsp_head else None
+        return self.mlm_logits(sequence[index[:, 1:]]), nsp
 
     def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, masked_lm_positions: Tensor,
                 masked_lm_ids: Tensor, next_sentence_labels: Tensor, position_ids: Tensor | None = None,
                 cls_positions: Tensor | None = None) -> PretrainOutput:
-        mlm_logits, nsp_logits = self.logits(input_ids, token_type_ids, attention_mask, masked_lm_positions,
-                                             position_ids, cls_positions)
-        return pretrain_output(mlm_logits, nsp_logits, masked_lm_positions, masked_lm_ids, next_sentence_labels)
+        """The losses and counts of a batch; the masked-LM head runs on the used slots of masked_lm_positions only
+        (not on the padding slots of the instances with fewer positions to predict)."""
+        sequence, index = self._outputs(input_ids, token_type_ids, attention_mask, masked_lm_positions,
+                                        position_ids, cls_positions)
+        used = used_positions(masked_lm_positions)
+        nsp = self.nsp_logits(sequence[index[:, 0]]) if self.nsp_head else None
+        return pretrain_output(self.mlm_logits(sequence[index[:, 1:][used]]), masked_lm_ids[used], nsp,
+                               next_sentence_labels)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())  # parameters() lists a tied decoder weight once

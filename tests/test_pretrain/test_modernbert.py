@@ -219,6 +219,22 @@ def test_estimate_counts_this_architectures_parameters_flops_and_activations():
     assert mask["memory"]["activations"] > 10 * flash["memory"]["activations"]  # the score matrices at 8,192
 
 
+def test_training_flops_count_the_matmuls_of_a_step():
+    """torch's FLOP counter over a forward and backward (SDPA decomposed into matmuls): the formula's count, with
+    the head on the used masked slots only (a window as wide as the rows: every pair is computed, as counted)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = tiny(local_attention=2 * LENGTH).train()
+    batch = padded_batch()
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        model(**batch).loss.backward()
+    rows = batch["input_ids"].shape[0]
+    used = int((batch["masked_lm_positions"] != 0).sum())
+    assert counter.get_total_flops() == pytest.approx(
+        model.training_flops(rows * LENGTH, rows * LENGTH ** 2, rows, used))
+
+
 def test_the_recipe_is_adamw_with_a_warmup_stable_decay_schedule():
     phase1 = load_train_config("phase1", overrides=["arch=modernbert"])
     phase2 = load_train_config("phase2", overrides=["arch=modernbert"])
@@ -384,3 +400,14 @@ def test_finetune_takes_a_modernbert_on_every_task_kind(tmp_path):
         {"single", "pair", "choice", "tokens"}, table
     assert json.loads((tmp_path / "ft" / "models" / "mb-phase1" / "config.json").read_text())["model_type"] == \
         "modernbert"
+
+
+def test_tune_tries_the_kernels_that_take_a_window_with_the_recipe_of_the_length():
+    from pretrain.tools import tune
+
+    setup, pinned = tune.make_setup("tiny", 1024, 0, "fp32", 0.5, ["arch=modernbert"], None)
+    assert (setup.arch, setup.phase, setup.optimizer) == ("modernbert", "phase1", "adamw")
+    assert [kernel for kernel, _ in tune.groups(setup, pinned)] == ["mask", "mask"]  # no nested (CPU: no flash)
+    assert tune.make_setup("tiny", 2048, 0, "fp32", 0.5, ["arch=modernbert"], None)[0].phase == "phase2"
+    bert, pinned = tune.make_setup("tiny", 512, 0, "fp32", 0.5, [], None)
+    assert bert.phase == "phase2" and "nested" in [kernel for kernel, _ in tune.groups(bert, pinned)]
