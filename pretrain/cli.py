@@ -39,7 +39,7 @@ VocabOpt = typer.Option(None, "--vocab", callback=utf8_path,
 @app.callback()
 def launcher_options(local_rank: Optional[int] = typer.Option(None, "--local_rank", "--local-rank", hidden=True)
                      ) -> None:
-    """Pretrain BERT on the HDF5 output of `pipeline run` with DeepSpeed."""
+    """Pretrain BERT or ModernBERT (--set arch=modernbert) on the HDF5 output of `pipeline run` with DeepSpeed."""
     # the deepspeed launcher passes --local_rank=N before the command; the rank is read from the environment
 
 
@@ -54,8 +54,8 @@ def phase1(data: Path = typer.Option(..., "--data", callback=utf8_path,
            preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
            set_: Optional[list[str]] = SetOpt, deepspeed_config: Optional[Path] = DsOpt,
            vocab: Optional[Path] = VocabOpt, eval_data: Optional[Path] = EvalDataOpt) -> None:
-    """Phase 1: sequence length 128 from random weights, or from those of --init, with a fresh schedule and
-    optimizer (recipe: pretrain/configs/phase1.yaml)."""
+    """Phase 1: sequence length 128 (ModernBERT: 1,024) from random weights, or from those of --init, with a fresh
+    schedule and optimizer (recipe: pretrain/configs/phase1.yaml, or modernbert-phase1.yaml)."""
     _train("phase1", data, out, preset, config, set_, deepspeed_config, vocab, init, eval_data)
 
 
@@ -70,8 +70,8 @@ def phase2(data: Path = typer.Option(..., "--data", callback=utf8_path,
            preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
            set_: Optional[list[str]] = SetOpt, deepspeed_config: Optional[Path] = DsOpt,
            vocab: Optional[Path] = VocabOpt, eval_data: Optional[Path] = EvalDataOpt) -> None:
-    """Phase 2: sequence length 512 from phase 1's weights, with a fresh schedule and optimizer
-    (recipe: pretrain/configs/phase2.yaml)."""
+    """Phase 2: sequence length 512 (ModernBERT: 8,192, the global layers' RoPE base raised) from phase 1's weights,
+    with a fresh schedule and optimizer (recipe: pretrain/configs/phase2.yaml, or modernbert-phase2.yaml)."""
     _train("phase2", data, out, preset, config, set_, deepspeed_config, vocab, init, eval_data)
 
 
@@ -101,8 +101,8 @@ def export(model_dir: Path = typer.Argument(..., callback=utf8_path,
                                     "previous export, which is replaced"),
            force: bool = typer.Option(False, "--force", help="Replace --out even if it holds other files (never a "
                                                               "directory that belongs to something else)")) -> None:
-    """Write the model's weights as a Hugging Face BertForPreTraining directory (BertForMaskedLM for a model trained
-    MLM-only) with its tokenizer."""
+    """Write the model's weights as a Hugging Face BertForPreTraining directory (BertForMaskedLM for a BERT trained
+    MLM-only, ModernBertForMaskedLM for a ModernBERT) with its tokenizer."""
     from pretrain.tools.export import export_hf
 
     typer.echo(export_hf(model_dir, out, force))
