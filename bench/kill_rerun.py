@@ -1,6 +1,7 @@
 """Kill-and-rerun trials of `pipeline run`: a stop signal at a random moment, then the same command again.
 
     .venv/bin/python bench/kill_rerun.py [--dump PATH] [--trials 20] [--workers 2] [--seed 0]
+                                         [--corpus [NAME=]PATH[:WEIGHT] ...] [--set STAGE.KEY=VALUE ...]
     .venv/bin/python bench/kill_rerun.py --smoke   # one trial on a generated dump of 60 articles
 
 First one clean run (its duration sets the range of kill times), then --trials trials, each in a fresh work dir:
@@ -126,14 +127,18 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--scratch", type=Path, default=None, help="where the work dirs go (default: a temp dir)")
     parser.add_argument("--smoke", action="store_true", help="one trial on a generated dump, removed after")
+    parser.add_argument("--corpus", action="append", default=[], help="a corpus beside the dump (as `pipeline run "
+                        "--corpus`: [NAME=]PATH[:WEIGHT]), repeatable")
+    parser.add_argument("--set", action="append", default=[], help="a setting of every run (STAGE.KEY=VALUE)")
     args = parser.parse_args()
-    settings = []
+    settings = [flag for value in args.corpus for flag in ("--corpus", value)] + \
+        [flag for value in args.set for flag in ("--set", value)]
     if args.smoke:
         from _smoke_data import ARTICLES, SETTINGS
         from pipeline.tools.sample_dump import write_sample_dump
 
         args.scratch = Path(tempfile.mkdtemp(prefix="kill_rerun-"))
-        args.dump, args.trials, settings = write_sample_dump(args.scratch / "dump", ARTICLES), 1, SETTINGS
+        args.dump, args.trials, settings = write_sample_dump(args.scratch / "dump", ARTICLES), 1, settings + SETTINGS
     if not args.dump.is_file():
         sys.exit(f"{args.dump}: not found (pass --dump)")
     rng = random.Random(args.seed)

@@ -6,7 +6,9 @@ child's maximum resident set size):
   splitter (one worker), per CPU-second ("per core") and per wall second;
 - boundary agreement of the rule splitter (and of blingfire, sentencex, syntok, sentence-splitter, pysbd if they
   are installed) with quntoken, and their speed;
-- filter MB/s with py3langid, langdetect and no language check;
+- filter MB/s: the TurkuNLP setting (long documents dropped, the filter's behaviour before rule sets), the default
+  (long documents cut), the web rules for every document, langdetect and no language check, with the ratio of each
+  (MB per CPU-second) to the first;
 - py3langid against langdetect on single lines: accuracy and lines/s.
 
 Usage: .venv/bin/python bench/sentences_filter.py [--smoke]
@@ -161,8 +163,32 @@ def splitter_table(paragraphs: list[str]) -> None:
         print(f"  {name:<20} {agreement(reference, result):>14.3f} {sum(map(len, result)) / cpu:>12,.0f}")
 
 
+FILTER_RUNS = [  # (label, FilterConfig settings beside the Hungarian alphabet); ratios are against the first
+    ("TurkuNLP setting (long_documents drop)", {"long_documents": "drop"}),
+    ("default (long documents cut)", {}),
+    ("web rules for every document", {"rules": {"default": "web"}, "stop_words": ["a", "az", "és", "hogy", "egy"]}),
+    ("langid langdetect", {"langid": "langdetect"}),
+    ("no langid", {"langid": "none"}),
+]
+
+
+def filter_table(sentences_dir: Path, tmp: Path) -> None:
+    """The filter on the same text with each of FILTER_RUNS (py3langid unless said), one worker."""
+    text_mb = sum(p.stat().st_size for p in sentences_dir.glob("part-*.txt")) / 1e6
+    print(f"\n  {'stage filter, 1 worker, ' + f'{text_mb:.1f} MB':<38} {'kept':>9} {'wall s':>7} {'CPU s':>6} "
+          f"{'MB/s wall':>11} {'MB/CPU-s':>10} {'ratio':>6} {'peak MiB':>8}")
+    baseline = None
+    for i, (label, settings) in enumerate(FILTER_RUNS):
+        settings = json.dumps({"word_chars": "abcdefghijklmnopqrstuvwxyzáéíóöúüőű", **settings})
+        counts, wall, cpu, peak = measured(["--child", "filter", str(sentences_dir), str(tmp / f"f_{i}" / "out"),
+                                            settings])
+        baseline = baseline or text_mb / cpu
+        print(f"  {label:<38} {counts['documents_kept']:>9,} {wall:>7.2f} {cpu:>6.2f} {text_mb / wall:>11.2f} "
+              f"{text_mb / cpu:>10.2f} {text_mb / cpu / baseline:>6.2f} {peak / 2**20:>8.0f}")
+
+
 def langid_table() -> None:
-    from pipeline.stages.filter import _identifier
+    from pipeline.stages.filter.rules import identifier
 
     rng = random.Random(0)
     hu = [line for line in hungarian_paragraphs() if len(line.split()) >= 5]
@@ -173,13 +199,13 @@ def langid_table() -> None:
     print(f"  {'identifier':<11} {'hu right':>9} {'en right':>9} {'lines/s':>9} {'load s':>7}")
     for name in ("py3langid", "langdetect"):
         start = time.perf_counter()
-        identify, _ = _identifier(name)
-        identify("warm up")
+        identify, _ = identifier(name)
+        identify("warm up", False)
         load = time.perf_counter() - start
         start = time.process_time()
-        hu_right = sum(identify(line) == "hu" for line in hu)
+        hu_right = sum(identify(line, False)[0] == "hu" for line in hu)
         cpu = time.process_time() - start
-        en_right = sum(identify(line) == "en" for line in en)
+        en_right = sum(identify(line, False)[0] == "en" for line in en)
         print(f"  {name:<11} {hu_right / len(hu):>9.2%} {en_right / len(en):>9.2%} {len(hu) / cpu:>9,.0f} {load:>7.1f}")
 
 
@@ -229,16 +255,7 @@ def main() -> int:
         print(f"  stage with quntoken / quntoken directly, per CPU-second: {rates[1] / rates[0]:.2f}")
 
         sentences_dir = tmp / "s_qt" / "out"
-        text_mb = sum(p.stat().st_size for p in sentences_dir.glob("part-*.txt")) / 1e6
-        print(f"\n  {'stage filter, 1 worker, ' + f'{text_mb:.1f} MB':<38} {'kept':>9} {'wall s':>7} {'CPU s':>6} "
-              f"{'MB/s wall':>11} {'MB/CPU-s':>10} {'peak MiB':>8}")
-        hu_chars = "abcdefghijklmnopqrstuvwxyzáéíóöúüőű"
-        for langid in ("py3langid", "langdetect", "none"):
-            settings = json.dumps({"word_chars": hu_chars, "langid": langid})
-            counts, wall, cpu, peak = measured(["--child", "filter", str(sentences_dir), str(tmp / f"f_{langid}" / "out"),
-                                                settings])
-            print(f"  {'langid ' + langid:<38} {counts['documents_kept']:>9,} {wall:>7.2f} {cpu:>6.2f} "
-                  f"{text_mb / wall:>11.2f} {text_mb / cpu:>10.2f} {peak / 2**20:>8.0f}")
+        filter_table(sentences_dir, tmp)
         splitter_table(paragraphs)
         langid_table()
     return 0

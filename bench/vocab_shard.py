@@ -28,13 +28,17 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-HU_TEXTS = [ROOT.parent / "shared" / "data" / "hu" / name
-            for name in ("karoli_1908_verses.txt", "libreoffice-help-hu.hu.txt")]
+SHARED = next((d / "shared" for d in (ROOT.parent, ROOT.parent.parent) if (d / "shared" / "data").is_dir()),
+              ROOT.parent / "shared")  # beside the checkout, or beside a worktree's directory
+HU_TEXTS = [SHARED / "data" / "hu" / name for name in ("karoli_1908_verses.txt", "libreoffice-help-hu.hu.txt")]
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-ZÁÉÍÓÖŐÚÜŰ])")
 
 
 def make_parts(out: Path, parts: int = 4) -> None:
-    """Filter-format parts from the Hungarian texts: '## ' headings and every 25 lines start a document."""
+    """Filter-format parts (with their document records) from the Hungarian texts: '## ' headings and every 25 lines
+    start a document."""
+    from pipeline.text_files import WIKIPEDIA_SOURCE, DocumentRecord, records_path, write_document, write_record
+
     docs, current = [], []
     for path in HU_TEXTS:
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -50,8 +54,11 @@ def make_parts(out: Path, parts: int = 4) -> None:
             current = []
     out.mkdir(parents=True, exist_ok=True)
     for i in range(parts):
-        with open(out / f"part-{i:05d}.txt", "w", encoding="utf-8") as f:
-            f.writelines("\n".join(doc) + "\n\n" for doc in docs[i::parts])
+        text = out / f"part-{i:05d}.txt"
+        with open(text, "w", encoding="utf-8") as f, open(records_path(text), "w", encoding="utf-8") as records:
+            for d in range(i, len(docs), parts):
+                write_document(f, docs[d])
+                write_record(records, DocumentRecord(WIKIPEDIA_SOURCE, str(d)))
 
 
 # --- one measurement, in a child process ---------------------------------------------------------------------------
@@ -174,7 +181,7 @@ def main() -> None:
                 (big / f"part-{i:03d}{p.name[5:]}").write_bytes(p.read_bytes())
         print(f"\nshard (num_shards 50, test_fraction 0.1, best of {args.runs} runs):")
         for label, directory in (("1x", filter_dir), (f"{args.repeat}x", big)):
-            mb = sum(p.stat().st_size for p in directory.iterdir()) / 1e6
+            mb = sum(p.stat().st_size for p in directory.glob("*.txt")) / 1e6
             copy, _, _ = best("copy", directory, tmp / "copy", 0, args.runs)
             shutil.rmtree(tmp / "copy", ignore_errors=True)
             stage, stage_cpu, last = best("shard-stage", directory, tmp / "out", 0, args.runs)

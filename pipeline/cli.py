@@ -11,7 +11,6 @@ from wiki2bert_core.errors import ConfigError, DataError, run_cli
 from wiki2bert_core.utf8_paths import utf8_names, utf8_path, utf8_text
 from pipeline.config import default_config_path, load_pipeline_config
 from wiki2bert_core.log import setup_logging
-from pipeline.executors.local import LocalExecutor
 from pipeline.workdir import exit_nonzero_after_signal, lock_work_dir
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -24,6 +23,10 @@ ConfigOpt = typer.Option(None, "--config", callback=utf8_path,
                          help="stages.yaml to use (default: ./stages.yaml, else the bundled one)")
 DumpOpt = typer.Option(None, "--dump", callback=utf8_path,
                        help="Dump to use: local path, file:// or http(s):// URL (default: resolve from Wikimedia)")
+CorpusOpt = typer.Option(None, "--corpus", callback=utf8_path,
+                         help="A text corpus beside (or, without --dump, instead of) the dump: [NAME=]PATH[:WEIGHT], "
+                         "PATH a file, directory or glob of .jsonl(.gz/.zst), .parquet or .txt (repeatable; "
+                         "docs/pipeline.md, Sources)")
 SetOpt = typer.Option(None, "--set", callback=utf8_text, help="Override a parameter: STAGE.KEY=VALUE (repeatable)")
 WorkersOpt = typer.Option(1, "--workers", min=1, help="Worker processes for parallel stages")
 ForceOpt = typer.Option(False, "--force", help="Re-run stages even when their outputs are up to date")
@@ -37,7 +40,8 @@ VerifyOpt = typer.Option(False, "--verify", help="Check every finished stage's f
 
 
 @app.command()
-def run(lang: str = LangOpt, dump: Optional[str] = DumpOpt, workdir: Path = WorkdirOpt,
+def run(lang: str = LangOpt, dump: Optional[str] = DumpOpt, corpus: Optional[list[str]] = CorpusOpt,
+        workdir: Path = WorkdirOpt,
         from_stage: Optional[str] = typer.Option(None, "--from", help="First stage to run"),
         to_stage: Optional[str] = typer.Option(None, "--to", help="Last stage to run"),
         set_: Optional[list[str]] = SetOpt, workers: int = WorkersOpt, force: bool = ForceOpt,
@@ -47,7 +51,7 @@ def run(lang: str = LangOpt, dump: Optional[str] = DumpOpt, workdir: Path = Work
     from pipeline.runner import run_stages
 
     workdir = _executor_workdir(executor, scheduler, workdir)
-    pcfg, lang_dir, log = _prepare(lang, dump, workdir, set_, quiet, config)
+    pcfg, lang_dir, log = _prepare(lang, dump, corpus, workdir, set_, quiet, config)
     order = pcfg.stage_order
     start = _index(order, from_stage, "--from") if from_stage else 0
     end = _index(order, to_stage, "--to") if to_stage else len(order) - 1
@@ -60,51 +64,57 @@ def run(lang: str = LangOpt, dump: Optional[str] = DumpOpt, workdir: Path = Work
 
 @app.command()
 def stage(name: str = typer.Argument(..., help="Stage to run"), lang: str = LangOpt, dump: Optional[str] = DumpOpt,
-          workdir: Path = WorkdirOpt, set_: Optional[list[str]] = SetOpt, workers: int = WorkersOpt,
-          force: bool = ForceOpt, quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt,
+          corpus: Optional[list[str]] = CorpusOpt, workdir: Path = WorkdirOpt, set_: Optional[list[str]] = SetOpt,
+          workers: int = WorkersOpt, force: bool = ForceOpt, quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt,
           verify: bool = VerifyOpt, executor: str = ExecutorOpt, scheduler: Optional[str] = SchedulerOpt) -> None:
     """Run one stage (its inputs must be done)."""
     from pipeline.runner import run_stages
 
     workdir = _executor_workdir(executor, scheduler, workdir)
-    pcfg, lang_dir, log = _prepare(lang, dump, workdir, set_, quiet, config)
+    pcfg, lang_dir, log = _prepare(lang, dump, corpus, workdir, set_, quiet, config)
     _index(pcfg.stage_order, name, "stage")
+    if name in pcfg.idle:
+        raise ConfigError(f"stage {name}: nothing to do with these flags ({pcfg.idle[name]})")
     with _open_executor(executor, scheduler, workers, lang_dir) as ex:
         run_stages(pcfg, lang_dir, [name], workers=workers, force=force, quiet=quiet, log=log, verify=verify,
                    executor=ex)
 
 
 @app.command()
-def status(lang: str = LangOpt, dump: Optional[str] = DumpOpt, workdir: Path = WorkdirOpt,
-           set_: Optional[list[str]] = SetOpt, config: Optional[Path] = ConfigOpt, verify: bool = VerifyOpt) -> None:
-    """Print each stage's state (done / stale / missing / failed) against the config that the same --dump, --set
-    and --config would run, with outputs, key counts and duration; with --verify, exit 1 when a finished stage's
-    files no longer match their sha256."""
-    from pipeline.runner import corrupt_stages, status_rows
+def status(lang: str = LangOpt, dump: Optional[str] = DumpOpt, corpus: Optional[list[str]] = CorpusOpt,
+           workdir: Path = WorkdirOpt, set_: Optional[list[str]] = SetOpt, config: Optional[Path] = ConfigOpt,
+           verify: bool = VerifyOpt) -> None:
+    """Print each stage's state (done / stale / missing / failed / off: no work with these flags) against the
+    config that the same --dump, --corpus, --set and --config would run, with outputs, key counts and duration,
+    then each source's documents, kept tokens, weight and training share; with --verify, exit 1 when a finished
+    stage's files no longer match their sha256."""
+    from pipeline.runner import DONE, corrupt_stages, read_manifest, status_rows
+    from pipeline.sources import source_counts, source_table
 
     lang_dir = workdir / lang
-    pcfg = load_pipeline_config(config or default_config_path(), lang, set_ or [], _dump_values(dump))
-    corrupt = corrupt_stages(lang_dir, pcfg.stage_order) if verify else {}
+    pcfg = load_pipeline_config(config or default_config_path(), lang, set_ or [], _flag_values(dump, corpus))
+    corrupt = corrupt_stages(lang_dir, [n for n in pcfg.stage_order if n not in pcfg.idle]) if verify else {}
     rows = status_rows(pcfg, lang_dir, corrupt)
-    columns = ["stage", "state", "outputs", "counts", "duration"]
-    widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
-    typer.echo("  ".join(c.ljust(widths[c]) for c in columns).rstrip())
-    for r in rows:
-        line = "  ".join(r[c].ljust(widths[c]) for c in columns).rstrip()
-        typer.echo(line + (f"  ({r['reason']})" if r["state"] in ("stale", "failed") else ""))
+    _echo_table(rows, ["stage", "state", "outputs", "counts", "duration"],
+                lambda r: f"  ({r['reason']})" if r["state"] in ("stale", "failed", "off") else "")
+    sources = source_table(source_counts({r["stage"]: read_manifest(lang_dir / r["stage"]) for r in rows
+                                          if r["state"] == DONE}))
+    if sources:
+        typer.echo("")
+        _echo_table(sources, list(sources[0]))
     if corrupt:
         raise DataError(f"{len(corrupt)} stage(s) changed since they finished: {'; '.join(corrupt.values())}; "
                             "`pipeline run --verify` runs them again")
 
 
 @app.command("config")
-def show_config(lang: str = LangOpt, dump: Optional[str] = DumpOpt, set_: Optional[list[str]] = SetOpt,
-                config: Optional[Path] = ConfigOpt) -> None:
+def show_config(lang: str = LangOpt, dump: Optional[str] = DumpOpt, corpus: Optional[list[str]] = CorpusOpt,
+                set_: Optional[list[str]] = SetOpt, config: Optional[Path] = ConfigOpt) -> None:
     """Print every parameter's effective value for these flags (as `run` would use it) and what it means; runtime
     parameters (retries, timeouts) do not change a stage's output, so a stage done with other values stays done."""
     from wiki2bert_core.config import config_lines, config_to_dict
 
-    pcfg = load_pipeline_config(config or default_config_path(), lang, set_ or [], _dump_values(dump))
+    pcfg = load_pipeline_config(config or default_config_path(), lang, set_ or [], _flag_values(dump, corpus))
     for name in pcfg.stage_order:
         stage_config = pcfg.stage_configs[name]
         for line in config_lines(type(stage_config), config_to_dict(stage_config), f"{name}.",
@@ -196,9 +206,27 @@ def sample_dump(out_dir: Path = typer.Argument(..., callback=utf8_path, help="Di
     typer.echo(write_sample_dump(out_dir, pages, seed, quiet=quiet))
 
 
-def _prepare(lang, dump, workdir, overrides, quiet, config):
+@app.command("sample-corpus")
+def sample_corpus(out_dir: Path = typer.Argument(..., callback=utf8_path,
+                                                 help="Directory for the pages (OUT_DIR/pages) and truth.json"),
+                  docs: int = typer.Option(300, "--docs", min=1, help="Pages (each kind in every 100)"),
+                  files: int = typer.Option(2, "--files", min=1, help="Files the pages are spread over"),
+                  fmt: str = typer.Option("jsonl", "--format", help="jsonl or parquet (row groups of 64 pages)"),
+                  seed: int = typer.Option(0, "--seed", help="Same seed, same bytes"),
+                  quiet: bool = QuietOpt) -> None:
+    """Write the generated web-like corpus (Hungarian-like pages with boilerplate, copies, spam, code, other
+    languages, long articles) into OUT_DIR/pages and truth.json saying which page is which beside it; print the
+    pages directory (for --corpus)."""
+    from pipeline.tools.sample_corpus import write_sample_corpus
+
+    if fmt not in ("jsonl", "parquet"):
+        raise ConfigError(f"--format {fmt}: jsonl or parquet")
+    typer.echo(write_sample_corpus(out_dir, docs, seed, files, fmt, quiet=quiet))
+
+
+def _prepare(lang, dump, corpus, workdir, overrides, quiet, config):
     lang_dir = workdir / lang
-    pcfg = load_pipeline_config(config or default_config_path(), lang, overrides or [], _dump_values(dump))
+    pcfg = load_pipeline_config(config or default_config_path(), lang, overrides or [], _flag_values(dump, corpus))
     lock_work_dir(lang_dir)
     log = setup_logging(lang_dir / "pipeline.log", quiet=quiet)
     return pcfg, lang_dir, log
@@ -215,22 +243,34 @@ def _executor_workdir(executor: str, scheduler: str | None, workdir: Path) -> Pa
 
 @contextlib.contextmanager
 def _open_executor(executor: str, scheduler: str | None, workers: int, lang_dir: Path):
+    """The executor --executor names: a Dask cluster's, or None for local (each stage context makes its
+    LocalExecutor: pipeline/stages/__init__.py)."""
     from pipeline.executors.dask_cluster import dask_executor, remove_leftover_semaphores
 
     remove_leftover_semaphores(lang_dir)  # a killed --executor dask run's, whichever executor runs now
     if executor == "local":
-        yield LocalExecutor(workers)
+        yield None
         return
     with dask_executor(scheduler, workers, lang_dir) as ex:
         yield ex
 
 
-def _dump_values(dump: str | None) -> dict | None:
+def _flag_values(dump: str | None, corpus: list[str] | None) -> dict:
     """download.source from --dump (a local path made absolute: the same file whatever directory later commands
-    run in); without --dump the download stage resolves the dump from Wikimedia."""
+    run in; without --dump the download stage resolves the dump from Wikimedia), and the corpora of --corpus
+    (pipeline/sources.py)."""
+    from pipeline.sources import corpus_flag_values
+
     if dump is not None and "://" not in dump:
         dump = str(Path(dump).resolve())
-    return {"download": {"source": dump}} if dump else None
+    return {**({"download": {"source": dump}} if dump else {}), **corpus_flag_values(corpus or [])}
+
+
+def _echo_table(rows: list[dict], columns: list[str], suffix=lambda row: "") -> None:
+    widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
+    typer.echo("  ".join(c.ljust(widths[c]) for c in columns).rstrip())
+    for r in rows:
+        typer.echo("  ".join(r[c].ljust(widths[c]) for c in columns).rstrip() + suffix(r))
 
 
 def _index(order: list[str], name: str, flag: str) -> int:

@@ -10,8 +10,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from wiki2bert_core.config import check_keys, layered, parse_value, read_yaml, require_mapping
+from wiki2bert_core.config import check_keys, layered, parse_setting, read_yaml, require_mapping
 from wiki2bert_core.errors import ConfigError
+from pipeline.sources import check_weights, idle_stages
 
 # the bundled config: in a checkout a symlink to the repository's stages.yaml, in a wheel a copy of it
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent / "stages.yaml"
@@ -24,6 +25,14 @@ class PipelineConfig:
     lang: str
     stage_order: list[str]
     stage_configs: dict[str, Any]  # stage name -> its config dataclass instance
+    # stage name -> why it has no work with these flags (no --corpus; --corpus without --dump: no dump to read)
+    idle: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def inputs_of(self, name: str) -> list[str]:
+        """The upstream stages `name` reads in this run: its inputs that are in the stage list and have work."""
+        from pipeline.stages import stage_by_name
+
+        return [up for up in stage_by_name(name).inputs if up in self.stage_configs and up not in self.idle]
 
 
 def default_config_path() -> Path:
@@ -75,14 +84,16 @@ def load_pipeline_config(path: Path, lang: str, overrides: list[str] = (),
         layers[stage_name].append((stage_values, f"command line: {stage_name}"))
 
     configs = {name: layered(stages[name].config_cls, layers[name]) for name in order}
-    return PipelineConfig(path=path, lang=lang, stage_order=order, stage_configs=configs)
+    check_weights(configs)
+    return PipelineConfig(path=path, lang=lang, stage_order=order, stage_configs=configs,
+                          idle=idle_stages(order, stages, configs))
 
 
 def parse_override(item: str, stages: dict) -> tuple[str, str, Any]:
-    name_and_key, sep, raw_value = item.partition("=")
+    name_and_key, value = parse_setting(item, "STAGE.KEY=VALUE")
     stage_name, dot, key = name_and_key.partition(".")
-    if not sep or not dot or not key:
+    if not dot or not key:
         raise ConfigError(f"--set {item}: expected STAGE.KEY=VALUE")
     if stage_name not in stages:
         raise ConfigError(f"--set {item}: unknown stage {stage_name!r} (known: {', '.join(stages)})")
-    return stage_name, key, parse_value(raw_value)
+    return stage_name, key, value

@@ -20,11 +20,12 @@ from pipeline.config import PipelineConfig
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import MANIFEST, atomic_write, read_json, remove_tree, sha256_file, write_json
 from wiki2bert_core.log import progress
-from pipeline.executors.local import Executor, LocalExecutor
+from pipeline.executors.local import Executor
 from pipeline.stages import StageContext, stage_by_name
 from pipeline.workdir import raise_if_interrupted
 
 DONE, STALE, MISSING, FAILED = "done", "stale", "missing", "failed"
+OFF = "off"  # no work with these flags (pipeline/sources.py): not run, and not read by the stages after it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,16 +78,24 @@ def stage_state(pcfg: PipelineConfig | None, lang_dir: Path, name: str, known: d
     if name in known:
         return known[name]
     stage = stage_by_name(name)
+    if pcfg is not None and name in pcfg.idle:
+        known[name] = StageState(name, OFF, pcfg.idle[name], None)
+        return known[name]
     manifest = read_manifest(lang_dir / name)
     failure = _failure_marker(lang_dir, name)
+    recorded_inputs = set((manifest or {}).get("inputs", {}))
+    inputs = pcfg.inputs_of(name) if pcfg is not None else [up for up in stage.inputs if up in recorded_inputs]
     if manifest is None:
         state = StageState(name, FAILED if failure.exists() else MISSING,
                            failure.read_text(encoding="utf-8").strip() if failure.exists() else "not run", None)
     elif pcfg is not None and manifest.get("config_hash") != config_hash(pcfg.stage_configs[name]):
         state = StageState(name, STALE, "config changed", manifest)
+    elif recorded_inputs != set(inputs):
+        state = StageState(name, STALE, f"reads {', '.join(inputs)} now, not {', '.join(sorted(recorded_inputs))}",
+                           manifest)
     else:
         state = StageState(name, DONE, "", manifest)
-        for upstream in stage.inputs:
+        for upstream in inputs:
             up = stage_state(pcfg, lang_dir, upstream, known, corrupt)
             if up.state != DONE or manifest.get("inputs", {}).get(upstream) != fingerprint(up.manifest):
                 state = StageState(name, STALE, f"input {upstream} changed", manifest)
@@ -111,17 +120,19 @@ def run_stages(pcfg: PipelineConfig, lang_dir: Path, names: list[str], workers: 
                executor: Executor | None = None) -> None:
     """Run `names` in order, skipping the done ones; verify: first check every finished stage's sha256 (reads all
     outputs), so that one whose bytes changed in place re-runs. Parallel work goes to `executor` (default:
-    LocalExecutor(workers))."""
+    the stage context's, LocalExecutor(workers))."""
     log = log or logging.getLogger("wiki2bert")
-    executor = executor or LocalExecutor(max(1, workers))
-    corrupt = corrupt_stages(lang_dir, pcfg.stage_order, quiet) if verify else {}
+    corrupt = corrupt_stages(lang_dir, [n for n in pcfg.stage_order if n not in pcfg.idle], quiet) if verify else {}
     for name, reason in corrupt.items():
         log.warning("%s: %s; it will run again", name, reason)
     for name in names:
+        if name in pcfg.idle:
+            log.info("%s: no work (%s)", name, pcfg.idle[name])
+            continue
         known: dict[str, StageState] = {}
         state = stage_state(pcfg, lang_dir, name, known, corrupt)
-        stage = stage_by_name(name)
-        for upstream in stage.inputs:
+        inputs = pcfg.inputs_of(name)
+        for upstream in inputs:
             up = stage_state(pcfg, lang_dir, upstream, known, corrupt)
             if up.state != DONE:
                 raise DataError(f"stage {name} needs {upstream}, which is {up.state} ({up.reason}): "
@@ -131,8 +142,7 @@ def run_stages(pcfg: PipelineConfig, lang_dir: Path, names: list[str], workers: 
             _remove_killed_attempt(lang_dir, name)  # a killed `--force` attempt's, beside the complete output
             continue
         log.info("%s: running%s", name, f" ({state.reason})" if state.state != MISSING else "")
-        run_stage(pcfg, lang_dir, name, {up: known[up].manifest for up in stage.inputs}, workers, quiet, log,
-                  executor)
+        run_stage(pcfg, lang_dir, name, {up: known[up].manifest for up in inputs}, workers, quiet, log, executor)
         corrupt.pop(name, None)
 
 
@@ -146,7 +156,7 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
     _remove_killed_attempt(lang_dir, name)
     tmp.mkdir(parents=True)
     ctx = StageContext(lang=pcfg.lang, out_dir=tmp,
-                       inputs={up: lang_dir / up for up in stage.inputs},
+                       inputs={up: lang_dir / up for up in upstream_manifests},
                        cache_dir=lang_dir / ".cache" / name, workers=max(1, workers), quiet=quiet, log=log,
                        scratch_dir=scratch, executor=executor)
     started = time.time()

@@ -7,6 +7,9 @@ Formats between stages:
 - document records (`*.docs.jsonl`, beside a document-text file of the same stem): one JSON object per document of
   that file, in the same order: where it came from ({"source", "id", "title"}, `DocumentRecord`) and what stages
   learnt of it on the way (e.g. "cluster_size"). The text file alone stays the plain format other tools read.
+  `sentences` adds PARAGRAPHS to the records of documents not from the dump: [[2, 1], [3]] is a document of two
+  paragraphs (runs of lines between blank lines), the first of two lines (2 sentences, then 1), the second of one
+  line of 3 sentences. The filter reads it (its line rules) and leaves it out of the records it writes.
 """
 from __future__ import annotations
 
@@ -21,6 +24,39 @@ from wiki2bert_core.errors import DataError
 
 def part_name(index: int, suffix: str) -> str:
     return f"part-{index:05d}{suffix}"
+
+
+class PartWriter:
+    """JSONL parts `<prefix>00000.jsonl`, `<prefix>00001.jsonl`, ... of `per_part` lines each (the extract stage's
+    `part-00000.jsonl`; the corpus stage's `part-<source>-<task>-00000.jsonl`)."""
+
+    def __init__(self, out_dir: Path, per_part: int, prefix: str = "part-"):
+        self.out_dir, self.per_part, self.prefix = Path(out_dir), per_part, prefix
+        self.parts = 0
+        self.in_part = 0
+        self.file = None
+
+    def write(self, line: str) -> None:
+        if self.file is None or self.in_part == self.per_part:
+            self.close()
+            self.file = open(self.out_dir / f"{self.prefix}{self.parts:05d}.jsonl", "w", encoding="utf-8",
+                             newline="\n")
+            self.parts += 1
+            self.in_part = 0
+        self.file.write(line)
+        self.file.write("\n")
+        self.in_part += 1
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def list_parts(directory: Path, suffix: str) -> list[Path]:
@@ -71,6 +107,8 @@ def write_document(f: IO[str], sentences: Iterable[str]) -> None:
 
 
 WIKIPEDIA_SOURCE = "wikipedia"  # the source name of the documents of the Wikipedia dump
+PARAGRAPHS = "paragraphs"  # the record key of a document's lines and paragraphs (module docstring)
+PIECE = "piece"  # the record key of a piece of a document the filter cut (1, 2, ...; absent: the whole document)
 RECORDS_SUFFIX = ".docs.jsonl"
 
 
@@ -106,6 +144,9 @@ def write_record(f: IO[str], record: DocumentRecord) -> None:
 def iter_records(text_path: Path) -> Iterator[DocumentRecord]:
     """The records beside `text_path`, in document order; DataError naming the line if one is damaged."""
     path = records_path(text_path)
+    if not path.exists():
+        raise DataError(f"{path}: missing: the records of the documents of {Path(text_path).name} (made by a version "
+                        "before document records? run the stage that wrote it again with --force)")
     for line_no, obj in enumerate(iter_jsonl(path), 1):
         if not (isinstance(obj, dict) and "source" in obj and "id" in obj):
             raise DataError(f"{path}: line {line_no}: expected an object with 'source' and 'id'")

@@ -6,6 +6,7 @@ Multi-process runs start the same entry point through a launcher, e.g.
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -158,10 +159,14 @@ def finetune(models: list[Path] = typer.Argument(..., callback=utf8_path, metava
                                                       "without a dev split"),
              random_init: bool = typer.Option(False, "--random-init",
                                               help="Also each model's architecture with random weights (the "
-                                              "\"no pretraining\" row)")) -> None:
+                                              "\"no pretraining\" row)"),
+             save: bool = typer.Option(False, "--save",
+                                       help="Keep each task's best seed: OUT/best/<model>/<task>/model, a Hugging "
+                                       "Face directory with its tokenizer")) -> None:
     """Fine-tune each model on each task with the task kind's fixed recipe and several seeds, score the dev split,
     and print the median and spread beside the majority-class baseline (also written to OUT: results.json,
-    results.md, results.png, the predictions)."""
+    results.md, results.png, the predictions). A task's test split (labels hidden) gets the best seed's predictions
+    in the test files' own format, ready to submit (OUT/best/<model>/<task>/test/)."""
     import signal
 
     from pretrain.finetune.run import finetune as run_finetune
@@ -173,7 +178,7 @@ def finetune(models: list[Path] = typer.Argument(..., callback=utf8_path, metava
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    typer.echo(run_finetune(models, task, out, seeds, set_ or [], held_out, random_init))
+    typer.echo(run_finetune(models, task, out, seeds, set_ or [], held_out, random_init, save))
 
 
 @app.command()
@@ -241,17 +246,17 @@ def tune(preset: Optional[str] = PresetOpt,
     few timed training steps of each candidate (one rank, one process each), starting from `pretrain estimate`;
     out of memory (or over --memory-cap) rules a candidate out. Prints each trial, then the answer as --set lines.
     Settings given with --set are kept, not tuned."""
+    started = time.monotonic()  # the budget bounds the whole command: loading torch and the setup count too
     from pretrain.tools import tune as tuning
 
     setup, pinned = tuning.make_setup(preset, seq_len, zero_stage, precision, memory_cap, set_ or [], data)
     typer.echo(tuning.format_setup(setup, budget))
     typer.echo(tuning.TABLE_HEADER)
-    result = tuning.tune(setup, pinned, budget, tuning.run_trial,
-                         report=lambda trial: typer.echo(tuning.format_trial(trial)))
+    with tuning.stop_trials_on_sigterm():
+        result = tuning.tune(setup, pinned, budget - (time.monotonic() - started), tuning.run_trial,
+                             report=lambda trial: typer.echo(tuning.format_trial(trial)))
     if result.best is None:
-        raise ConfigError("tune: no setting finished within the budget; raise --budget" if result.budget_spent
-                          else "tune: no setting fits; raise --memory-cap, lower --seq-len or use a higher "
-                          "--zero-stage")
+        raise ConfigError(tuning.no_answer(result, setup, budget))
     for line in tuning.format_answer(result, budget):
         typer.echo(line)
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from wiki2bert_core.errors import ConfigError
-from wiki2bert_core.config import SettingError, changeable, coerce, layered, parse_value, read_yaml
+from wiki2bert_core.config import SettingError, changeable, coerce, layered, parse_setting, read_yaml
+from wiki2bert_core.wordpiece import padded_vocab_size
 
 RECIPE_DIR = Path(__file__).resolve().parent / "configs"
 PHASES = ("phase1", "phase2")
@@ -129,13 +130,6 @@ ARCH_SETTINGS: dict[str, tuple[str, ...]] = {
 }
 
 
-def padded_vocab_size(n: int, multiple: int = 8) -> int:
-    """The vocabulary size rounded up to a multiple of 8, so the embedding and decoder GEMMs use tensor cores."""
-    if n < 1:
-        raise ValueError(f"vocabulary size must be positive, got {n}")
-    return -(-n // multiple) * multiple
-
-
 def model_config(preset: str, vocab_size: int, arch: str = "bert", **overrides) -> ModelConfig:
     if arch not in ARCH_PRESETS:
         raise ValueError(f"unknown arch {arch!r}; choose one of {', '.join(ARCH_PRESETS)}")
@@ -225,8 +219,9 @@ class TrainConfig:
     # blocking: training waits for the whole write. The last checkpoint of a run is waited for in either case
     checkpoint_writes: Literal["background", "blocking"] = changeable("background")
     log_every: int = changeable(10)  # steps between metrics.jsonl / TensorBoard rows
-    # held-out evaluation (evaluate.py) every this many steps and at the end of the phase; null: steps // 20
-    # (~20 evaluations a phase); 0: off
+    # held-out evaluation (evaluate.py) every this many steps and at the end of the phase; 0: off; null: as often
+    # as keeps evaluation within ~5% of the run's training time (up to 20 times a phase; time_plan.py eval_cadence),
+    # and at least at the end, whatever that one costs (the time-plan line says the share)
     eval_every: int | None = changeable(None)
     eval_samples: int = changeable(10000)  # the first this many instances of the held-out files (MLPerf's 10,000)
     # held-out HDF5 directory (--eval-data); null: the data directory's test/ split (if it has one)
@@ -271,10 +266,8 @@ def load_train_config(phase: str, config_file: Path | None = None, overrides: li
     if config_file is not None:
         layers.append((read_yaml(config_file), f"{config_file}: {phase}"))
     for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set {item}: expected KEY=VALUE")
-        layers.append(({key.strip(): parse_value(raw)}, f"--set {item}: {phase}"))
+        key, value = parse_setting(item)
+        layers.append(({key: value}, f"--set {item}: {phase}"))
     if values:
         layers.append((values, f"command line: {phase}"))
     # the recipe is the arch's that the layers above it set (an unknown arch is refused by `layered`)

@@ -71,6 +71,9 @@ def check_out_dir(out: Path, command: str, writes: str | None, replaces: bool = 
         if replaces:
             return  # a file is replaced like a directory of no kind (export: only with --force)
         raise ConfigError(f"{out}: is a file, not a directory; choose another --out")
+    file = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+    if file is not None:
+        raise ConfigError(f"{out}: {file} is a file, not a directory; choose another --out")
     kind = owner(out) if out.is_dir() else None
     if kind is not None and kind != writes:
         raise ConfigError(f"{out}: is a {kind}, {refusal}")

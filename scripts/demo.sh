@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job: the whole chain on a generated sample dump (no network), small settings so it runs in minutes
-# on 2 CPU cores: dump -> every pipeline stage -> verify -> pretrain phase 1 + 2 (tiny preset) -> export -> fill-mask
+# The main job: the whole chain on a generated sample dump mixed with a generated web corpus (no network), small
+# settings so it runs in minutes on 2 CPU cores: dump + web pages (weight 2) -> every pipeline stage -> verify -> pretrain phase 1 + 2 (tiny preset) -> export -> fill-mask
 # -> held-out evaluation of the export, plots of the run, the data report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +10,9 @@ work=data/sample
 run=runs/sample
 
 dump=$(pipeline sample-dump "$work/dump")
-settings=(--lang hu --dump "$dump" --workdir "$work" --set vocab.vocab_size=4000 --set shard.num_shards=4)
+web=$(pipeline sample-corpus "$work/web" --docs 200)
+settings=(--lang hu --dump "$dump" --corpus "web=$web:2" --workdir "$work" --set vocab.vocab_size=4000
+          --set shard.num_shards=4)
 pipeline run "${settings[@]}" --workers 2
 pipeline status "${settings[@]}"
 pipeline verify "$work/hu/hdf5"

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from wiki2bert_core.wordpiece import SPECIAL_TOKENS, read_vocab, wordpiece_tokenizer
-from pipeline.text_files import part_name, write_document
+from pipeline.text_files import (WIKIPEDIA_SOURCE, DocumentRecord, part_name, records_path, write_document,
+                                 write_record)
 from pipeline.stages import StageContext
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -45,16 +46,22 @@ def run_stage_function(stage_context) -> Callable[..., tuple[Path, dict]]:
 
 
 @pytest.fixture(scope="session")
-def write_document_parts() -> Callable[[Path, Iterable[list[str]], int], Path]:
-    """write(directory, documents, parts): documents (lists of sentences) dealt round-robin into part-NNNNN.txt
-    files of the filter format; returns the directory."""
-    def write(directory: Path, documents: Iterable[list[str]], parts: int) -> Path:
+def write_document_parts() -> Callable[..., Path]:
+    """write(directory, documents, parts, records=None): documents (lists of sentences) dealt round-robin into
+    part-NNNNN.txt files of the filter format, with their records beside them (by default source wikipedia, id the
+    document's number); returns the directory."""
+    def write(directory: Path, documents: Iterable[list[str]], parts: int,
+              records: Iterable[DocumentRecord] | None = None) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
+        records = iter(records) if records is not None else None
         with contextlib.ExitStack() as stack:
             files = [stack.enter_context(open(directory / part_name(i, ".txt"), "w", encoding="utf-8"))
                      for i in range(parts)]
+            record_files = [stack.enter_context(open(records_path(f.name), "w", encoding="utf-8")) for f in files]
             for d, sentences in enumerate(documents):
                 write_document(files[d % parts], sentences)
+                write_record(record_files[d % parts],
+                             next(records) if records is not None else DocumentRecord(WIKIPEDIA_SOURCE, str(d)))
         return directory
     return write
 
@@ -172,3 +179,23 @@ def write_dataset(write_vocab_dir, write_hdf5) -> Callable[..., Path]:
             write_hdf5(variant / "training" / f"training_{i:04d}.hdf5", n, seq_len, max_predictions, seed=i)
         return variant
     return write
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    """A BERT with 2 layers of width 32 (random weights) and its tokenizer, as `pretrain export` writes one, for the
+    fine-tuning tests (tests/support/finetune_tasks.py); tests that change it change a copy."""
+    from finetune_tasks import write_tiny_model
+
+    return write_tiny_model(tmp_path_factory.mktemp("model") / "tiny")
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny models run ~80x faster on one thread than on two when the cores are busy (thread synchronisation)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -18,7 +18,9 @@ EXPECTED = {
     "checkpoint.py": r"background stall / blocking stall: \d+\.\d% after the first save",
     "dedup.py": r"\| 2x \| [\d,]+ \| ours \| [\d,]+ \| [\d,]+ \| [\d,]+ \| [\d,]+ \| [\d,]+ MiB \|\n(.|\n)*"
                 r"\| 1\.0 \(exact\) \| \d+ \| 1\.000 \| 1\.000 \| 1\.000 \|",
+    "corpus.py": r"web \dx / wikipedia 2x CPU per MB \([\d.]+ / [\d.]+ MB\): \d+\.\d\d\nwikipedia peak RSS 2x / 1x: \d",
     "estimate_memory.py": r"tiny +1 +\d+ +\d+ +\d+\.\d\d",
+    "eval_cost.py": r"held-out instance / training sequence: \d+\.\d\d \(time_plan\.EVAL_INSTANCE_COST",
     "extract.py": r"extract stage, 2 workers +[\d.]+ +\d+ +[\d.]+ +\d+ ",
     "gpu.py": r"bert tiny +32 packed +[\d,.]+ +[\d,]+ (.|\n)*modernbert tiny +64 packed +[\d,.]+ +[\d,]+ ",
     "hdf5.py": r"scaling 1 -> 2 workers: \d+\.\d\dx",
@@ -30,9 +32,12 @@ EXPECTED = {
     "preemption.py": r"steps 1-2 equal the uninterrupted run's bit for bit",
     "pretrain.py": r"speed-up: \d+\.\d\dx best round",
     "scale.py": r"\| total \| \d+\.\d\d, \d+\.\d\d \| \d+\.\d\d, \d+\.\d\d \|",
-    "sentences_filter.py": r"langdetect +[\d.]+% +[\d.]+% +[\d,]+ +[\d.]+",
+    "sentences_filter.py": r"web rules for every document +[\d,]+( +[\d.]+){5} +\d+\n(?s:.*)"
+                           r"langdetect +[\d.]+% +[\d.]+% +[\d,]+ +[\d.]+",
     "two_rank_exits.py": r"exit codes: 0: 2\nfailed workers: 0; 'terminate called' lines: 0",
-    "unspaced_filter.py": r"\| zh: our prose \+ garbage \| `zh` profile \| 9 \| 4 \| \d+ \| \d+ \|",
+    "unspaced_filter.py": r"\| zh: our prose \+ garbage \| `zh` profile \| 9 \| 4 \| \d+ \| \d+ \|(.|\n)*"
+                          r"\| ja \| this checkout \| \d+ \| 0 \| 0 \| 0 \| 0 \| 0 \| \d+ \|(.|\n)*"
+                          r"\| zh: wikitext \| [\d,]+ \| [\d,]+ \| [\d,]+ \| \d\.\d\d \|",
     "splitter_agreement.py": r"rule splitter F1 vs quntoken [01]\.\d{4}: \d+ boundaries",
     "vocab_memory.py": r"\| tokenizers \| - \| all \| [\d,]+ \| [\d,]+ MiB \| [\d.]+ \|",
     "vocab_shard.py": r"2x +[\d.]+ MB: +[\d.]+ MB/s wall",

@@ -85,7 +85,12 @@ def _build(cls: type, values: Mapping, prefix: str = ""):
         if key not in fields:
             raise SettingError(f"{prefix}{key}", f"unknown key (known: {', '.join(sorted(fields))})")
         kwargs[key] = coerce(value, hints[key], f"{prefix}{key}")
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except SettingError as e:  # a nested dataclass's own check names its key from where it sits
+        if not prefix:
+            raise
+        raise SettingError(f"{prefix}{e.key}", e.problem) from None
 
 
 def coerce(value: Any, annotation: Any, key: str) -> Any:
@@ -185,6 +190,15 @@ def check_keys(data: dict, allowed: set[str], path: Path, where: str) -> None:
             raise ConfigError(f"{path}: {where}{key}: unknown key (known: {', '.join(sorted(allowed))})")
 
 
+def parse_setting(item: str, form: str = "KEY=VALUE") -> tuple[str, Any]:
+    """A --set KEY=VALUE string: (KEY, its value as parse_value reads it); ConfigError naming the `form` expected
+    if it is not one."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set {item}: expected {form}")
+    return key.strip(), parse_value(raw)
+
+
 def parse_value(raw: str) -> Any:
     """A --set value as YAML (numbers, booleans, lists), else the plain string."""
     try:
@@ -206,10 +220,11 @@ def changeable(default: Any = dataclasses.MISSING, *, default_factory: Any = dat
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"changeable": True})
 
 
-def added_later(default: Any) -> Any:
-    """A dataclass field added after work was made with its class, whose `default` gives the outputs made before it
-    existed: left out of a stage's config hash while it has that default, so that work stays current."""
-    return dataclasses.field(default=default, metadata={"added_later": True})
+def added_later(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING) -> Any:
+    """A dataclass field added after work was made with its class, whose default (`default`, or what
+    `default_factory` makes: an empty dict) gives the outputs made before it existed: left out of a stage's config
+    hash while it has that default, so that work stays current."""
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={"added_later": True})
 
 
 def hashed_values(config) -> dict:
@@ -218,7 +233,11 @@ def hashed_values(config) -> dict:
     (in nested dataclasses, and lists of them)."""
     return {f.name: _hashed(getattr(config, f.name)) for f in dataclasses.fields(config)
             if not f.metadata.get("changeable")
-            and not (f.metadata.get("added_later") and getattr(config, f.name) == f.default)}
+            and not (f.metadata.get("added_later") and getattr(config, f.name) == _default(f))}
+
+
+def _default(field: dataclasses.Field) -> Any:
+    return field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
 
 
 def _hashed(value: Any) -> Any:
@@ -258,7 +277,24 @@ def field_descriptions(cls: type) -> dict[str, str]:
 
 def config_lines(cls: type, values: Mapping[str, Any], prefix: str = "", changeable_note: str = "") -> list[str]:
     """What the `config` commands print for the fields of config dataclass `cls`: one line a key,
-    `<prefix><key>: <value as JSON>  # <description>`, with `[<changeable_note>]` after the changeable ones."""
-    descriptions, marked = field_descriptions(cls), changeable_fields(cls)
-    return [f"{prefix}{key}: {json.dumps(value, ensure_ascii=False)}  # {descriptions[key]}"
-            + (f" [{changeable_note}]" if key in marked else "") for key, value in values.items()]
+    `<prefix><key>: <value as JSON>  # <description>`, with `[<changeable_note>]` after the changeable ones. A
+    mapping of names to config dataclasses (the filter's rule sets) gives the lines of each, `<key>.<name>.` before."""
+    descriptions, marked, hints = field_descriptions(cls), changeable_fields(cls), typing.get_type_hints(cls)
+    lines = []
+    for key, value in values.items():
+        item_cls = nested_dataclass(hints[key])
+        if item_cls is not None:
+            lines += [line for name, item in value.items()
+                      for line in config_lines(item_cls, item, f"{prefix}{key}.{name}.", changeable_note)]
+        else:
+            lines.append(f"{prefix}{key}: {json.dumps(value, ensure_ascii=False)}  # {descriptions[key]}"
+                         + (f" [{changeable_note}]" if key in marked else ""))
+    return lines
+
+
+def nested_dataclass(annotation: Any) -> type | None:
+    """The config dataclass of a field typed as a mapping of names to one (dict[str, RuleSet]), else None."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is dict and len(args) == 2 and dataclasses.is_dataclass(args[1]):
+        return args[1]
+    return None

@@ -15,6 +15,13 @@ class ConfigError(Exception):
     names nothing usable; the message is one line naming file and key."""
 
 
+def first_line(error: BaseException) -> str:
+    """An exception in one line, to quote in a one-line message: its type and the first line of what it says (a
+    library's message may run over many lines)."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
 def shown(text: str) -> str:
     """Text as it can be printed: the bytes of a file name that are not UTF-8 (surrogate escapes) as \\xNN."""
     try:

@@ -52,7 +52,8 @@ def atomic_write(path: Path, mode: str = "w", encoding: str | None = "utf-8") ->
         f.close()
         os.replace(tmp, path)
     except BaseException:
-        f.close()
+        with contextlib.suppress(OSError):  # closing flushes what a full disk did not take: it fails again
+            f.close()
         tmp.unlink(missing_ok=True)
         raise
 

@@ -16,6 +16,7 @@ the first 0), and its masked_lm_ids slot is 0 too.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 
 import h5py
@@ -61,6 +62,44 @@ def create_datasets(f: h5py.File, rows: int, max_seq_length: int, max_prediction
 def missing_datasets(f: h5py.File) -> list[str]:
     """The layout's datasets that `f` lacks (or holds as something other than a dataset)."""
     return [name for name in DATASETS if name not in f or not isinstance(f[name], h5py.Dataset)]
+
+
+def layout_problems(f: h5py.File) -> list[str]:
+    """What keeps `f` from being read as the layout, [] if nothing: datasets that are missing, do not hold
+    integers, or whose shapes do not fit together (shape_problems). The one rule of `pipeline verify` and
+    pretraining. Integers of other widths than DTYPES' are read too, as NVIDIA's loader reads them (the values are
+    checked against what the model takes: out_of_range)."""
+    missing = missing_datasets(f)
+    if missing:
+        return [f"missing dataset{'s' if len(missing) > 1 else ''} {', '.join(missing)}"]
+    problems = [f"{name}: dtype {f[name].dtype}, expected integers ({DTYPES[name]})"
+                for name in DATASETS if f[name].dtype.kind not in "iu"]
+    return problems + shape_problems({name: f[name].shape for name in DATASETS})
+
+
+def shape_problems(shapes: dict[str, tuple[int, ...]]) -> list[str]:
+    """What is wrong with the shapes of a file's six datasets (name -> shape), each problem naming the dataset at
+    fault: N (the rows) is what most datasets have, and a group's width (the sequence datasets', the masked
+    positions') what most of the group has, so that one dataset of another width is named, not the ones that agree
+    with each other; a tie goes to input_ids and masked_lm_positions. next_sentence_labels may be [N, 1]."""
+    def most_common(values):
+        return collections.Counter(values).most_common(1)[0][0]  # ties: the first of `values`
+
+    n = most_common(shape[0] if shape else None for shape in shapes.values())
+    problems = []
+    for name, shape in shapes.items():
+        dims = ((n,), (n, 1)) if name == NEXT_SENTENCE_LABELS else None
+        if (shape not in dims) if dims else (len(shape) != 2 or shape[0] != n):
+            problems.append(f"{name}: shape {shape}, expected {'(N,)' if dims else '(N, width)'} with N = {n}, the "
+                            f"rows of the other datasets")
+    if problems:
+        return problems
+    for group in (SEQUENCE_DATASETS, PREDICTION_DATASETS):
+        width = most_common(shapes[name][1] for name in group)
+        agree = [name for name in group if shapes[name][1] == width]
+        problems += [f"{name}: shape {shapes[name]}, but {' and '.join(agree)} {'has' if len(agree) == 1 else 'have'} "
+                     f"{(n, width)}" for name in group if shapes[name][1] != width]
+    return problems
 
 
 def read_rows(f: h5py.File, rows=slice(None)) -> dict[str, np.ndarray]:

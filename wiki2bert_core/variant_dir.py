@@ -149,7 +149,7 @@ def _named_split(data_dir: Path, split: str, hint: str) -> list[Path]:
     """The files of a directory the user named: a variant directory's `split`, or a flat directory's files."""
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
-        raise ConfigError(f"{data_dir}: not a directory")
+        raise ConfigError(f"{data_dir}: {'not a directory' if data_dir.exists() else 'does not exist'}")
     directory = data_dir / split if is_variant_dir(data_dir) else data_dir
     files = hdf5_files(directory)
     if not files:

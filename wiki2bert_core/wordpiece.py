@@ -84,6 +84,14 @@ def vocab_difference(path: Path, reference: Path) -> str | None:
             f"line {line + 1}: {tokens[line]!r} against {theirs[line]!r}")
 
 
+def padded_vocab_size(n: int, multiple: int = 8) -> int:
+    """The model's vocabulary size for a vocabulary of `n` tokens: rounded up to a multiple of 8, so the embedding
+    and decoder GEMMs use tensor cores (the vocab stage records it, pretraining builds its model with it)."""
+    if n < 1:
+        raise ValueError(f"vocabulary size must be positive, got {n}")
+    return -(-n // multiple) * multiple
+
+
 def special_token_ids(vocab: dict[str, int]) -> dict[str, int]:
     return {token: vocab[token] for token in SPECIAL_TOKENS}
 

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import re
 import secrets
+import threading
 import time
 from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Iterator, TypeVar
@@ -30,7 +31,7 @@ R = TypeVar("R")
 TASKS_PER_WORKER = 2  # tasks queued per worker thread ahead of the result the stage waits for
 CONNECT_TIMEOUT_S = 30  # to connect to --scheduler and hear it answer as a Dask scheduler
 WORKER_WAIT_S = 600  # for the first worker, and for a new one when none is left: a batch system may take a while
-WORKER_POLL_S = 1.0  # how often a stage waiting for a result asks the scheduler how many workers it has
+WORKER_POLL_S = 1.0  # how often a stage waiting for a task asks the scheduler how many workers it has
 SEMAPHORES = "dask-semaphores.txt"  # under .state: the named semaphores of this run's LocalCluster
 SEMAPHORE_PATH = re.compile(r"/dev/shm/sem\.mp-[A-Za-z0-9_]+")  # multiprocessing's (SemLock._make_name)
 log = logging.getLogger(LOGGER_NAME)  # the command's console and pipeline.log
@@ -60,21 +61,19 @@ class DaskExecutor:
                 self.client.cancel([future for _, future in window])
 
     def _result(self, number: int, future):
-        """The task's result; DataError when workers died running it (Dask's allowed-failures), or when the
-        scheduler has had no worker for WORKER_WAIT_S."""
+        """The task's result, or the exception the task raised; DataError when workers died running it (Dask's
+        allowed-failures), or when the scheduler has had no worker for WORKER_WAIT_S.
+
+        The wait is on an event Dask sets when the task has finished or failed, not a poll by
+        `future.result(timeout=...)`: that poll's TimeoutError cannot be told from one the task raised, and its
+        timeout also covers fetching the result from the worker, so a task that finished during a poll would be
+        reported as "timed out after 1 s". Once the task is done, its result is fetched without a timeout."""
         from distributed.scheduler import KilledWorker
 
+        finished = threading.Event()
+        future.add_done_callback(lambda _: finished.set())
         no_worker_since = None
-        while True:
-            try:
-                return future.result(timeout=WORKER_POLL_S)
-            except TimeoutError:
-                if future.done():  # the task's own
-                    raise
-            except KilledWorker as e:
-                deaths = e.allowed_failures + 1
-                raise DataError(f"{self.where}: task {number} killed its worker {deaths} time{'s' * (deaths > 1)} "
-                                f"(out of memory?); the last was {e.last_worker.address}") from None
+        while not finished.wait(WORKER_POLL_S):
             if self.client.nthreads():
                 no_worker_since = None
             elif no_worker_since is None:
@@ -83,6 +82,12 @@ class DaskExecutor:
             elif time.monotonic() - no_worker_since > WORKER_WAIT_S:
                 raise DataError(f"{self.where}: no worker left for {WORKER_WAIT_S} s while tasks were waiting "
                                 f"(the workers died or were stopped); start workers and re-run to continue")
+        try:
+            return future.result()
+        except KilledWorker as e:
+            deaths = e.allowed_failures + 1
+            raise DataError(f"{self.where}: task {number} killed its worker {deaths} time{'s' * (deaths > 1)} "
+                            f"(out of memory?); the last was {e.last_worker.address}") from None
 
 
 @contextlib.contextmanager

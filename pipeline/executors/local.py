@@ -9,7 +9,6 @@ machine) that inherited nothing from the one that runs the stage.
 """
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import multiprocessing
 import multiprocessing.connection
@@ -18,11 +17,11 @@ import signal
 import time
 from typing import Callable, ClassVar, Iterable, Iterator, Protocol, TypeVar
 
+from wiki2bert_core.child_processes import die_with_parent
 from wiki2bert_core.errors import DataError
 
 T = TypeVar("T")
 R = TypeVar("R")
-PR_SET_PDEATHSIG = 1
 STOP_GRACE_S = 5.0  # how long stopped workers get to remove their half-written files before SIGKILL
 
 
@@ -129,10 +128,7 @@ def _worker_signals() -> None:
     is killed with SIGKILL."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux
-        pass
+    die_with_parent()
 
 
 def _exit_on_sigterm(signum, frame) -> None:

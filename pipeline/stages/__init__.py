@@ -49,6 +49,9 @@ class Stage:
     # files read from outside the work directory (a local dump): config -> {label: fingerprint}; a change makes the
     # stage stale
     sources: Callable[[Any], dict] | None = None
+    # stage configs ({name: config}) -> why the stage has no work in this run (the corpus stage without --corpus),
+    # None when it has; a stage whose inputs all have none has none either (pipeline/sources.py)
+    idle: Callable[[dict[str, Any]], str | None] | None = None
 
 
 def stage_by_name(name: str) -> Stage:

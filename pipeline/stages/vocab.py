@@ -32,15 +32,14 @@ import numpy as np
 import sentencepiece as spm
 from tokenizers import normalizers, trainers
 
-from wiki2bert_core.errors import ConfigError
-from wiki2bert_core.errors import DataError
+from wiki2bert_core.errors import ConfigError, DataError, first_line
 from pipeline.text_files import list_parts
 from wiki2bert_core.log import progress
 from pipeline.runner import read_manifest
 from pipeline.stages import Stage, StageContext
 from pipeline.words import count_words, recorded_chars_per_word
-from wiki2bert_core.wordpiece import (SPECIAL_TOKENS, load_tokenizer, special_token_ids, wordpiece_tokenizer,
-                                write_tokenizer_dir)
+from wiki2bert_core.wordpiece import (SPECIAL_TOKENS, load_tokenizer, padded_vocab_size, special_token_ids,
+                                     wordpiece_tokenizer, write_tokenizer_dir)
 
 SENTENCEPIECE_CONTROL = ("<unk>", "<s>", "</s>")
 WORD_START = "▁"  # sentencepiece's word-start marker (U+2581)
@@ -102,7 +101,7 @@ def run(config: VocabConfig, ctx: StageContext) -> dict:
                                                 recorded_chars_per_word(read_manifest(ctx.inputs["filter"])))
     return {
         "vocab_size": len(vocab),
-        "model_vocab_size": -(-len(vocab) // 8) * 8,
+        "model_vocab_size": padded_vocab_size(len(vocab)),
         "sentences": corpus.sentences,
         "characters_added": added,
         "sample_unk_rate": unk_rate,
@@ -219,7 +218,7 @@ def _train_sentencepiece(config: VocabConfig, corpus: _CorpusSentences, ctx: Sta
         if failure:
             raise failure[0] from None
         corpus.check_not_empty()
-        raise _sentencepiece_error(str(e), config, corpus.parts[0].parent) from None
+        raise _sentencepiece_error(e, config, corpus.parts[0].parent) from None
     if corpus.too_long:
         ctx.log.warning("vocab: sentencepiece skipped %d sentences longer than %d bytes (is sentence splitting "
                         "working for this language?)", corpus.too_long, SENTENCEPIECE_MAX_SENTENCE_BYTES)
@@ -227,7 +226,8 @@ def _train_sentencepiece(config: VocabConfig, corpus: _CorpusSentences, ctx: Sta
     return sentencepiece_to_wordpiece(processor.id_to_piece(list(range(processor.get_piece_size()))))
 
 
-def _sentencepiece_error(message: str, config: VocabConfig, corpus_dir: Path) -> DataError:
+def _sentencepiece_error(error: RuntimeError, config: VocabConfig, corpus_dir: Path) -> DataError:
+    message = str(error)
     if m := re.search(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)", message):
         return DataError(
             f"{corpus_dir}: the corpus supports at most {m[2]} sentencepiece pieces, vocab.vocab_size is {m[1]}: "
@@ -239,7 +239,7 @@ def _sentencepiece_error(message: str, config: VocabConfig, corpus_dir: Path) ->
     if "sentences_.empty()" in message:
         return DataError(f"{corpus_dir}: every sentence is longer than {SENTENCEPIECE_MAX_SENTENCE_BYTES} bytes, "
                              "which sentencepiece skips (is sentence splitting working for this language?)")
-    return DataError(f"{corpus_dir}: sentencepiece training failed: {message.splitlines()[0]}")
+    return DataError(f"{corpus_dir}: sentencepiece training failed ({first_line(error)})")
 
 
 def _round_down(n: int) -> int:

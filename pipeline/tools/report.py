@@ -1,9 +1,10 @@
 """`pipeline report`: a one-page HTML report with PNG figures of what a work directory's finished stages made: pages
--> articles -> documents kept (and why the others were dropped), duplicates (per source, the cluster sizes, the
-largest clusters with a sample of their members side by side), sentences and tokens per document, real tokens per
-instance for each HDF5 variant (the padding share), masked-LM and NSP statistics (`pipeline verify`) and the
-vocabulary's coverage of the test split. A variant of whole document sentences (sequence kind doc-sentences) is
-labelled so, and has no NSP figures.
+-> articles -> documents kept (and why the others were dropped: tokens per reason, and a table per source and reason
+with examples), duplicates (per source, the cluster sizes, the largest clusters with a sample of their members side
+by side), each source's documents and token shares (the Wikipedia dump and the corpora, before and after the shard
+stage's weights), sentences and tokens per document, real tokens per instance for each HDF5 variant (the padding
+share), masked-LM and NSP statistics (`pipeline verify`) and the vocabulary's coverage of the test split. A variant
+of whole document sentences (sequence kind doc-sentences) is labelled so, and has no NSP figures.
 
 It reads only the stages' finished outputs and manifests, and judges them as `pipeline status` does but by the
 manifests alone (no --dump/--set/--config: a stage done with other settings still describes the data it made):
@@ -26,6 +27,7 @@ from wiki2bert_core.hdf5_format import INPUT_MASK
 from wiki2bert_core.variant_dir import DOC_SENTENCES, held_out_split, training_files
 from wiki2bert_core.wordpiece import load_tokenizer, read_vocab
 from pipeline.runner import DONE, MANIFEST, StageState, stage_state
+from pipeline.sources import source_counts, source_table
 from pipeline.stages import stage_by_name
 from pipeline.tools.verify import format_report, verify_path
 from pipeline.words import count_words, recorded_chars_per_word
@@ -51,6 +53,8 @@ def write_report(lang_dir: Path, out_dir: Path) -> tuple[Path, list[str], list[s
         sections.append(_funnel(done, lang_dir, out_dir, headline))
     if "dedup" in done:
         sections.append(_duplicates(lang_dir, out_dir, headline))
+    if sources := source_counts(done):
+        sections.append(_sources(sources, out_dir))
     if "dedup" in done and "vocab" in done:
         sections.append(_documents(lang_dir, out_dir, headline))
     if "hdf5" in done:
@@ -93,6 +97,8 @@ def _funnel(done: dict, lang_dir: Path, out_dir: Path, headline: list) -> str:
     extract, filtered = done["extract"]["counts"], done["filter"]["counts"]
     steps = [("pages", extract["pages"]), ("articles", extract["articles"]),
              ("documents kept", filtered["documents_kept"])]
+    if filtered.get("documents_written", filtered["documents_kept"]) != filtered["documents_kept"]:
+        steps.append(("documents written (long ones cut)", filtered["documents_written"]))
     if "dedup" in done:
         steps.append(("documents kept by dedup", done["dedup"]["counts"]["documents_kept"]))
     if "shard" in done:
@@ -102,16 +108,65 @@ def _funnel(done: dict, lang_dir: Path, out_dir: Path, headline: list) -> str:
     ax.barh([s for s, _ in steps][::-1], [n for _, n in steps][::-1], color="C0")
     ax.set_xlabel("count")
     funnel = save_png(fig, out_dir / "funnel.png")
-    dropped = read_json(Path(lang_dir) / "filter" / "report.json").get("dropped", {})
-    reasons = sorted(((r, d["documents"]) for r, d in dropped.items() if d.get("documents")), key=lambda x: x[1])
-    fig, ax = new_figure("Documents dropped by the filter, by reason")
-    ax.barh([r for r, _ in reasons], [n for _, n in reasons], color="C3")
-    ax.set_xlabel("documents")
+    report = read_json(Path(lang_dir) / "filter" / "report.json")
+    dropped = report.get("dropped", {})
+    reasons = sorted(((f"{r} ({d.get('documents', 0):,} doc.)", d.get("tokens", 0), d.get("documents", 0))
+                      for r, d in dropped.items()), key=lambda x: (x[1], x[2]))
+    fig, ax = new_figure("Dropped by the filter, by reason: tokens (documents)")
+    ax.barh([r for r, _, _ in reasons], [n for _, n, _ in reasons], color="C3")
+    ax.set_xlabel("tokens (documents dropped, and sentences dropped by line rules)")
     why = save_png(fig, out_dir / "dropped.png")
     headline += [(name, f"{n:,}") for name, n in steps]
     skipped = ", ".join(f"{k} {v:,}" for k, v in extract.get("skipped", {}).items())
     return (f"<h2>Pages to documents</h2><p>pages not made articles: {html.escape(skipped)}</p>"
-            f"{_img(funnel)}{_img(why)}")
+            f"{_img(funnel)}{_img(why)}{_drops_table(report)}")
+
+
+def _drops_table(report: dict) -> str:
+    """The filter's drops per source and reason (documents, sentences, tokens and the share of the source's tokens),
+    with examples; sources in report.json order, reasons in the order the filter checks them."""
+    rows = []
+    for source, figures in report.get("sources", {}).items():
+        tokens_in = max(1, figures.get("tokens", {}).get("in", 0))
+        for reason, d in figures.get("dropped", {}).items():
+            examples = "<br>".join(f"<b>{html.escape(e.get('document', ''))}</b>: {html.escape(e.get('text', ''))}"
+                                   for e in d.get("examples", [])[:2])
+            rows.append(f"<tr><td>{html.escape(source)} ({html.escape(figures.get('rule_set', ''))})</td>"
+                        f"<td>{html.escape(reason)}</td><td>{d['documents']:,}</td><td>{d['sentences']:,}</td>"
+                        f"<td>{d['tokens']:,}</td><td>{d['tokens'] / tokens_in:.2%}</td>"
+                        f"<td><small>{examples}</small></td></tr>")
+    if not rows:
+        return ""
+    cut = report.get("long_documents", {})
+    return ("<h3>Dropped per source and reason</h3><p>a document's reason is the first rule it fails; line rules "
+            "drop sentences of documents that may be kept (documents 0). Long documents cut into pieces: "
+            f"{cut.get('documents_cut', 0):,} into {cut.get('pieces', 0):,} ({html.escape(cut.get('mode', ''))})</p>"
+            "<table><tr><th>source (rule set)</th><th>reason</th><th>documents</th><th>sentences</th>"
+            "<th>tokens</th><th>of the source's tokens</th><th>examples</th></tr>" + "".join(rows) + "</table>")
+
+
+def _sources(rows: list[dict], out_dir: Path) -> str:
+    """Each source's documents through the stages, and its share of the kept tokens before and after the weights
+    (`pipeline status` prints the same table)."""
+    shown = source_table(rows)
+    table = ("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in shown[0]) + "</tr>"
+             + "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row.values()) + "</tr>"
+                       for row in shown) + "</table>")
+    shares = [r for r in rows if r["kept tokens"] is not None and r["training tokens"] is not None]
+    if not shares:
+        return f"<h2>Sources</h2>{table}"
+    kept = np.array([r["kept tokens"] for r in shares], dtype=float)
+    trained = np.array([r["training tokens"] for r in shares], dtype=float)
+    fig, ax = new_figure("Token share of each source, kept and in training")
+    y = np.arange(len(shares))
+    ax.barh(y + 0.2, kept / kept.sum(), height=0.4, color="C0", label="kept tokens")
+    ax.barh(y - 0.2, trained / max(1.0, trained.sum()), height=0.4, color="C2", label="training tokens (weighted)")
+    ax.set_yticks(y, [f"{r['source']} (weight {r['weight']:g})" for r in shares])
+    ax.set_xlabel("share of tokens (whitespace-separated)")
+    ax.legend()
+    png = save_png(fig, out_dir / "source_shares.png")
+    return (f"<h2>Sources</h2><p>documents read, with text after sentence splitting, kept by the filter; tokens kept "
+            f"and in the training split after the weights (shard.weights)</p>{table}{_img(png)}")
 
 
 def _documents(lang_dir: Path, out_dir: Path, headline: list) -> str:

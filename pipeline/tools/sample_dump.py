@@ -534,9 +534,9 @@ def _building(w: _ProseGenerator, title: str, sentences: int, town: tuple[str, s
     return image + lead + " " + w.body("building", sentences - 1) + f"\n\n[[Kategória:{town[0]} építményei]]"
 
 
-def _english(w: _ProseGenerator, title: str, sentences: int) -> str:
-    rng = w.rng
-
+def english_sentences(rng: random.Random, sentences: int) -> list[str]:
+    """English sentences from ENGLISH_PATTERNS (the sample dump's English articles, the sample corpus's pages in
+    another language)."""
     def fill(m):
         name = m.group(1)
         noun = rng.choice(ENGLISH_NOUNS)
@@ -545,7 +545,11 @@ def _english(w: _ProseGenerator, title: str, sentences: int) -> str:
                 "Season": rng.choice(["spring", "summer", "autumn", "winter"])}[name]
 
     text = [re.sub(r"\{(\w+)\}", fill, rng.choice(ENGLISH_PATTERNS)) for _ in range(sentences)]
-    text = [s[0].upper() + s[1:] for s in text]
+    return [s[0].upper() + s[1:] for s in text]
+
+
+def _english(w: _ProseGenerator, title: str, sentences: int) -> str:
+    text = english_sentences(w.rng, sentences)
     return f"'''{title}''' is a place described in English. " + " ".join(text[:len(text) // 2]) + \
         "\n\n== History ==\n" + " ".join(text[len(text) // 2:]) + "\n\n[[Kategória:Angol nyelvű szócikkek]]"
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from wiki2bert_core.errors import DataError
-from wiki2bert_core.hdf5_format import (DATASETS, DTYPES, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS,
-                                       NEXT_SENTENCE_LABELS, SEGMENT_IDS, SUFFIXES, dataset_width, missing_datasets,
-                                       out_of_range, read_rows, used_positions)
+from wiki2bert_core.errors import DataError, first_line
+from wiki2bert_core.hdf5_format import (INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS, NEXT_SENTENCE_LABELS,
+                                       SEGMENT_IDS, SUFFIXES, layout_problems, out_of_range, read_rows,
+                                       used_positions)
 from wiki2bert_core.utf8_paths import utf8_names
 from wiki2bert_core.variant_dir import (DOC_SENTENCES, PARAMS_FILE, SEGMENT_PAIR, VariantParams, data_dir_of, own_vocab,
                                         read_record)
@@ -127,37 +127,19 @@ def verify_file(path: Path, vocab: _Vocab, params: VariantParams | None = None
                 arrays = read_rows(f, slice(start, start + block))
                 _check_rows(arrays, start, vocab, params, counts, stats)
     except (OSError, KeyError, ValueError, RuntimeError) as e:
-        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return None, None, [f"cannot read the file ({first_line})"]
+        return None, None, [f"cannot read the file ({first_line(e)})"]
     problems = [f"{count:,} row{'s' if count > 1 else ''}: {what} (first: row {first})"
                 for what, (count, first) in counts.items()]
     return (width, preds, SEGMENT_PAIR if params is None else params.sequence_kind), stats, problems
 
 
 def _check_layout(f: h5py.File, params: VariantParams | None) -> list[str]:
-    missing = missing_datasets(f)
-    if missing:
-        return [f"missing dataset{'s' if len(missing) > 1 else ''} {', '.join(missing)}"]
-    problems = [f"{name}: dtype {f[name].dtype}, expected {dtype}"
-                for name, dtype in DTYPES.items() if f[name].dtype != dtype]
-    shapes = {name: f[name].shape for name in DATASETS}
-    n = shapes[INPUT_IDS][0] if shapes[INPUT_IDS] else None
-    for name, shape in shapes.items():
-        ndim = 1 + len(dataset_width(name, 0, 0))
-        if len(shape) != ndim or shape[0] != n:
-            problems.append(f"{name}: shape {shape}, expected {'[N]' if ndim == 1 else '[N, width]'} "
-                            f"with N = {n} (the rows of input_ids)")
-    if not problems:
-        for name in (INPUT_MASK, SEGMENT_IDS):
-            if shapes[name] != shapes[INPUT_IDS]:
-                problems.append(f"{name}: shape {shapes[name]} differs from input_ids {shapes['input_ids']}")
-        if shapes[MASKED_LM_IDS] != shapes[MASKED_LM_POSITIONS]:
-            problems.append(f"masked_lm_ids: shape {shapes['masked_lm_ids']} differs from masked_lm_positions "
-                            f"{shapes['masked_lm_positions']}")
+    """The layout's problems (hdf5_format.layout_problems), then widths other than variant.json's."""
+    problems = layout_problems(f)
     if not problems and params is not None:
         for name, key in ((INPUT_IDS, "max_seq_length"), (MASKED_LM_POSITIONS, "max_predictions_per_seq")):
-            if shapes[name][1] != getattr(params, key):
-                problems.append(f"{name}: width {shapes[name][1]}, but variant.json says {key} {getattr(params, key)}")
+            if f[name].shape[1] != getattr(params, key):
+                problems.append(f"{name}: width {f[name].shape[1]}, but variant.json says {key} {getattr(params, key)}")
     return problems
 
 

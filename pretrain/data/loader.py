@@ -27,8 +27,8 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.hdf5_format import (DATASETS, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS,
-                                       NEXT_SENTENCE_LABELS, PREDICTION_DATASETS, SEGMENT_IDS, SEQUENCE_DATASETS,
-                                       TOKEN_DATASETS, missing_datasets, out_of_range, read_rows)
+                                       NEXT_SENTENCE_LABELS, SEGMENT_IDS, TOKEN_DATASETS, layout_problems,
+                                       out_of_range, read_rows)
 from wiki2bert_core.variant_dir import PARAMS_FILE, data_dir_of, read_params, training_files
 from pretrain.data.masking import DynamicMasking
 from pretrain.data.packing import pack_batch
@@ -145,27 +145,14 @@ def _inspect(path: Path, seq_len: int | None, vocab_size: int) -> tuple[int, tup
 def _check_layout(f: h5py.File, path: Path, seq_len: int | None, vocab_size: int) -> tuple[int, tuple[int, int]]:
     """(samples, (sequence length, masked positions)) of a file that has the layout, `seq_len` if given and no value
     out of range in its first rows."""
-    missing = missing_datasets(f)
-    if missing:
-        raise DataError(f"{path}: missing dataset(s) {', '.join(missing)}; expected NVIDIA's BERT layout "
-                            f"({', '.join(DATASETS)})")
-    if f[INPUT_IDS].ndim != 2:
-        raise DataError(f"{path}: input_ids has shape {f[INPUT_IDS].shape}, expected [samples, seq_len]")
+    problems = layout_problems(f)
+    if problems:
+        raise DataError(f"{path}: not NVIDIA's BERT layout: {problems[0]}")
     n, length = f[INPUT_IDS].shape
     if seq_len is not None and length != seq_len:
         raise ConfigError(f"{path}: sequences of length {length}, but this phase trains on seq_len {seq_len} "
                           f"(use the HDF5 variant made for {seq_len}, or seq_len null to train on the data's)")
-    if f[MASKED_LM_POSITIONS].ndim != 2:
-        raise DataError(f"{path}: masked_lm_positions has shape {f[MASKED_LM_POSITIONS].shape}, "
-                            f"expected [samples, max_predictions]")
     predictions = f[MASKED_LM_POSITIONS].shape[1]
-    expected = {**{k: (n, length) for k in SEQUENCE_DATASETS}, **{k: (n, predictions) for k in PREDICTION_DATASETS}}
-    for key, want in expected.items():
-        if f[key].shape != want:
-            raise DataError(f"{path}: {key} has shape {f[key].shape}, expected {want}")
-    if f[NEXT_SENTENCE_LABELS].shape not in ((n,), (n, 1)):
-        raise DataError(f"{path}: {NEXT_SENTENCE_LABELS} has shape {f[NEXT_SENTENCE_LABELS].shape}, "
-                            f"expected ({n},)")
     bad = out_of_range(read_rows(f, slice(0, CHECK_ROWS)), vocab_size, length)
     if bad and bad[0].dataset in TOKEN_DATASETS:
         raise DataError(f"{path}: {bad[0].dataset} holds token id {bad[0].value}, outside the vocabulary of "

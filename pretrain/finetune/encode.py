@@ -43,7 +43,8 @@ def encode_task(tokenizer, task: Task, examples: tuple[Example, ...], max_length
             out = tokenizer(*texts, truncation=True, max_length=max_length)
             rows.append(tuple(out["input_ids"]))
             segments.append(tuple(out.get("token_type_ids") or [0] * len(out["input_ids"])))
-        encoded.append(Encoded(tuple(rows), tuple(segments), index[example.label]))
+        # the test split has no labels: 0 stands in (predictions never read it)
+        encoded.append(Encoded(tuple(rows), tuple(segments), 0 if example.label is None else index[example.label]))
     return encoded
 
 
@@ -60,7 +61,7 @@ def _encode_words(tokenizer, task: Task, example: Example, max_length: int) -> E
             labels.append(IGNORE)
         else:
             first[word] = position
-            labels.append(index[example.tags[word]])
+            labels.append(index[example.tags[word]] if example.tags else 0)  # the test split: no tags
     input_ids = tuple(out["input_ids"])
     return Encoded((input_ids,), (tuple(out.get("token_type_ids") or [0] * len(input_ids)),), tuple(labels),
                    tuple(first.get(word, -1) for word in range(len(example.words))))

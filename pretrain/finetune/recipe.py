@@ -11,8 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from wiki2bert_core.config import SettingError, layered, parse_value
-from wiki2bert_core.errors import ConfigError
+from wiki2bert_core.config import SettingError, layered, parse_setting
 from pretrain.finetune.task import TASK_KINDS
 
 
@@ -23,8 +22,10 @@ class Recipe:
     lr: float = 1e-4
     epochs: int = 3  # passes over the training split (the recipes use 3 to 5, Cramming's limit)
     batch: int = 32  # examples per optimizer step (multiple choice: questions, each with all its choices)
-    warmup: float = 0.1  # fraction of the optimizer steps with a linear warmup from 0; then linear decay to 0
-    weight_decay: float = 0.01  # AdamW's decoupled weight decay, not on biases and LayerNorm weights
+    # fraction of the optimizer steps with a linear warmup, then linear decay to 0: pretraining's schedule
+    # (pretrain/optim/schedule.py), whose step t of w warmup steps runs at (t + 1) / w of lr
+    warmup: float = 0.1
+    weight_decay: float = 0.01  # AdamW's decoupled weight decay, not on biases and LayerNorm weights (optim's groups)
     grad_clip: float = 1.0  # global gradient-norm clipping; 0 disables
     # sub-tokens per sequence, [CLS] and [SEP] included (at most the tokenizer's model_max_length); longer ones are
     # cut (pairs: the longer text first). Words of a token task cut off this way are predicted as the most frequent
@@ -68,13 +69,7 @@ RECIPES: dict[str, dict[str, Any]] = {
 def load_recipes(overrides: list[str] = ()) -> dict[str, Recipe]:
     """Each task kind's recipe: RECIPES over the Recipe defaults, then the --set KEY=VALUE strings `overrides`
     (KEY for every kind, KIND.KEY for one)."""
-    parsed = []
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ConfigError(f"--set {item}: expected KEY=VALUE")
-        parsed.append((key, parse_value(raw), item))
+    parsed = [(*parse_setting(item), item) for item in overrides]
     recipes = {}
     for kind in TASK_KINDS:
         layers: list[tuple[dict, str]] = [(RECIPES[kind], f"recipe {kind}")]

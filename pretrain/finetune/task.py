@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal, Sequence
 
 # single: one sentence -> label; pair: two sentences -> label; choice: a context and candidate answers -> which one;
 # tokens: a label per word (named entities, part of speech)
@@ -18,10 +18,20 @@ class Example:
     #          sentence's first line; the file relative to the task's directory)
     texts: tuple[str, ...] = ()  # single: (sentence,); pair: (first, second); choice: (context,) (HuCoPA: the
     #                              premise and the question word, "cause" or "effect", joined by a space)
-    label: str | None = None  # single, pair, choice: one of Task.labels (choice: the label of the right choice)
+    # single, pair, choice: one of Task.labels (choice: the label of the right choice); None in the test split
+    label: str | None = None
     choices: tuple[str, ...] = ()  # choice: the candidates, in the order of Task.labels
     words: tuple[str, ...] = ()  # tokens: the sentence's words
-    tags: tuple[str, ...] = ()  # tokens: one of Task.labels per word
+    tags: tuple[str, ...] = ()  # tokens: one of Task.labels per word (the test split: none)
+
+
+@dataclasses.dataclass(frozen=True)
+class TestFile:
+    """A file of the test split (labels hidden, as HuLU publishes them), kept to be written again in its own format
+    with the predicted labels filled in: a file ready to submit."""
+    name: str  # its path relative to the task's directory: the name the filled-in file is written under
+    examples: int  # how many of Task.test are its, in order
+    fill: Callable[[Sequence], str]  # its text with these predictions (a label per example; tokens: a tag list)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +43,8 @@ class Task:
     train: tuple[Example, ...]
     dev: tuple[Example, ...]
     source: Path  # the file or directory it was read from
+    test: tuple[Example, ...] = ()  # the test split (files or a directory named *test*), without labels
+    test_files: tuple[TestFile, ...] = ()  # the files of `test`, in order
 
     @property
     def main_metric(self) -> str:

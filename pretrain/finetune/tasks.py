@@ -2,8 +2,9 @@
 CoNLL columns, its kind recognised from the data, an optional task file naming what cannot be recognised.
 
 A task is a directory holding a train and a dev split (files or subdirectories named *train* and *dev*/*val*/
-*devel*), a single data file (then a held-out fraction makes the dev split), or a task file (task.yaml) naming
-them. Formats and defaults: docs/finetune.md, "Task formats"."""
+*devel*) and optionally a test split without labels (*test*), a single data file (then a held-out fraction makes the
+dev split), or a task file (task.yaml) naming them. The test split's files are kept, to be written again with the
+predicted labels. Formats and defaults: docs/finetune.md, "Task formats"."""
 from __future__ import annotations
 
 import csv
@@ -18,7 +19,7 @@ from typing import Iterator, Literal
 import numpy as np
 
 from pretrain.finetune.metrics import ENTITY_METRICS, METRICS, SEVERAL_FIGURES
-from pretrain.finetune.task import Example, Task
+from pretrain.finetune.task import Example, Task, TestFile
 from wiki2bert_core.config import layered, read_yaml
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.log import LOGGER_NAME
@@ -27,7 +28,8 @@ DataFormat = Literal["json", "jsonl", "csv", "tsv", "conllu", "conll"]
 FORMAT_OF_SUFFIX = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv",
                     ".conllu": "conllu", ".conllup": "conllu", ".conll": "conll", ".iob": "conll", ".bio": "conll"}
 TASK_FILE_NAMES = ("task.yaml", "task.yml")
-SPLIT_WORDS = {"train": ("train", "training"), "dev": ("dev", "devel", "development", "val", "valid", "validation")}
+SPLIT_WORDS = {"train": ("train", "training"), "dev": ("dev", "devel", "development", "val", "valid", "validation"),
+               "test": ("test",)}
 
 # fields recognised in JSON/CSV records, tried in this order: the first whose fields all occur in the first record
 CHOICE_CONTEXT_FIELDS = ("premise", "question")  # HuCoPA, COPA: the context is the premise, then the question word
@@ -48,6 +50,9 @@ class TaskFile:
     # the training file(s) or directory, relative to the task file (default: found by name)
     train: str | list[str] | None = None
     dev: str | list[str] | None = None  # the dev file(s) or directory (default: found by name)
+    # the test file(s) or directory: labels hidden (or ignored), predicted and written again in their own format
+    # (default: found by name; none is fine)
+    test: str | list[str] | None = None
     # with no dev split: this share of the training examples, drawn with the run's seed, is the dev split (a task
     # with a dev split ignores it)
     held_out_fraction: float | None = None
@@ -71,6 +76,7 @@ class _Split:
     examples: list[Example]
     files: list[Path]
     wheres: list[str]  # each example's "file:line" (JSON arrays: "file[index]"), for messages
+    label_types: set[type] = dataclasses.field(default_factory=set)  # JSON/CSV: the types the label values had
 
 
 def load_task(path: Path, held_out_fraction: float | None = None, seed: int = 0) -> Task:
@@ -86,6 +92,7 @@ def load_task(path: Path, held_out_fraction: float | None = None, seed: int = 0)
         raise ConfigError(f"{path}: held_out_fraction must be between 0 and 1, got {fraction}")
     train_files = _split_files(path, base, settings.train, "train")
     dev_files = _split_files(path, base, settings.dev, "dev")
+    test_files = _split_files(path, base, settings.test, "test")
     if not train_files:
         raise ConfigError(f"{path}: no training split (a file or directory named *train*; or name it: train: in "
                           f"{TASK_FILE_NAMES[0]})")
@@ -103,8 +110,9 @@ def load_task(path: Path, held_out_fraction: float | None = None, seed: int = 0)
             _check_iob2(split)
     name = settings.name or (path.name if path.is_dir() else path.parent.name if path.suffix in (".yaml", ".yml")
                              else path.stem)
+    test, filled = _read_test(test_files, kind, settings, base, len(labels), train.label_types)
     return Task(name=name, kind=kind, labels=labels, metrics=metrics, train=tuple(train.examples),
-                dev=tuple(dev.examples), source=path)
+                dev=tuple(dev.examples), source=path, test=tuple(test), test_files=tuple(filled))
 
 
 def _settings(path: Path) -> tuple[TaskFile, Path]:
@@ -189,11 +197,10 @@ def _lines(text: str) -> list[str]:
 
 # ---- records: JSON arrays, JSON Lines, CSV/TSV (the sentence kinds)
 
-def _records(file: Path, fmt: str) -> Iterator[tuple[str, dict]]:
-    """(where, record) for each record of a JSON array, JSON Lines or CSV/TSV file; where is file:line (JSON
-    arrays: file[index])."""
-    text = _text(file)
-    if fmt == "json" and text.lstrip().startswith("["):
+def _records(file: Path, fmt: str, text: str) -> Iterator[tuple[str, dict]]:
+    """(where, record) for each record of the JSON array, JSON Lines or CSV/TSV `text` of `file`; where is file:line
+    (JSON arrays: file[index])."""
+    if _is_json_array(fmt, text):
         data = _json(file, text)
         if not isinstance(data, list):
             raise DataError(f"{file}: expected a JSON array of objects, got {type(data).__name__}")
@@ -216,6 +223,10 @@ def _records(file: Path, fmt: str) -> Iterator[tuple[str, dict]]:
                 raise DataError(f"{file}:{reader.line_num}: {'more' if None in record else 'fewer'} columns than the "
                                 f"{width} of the header")
             yield f"{file}:{reader.line_num}", record
+
+
+def _is_json_array(fmt: str, text: str) -> bool:
+    return fmt == "json" and text.lstrip().startswith("[")
 
 
 def _json(file: Path, text: str, line: int = 0):
@@ -242,7 +253,7 @@ def _recognise_kind(file: Path, settings: TaskFile) -> str:
             return ("single", "pair")[len(settings.text_fields) - 1]
         raise ConfigError(f"{file}: text_fields: {len(settings.text_fields)} fields; set kind: (choice) or name "
                           "one (single) or two (pair)")
-    where, first = next(_records(file, fmt), (None, None))
+    where, first = next(_records(file, fmt, _text(file)), (None, None))
     if first is None:
         raise DataError(f"{file}: no examples")
     if _choice_fields(first):
@@ -297,22 +308,28 @@ def _field(record: dict, name: str, where: str, what: str) -> str:
         return str(value)
     if not isinstance(value, str):
         raise DataError(f"{where}: field '{name}' (the {what}) is {json.dumps(value)[:40]}, not a string")
+    if what != "label" and not value.strip():
+        raise DataError(f"{where}: field '{name}' (the {what}) is empty; every example needs its text (remove the "
+                        "record, or name the field that holds it: text_fields in a task file)")
     return value
 
 
-def _sentence_examples(file: Path, kind: str, settings: TaskFile, base: Path) -> Iterator[tuple[Example, str]]:
+def _sentence_examples(file: Path, text: str, kind: str, settings: TaskFile, base: Path,
+                       labelled: bool = True) -> Iterator[tuple[Example, str, dict]]:
+    """(example, where, its record) of each record of `file`, whose text is `text`; without `labelled` (the test
+    split) the label is not read."""
     fields = None
-    for where, record in _records(file, _format(file, settings)):
+    for where, record in _records(file, _format(file, settings), text):
         if fields is None:
             fields = _fields(kind, record, where, settings)
         text_fields, choice_fields = fields
         texts = tuple(_field(record, f, where, "text") for f in text_fields)
         if kind == "choice":
             texts = (" ".join(texts),)
-        label = _field(record, settings.label_field, where, "label")
+        label = _field(record, settings.label_field, where, "label") if labelled else None
         id_ = str(record[settings.id_field]) if settings.id_field in record else _relative(where, base)
         yield Example(id=id_, texts=texts, label=label,
-                      choices=tuple(_field(record, f, where, "choice") for f in choice_fields)), where
+                      choices=tuple(_field(record, f, where, "choice") for f in choice_fields)), where, record
 
 
 def _relative(where: str, base: Path) -> str:
@@ -322,12 +339,14 @@ def _relative(where: str, base: Path) -> str:
 
 # ---- CoNLL-U (Plus) and plain CoNLL columns (tokens)
 
-def _token_examples(file: Path, settings: TaskFile, base: Path) -> Iterator[tuple[Example, str]]:
-    """One example a sentence: the words and tags of the chosen columns. CoNLL-U (Plus): tab-separated, the
-    columns of `# global.columns` (else CoNLL-U's ten), other lines starting with # are comments, multiword-token
-    and empty-node lines (IDs 1-2, 1.1) skipped. Plain CoNLL: whitespace-separated, -DOCSTART- lines skipped."""
+def _token_examples(file: Path, lines: list[str], settings: TaskFile, base: Path,
+                    labelled: bool = True) -> Iterator[tuple[Example, str, tuple[int, ...], int]]:
+    """One example a sentence of `file`, whose lines are `lines`: the words and tags of the chosen columns (without
+    `labelled`, the test split: the words only); with where it starts, the index in `lines` of each word's line and
+    the tag column. CoNLL-U (Plus): tab-separated, the columns of `# global.columns` (else CoNLL-U's ten), other
+    lines starting with # are comments, multiword-token and empty-node lines (IDs 1-2, 1.1) skipped. Plain CoNLL:
+    whitespace-separated, -DOCSTART- lines skipped."""
     fmt = _format(file, settings)
-    lines = _lines(_text(file))
     names: tuple[str, ...] = ()
     if fmt == "conllu":
         header = re.match(r"#\s*global\.columns\s*=\s*(.+)", lines[0])
@@ -335,34 +354,48 @@ def _token_examples(file: Path, settings: TaskFile, base: Path) -> Iterator[tupl
     word_at = label_at = width = None
     words: list[str] = []
     tags: list[str] = []
+    at: list[int] = []
     start = 0
     for number, line in enumerate([*lines, ""], 1):
-        # plain CoNLL: spaces and tabs only separate columns (str.split would also split at U+2028, U+00A0, ...)
-        columns = (line.split("\t") if fmt == "conllu" else re.split(r"[ \t]+", line.strip(" \t"))) \
-            if line.strip(" \t") else []
+        columns = _columns(line, fmt)
         if fmt == "conllu" and line.startswith("#") and len(columns) != len(names):
             continue
         if not columns or (fmt == "conll" and columns[0] == "-DOCSTART-"):
             if words:
                 where = f"{file}:{start}"
-                yield Example(id=_relative(where, base), words=tuple(words), tags=tuple(tags)), where
-                words, tags = [], []
+                yield (Example(id=_relative(where, base), words=tuple(words), tags=tuple(tags) if labelled else ()),
+                       where, tuple(at), label_at)
+                words, tags, at = [], [], []
             continue
         if width is None:
             width = len(names) if names else len(columns)
             word_at = _column(settings.word_column, names, width, file, "FORM", 0, "word_column")
             label_at = _column(settings.column, names, width, file, next((c for c in LABEL_COLUMNS if c in names),
                                                                          None), width - 1, "column")
+            if label_at == word_at:
+                raise DataError(f"{file}: the tag column is the word column ({word_at}, of {width}); a token task's "
+                                "files need a tag column beside the words (a test file too, with any values)")
         if len(columns) != width:
             raise DataError(f"{file}:{number}: {len(columns)} columns where "
                             f"{'the header names' if names else 'the first line has'} {width}"
                             f"{' (the file ends early: truncated?)' if number == len(lines) else ''}")
         if names and names[0] == "ID" and not columns[0].isdigit():
             continue
+        if not columns[word_at].strip():
+            raise DataError(f"{file}:{number}: the word (column {word_at}) is empty; every token needs its word")
         if not words:
             start = number
         words.append(columns[word_at])
         tags.append(columns[label_at])
+        at.append(number - 1)
+
+
+def _columns(line: str, fmt: str) -> list[str]:
+    """A line's columns; none for a blank line. Plain CoNLL: spaces and tabs only separate columns (str.split
+    would also split at U+2028, U+00A0, ...)."""
+    if not line.strip(" \t"):
+        return []
+    return line.split("\t") if fmt == "conllu" else re.split(r"[ \t]+", line.strip(" \t"))
 
 
 def _column(chosen: str | int | None, names: tuple[str, ...], width: int, file: Path, default_name: str | None,
@@ -388,20 +421,91 @@ def _column(chosen: str | int | None, names: tuple[str, ...], width: int, file: 
 
 # ---- splits, labels, metrics
 
+def _check_format(file: Path, kind: str, settings: TaskFile) -> str:
+    fmt = _format(file, settings)
+    if (fmt in ("conllu", "conll")) != (kind == "tokens"):
+        raise ConfigError(f"{file}: a {kind} task cannot be read from {fmt} data (tokens: conllu or conll; the "
+                          "others: json, jsonl, csv or tsv)")
+    return fmt
+
+
 def _read_split(files: list[Path], kind: str, settings: TaskFile, base: Path) -> _Split:
     split = _Split([], files, [])
     for file in files:
-        if (_format(file, settings) in ("conllu", "conll")) != (kind == "tokens"):
-            raise ConfigError(f"{file}: a {kind} task cannot be read from {_format(file, settings)} data (tokens: "
-                              "conllu or conll; the others: json, jsonl, csv or tsv)")
-        read = _token_examples(file, settings, base) if kind == "tokens" else \
-            _sentence_examples(file, kind, settings, base)
-        for example, where in read:
-            split.examples.append(example)
-            split.wheres.append(where)
+        _check_format(file, kind, settings)
+        if kind == "tokens":
+            for example, where, _, _ in _token_examples(file, _lines(_text(file)), settings, base):
+                split.examples.append(example)
+                split.wheres.append(where)
+        else:
+            for example, where, record in _sentence_examples(file, _text(file), kind, settings, base):
+                split.examples.append(example)
+                split.wheres.append(where)
+                split.label_types.add(type(record[settings.label_field]))
     if not split.examples:
         raise DataError(f"{_names(files)}: no examples")
     return split
+
+
+def _read_test(files: list[Path], kind: str, settings: TaskFile, base: Path, choices: int,
+               label_types: set[type]) -> tuple[list[Example], list[TestFile]]:
+    """The test split's examples (their labels, where the files have them, are not read) and its files, each kept
+    to be filled in with predictions: the same records with the label field set (added where missing), as a JSON
+    array (indented as HuLU's), JSON Lines or CSV/TSV, labels of the type the training labels had (JSON numbers,
+    booleans or strings); CoNLL files line for line with the tag column replaced."""
+    examples: list[Example] = []
+    filled: list[TestFile] = []
+    for file in files:
+        fmt = _check_format(file, kind, settings)
+        name = str(file.relative_to(base)) if base in file.parents else file.name
+        text = _text(file)
+        if kind == "tokens":
+            lines = _lines(text)
+            read = list(_token_examples(file, lines, settings, base, labelled=False))
+            fill = _conll_filler(lines, fmt, [(at, label_at) for _, _, at, label_at in read])
+        else:
+            read = list(_sentence_examples(file, text, kind, settings, base, labelled=False))
+            fill = _records_filler(fmt, _is_json_array(fmt, text), [record for _, _, record in read],
+                                   settings.label_field, label_types)
+        for example, where, *_ in read:
+            if kind == "choice" and len(example.choices) != choices:
+                raise DataError(f"{where}: {len(example.choices)} choices where the task has {choices}: every "
+                                "example needs one choice per label")
+        if not read:
+            raise DataError(f"{file}: no examples")
+        examples += [example for example, *_ in read]
+        filled.append(TestFile(name, len(read), fill))
+    return examples, filled
+
+
+def _records_filler(fmt: str, array: bool, records: list[dict], label_field: str, label_types: set[type]):
+    typed = {frozenset({int}): int, frozenset({bool}): lambda label: label == "true"}.get(frozenset(label_types), str)
+
+    def fill(predicted) -> str:
+        rows = [{**record, label_field: typed(label)} for record, label in zip(records, predicted, strict=True)]
+        if fmt in ("csv", "tsv"):
+            text = io.StringIO(newline="")
+            writer = csv.DictWriter(text, list(rows[0]), delimiter="\t" if fmt == "tsv" else ",", lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
+            return text.getvalue()
+        if array:
+            return json.dumps(rows, ensure_ascii=False, indent=4) + "\n"
+        return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    return fill
+
+
+def _conll_filler(lines: list[str], fmt: str, sentences: list[tuple[tuple[int, ...], int]]):
+    """Each sentence: the index of each word's line and the tag column."""
+    def fill(predicted) -> str:
+        out = list(lines)
+        for (at, label_at), tags in zip(sentences, predicted, strict=True):
+            for i, tag in zip(at, tags, strict=True):
+                columns = _columns(out[i], fmt)
+                columns[label_at] = tag
+                out[i] = ("\t" if fmt == "conllu" or "\t" in out[i] else " ").join(columns)
+        return "\n".join(out)
+    return fill
 
 
 def _hold_out(train: _Split, fraction: float, seed: int) -> _Split:

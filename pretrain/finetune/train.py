@@ -14,12 +14,14 @@ from pathlib import Path
 
 import torch
 
-from wiki2bert_core.errors import DataError
+from wiki2bert_core.errors import DataError, first_line
 from pretrain.finetune.encode import Encoded, collate
 from pretrain.model.architectures import takes_token_types
 from pretrain.model.model_dir import HF_CONFIG, encoder_weights, refuse_fresh
 from pretrain.finetune.recipe import Recipe
 from pretrain.finetune.task import Task
+from pretrain.optim.optimizers import parameter_groups
+from pretrain.optim.schedule import WarmupPolyDecay
 
 # the transformers class of each task kind's model: BERT's encoder with a fresh head on [CLS] or on each token
 AUTO_CLASSES = {"single": "AutoModelForSequenceClassification", "pair": "AutoModelForSequenceClassification",
@@ -59,7 +61,7 @@ def load_model(source: ModelSource, task: Task, seed: int) -> torch.nn.Module:
         model, loading = cls.from_pretrained(str(source.path), local_files_only=True, output_loading_info=True,
                                              **labels)
     except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as e:  # damaged or not BERT-family
-        raise DataError(f"{source.path}: cannot load the model for {task.kind} tasks ({_first_line(e)})") from None
+        raise DataError(f"{source.path}: cannot load the model for {task.kind} tasks ({first_line(e)})") from None
     fresh = [name for name in model.state_dict() if name in loading["missing_keys"]]
     refuse_fresh(source.path, encoder_weights(fresh, model.base_model_prefix), HF_CONFIG)
     return model
@@ -71,13 +73,7 @@ def load_tokenizer(path: Path):
     try:
         return transformers.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     except (OSError, ValueError, KeyError) as e:
-        raise DataError(f"{path}: cannot load the tokenizer ({_first_line(e)})") from None
-
-
-def _first_line(error: Exception) -> str:
-    """What transformers says, to fit the one-line message."""
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+        raise DataError(f"{path}: cannot load the tokenizer ({first_line(e)})") from None
 
 
 def choose_device(precision: str) -> tuple[torch.device, bool]:
@@ -104,14 +100,9 @@ def fine_tune(model: torch.nn.Module, train: list[Encoded], kind: str, recipe: R
     """Train `model` on `train` by the recipe; returns the mean training loss of the last epoch. `on_step` is
     called after each optimizer step (the progress bar)."""
     model.to(device).train()
-    decay = [p for p in model.parameters() if p.ndim >= 2]  # not biases and LayerNorm weights
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": recipe.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=recipe.lr)
+    optimizer = torch.optim.AdamW(parameter_groups(model, recipe.weight_decay), lr=recipe.lr)
     total = optimizer_steps(len(train), recipe)
-    warmup = int(recipe.warmup * total)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: step / warmup if step < warmup else max(0.0, (total - step) / max(1, total - warmup)))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, WarmupPolyDecay(total, int(recipe.warmup * total), 1.0))
     order = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)  # dropout
     losses: list[float] = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.errors import ConfigError, DataError, first_line
 from pretrain.config import ModelConfig
 from pretrain.model.architectures import ARCHITECTURES, architecture, of_model_type
 
@@ -124,8 +124,7 @@ def read_hf_config(path: Path) -> ModelConfig:
     try:
         hf = transformers.AutoConfig.from_pretrained(str(path))
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise DataError(f"{path}: not a model config ({type(e).__name__}: {str(e).strip().splitlines()[0]})"
-                        ) from None
+        raise DataError(f"{path}: not a model config ({first_line(e)})") from None
     if of_model_type(hf.model_type) is None:
         raise ConfigError(f"{path}: model_type {hf.model_type!r}, but our models are "
                           f"{', '.join(a.model_type for a in ARCHITECTURES.values())}")

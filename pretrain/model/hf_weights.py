@@ -10,7 +10,7 @@ ModernBertForMaskedLM, so most names are kept; a bare base model's (BertModel's 
 (a tied parameter under either of its names) and says which parameters none came for (a head the directory does not
 hold: left as our model initialised it) and which tensors fit nothing (a task head, a head the model leaves out). A
 directory's vocabulary rows (the tokenizer's, as the export keeps them) fill the first rows of ours, which pads the
-vocabulary to a multiple of 8 (config.padded_vocab_size).
+vocabulary to a multiple of 8 (wiki2bert_core/wordpiece.py: padded_vocab_size).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.errors import ConfigError, DataError, first_line
 from pretrain.model.architectures import Architecture
 
 INDEX_SUFFIX = ".index.json"  # a shard index: {"weight_map": {tensor name: shard file name}}
@@ -61,7 +61,7 @@ def _index(path: Path) -> dict[str, str]:
     try:
         weight_map = json.loads(path.read_text(encoding="utf-8"))["weight_map"]
     except (ValueError, KeyError, TypeError) as e:
-        raise DataError(f"{path}: not a shard index ({type(e).__name__}: {e})") from None
+        raise DataError(f"{path}: not a shard index ({first_line(e)})") from None
     return weight_map
 
 
@@ -77,7 +77,7 @@ def _read(path: Path, arch: Architecture, values: bool = True) -> dict[str, torc
     except FileNotFoundError:
         raise ConfigError(f"{path}: not found (named by the shard index)") from None
     except (OSError, SafetensorError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
-        raise DataError(f"{path}: cannot load the weights ({type(e).__name__}: {e}); the file is damaged or "
+        raise DataError(f"{path}: cannot load the weights ({first_line(e)}); the file is damaged or "
                         f"incomplete, export it again") from None
 
 

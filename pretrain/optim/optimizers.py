@@ -278,12 +278,11 @@ OPTIMIZERS = ("lamb", "lans", "adamw")
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """Two groups: weight decay on weight matrices and embeddings, none on biases and LayerNorm weights (as BERT and
-    ModernBERT): the 1-dimensional tensors, whatever their names."""
+    ModernBERT): the 1-D tensors, whatever a model names them. Pretraining's and fine-tuning's groups."""
     decay, no_decay = [], []
     for p in model.parameters():  # a tied parameter appears once
-        if not p.requires_grad:
-            continue
-        (no_decay if p.ndim < 2 else decay).append(p)
+        if p.requires_grad:
+            (no_decay if p.ndim < 2 else decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 

@@ -7,7 +7,8 @@ atomically. A crash while saving therefore leaves `latest` on the previous check
 disk) removes its directory and is one error line; DeepSpeed's own `latest` writing is off. The newest `keep`
 complete checkpoints are kept (pruned once a newer one is complete); directories of saves that never completed are
 removed. `save` does all this while training waits; `BackgroundSaver` the same in a thread, from a copy of the
-states in CPU memory (pretrain/run/snapshot.py), with the same files.
+states in CPU memory (pretrain/run/snapshot.py), with the same files. The training loop uses either through
+pretrain/run/checkpointer.py.
 
 Finding the latest checkpoint checks that the files meta.json lists are there with their sizes (a truncated file is
 found without loading it); loading one (`load`, `load_weights`) first checks their sha256 (`verify`: flipped bytes,
@@ -38,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.errors import ConfigError, DataError, first_line
 from wiki2bert_core.files import atomic_write, read_json, remove_tree, sha256_file, write_json
 from wiki2bert_core.log import LOGGER_NAME
 from pretrain.config import ModelConfig
@@ -195,7 +196,7 @@ def save(engine, phase_dir: Path, step: int, meta: dict, client_state: dict, kee
     try:
         engine.save_checkpoint(str(checkpoint_dir(phase_dir)), tag=tag, client_state=client_state, save_latest=False)
     except (OSError, RuntimeError) as e:  # torch.save reports a full disk as a RuntimeError
-        _complete(phase_dir, tag, step, meta, keep, _first_line(e))
+        _complete(phase_dir, tag, step, meta, keep, first_line(e))
     _complete(phase_dir, tag, step, meta, keep, None)
     _barrier()
     return tag
@@ -239,7 +240,7 @@ class BackgroundSaver:
             self.engine.save_checkpoint(str(checkpoint_dir(self.phase_dir)), tag=tag, client_state=client_state,
                                         save_latest=False)
         except OSError as e:  # the directories are made here
-            _complete(self.phase_dir, tag, step, meta, self.keep, _first_line(e))
+            _complete(self.phase_dir, tag, step, meta, self.keep, first_line(e))
         finally:
             self.engine.checkpoint_engine = saving
             collected, self._collecting.collected = self._collecting.collected, []
@@ -277,9 +278,9 @@ class BackgroundSaver:
                     break
                 self._collecting.write(state, path)
         except (OSError, RuntimeError) as e:
-            failure = _first_line(e)
+            failure = first_line(e)
         except BaseException as e:  # not a failure to write: a bug, reported with its traceback by finish()
-            self._error, failure = e, _first_line(e)
+            self._error, failure = e, first_line(e)
         del files
         if self._group is not None:
             failures = [None] * self._group.size()
@@ -329,7 +330,7 @@ def _complete(phase_dir: Path, tag: str, step: int, meta: dict, keep: int, failu
             with atomic_write(ckpt / LATEST) as f:
                 f.write(tag)
         except OSError as e:
-            failure = _first_line(e)
+            failure = first_line(e)
         else:
             _prune(ckpt, keep, tag)
             size = sum(p.stat().st_size for p in files)
@@ -386,13 +387,8 @@ def _unloadable(checkpoint: Checkpoint):
     try:
         yield
     except (OSError, RuntimeError, EOFError, ValueError, KeyError, pickle.UnpicklingError) as e:
-        raise DataError(f"{checkpoint.path}: cannot load this checkpoint ({_first_line(e)}); "
+        raise DataError(f"{checkpoint.path}: cannot load this checkpoint ({first_line(e)}); "
                             f"{_previous_good(checkpoint_dir(checkpoint.phase_dir), checkpoint.tag)}") from None
-
-
-def _first_line(e: BaseException) -> str:
-    lines = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {lines[0] if lines else ''}"
 
 
 def rng_state() -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+
 import torch
 
 from wiki2bert_core.config import deep_merge
@@ -30,6 +31,11 @@ def choose_precision(choice: str) -> str:
     if choice == "fp16" and not cuda:
         raise ConfigError("precision fp16: needs a GPU (DeepSpeed refuses fp16 on CPU); use fp32 or bf16")
     return choice
+
+
+def autocast_dtype(precision: str) -> torch.dtype | None:
+    """The dtype torch.autocast computes in at `precision` (as choose_precision gives it); None for fp32."""
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
 
 
 def zero_stage_for(parameters: int) -> int:
@@ -73,7 +79,7 @@ def deepspeed_config(c: TrainConfig, grad_accumulation: int, precision: str, use
     # flat partitions anyway, and DeepSpeed's own mixed precision keeps 16-bit weights and gradients (less memory).
     if precision != "fp32":
         if zero_stage == 0:  # fp16: with a dynamic GradScaler
-            ds["torch_autocast"] = {"enabled": True, "dtype": {"bf16": "bfloat16", "fp16": "float16"}[precision]}
+            ds["torch_autocast"] = {"enabled": True, "dtype": str(autocast_dtype(precision)).removeprefix("torch.")}
         elif precision == "bf16":
             ds["bf16"] = {"enabled": True}
         else:

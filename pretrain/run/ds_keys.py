@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from wiki2bert_core.errors import ConfigError
+from wiki2bert_core.errors import ConfigError, first_line
 
 WHOLE = "*"  # recorded for a section that was iterated over (handed to a validator) rather than looked up key by key
 # DeepSpeedConfig checks these against each other; the user's file may not set them (engine.USER_DS_FORBIDDEN)
@@ -70,8 +70,7 @@ def check_deepspeed_keys(path: Path, user: dict) -> None:
         problem = "not a DeepSpeed setting" if error["type"] == "extra_forbidden" else error["msg"]
         raise ConfigError(f"{path}: {key}: {problem}") from None
     except (DeepSpeedConfigError, AssertionError, ValueError, TypeError, KeyError) as e:  # DeepSpeed's own checks
-        raise ConfigError(f"{path}: DeepSpeed refuses it: {str(e).strip().splitlines()[0] if str(e) else e!r}") \
-            from None
+        raise ConfigError(f"{path}: DeepSpeed refuses it: {first_line(e)}") from None
     unknown = _unknown(user, seen)
     if unknown:
         raise ConfigError(f"{path}: {unknown}: not a DeepSpeed setting (DeepSpeed would ignore it)")

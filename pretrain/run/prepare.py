@@ -11,11 +11,11 @@ import torch
 from wiki2bert_core.config import changeable_fields, config_to_dict
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json
-from wiki2bert_core.wordpiece import read_vocab, vocab_difference
+from wiki2bert_core.wordpiece import padded_vocab_size, read_vocab, vocab_difference
 from pretrain.run import checkpoint
 from pretrain.model.attention import available_kernels
 from pretrain.run.checkpoint import Checkpoint
-from pretrain.config import ModelConfig, TrainConfig, model_config, padded_vocab_size, preset_of
+from pretrain.config import ModelConfig, TrainConfig, model_config, preset_of
 from pretrain.data.loader import DataDirectory, open_data
 from pretrain.run.deepspeed_settings import choose_precision, read_user_ds_config
 from pretrain.model.model_dir import (HPARAMS, HuggingFaceDir, ModelDir, PhaseDir, is_phase_dir, open_model_dir,
@@ -80,7 +80,6 @@ class Run:
     precision: str  # fp32 | bf16 | fp16
     user_ds_config: dict
     eval_files: list[Path] = dataclasses.field(default_factory=list)  # held-out files; [] = no evaluation
-    eval_every: int = 0  # steps between evaluations (0: none)
     masking: DynamicMasking | None = None  # None: the files' masks (masking static)
 
     @property
@@ -152,9 +151,7 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
     return Run(phase=phase, phase_dir=phase_dir, config=config, model=model, data=data, vocab_dir=vocab_dir,
                vocab_size=len(vocab), init=init, resume=resume, world_size=world_size,
                grad_accumulation=config.global_batch // per_step, precision=choose_precision(config.precision),
-               user_ds_config=user_ds, eval_files=eval_files,
-               eval_every=config.eval_every if config.eval_every is not None else max(1, config.steps // 20),
-               masking=masking)
+               user_ds_config=user_ds, eval_files=eval_files, masking=masking)
 
 
 def _dynamic_masking(config: TrainConfig, vocab: dict[str, int], seq_len: int) -> DynamicMasking:

@@ -1,7 +1,9 @@
-"""How long a run will take: a warning up front when a plan is sized for GPUs but runs on a CPU, and a line, once
-the first steps are measured, with the run's steps, the measured seconds per step and the clock time it ends."""
+"""How long a run will take: a warning up front when a plan is sized for GPUs but runs on a CPU, the default
+cadence of held-out evaluation (a bounded share of the run's time), and a line, once the first steps are measured,
+with the run's steps, the measured seconds per step, the clock time it ends and evaluation's share."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 
@@ -14,6 +16,14 @@ from pretrain.config import TrainConfig
 CPU_GLOBAL_BATCH = 1024
 PLAN_AFTER_STEPS = 4  # the plan is logged after this many steps of the run, or after PLAN_AFTER_S seconds
 PLAN_AFTER_S = 30.0
+# The default cadence (eval_every null): as many evaluations as keep them within EVAL_SHARE of the run's training
+# time, at most MOST_EVALUATIONS, and always the one at the end of the phase. A held-out instance is taken to cost
+# EVAL_INSTANCE_COST of a training sequence: a forward pass only, in the padded layout where training packs
+# (0.29-0.43 measured on CPU: bench/eval_cost.py, docs/performance.md). Counting instances instead of timing them
+# keeps the evaluated steps the same on every rank, on resume and from run to run.
+EVAL_SHARE = 0.05
+MOST_EVALUATIONS = 20
+EVAL_INSTANCE_COST = 0.5
 
 
 def scale_warning(phase: str, config: TrainConfig, world_size: int, cuda: bool) -> str | None:
@@ -29,14 +39,44 @@ def scale_warning(phase: str, config: TrainConfig, world_size: int, cuda: bool) 
             f"--set global_batch=64 --set micro_batch=32 --set steps=150")
 
 
+@dataclasses.dataclass(frozen=True)
+class EvalCadence:
+    """When the loop evaluates on the held-out set: every `every` steps and at the last step of the phase."""
+    every: int
+    steps: int  # the phase's
+    share: float  # of the run's training time that the evaluations take (estimated, EVAL_INSTANCE_COST)
+
+    def due(self, step: int) -> bool:
+        return step % self.every == 0 or step == self.steps
+
+    def describe(self) -> str:
+        evaluations = -(-self.steps // self.every)
+        when = "at the end" if evaluations == 1 else f"every {self.every:,} steps and at the end"
+        return f"{evaluations} time{'s' * (evaluations > 1)} ({when}), ~{self.share:.0%} of the training time"
+
+
+def eval_cadence(config: TrainConfig, instances: int) -> EvalCadence:
+    """The cadence of config.eval_every (> 0) or, for null, the default one, for `instances` held-out instances."""
+    sequences = config.steps * config.global_batch
+    every = config.eval_every
+    if every is None:
+        affordable = int(EVAL_SHARE * sequences / (EVAL_INSTANCE_COST * instances))
+        every = -(-config.steps // max(1, min(MOST_EVALUATIONS, affordable)))
+    evaluations = -(-config.steps // every)
+    return EvalCadence(every, config.steps, evaluations * instances * EVAL_INSTANCE_COST / sequences)
+
+
 class TimePlan:
     """Logs once, after PLAN_AFTER_STEPS steps of this run or PLAN_AFTER_S seconds, the run's steps (from its
-    first step to its last, `steps_this_run` counted) at the seconds per step measured here, and when it ends.
+    first step to its last, `steps_this_run` counted) at the seconds per step measured here, when it ends, and
+    the held-out evaluations (`evaluations`; None: none) with their share of the time.
     The first step, which also warms up, is left out of the measure when later steps are there to measure."""
 
-    def __init__(self, phase: str, first_step: int, last_step: int, global_batch: int, log: logging.Logger):
+    def __init__(self, phase: str, first_step: int, last_step: int, global_batch: int, log: logging.Logger,
+                 evaluations: EvalCadence | None = None):
         self.phase, self.first_step, self.last_step, self.global_batch, self.log = (phase, first_step, last_step,
                                                                                     global_batch, log)
+        self.evaluations = evaluations
         self.started = time.monotonic()
         self.after_first: float | None = None
         self.logged = False
@@ -51,10 +91,12 @@ class TimePlan:
             return
         per_step = (now - self.after_first) / (done - 1) if done > 1 else now - self.started
         steps = self.last_step - self.first_step
-        end = time.time() + (self.last_step - step) * per_step
-        self.log.info("%s: %s steps x %s sequences at %s s/step here: about %s (done ~%s)", self.phase,
-                      f"{steps:,}", f"{self.global_batch:,}", f"{per_step:.3g}", duration(steps * per_step),
-                      clock(end))
+        evaluated = 1 + (self.evaluations.share if self.evaluations else 0)  # spread over the steps, roughly
+        end = time.time() + (self.last_step - step) * per_step * evaluated
+        evaluations = f" with held-out evaluation {self.evaluations.describe()}" if self.evaluations else ""
+        self.log.info("%s: %s steps x %s sequences at %s s/step here: about %s (done ~%s)%s", self.phase,
+                      f"{steps:,}", f"{self.global_batch:,}", f"{per_step:.3g}",
+                      duration(steps * per_step * evaluated), clock(end), evaluations)
         self.logged = True
 
 

@@ -1,9 +1,9 @@
-"""The training loop of one pretraining phase on DeepSpeed: builds the engine for a prepared `Run` (see run.py),
+"""The training loop of one pretraining phase on DeepSpeed: builds the engine for a prepared `Run` (see prepare.py),
 trains until the phase's last step, `steps_this_run` steps or a stop signal, logging metrics and saving checkpoints.
 
 Run directory (`<out>/<phase>/`): .lock (one run at a time: wiki2bert_core/dir_lock.py), the provenance files
 (run_files.py), train.log, metrics.jsonl and tb/ (metrics.py), checkpoints/ (checkpoint.py), flops_profile.txt and
-profile/ when profiling (profiling.py).
+profile/ when profiling (profiling.py). The loop saves checkpoints through one call (checkpointer.py).
 """
 from __future__ import annotations
 
@@ -18,15 +18,15 @@ import time
 import numpy as np
 import torch
 
-from wiki2bert_core.config import config_to_dict
 from wiki2bert_core.dir_lock import lock_directory
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.log import LOGGER_NAME, progress, setup_logging
 from pretrain.run import checkpoint
+from pretrain.run.checkpointer import Checkpointer
 from pretrain.model.attention import choose_attention
 from pretrain.config import TrainConfig
 from pretrain.data.loader import DataState, make_loader, redistribute
-from pretrain.run.deepspeed_settings import deepspeed_config, single_process_env, zero_stage_for
+from pretrain.run.deepspeed_settings import autocast_dtype, deepspeed_config, single_process_env, zero_stage_for
 from pretrain.run.evaluate import HeldOut, evaluate, format_figures
 from pretrain.model.hf_weights import load_matching, module_names
 from pretrain.run.metrics import STEP_STATS, MetricsLog, batch_counts, step_stats
@@ -36,7 +36,7 @@ from pretrain.run.prepare import Run
 from pretrain.run.run_files import write_run_files
 from pretrain.optim.schedule import lr_schedule
 from pretrain.run.signals import StopSignal
-from pretrain.run.time_plan import TimePlan, scale_warning
+from pretrain.run.time_plan import EvalCadence, TimePlan, eval_cadence, scale_warning
 
 
 log = logging.getLogger(LOGGER_NAME)
@@ -142,24 +142,12 @@ def _train(run: Run) -> int:
     if rank == 0 and (warning := scale_warning(run.phase, c, run.world_size, torch.cuda.is_available())):
         log.warning(warning)
     started = start(run)
-    engine, zero_stage, step, data_state, rng = (started.engine, started.zero_stage, started.step,
-                                                 started.data_state, started.rng)
+    engine, step, data_state, rng = started.engine, started.step, started.data_state, started.rng
     model = engine.module
     last = min(c.steps, step + c.steps_this_run) if c.steps_this_run else c.steps
-    log.info("%s: steps %d..%d of %d, %s parameters, %d rank(s) x micro-batch %d x accumulation %d = %d, %s, "
-             "ZeRO %d", run.phase, step + 1, last, c.steps, f"{model.num_parameters():,}", run.world_size,
-             c.micro_batch, run.grad_accumulation, c.global_batch, run.precision, zero_stage)
-    if run.masking is not None:
-        log.info("dynamic masking: %g of each sequence's tokens, at most %d, %s", run.masking.rate,
-                 run.masking.max_predictions, "whole words" if run.masking.whole_word else "single tokens")
+    _log_plan(run, started, last)
     with contextlib.ExitStack() as cleanup:
-        batches = iter(make_loader(run.data, c.micro_batch, run.vocab_size, rank, run.world_size, c.seed,
-                                   c.loader_workers, data_state, pin_memory=torch.cuda.is_available(),
-                                   pack=c.pack_sequences, masking=run.masking))
-        # the workers ignore SIGTERM (see data.py), so they are stopped here, whatever happens: at interpreter exit
-        # multiprocessing would SIGTERM them and wait forever (e.g. after an exception that keeps the iterator)
-        if c.loader_workers:  # a loader without workers has none to stop
-            cleanup.callback(batches._shutdown_workers)
+        batches = _batches(run, rank, data_state, cleanup)
         if rng is not None:
             checkpoint.set_rng_state(rng)  # after the loader's workers are started: dropout continues exactly
         metrics = MetricsLog(run, model.training_flops, rank == 0, step)
@@ -167,15 +155,11 @@ def _train(run: Run) -> int:
         bar = cleanup.enter_context(progress(total=c.steps, initial=step, desc=run.phase, unit="step",
                                              quiet=rank != 0))
         stop = cleanup.enter_context(StopSignal(log, run.world_size))
+        checkpointer = cleanup.enter_context(Checkpointer(engine, run, step))
         stats = torch.zeros(len(STEP_STATS), dtype=torch.float64, device=engine.device)
-        held_out = _held_out(run, rank, log)
-        saver = None
-        if c.checkpoint_writes == "background":
-            saver = checkpoint.BackgroundSaver(engine, run.phase_dir, c.keep_checkpoints, run.world_size)
-            cleanup.callback(saver.abandon)  # a run that fails leaves `latest` as it was; a finished one waited
-        saved = logged = step
-        stopped = False
-        plan = TimePlan(run.phase, step, last, c.global_batch, log)
+        held_out, evaluations = _held_out(run, rank, log)
+        plan = TimePlan(run.phase, step, last, c.global_batch, log, evaluations)
+        logged, stopped = step, False
         while step < last:
             with profiling(engine, c, run.phase_dir, step + 1, rank):
                 done = _train_step(engine, batches, run, stats, step + 1, stop)
@@ -191,34 +175,55 @@ def _train(run: Run) -> int:
                 bar.set_postfix(loss=f"{row['loss']:.4f}", real_tok_s=f"{row['real_tokens_per_s']:,.0f}",
                                 padding=f"{row['padding_share']:.0%}", refresh=False)
                 logged = step
-            if held_out and (step % run.eval_every == 0 or step == c.steps) and \
+            if evaluations and evaluations.due(step) and \
                     not _evaluate(model, held_out, run, step, metrics, log, stop):
                 stopped = True
                 break
             if step % c.checkpoint_every == 0 or step == last:
-                _save(engine, run, step, data_state, rng, saver, final=step == last)
+                checkpointer.save(step, data_state, rng, last_step=step == last)
                 metrics.restart_clock()
-                saved = step
             plan.step_done(step)
-        if stopped and step > saved:  # the last completed step; the abandoned one left no trace in the engine
-            if step > logged:
-                metrics.row(step, stats, lr, grad_norm)
-            if saver is not None:
-                saver.abandon()  # the write in flight is of an older step: the stop should not wait for it
-            _save(engine, run, step, data_state, rng, saver, final=True)
-            saved = step
-        if saver is not None:
-            saver.finish()
-    if stopped:
-        log.warning("stopped by signal %d; %s", stop.signum,
+        if step > max(logged, checkpointer.saved):  # stopped between saves: the row of the step saved next
+            metrics.row(step, stats, lr, grad_norm)
+        saved = checkpointer.close(step, data_state, rng)
+    return _exit_code(run, step, saved, stop.signum if stopped else None)
+
+
+def _log_plan(run: Run, started: Started, last: int) -> None:
+    c = run.config
+    log.info("%s: steps %d..%d of %d, %s parameters, %d rank(s) x micro-batch %d x accumulation %d = %d, %s, "
+             "ZeRO %d", run.phase, started.step + 1, last, c.steps, f"{started.engine.module.num_parameters():,}",
+             run.world_size, c.micro_batch, run.grad_accumulation, c.global_batch, run.precision, started.zero_stage)
+    if run.masking is not None:
+        log.info("dynamic masking: %g of each sequence's tokens, at most %d, %s", run.masking.rate,
+                 run.masking.max_predictions, "whole words" if run.masking.whole_word else "single tokens")
+
+
+def _batches(run: Run, rank: int, data_state: DataState | None, cleanup: contextlib.ExitStack):
+    """This rank's micro-batches from `data_state` on. The loader's workers ignore SIGTERM (see loader.py), so
+    they are stopped on leaving `cleanup`, whatever happens: at interpreter exit multiprocessing would SIGTERM
+    them and wait forever (e.g. after an exception that keeps the iterator)."""
+    c = run.config
+    batches = iter(make_loader(run.data, c.micro_batch, run.vocab_size, rank, run.world_size, c.seed,
+                               c.loader_workers, data_state, pin_memory=torch.cuda.is_available(),
+                               pack=c.pack_sequences, masking=run.masking))
+    if c.loader_workers:  # a loader without workers has none to stop
+        cleanup.callback(batches._shutdown_workers)
+    return batches
+
+
+def _exit_code(run: Run, step: int, saved: int, stop_signum: int | None) -> int:
+    """Logs how the run ended; 128 + the signal's number for a run a signal stopped, else 0."""
+    if stop_signum is not None:
+        log.warning("stopped by signal %d; %s", stop_signum,
                     f"checkpoint of step {saved} saved; re-run the same command to resume" if saved else
                     "no step was completed, nothing saved; re-run the same command to start")
-        return 128 + stop.signum
-    if step < c.steps:
-        log.info("stopped after step %d of %d (steps_this_run); re-run the same command to continue", step, c.steps)
+        return 128 + stop_signum
+    if step < run.config.steps:
+        log.info("stopped after step %d of %d (steps_this_run); re-run the same command to continue", step,
+                 run.config.steps)
     else:
-        log.info("%s complete: %d steps, checkpoint in %s", run.phase, step,
-                 checkpoint.checkpoint_dir(run.phase_dir))
+        log.info("%s complete: %d steps, checkpoint in %s", run.phase, step, checkpoint.checkpoint_dir(run.phase_dir))
     return 0
 
 
@@ -284,16 +289,17 @@ def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int, stop:
     return lr, float(ds_norm) if ds_norm is not None else grad_norm, data_state
 
 
-def _held_out(run: Run, rank: int, log: logging.Logger) -> HeldOut | None:
+def _held_out(run: Run, rank: int, log: logging.Logger) -> tuple[HeldOut, EvalCadence] | tuple[None, None]:
     if not run.eval_files:
-        log.info("held-out evaluation: off (%s)", "eval_every 0" if run.eval_every == 0 else
+        log.info("held-out evaluation: off (%s)", "eval_every 0" if run.config.eval_every == 0 else
                  f"no test/ split in {run.data.data_dir}; pass --eval-data DIR")
-        return None
+        return None, None
     held_out = HeldOut.read(run.eval_files, run.config.eval_samples, run.vocab_size,
                             run.model.max_position_embeddings, rank, run.world_size)
-    log.info("held-out evaluation: every %d steps on the first %s instances of %s", run.eval_every,
-             f"{held_out.total:,}", run.eval_files[0].parent)
-    return held_out
+    evaluations = eval_cadence(run.config, held_out.total)
+    log.info("held-out evaluation on the first %s instances of %s: %s", f"{held_out.total:,}",
+             run.eval_files[0].parent, evaluations.describe())
+    return held_out, evaluations
 
 
 def _evaluate(model, held_out: HeldOut, run: Run, step: int, metrics: MetricsLog, log: logging.Logger,
@@ -302,8 +308,7 @@ def _evaluate(model, held_out: HeldOut, run: Run, step: int, metrics: MetricsLog
     of a part of the instances would not compare with the other rows, and the stop must not wait for the rest."""
     log.info("step %d: held-out evaluation of %s instances", step, f"{held_out.total:,}")
     start = time.perf_counter()
-    figures = evaluate(model, held_out, run.config.micro_batch, run.vocab_size,
-                       {"bf16": torch.bfloat16, "fp16": torch.float16}.get(run.precision), stop)
+    figures = evaluate(model, held_out, run.config.micro_batch, run.vocab_size, autocast_dtype(run.precision), stop)
     metrics.eval_row(step, figures, time.perf_counter() - start)
     if figures is None:
         log.warning("held-out evaluation of step %d abandoned: no eval_* row for it, a resumed run does not repeat "
@@ -326,7 +331,7 @@ def _attention_kernel(run: Run, model: torch.nn.Module, rank: int, log: logging.
     batch = next(iter(make_loader(run.data, c.micro_batch, run.vocab_size, rank, run.world_size, c.seed, workers=0,
                                   pack=c.pack_sequences, masking=run.masking)))
     batch = {k: v.to(device) for k, v in batch.items() if isinstance(v, torch.Tensor)}
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(run.precision)
+    dtype = autocast_dtype(run.precision)
 
     def step(kernel: str) -> None:
         model.attention = kernel
@@ -339,33 +344,6 @@ def _attention_kernel(run: Run, model: torch.nn.Module, rank: int, log: logging.
     log.info("attention kernel: %s (fastest of %s)", kernel,
              ", ".join(f"{k} {1000 * s:.1f} ms" for k, s in seconds.items()))
     return kernel
-
-
-def _save(engine, run: Run, step: int, data_state: dict, rng: dict, saver: checkpoint.BackgroundSaver | None,
-          final: bool) -> None:
-    """The checkpoint of `step`: written by `saver` in the background, or now (no saver: blocking saves; the last
-    checkpoint of a run, after the write in flight). Logs how long training waited for it."""
-    start = time.perf_counter()
-    mine = {"data": data_state, "rng": rng}
-    ranks = [None] * run.world_size
-    torch.distributed.all_gather_object(ranks, mine)
-    client = {"phase": run.phase, "step": step, "world_size": run.world_size, "ranks": ranks,
-              "config": config_to_dict(run.config)}
-    meta = {"phase": run.phase, "steps": run.config.steps, "world_size": run.world_size,
-            "samples_seen": step * run.config.global_batch}
-    if saver is None or final:
-        if saver is not None:
-            saver.finish()
-        checkpoint.save(engine, run.phase_dir, step, meta, client, run.config.keep_checkpoints)
-        log.info("checkpoint of step %d: training waited %.2f s for the whole write", step,
-                 time.perf_counter() - start)
-        return
-    saver.finish()
-    previous = time.perf_counter() - start
-    saver.save(step, meta, client)
-    log.info("checkpoint of step %d: training waited %.2f s (%.2f s for the previous write, then a copy of %.2f GiB "
-             "into CPU memory); written in the background", step, time.perf_counter() - start, previous,
-             saver.snapshot_bytes / 2 ** 30)
 
 
 def _grad_norm(engine) -> float | None:

@@ -1,15 +1,15 @@
 """`pretrain tune`: the fastest micro-batch, attention kernel and activation checkpointing that fit this device,
 measured rather than estimated.
 
-Each candidate setting is a trial in a fresh process (`python -m pretrain.tools.tune SPEC`): the run's model and DeepSpeed
-engine (train.build_engine, the same config `pretrain phase1/phase2` would use, on one rank), WARMUP_STEPS then
-TIMED_STEPS steps of forward, backward and optimizer step on synthetic full-length rows (or micro-batches of
---data, read and packed as training reads them). A trial reports the peak memory of its warm-up steps above the
-footprint before the model was made, like bench/estimate_memory.py: on GPU `torch.cuda.max_memory_allocated`; on
-CPU the peak RSS while glibc returns freed memory at once, so that RSS follows the live tensors (PeakMemory). Its
-speed is that of the timed steps. Out of memory is an answer, not an error: CUDA's out-of-memory error, a peak
-above --memory-cap, or a trial the kernel killed; a process per trial means such a failure leaves nothing behind
-for the next one.
+Each candidate setting is a trial in a fresh process (`python -m pretrain.tools.tune_trial SPEC`), which ends with
+this one: the run's model and DeepSpeed engine (train.build_engine, the same config `pretrain phase1/phase2` would
+use, on one rank), WARMUP_STEPS then TIMED_STEPS steps of forward, backward and optimizer step on synthetic
+full-length rows (or micro-batches of --data, read and packed as training reads them). A trial reports the peak
+memory of its warm-up steps above the footprint before the model was made, like bench/estimate_memory.py: on GPU
+`torch.cuda.max_memory_allocated`; on CPU the peak RSS while glibc returns freed memory at once, so that RSS follows
+the live tensors (PeakMemory). Its speed is that of the timed steps. Out of memory is an answer, not an error:
+CUDA's out-of-memory error, a peak above --memory-cap, or a trial the kernel killed; a process per trial means such
+a failure leaves nothing behind for the next one.
 
 The search (search()) starts from `pretrain estimate`: the largest power of two whose estimate (model states and
 peak phase) fits the memory limit (--memory-cap, else the GPU's memory or the memory available on CPU), at most the
@@ -22,10 +22,12 @@ global_batch / micro_batch of them.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -34,6 +36,7 @@ from typing import Callable, Iterator
 
 import torch
 
+from wiki2bert_core.config import parse_setting
 from wiki2bert_core.errors import ConfigError, DataError
 from pretrain.model.attention import available_kernels
 from pretrain.config import load_train_config, model_config, phase_of_length
@@ -120,10 +123,11 @@ def make_setup(preset: str | None, seq_len: int, zero_stage: int | None, precisi
     masked positions and vocabulary are the trials'."""
     vocab_size, max_predictions = 30522, math.ceil(0.15 * seq_len)
     if data is not None:
-        from wiki2bert_core.variant_dir import find_vocab_file
+        from wiki2bert_core.variant_dir import find_vocab_file, training_files
         from wiki2bert_core.wordpiece import read_vocab
         from pretrain.data.loader import open_data
 
+        training_files(data)  # a wrong --data is reported as such, before the vocabulary is looked for
         vocab_size = len(read_vocab(find_vocab_file(data, None)))
         files = open_data(data, None, vocab_size)
         seq_len, max_predictions = files.seq_len, files.max_predictions
@@ -131,7 +135,7 @@ def make_setup(preset: str | None, seq_len: int, zero_stage: int | None, precisi
               if v is not None}
     phase = phase_of_length(seq_len, load_train_config("phase1", None, overrides, values or None).arch)
     config = load_train_config(phase, None, overrides, values or None)
-    pinned_keys = {item.partition("=")[0].strip() for item in overrides} & set(TUNED)
+    pinned_keys = {parse_setting(item)[0] for item in overrides} & set(TUNED)
     pinned = {"micro_batch": config.micro_batch, "attention": config.attention,
               "model.activation_checkpointing": config.model.get("activation_checkpointing")}
     pinned = {k: v for k, v in pinned.items() if k in pinned_keys and v != "auto"}
@@ -145,7 +149,7 @@ def make_setup(preset: str | None, seq_len: int, zero_stage: int | None, precisi
     else:
         limit = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     setup = Setup(
-        phase=phase, arch=config.arch, overrides=tuple(o for o in overrides if o.partition("=")[0].strip() not in TUNED),
+        phase=phase, arch=config.arch, overrides=tuple(o for o in overrides if parse_setting(o)[0] not in TUNED),
         preset=config.preset, seq_len=seq_len, max_predictions=max_predictions, vocab_size=vocab_size,
         zero_stage=config.zero_stage if config.zero_stage is not None else zero_stage_for(parameters),
         precision=choose_precision(config.precision), optimizer=config.optimizer, global_batch=config.global_batch,
@@ -288,13 +292,12 @@ def tune(setup: Setup, pinned: dict, budget: float, run_trial: Callable[[Setup, 
 
 def run_trial(setup: Setup, candidate: Candidate, timeout: float) -> Trial:
     """One trial in a fresh process (see the module's docstring), stopped after `timeout` seconds."""
-    spec = {**dataclasses.asdict(setup), "candidate": dataclasses.asdict(candidate)}
+    spec = {**dataclasses.asdict(setup), "candidate": dataclasses.asdict(candidate), "parent": os.getpid()}
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_ENV}
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     try:
-        done = subprocess.run([sys.executable, "-m", "pretrain.tools.tune", json.dumps(spec)], env=env,
-                              capture_output=True, text=True, timeout=timeout)
+        done = _run_dying_with_us([sys.executable, "-m", "pretrain.tools.tune_trial", json.dumps(spec)], env, timeout)
     except subprocess.TimeoutExpired:
         return Trial(candidate, "stopped at the budget")
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
@@ -310,6 +313,38 @@ def run_trial(setup: Setup, candidate: Candidate, timeout: float) -> Trial:
         return Trial(candidate, "killed")
     last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
     return Trial(candidate, f"failed: {last}")
+
+
+def _run_dying_with_us(args: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
+    """Runs a trial process in a process group of its own, which is killed whenever this call ends before the trial
+    does (its timeout, an exception, SIGTERM: stop_trials_on_sigterm); when this process is killed outright
+    (SIGKILL), Linux ends the trial (tune_trial.py asks for it first thing: after exec rather than in a preexec_fn,
+    which is unsafe in a process with threads). A trial left running would hold its memory (a GPU's) until it
+    ended."""
+    process = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    finally:
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+    return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
+
+
+@contextlib.contextmanager
+def stop_trials_on_sigterm() -> Iterator[None]:
+    """SIGTERM ends `pretrain tune` through an exception (exit 143), so that the trial running is killed on the
+    way out, as on Ctrl-C."""
+    def handle(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, handle)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def measure(spec: dict) -> dict:
@@ -443,10 +478,6 @@ def _batches(spec: dict, config) -> Iterator[dict]:
         yield pack_batch(batch) if config.pack_sequences else batch
 
 
-if __name__ == "__main__":
-    print(json.dumps(measure(json.loads(sys.argv[1]))), flush=True)
-
-
 def format_trial(trial: Trial) -> str:
     c = trial.candidate
     speed = f"{trial.sequences_per_s:,.1f}" if trial.sequences_per_s is not None else "-"
@@ -465,6 +496,25 @@ def format_setup(setup: Setup, budget: float) -> str:
     return (f"tune {setup.arch} {setup.preset}, seq {setup.seq_len}, ZeRO {setup.zero_stage}, {setup.precision}, {setup.optimizer}, "
             f"global_batch {setup.global_batch:,}, one rank on {setup.device}, {cap}, budget {budget:.0f} s; "
             f"{'data ' + setup.data if setup.data else 'synthetic full-length rows'}")
+
+
+def no_answer(result: Result, setup: Setup, budget: float) -> str:
+    """The line `pretrain tune` ends with when no setting fits, naming the cause its trials found."""
+    finished = [t for t in result.trials if t.outcome != "stopped at the budget"]
+    if not finished:
+        return f"tune: no setting finished within the budget of {budget:.0f} s; raise --budget"
+    if all(t.failed for t in finished):
+        return f"tune: every trial failed; the first: {finished[0].outcome.removeprefix('failed: ')}"
+    untried = f"; the budget of {budget:.0f} s left untried: {'; '.join(result.not_tried)}" if result.not_tried else ""
+    over_cap = [t for t in finished if t.outcome == "over the memory cap"]
+    if over_cap and len(over_cap) == len([t for t in finished if not t.failed]):
+        lowest = min(over_cap, key=lambda t: t.peak_bytes)
+        return (f"tune: no setting fits under --memory-cap {setup.memory_cap / GIB:.3g} GiB: every trial's peak was "
+                f"above it (the lowest, {lowest.peak_bytes / MIB:,.0f} MiB at {lowest.candidate.describe()}); raise "
+                f"--memory-cap{untried}")
+    return (f"tune: no setting fits in the memory of {setup.device}"
+            f"{' under --memory-cap' if setup.memory_cap is not None else ''}; lower --seq-len or use a higher "
+            f"--zero-stage{' or raise --memory-cap' if setup.memory_cap is not None else ''}{untried}")
 
 
 def format_answer(result: Result, budget: float) -> list[str]:

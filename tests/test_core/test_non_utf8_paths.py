@@ -43,6 +43,8 @@ COMMANDS = [
     ("pipeline.cli report --lang hu --workdir {bad}/w", "--workdir"),
     ("pipeline.cli report --lang hu --workdir {ok}/w --out {bad}/r", "--out"),
     ("pipeline.cli sample-dump {bad}/dump --pages 5", "OUT_DIR"),
+    ("pipeline.cli sample-corpus {bad}/web --docs 5", "OUT_DIR"),
+    ("pipeline.cli run --lang hu --workdir {ok}/w --corpus web={bad}/web.jsonl:2", "--corpus"),
     ("pretrain.cli phase1 --data {bad}/data --out {ok}/run", "--data"),
     ("pretrain.cli phase1 --data {ok}/data --out {bad}/run", "--out"),
     ("pretrain.cli phase2 --data {ok}/data --out {ok}/run --init {bad}/phase1", "--init"),
@@ -139,6 +141,19 @@ def test_a_non_utf8_file_name_in_an_hdf5_input_directory_is_one_line(tmp_path, w
     assert result.returncode == 1, result.stderr
     assert line.startswith(f"error: {text_dir}/{SHOWN}.txt: the file name is not UTF-8"), line
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()
+
+
+def test_a_non_utf8_file_name_in_a_corpus_directory_is_one_line(tmp_path):
+    corpus = tmp_path / "web"
+    corpus.mkdir()
+    (corpus / "a.jsonl").write_text('{"text": "Egy mondat."}\n', encoding="utf-8")
+    (corpus / f"{BAD}.jsonl").write_text('{"text": "Más mondat."}\n', encoding="utf-8")
+    result = run("pipeline.cli", "run", "--lang", "hu", "--workdir", tmp_path / "w", "--corpus", f"web={corpus}",
+                 "--quiet", cwd=tmp_path)
+    line = one_error_line(result)
+    assert result.returncode == 1 and line.startswith(f"error: {corpus}/{SHOWN}.jsonl: the file name is not UTF-8"), \
+        line
+    assert not (tmp_path / "w" / "hu" / "corpus").exists()
 
 
 def test_a_symlink_into_a_non_utf8_directory_is_refused(tmp_path):

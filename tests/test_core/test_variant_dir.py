@@ -100,9 +100,12 @@ def test_a_vocabulary_other_than_the_one_the_data_records_is_refused(tmp_path, w
 
 
 def test_missing_directories_are_one_line_config_errors(tmp_path):
+    (tmp_path / "a-file").write_text("x")
     for rule in (training_files, held_out_files):
-        with pytest.raises(ConfigError, match=r"missing: not a directory"):
+        with pytest.raises(ConfigError, match=r"missing: does not exist$"):
             rule(tmp_path / "missing")
+        with pytest.raises(ConfigError, match=r"a-file: not a directory$"):
+            rule(tmp_path / "a-file")
     (tmp_path / "empty" / "training").mkdir(parents=True)
     with pytest.raises(ConfigError, match=r"empty/training: no HDF5 files"):
         training_files(tmp_path / "empty")

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 
 from typer.testing import CliRunner
 
-from wiki2bert_core.config import field_descriptions, read_yaml
+from wiki2bert_core.config import field_descriptions, nested_dataclass, read_yaml
 from wiki2bert_core.errors import ConfigError
 from pipeline.cli import app
 from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
@@ -23,9 +24,12 @@ def test_yaml_defaults_are_the_dataclass_defaults():
 
 
 def test_every_parameter_is_described_on_its_field():
-    for name in read_yaml(DEFAULT_CONFIG_PATH)["stages"]:
-        missing = [k for k, text in field_descriptions(stage_by_name(name).config_cls).items() if not text]
-        assert not missing, f"{name}: no description for {missing}"
+    classes = [stage_by_name(name).config_cls for name in read_yaml(DEFAULT_CONFIG_PATH)["stages"]]
+    classes += [nested for cls in classes for hint in typing.get_type_hints(cls).values()
+                if (nested := nested_dataclass(hint)) is not None]  # the filter's rule sets
+    for cls in classes:
+        missing = [k for k, text in field_descriptions(cls).items() if not text]
+        assert not missing, f"{cls.__name__}: no description for {missing}"
 
 
 def test_config_command_shows_effective_values_and_descriptions():
@@ -34,16 +38,25 @@ def test_config_command_shows_effective_values_and_descriptions():
     lines = result.output.splitlines()
     assert "shard.num_shards: 7  # training shards, balanced by size, whole documents only" in lines
     assert any(line.startswith('extract.redirect_words: ["ÁTIRÁNYÍTÁS", "REDIRECT"]  # localized') for line in lines)
+    assert ("filter.rule_sets.web.max_duplicate_line_share: 0.322  # Gopher: lines equal to an earlier one / lines"
+            in lines)
 
 
 NEGATIVE_OR_OUT_OF_RANGE = [
     "download.retries=-1", "download.backoff_s=-1", "download.timeout_s=-1", "download.timeout_s=0",
     "download.chunk_bytes=0",
     "extract.articles_per_part=0",
-    "filter.min_avg_words=-1", "filter.min_sentences=-1", "filter.max_sentences=-1", "filter.min_tokens=-1",
-    "filter.max_tokens=-1", "filter.max_no_word_ratio=-0.1", "filter.max_punct_ratio=-0.1",
-    "filter.max_upper_ratio=1.5", "filter.max_digit_ratio=-0.1", "filter.max_foreign_ratio=-0.1",
-    "filter.min_words=-1", "filter.langid_chars=0", "filter.examples=-1",
+    "filter.rule_sets.wikipedia.min_avg_words=-1", "filter.rule_sets.wikipedia.min_sentences=-1",
+    "filter.rule_sets.wikipedia.max_sentences=-1", "filter.rule_sets.wikipedia.min_tokens=-1",
+    "filter.rule_sets.wikipedia.max_tokens=-1", "filter.rule_sets.wikipedia.max_no_word_ratio=-0.1",
+    "filter.rule_sets.wikipedia.max_punct_ratio=-0.1", "filter.rule_sets.wikipedia.max_upper_ratio=1.5",
+    "filter.rule_sets.wikipedia.max_digit_ratio=-0.1", "filter.rule_sets.wikipedia.max_foreign_ratio=-0.1",
+    "filter.rule_sets.wikipedia.min_words=-1", "filter.langid_chars=0", "filter.examples=-1",
+    "filter.rule_sets.web.max_duplicate_paragraph_share=1.5", "filter.rule_sets.web.max_duplicate_line_share=-0.1",
+    "filter.rule_sets.web.max_duplicate_paragraph_char_share=2", "filter.rule_sets.web.max_duplicate_line_char_share=2",
+    "filter.rule_sets.web.max_top_ngram_share.2=1.5", "filter.rule_sets.web.max_duplicate_ngram_share.5=-1",
+    "filter.rule_sets.web.min_mean_word_length=-1", "filter.rule_sets.web.max_mean_word_length=-1",
+    "filter.rule_sets.web.min_stop_words=-1", "filter.rule_sets.web.min_language_score=1.5",
     "dedup.ngram=0", "dedup.bands=0", "dedup.rows=0", "dedup.min_jaccard=1.5", "dedup.min_jaccard=-0.1",
     "dedup.seed=-1", "dedup.partition_mib=0", "dedup.examples=-1",
     "vocab.vocab_size=0", "vocab.unused_tokens=-1", "vocab.character_coverage=-0.5", "vocab.input_sentence_size=-1",

@@ -71,6 +71,34 @@ def test_whole_pipeline_on_a_local_cluster_writes_the_same_bytes_as_the_process_
     assert not list((tmp_path / "dask/hu/.state").glob("dask-token-*"))
 
 
+@pytest.mark.slow
+def test_a_wikipedia_and_corpora_mix_writes_the_same_bytes_on_any_executor_and_workers(tmp_path):
+    """The dump beside a JSON Lines and a Parquet corpus (a weight each), to the shards: one local worker, two, and a
+    Dask cluster write the same bytes in every stage."""
+    from pipeline.tools.sample_corpus import write_sample_corpus
+
+    dump = write_sample_dump(tmp_path / "dump", 60, 1)
+    web = write_sample_corpus(tmp_path / "web", docs=120, files=3)
+    news = write_sample_corpus(tmp_path / "news", docs=100, seed=1, fmt="parquet")
+    mix = ["--corpus", f"web={web}:2", "--corpus", f"news={news}:0.5", "--to", "shard",
+           "--set", "corpus.documents_per_part=30"]
+    runs = {"one": _pipeline(tmp_path / "one", dump, *mix, "--workers", "1"),
+            "two": _pipeline(tmp_path / "two", dump, *mix)}
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp",
+                                  dashboard_address=":0") as cluster:  # worker threads in this process, over TCP
+        runs["dask"] = _pipeline(tmp_path / "dask", dump, *mix, "--executor", "dask", "--scheduler",
+                                 cluster.scheduler_address)
+    assert all(done.returncode == 0 for done in runs.values()), {k: d.stderr for k, d in runs.items()}
+    stages = STAGES[:STAGES.index("shard") + 1] + ["corpus"]
+    manifests = {name: {stage: json.loads((tmp_path / name / "hu" / stage / MANIFEST).read_text()) for stage in stages}
+                 for name in runs}
+    for stage in stages:
+        assert _bytes(manifests["one"][stage]) == _bytes(manifests["two"][stage]) == _bytes(manifests["dask"][stage])
+    assert manifests["dask"]["corpus"]["executor"] == "dask" and manifests["two"]["corpus"]["workers"] == 2
+    assert len(manifests["one"]["corpus"]["outputs"]) > 5  # 3 files and 2 of row groups, parts of 30 documents
+    assert set(manifests["one"]["shard"]["counts"]["sources"]) == {"wikipedia", "web", "news"}
+
+
 def _square_at_a_random_pace(x: int) -> int:
     time.sleep(random.random() / 100)
     return x * x
@@ -99,6 +127,58 @@ def _time_out_at_three(x: int) -> int:
 def test_a_task_that_raises_timeout_error_is_not_taken_for_a_wait(threads_cluster):
     with distributed.Client(threads_cluster) as client:
         executor = dask_cluster.DaskExecutor(client, workers=2, where="--executor dask")
+        with pytest.raises(TimeoutError, match="part 3: timed out"):
+            list(executor.map(_time_out_at_three, range(10)))
+
+
+def _megabyte_at_a_random_pace(x: int) -> tuple[int, bytes]:
+    time.sleep(random.random() / 30)
+    return x, bytes(1_000_000)  # a result that takes a moment to fetch from the worker
+
+
+def test_tasks_that_finish_around_the_poll_are_not_taken_for_timeouts(threads_cluster, monkeypatch):
+    """The poll used to be future.result(timeout=WORKER_POLL_S): a task finishing during it, or whose result was
+    still being fetched when it ran out, was raised as "timed out after 1 s". With a poll of 10 ms, many tasks
+    finish around one."""
+    monkeypatch.setattr(dask_cluster, "WORKER_POLL_S", 0.01)
+    with distributed.Client(threads_cluster) as client:
+        executor = dask_cluster.DaskExecutor(client, workers=2, where="--executor dask")
+        for _ in range(5):
+            assert [x for x, _ in executor.map(_megabyte_at_a_random_pace, range(40))] == list(range(40))
+
+
+def _busy_then_megabytes(task: tuple[int, float]) -> tuple[int, bytes]:
+    x, seconds = task
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:  # busy, not asleep: the task competes for the cores with everything else
+        pass
+    return x, bytes(random.randrange(1, 4_000_000))
+
+
+@contextlib.contextmanager
+def _cpu_hogs(count: int):
+    """`count` processes that spin on a core until the block ends."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+@pytest.mark.slow
+def test_the_executor_under_load_returns_every_result_in_order(tmp_path, monkeypatch):
+    """The stress test of the poll: a LocalCluster of worker processes runs busy tasks of random lengths, with
+    results of up to 4 MB to fetch, while CPU hogs take the cores, for polls from 5 ms to 1 s (WORKER_POLL_S) so
+    that many tasks finish around one; every result comes back, in order, and a task's own TimeoutError is still
+    the task's."""
+    rng = random.Random(0)
+    with _cpu_hogs(2), dask_cluster.dask_executor(None, 2, tmp_path) as executor:
+        for poll in [0.005, 0.02, 0.1, 1.0] * 3:
+            monkeypatch.setattr(dask_cluster, "WORKER_POLL_S", poll)
+            tasks = [(x, rng.uniform(0, min(2 * poll, 0.1))) for x in range(30)]
+            assert [x for x, _ in executor.map(_busy_then_megabytes, tasks)] == list(range(30)), poll
         with pytest.raises(TimeoutError, match="part 3: timed out"):
             list(executor.map(_time_out_at_three, range(10)))
 

@@ -424,3 +424,43 @@ def test_allow_truncated_keeps_the_complete_pages_and_says_where_it_stopped(tmp_
     assert data == reference[2]
     assert re.search(rf"{dump.name}: .*ends before </mediawiki>, after page '{re.escape(pages[-1].title)}'",
                      counts["truncated"])
+
+
+def test_headings_in_scripts_without_spaces_get_no_latin_period(tmp_path, run_extract):
+    """wikiextractor ends every heading with "." ("Története."): a heading mostly in a script written without
+    spaces keeps none ("歴史", not "歴史."), other headings keep it as before."""
+    body = "東京は日本の首都である。人口は多い。"
+    texts = {"東京": f"{body}\n== 歴史 ==\n{body}\n== JR東日本の駅 ==\n{body}\n== Discography ==\n{body}\n"
+                     f"=== なぜ？ ===\n{body}",
+             "Budapest": "Budapest a főváros.\n== Története ==\nRégi város.\n== Miért? ==\nMert szép."}
+    pages = [sample.Page(i, title, 0, text, "article") for i, (title, text) in enumerate(texts.items(), 1)]
+    dump_writers.write_xml(pages, tmp_path / "headings.xml")
+    _, articles, _ = run_extract(tmp_path, tmp_path / "headings.xml")
+    assert articles[0]["text"].split("\n") == [body, "歴史", body, "JR東日本の駅", body, "Discography.", body,
+                                               "なぜ？", body]
+    assert articles[1]["text"].split("\n") == ["Budapest a főváros.", "Története.", "Régi város.", "Miért?",
+                                               "Mert szép."]
+
+
+def test_brackets_emptied_by_templates_are_removed(tmp_path, run_extract):
+    """Templates that expand to nothing (not in the dump) leave "()", "（）", "(; born", "（、" behind: extract
+    removes those, and keeps brackets that hold something (a symbol, even a lone separator; code's "f()"; an
+    ordinal)."""
+    texts = {
+        "東京都": "'''東京都'''（{{lang-en|Tokyo}}）は日本の首都である。'''新宿'''（しんじゅく、{{lang-en|Shinjuku}}）は"
+                  "区である。'''山田'''（{{lang-en|Yamada}}、1950年 - ）は作家。'''鈴木'''（{{lang-en|Suzuki}}、"
+                  "{{lang-fr|Suzuki}}、{{IPA|s}}）は画家。読点（、）を打つ。",
+        "Lybster": "'''Lybster''' ({{IPA|x}}) is a village. '''Savas''' ({{IPA|y}}; {{lang|el|z}}; born 1952) is a "
+                   "physicist. '''Odanad''' ({{lang|ml|w}}, \"ōṭānāṭŭ\") is a town. It cost $5 ({{inflation}}). "
+                   "A semicolon (;) separates. Near ( {{lang|x}} ) here.",
+        "Függvény": "A HAMIS() függvény mínusz (-) jelet ad, IV. Béla (1235–1270) (2.) fejezet. Vége. () (zárójel)",
+    }
+    pages = [sample.Page(i, title, 0, text, "article") for i, (title, text) in enumerate(texts.items(), 1)]
+    dump_writers.write_xml(pages, tmp_path / "brackets.xml")
+    _, articles, _ = run_extract(tmp_path, tmp_path / "brackets.xml")
+    assert [a["text"] for a in articles] == [
+        "東京都は日本の首都である。新宿（しんじゅく）は区である。山田（1950年 - ）は作家。鈴木は画家。読点（、）を打つ。",
+        "Lybster is a village. Savas (born 1952) is a physicist. Odanad (\"ōṭānāṭŭ\") is a town. It cost $5. "
+        "A semicolon (;) separates. Near here.",
+        "A HAMIS() függvény mínusz (-) jelet ad, IV. Béla (1235–1270) (2.) fejezet. Vége. () (zárójel)",
+    ]

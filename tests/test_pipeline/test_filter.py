@@ -1,20 +1,28 @@
-"""Stage `filter`: each TurkuNLP rule triggered by a crafted document (and in order), language identification,
-report.json, determinism across workers, bad input."""
+"""Stage `filter`: each TurkuNLP rule triggered by a crafted document (and in order), each web rule by a crafted page
+(and a clean page kept), rule sets by source, long documents cut into pieces (or dropped, TurkuNLP's behaviour, byte
+for byte as before), language identification, report.json, determinism across workers, bad
+input."""
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import logging
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
 from wiki2bert_core.errors import ConfigError, DataError
-from pipeline.text_files import WIKIPEDIA_SOURCE, DocumentRecord, iter_documents, records_path, write_document, write_record
-from pipeline.runner import config_hash, run_stage
-from pipeline.stages.filter import REASONS, DocumentChecker, FilterConfig, run
-from pipeline.words import UNSPACED_LETTER
+from pipeline.text_files import (PARAGRAPHS, WIKIPEDIA_SOURCE, DocumentRecord, iter_documents, iter_records,
+                                 records_path, write_document, write_record)
+from pipeline.runner import run_stage
+from pipeline.stages.filter.rules import CODE, REASONS, DocumentChecker, RuleSet, piece_starts
+from pipeline.stages.filter.stage import FilterConfig, run
+from pipeline.words import UNSPACED_LETTER, count_words
 from unspaced_text import GARBAGE_JA, GARBAGE_REASONS, GARBAGE_ZH, JA, ZH, unspaced
+from web_pages import DROPPED, DROPPED_LINES, NAVIGATION, PAGE, flat
 
 HU = "abcdefghijklmnopqrstuvwxyzáéíóöúüőű"
 GOOD = [  # 5 sentences, 58 words of plain Hungarian prose
@@ -30,6 +38,10 @@ ENGLISH = [
     "The church was built in the eighteenth century and has been restored several times since then.",
     "In summer many tourists arrive to walk in the forests and the hills around the village.",
 ]
+
+
+def tokens(sentences: list[str]) -> int:
+    return sum(len(s.split()) for s in sentences)
 
 
 def suffixed(suffix: str) -> list[str]:
@@ -54,40 +66,52 @@ CRAFTED = {
 }
 
 
+TURKU = RuleSet()  # TurkuNLP's rules: the `wikipedia` set
+
+
+def turku_checker(**settings) -> DocumentChecker:
+    """A checker with TurkuNLP's behaviour: long documents dropped."""
+    return DocumentChecker(FilterConfig(**{"word_chars": HU, "long_documents": "drop", **settings}), "hu",
+                           check_language=True)
+
+
+def reason(checker: DocumentChecker, sentences: list[str], rules: RuleSet = TURKU) -> int:
+    return checker.judge(sentences, rules).code
+
+
 @pytest.fixture(scope="module")
 def checker():
-    return DocumentChecker(FilterConfig(word_chars=HU), "hu", check_language=True)
+    return turku_checker()
 
 
 def test_good_document_passes(checker):
-    assert checker.reason(GOOD) == 0
+    assert reason(checker, GOOD) == 0
 
 
-@pytest.mark.parametrize("reason", list(CRAFTED))
-def test_each_rule_is_the_reason_of_its_crafted_document(checker, reason):
-    assert REASONS[checker.reason(CRAFTED[reason]) - 1] == reason
+@pytest.mark.parametrize("rule", list(CRAFTED))
+def test_each_rule_is_the_reason_of_its_crafted_document(checker, rule):
+    assert REASONS[reason(checker, CRAFTED[rule]) - 1] == rule
 
 
 def test_first_failing_check_is_the_reason(checker):
     # too few sentences and too many digits: min_sentences comes first
-    assert REASONS[checker.reason(CRAFTED["digit_ratio"][:2]) - 1] == "min_sentences"
+    assert REASONS[reason(checker, CRAFTED["digit_ratio"][:2]) - 1] == "min_sentences"
 
 
-def test_null_threshold_turns_a_check_off():
-    checker = DocumentChecker(FilterConfig(word_chars=HU, max_digit_ratio=None), "hu", check_language=False)
-    assert checker.reason(CRAFTED["digit_ratio"]) == 0
+def test_null_threshold_turns_a_check_off(checker):
+    assert reason(checker, CRAFTED["digit_ratio"], RuleSet(max_digit_ratio=None)) == 0
 
 
 def test_without_word_chars_any_letter_makes_a_word_and_foreign_check_is_off():
     checker = DocumentChecker(FilterConfig(), "hu", check_language=False)
-    assert checker.reason(CRAFTED["foreign_ratio"]) == 0
-    assert checker.reason(["Привет, это довольно длинное предложение на русском языке здесь."] * 5) == 0
+    assert reason(checker, CRAFTED["foreign_ratio"]) == 0
+    assert reason(checker, ["Привет, это довольно длинное предложение на русском языке здесь."] * 5) == 0
 
 
 def test_langdetect_is_one_config_value_away():
-    checker = DocumentChecker(FilterConfig(word_chars=HU, langid="langdetect"), "hu", check_language=True)
-    assert checker.reason(GOOD) == 0
-    assert REASONS[checker.reason(ENGLISH) - 1] == "language"
+    checker = turku_checker(langid="langdetect")
+    assert reason(checker, GOOD) == 0
+    assert REASONS[reason(checker, ENGLISH) - 1] == "language"
 
 
 # --- languages written without spaces ------------------------------------------------------------------------------
@@ -95,8 +119,11 @@ def test_langdetect_is_one_config_value_away():
 STAGES_YAML = Path(__file__).resolve().parents[2] / "stages.yaml"
 
 
-def profile_checker(lang: str) -> DocumentChecker:
-    return DocumentChecker(load_pipeline_config(STAGES_YAML, lang).stage_configs["filter"], lang, check_language=True)
+def profile_reason(lang: str):
+    """reason(sentences) by the Wikipedia rules of `lang`'s profile."""
+    config = load_pipeline_config(STAGES_YAML, lang).stage_configs["filter"]
+    checker = DocumentChecker(config, lang, check_language=True)
+    return lambda sentences: checker.judge(sentences, config.rule_sets["wikipedia"]).code
 
 
 def reason_name(code: int) -> str:
@@ -105,16 +132,33 @@ def reason_name(code: int) -> str:
 
 @pytest.mark.parametrize("lang,documents", [("ja", JA), ("zh", ZH)])
 def test_unspaced_prose_is_kept_with_its_profile(lang, documents):
-    checker = profile_checker(lang)
-    assert {title: reason_name(checker.reason(unspaced(s))) for title, s in documents.items()} == {
+    reason_of = profile_reason(lang)
+    assert {title: reason_name(reason_of(unspaced(s))) for title, s in documents.items()} == {
         title: "kept" for title in documents}
 
 
 @pytest.mark.parametrize("lang,documents", [("ja", GARBAGE_JA), ("zh", GARBAGE_ZH)])
 def test_unspaced_garbage_is_still_dropped_with_its_profile(lang, documents):
-    checker = profile_checker(lang)
-    assert {title: reason_name(checker.reason(s if title in ("English", "日本語") else unspaced(s)))
+    reason_of = profile_reason(lang)
+    assert {title: reason_name(reason_of(s if title in ("English", "日本語") else unspaced(s)))
             for title, s in documents.items()} == {title: GARBAGE_REASONS[title] for title in documents}
+
+
+WEB_GARBAGE_REASONS = {  # lists and tables of dates have lines without 。, the other language none of the stop words
+    "都道府県の一覧": "no_terminal_punctuation", "省份列表": "no_terminal_punctuation", "年表": "no_terminal_punctuation",
+    "小さな記事": "min_sentences", "小条目": "min_sentences", "統計": "duplicate_lines", "统计": "duplicate_lines",
+    "English": "stop_words", "日本語": "stop_words"}
+
+
+@pytest.mark.parametrize("lang,prose,garbage", [("ja", JA, GARBAGE_JA), ("zh", ZH, GARBAGE_ZH)])
+def test_unspaced_prose_is_kept_and_garbage_dropped_by_the_web_set_of_its_profile(lang, prose, garbage):
+    """The web rules see each letter as a word: n-grams of letters, one-letter stop words."""
+    config = load_pipeline_config(STAGES_YAML, lang).stage_configs["filter"]
+    checker = DocumentChecker(config, lang, check_language=True)
+    verdicts = {title: reason_name(checker.judge(s if title in ("English", "日本語") else unspaced(s),
+                                                 config.rule_sets["web"]).code)
+                for title, s in {**prose, **garbage}.items()}
+    assert verdicts == {**{title: "kept" for title in prose}, **{title: WEB_GARBAGE_REASONS[title] for title in garbage}}
 
 
 @pytest.mark.parametrize("lang,documents", [("ja", JA), ("zh", ZH)])
@@ -126,9 +170,9 @@ def test_profile_chars_per_word_is_the_word_length_of_a_hand_segmentation(lang, 
 
 def test_counting_unspaced_scripts_leaves_spaced_text_decisions_alone(checker):
     """With chars_per_word set, text without letters of unspaced scripts is counted exactly as TurkuNLP counts it."""
-    unspaced_checker = DocumentChecker(FilterConfig(word_chars=HU, chars_per_word=1.7), "hu", check_language=True)
+    unspaced_checker = turku_checker(chars_per_word=1.7)
     for document in [GOOD, ENGLISH, *CRAFTED.values()]:
-        assert unspaced_checker.reason(document) == checker.reason(document)
+        assert reason(unspaced_checker, document) == reason(checker, document)
 
 
 def test_chars_per_word_must_be_positive():
@@ -136,26 +180,195 @@ def test_chars_per_word_must_be_positive():
         load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", ["filter.chars_per_word=0"])
 
 
-def test_work_made_before_chars_per_word_existed_stays_current():
-    """Left null, chars_per_word is not in the config hash: the Hungarian filter hashes as without the field (the
-    hash since filter.dedup moved to the dedup stage), so work made before it existed is not re-run."""
-    before = "3343c086f9d9e9ba9de6ce70cca465d0ee1d09b4e5765919195bd62fd229963e"
-    assert config_hash(FilterConfig(word_chars=HU)) == before
-    assert config_hash(FilterConfig(word_chars=HU, chars_per_word=1.7)) != before
+@pytest.mark.parametrize("lang,documents", [("ja", JA), ("zh", ZH)])
+def test_unspaced_words_are_counted_as_a_segmenter_counts_them(lang, documents):
+    """Punctuation marks beside letters of unspaced scripts (、。「」) are no words: the count is the hand
+    segmentation's words, punctuation left out, within 2% (each mark counted as a word, it was 1.13x)."""
+    chars_per_word = load_pipeline_config(STAGES_YAML, lang).stage_configs["filter"].chars_per_word
+    segmented = [s for sentences in documents.values() for s in sentences]
+    words = sum(1 for s in segmented for w in s.split() if any(c.isalnum() for c in w))
+    assert sum(count_words(s, chars_per_word) for s in unspaced(segmented)) == pytest.approx(words, rel=0.02)
+
+
+# --- web rules ---------------------------------------------------------------------------------------------------
+
+HU_STOP_WORDS = load_pipeline_config(STAGES_YAML, "hu").stage_configs["filter"].stop_words
+RULE_OFF = {  # rule -> the setting of the web set that turns it off
+    "duplicate_paragraphs": {"max_duplicate_paragraph_share": None},
+    "duplicate_paragraph_chars": {"max_duplicate_paragraph_char_share": None},
+    "duplicate_lines": {"max_duplicate_line_share": None},
+    "duplicate_line_chars": {"max_duplicate_line_char_share": None},
+    "top_ngram": {"max_top_ngram_share": {}},
+    "duplicate_ngrams": {"max_duplicate_ngram_share": {}},
+    "no_terminal_punctuation": {"drop_lines_without_terminal_punctuation": False},
+    "lorem_ipsum": {"drop_lorem_ipsum": False},
+    "javascript": {"drop_javascript_lines": False},
+    "curly_bracket": {"drop_curly_bracket": False},
+    "policy": {"drop_policy_lines": False},
+    "mean_word_length": {"min_mean_word_length": None},
+    "stop_words": {"min_stop_words": None},
+    "language_score": {"min_language_score": None},
+}
+
+
+@pytest.fixture(scope="module")
+def web():
+    """(checker, rules) of the Hungarian profile's web set."""
+    config = load_pipeline_config(STAGES_YAML, "hu").stage_configs["filter"]
+    return DocumentChecker(config, "hu", check_language=True), config.rule_sets["web"]
+
+
+def judge_page(web, page, **changes):
+    checker, rules = web
+    sentences, paragraphs = flat(page)
+    return checker.judge(sentences, dataclasses.replace(rules, **changes), paragraphs)
+
+
+def test_every_web_rule_has_a_crafted_page_and_a_switch():
+    assert set(DROPPED) | set(DROPPED_LINES) == set(RULE_OFF)
+    assert set(RULE_OFF) == set(REASONS[:REASONS.index("avg_words")]) | {"mean_word_length", "stop_words",
+                                                                           "language_score"}
+
+
+def test_clean_web_page_is_kept_whole(web):
+    verdict = judge_page(web, PAGE)
+    assert (verdict.code, verdict.sentence_codes, verdict.starts) == (0, None, [0])
+
+
+@pytest.mark.parametrize("rule", list(DROPPED))
+def test_each_web_rule_drops_its_crafted_page_and_only_it(web, rule):
+    assert reason_name(judge_page(web, DROPPED[rule]).code) == rule
+    assert reason_name(judge_page(web, DROPPED[rule], **RULE_OFF[rule]).code) != rule
+
+
+@pytest.mark.parametrize("rule", list(DROPPED_LINES))
+def test_each_line_rule_drops_its_line_and_keeps_the_page(web, rule):
+    page, line = DROPPED_LINES[rule]
+    verdict = judge_page(web, page)
+    assert verdict.code == 0
+    assert {i: reason_name(c) for i, c in enumerate(verdict.sentence_codes) if c} == {line: rule}
+    assert judge_page(web, page, **RULE_OFF[rule]).sentence_codes is None
+
+
+def test_document_without_paragraphs_has_a_line_a_sentence(web):
+    """The dump's documents carry no PARAGRAPHS: the line rules see each sentence as a line."""
+    checker, rules = web
+    sentences, _ = flat([NAVIGATION] + PAGE)
+    verdict = checker.judge(sentences, rules)
+    assert verdict.code == 0 and [reason_name(c) for c in verdict.sentence_codes[:2]] == [
+        "no_terminal_punctuation", "kept"]
+
+
+def test_web_thresholds_are_checked(tmp_path):
+    with pytest.raises(ConfigError, match=r"filter\.rule_sets\.web\.max_top_ngram_share\.1: n must be"):
+        load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", ["filter.rule_sets.web.max_top_ngram_share.1=0.5"])
+    with pytest.raises(ConfigError, match=r"filter\.rule_sets\.web\.max_duplicate_line_share: 1\.5 is not between"):
+        load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", ["filter.rule_sets.web.max_duplicate_line_share=1.5"])
+
+
+# --- long documents ----------------------------------------------------------------------------------------------
+
+SUBJECTS = ["A falu lakói", "A városi tanács", "A helyi iskola", "A templom papja", "Egy idegen kereskedő",
+            "A malom gazdája", "A vasutasok", "A tanító felesége"]
+VERBS = ["új hidat építettek", "nagy ünnepséget tartottak", "levelet írtak a királynak", "kertet ültettek",
+         "könyvtárat nyitottak", "vásárt rendeztek", "utat javítottak", "kórust alapítottak"]
+PLACES = ["a folyó partján", "a főtéren", "a hegy lábánál", "az erdő szélén", "a piac mellett", "a régi kútnál"]
+
+
+def long_article(sentences: int) -> list[str]:
+    """Hungarian prose of distinct sentences, 14 to 16 words each, as long as asked."""
+    return [f"A {1000 + i}. évben {SUBJECTS[i % 8].lower()} {VERBS[i // 8 % 8]} {PLACES[i // 64 % 6]}, "
+            f"és erről sokáig beszéltek a környéken élők." for i in range(sentences)]
+
+
+def parity_parts() -> list[list[tuple[str, list[str]]]]:
+    """corpus() and documents over TurkuNLP's caps: what the TurkuNLP setting must filter as before."""
+    return corpus() + [[("Hosszú cikk", long_article(830)), ("Sok mondat", CRAFTED["max_sentences"]),
+                        ("Sok szó", CRAFTED["max_tokens"]), ("Falu 4", variant(4))]]
+
+
+def test_turkunlp_setting_writes_what_the_filter_wrote_before_pieces_existed(tmp_path, make_ctx):
+    """long_documents: drop gives the bytes of the filter at commit c78ed30 (before rule sets and pieces; exact
+    duplicates already the dedup stage's), long documents dropped whole; the default cuts them instead."""
+    before = "b48912ee824453a11cd9ca86722e1a1556a08033d4c2c5f668ef0b15e9533821"
+    sentences_dir = write_parts(tmp_path / "sentences", parity_parts())
+    digests = {}
+    for mode in ("drop", "split"):
+        ctx = make_ctx(tmp_path, sentences_dir, name=mode)
+        run(FilterConfig(word_chars=HU, long_documents=mode), ctx)
+        digest = hashlib.sha256()
+        for path in sorted(ctx.out_dir.glob("part-*")):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        digests[mode] = digest.hexdigest()
+    assert digests["drop"] == before
+    assert digests["split"] != before
+
+
+def test_a_15000_word_article_is_kept_whole_as_pieces_under_the_caps(tmp_path, make_ctx):
+    article = long_article(830)
+    assert sum(map(len, (s.split() for s in article))) > 15000
+    ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", [[("Hosszú cikk", article), ("Falu", GOOD)]]))
+    counts = run(FilterConfig(word_chars=HU), ctx)
+    assert counts["documents_kept"] == 2 and counts["documents_written"] == 3
+    pieces = list(iter_documents(ctx.out_dir / "part-00000.txt"))
+    assert [s for piece in pieces[:2] for s in piece] == article and pieces[2] == GOOD
+    assert all(sum(len(s.split()) for s in piece) <= 10000 for piece in pieces)
+    records = list(iter_records(ctx.out_dir / "part-00000.txt"))
+    assert [(r.source, r.id, r.title, r.extra) for r in records] == [
+        ("wikipedia", "0", "Hosszú cikk", {"piece": 1}), ("wikipedia", "0", "Hosszú cikk", {"piece": 2}),
+        ("wikipedia", "1", "Falu", {})]
+    report = json.loads((ctx.out_dir / "report.json").read_text(encoding="utf-8"))
+    assert report["long_documents"] == {"mode": "split", "documents_cut": 1, "pieces": 2}
+    assert report["sentences"] == {"in": 835, "kept": 835, "dropped": 0}
+
+
+def test_drop_setting_drops_the_long_article(tmp_path, make_ctx):
+    ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", [[("Hosszú cikk", long_article(830)),
+                                                                    ("Falu", GOOD)]]))
+    counts = run(FilterConfig(word_chars=HU, long_documents="drop"), ctx)
+    assert counts["documents_written"] == 1 and counts["dropped_max_tokens"] == 1
+
+
+def test_pieces_are_even_and_under_both_caps():
+    assert piece_starts(np.full(25, 10.0), 100, None) == [0, 8, 17]  # 3 pieces of 80-90 tokens, not 100 + 100 + 50
+    assert piece_starts(np.full(2500, 1.0), None, 1000) == [0, 833, 1667]
+    assert piece_starts(np.full(10, 10.0), 100, 1000) == [0]
+    uneven = np.array([90.0, 5, 5, 90, 5, 5])
+    starts = piece_starts(uneven, 100, None)
+    bounds = starts + [len(uneven)]
+    assert all(uneven[a:b].sum() <= 100 for a, b in zip(bounds, bounds[1:])) and len(starts) == 2
+
+
+def test_a_sentence_over_the_token_cap_alone_is_dropped_and_the_rest_kept(tmp_path, make_ctx):
+    giant = " ".join(["szó"] * 10001) + "."
+    ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", [[("Falu", GOOD[:2] + [giant] + GOOD[2:])]]))
+    run(FilterConfig(word_chars=HU), ctx)
+    assert list(iter_documents(ctx.out_dir / "part-00000.txt")) == [GOOD]
+    report = json.loads((ctx.out_dir / "report.json").read_text(encoding="utf-8"))
+    assert {k: v for k, v in report["dropped"]["max_tokens"].items() if k != "examples"} == {
+        "documents": 0, "sentences": 1, "tokens": 10001}
 
 
 # --- the stage ----------------------------------------------------------------------------------
 
-def write_parts(directory: Path, parts: list[list[tuple[str, list[str]]]], titles: bool = True) -> Path:
-    """The sentences stage's output: document text and its records (titles left empty where `titles` is false)."""
+def write_parts(directory: Path, parts: list[list[tuple]], titles: bool = True) -> Path:
+    """The sentences stage's output: document text and its records (titles left empty where `titles` is false). A
+    document is (title, sentences) from the dump, or (title, sentences, source, PARAGRAPHS)."""
     directory.mkdir(parents=True, exist_ok=True)
     for i, docs in enumerate(parts):
         text_path = directory / f"part-{i:05d}.txt"
         with open(text_path, "w", encoding="utf-8") as f, open(records_path(text_path), "w", encoding="utf-8") as r:
-            for n, (title, sentences) in enumerate(docs):
+            for n, (title, sentences, *where) in enumerate(docs):
+                source, paragraphs = where or (WIKIPEDIA_SOURCE, None)
                 write_document(f, sentences)
-                write_record(r, DocumentRecord(WIKIPEDIA_SOURCE, str(n), title if titles else ""))
+                write_record(r, DocumentRecord(source, str(n), title if titles else "",
+                                               {} if paragraphs is None else {PARAGRAPHS: paragraphs}))
     return directory
+
+
+def web_document(title: str, page, source: str = "web") -> tuple:
+    sentences, paragraphs = flat(page)
+    return title, sentences, source, paragraphs
 
 
 @pytest.fixture(scope="session")
@@ -183,37 +396,51 @@ def test_stage_keeps_good_documents_and_their_copies_and_reports(tmp_path, make_
     """Copies stay: duplicates are the dedup stage's."""
     ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", corpus()))
     counts = run(FilterConfig(word_chars=HU), ctx)
-    assert counts == {"documents_in": 12, "documents_kept": 8, "sentences_kept": 40, "dropped_avg_words": 1,
-                      "dropped_min_sentences": 1, "dropped_digit_ratio": 1, "dropped_language": 1}
+    assert counts == {"documents_in": 12, "documents_kept": 8, "documents_written": 8, "sentences_kept": 40,
+                      "dropped_avg_words": 1, "dropped_min_sentences": 1, "dropped_digit_ratio": 1,
+                      "dropped_language": 1}
     kept = [doc for i in range(4) for doc in iter_documents(ctx.out_dir / f"part-{i:05d}.txt")]
     assert kept == [GOOD, variant(1), [s.upper().lower() for s in GOOD], variant(2), variant(1), variant(3), GOOD,
                     variant(3)]
     assert (ctx.out_dir / "part-00002.txt").read_text() == ""
     report = json.loads((ctx.out_dir / "report.json").read_text(encoding="utf-8"))
-    assert report["documents"] == {"in": 12, "kept": 8, "dropped": 4}
+    assert report["documents"] == {"in": 12, "kept": 8, "dropped": 4, "written": 8}
     assert report["sentences"] == {"in": 20 + 2 + 4 + 5 + 20 + 10, "kept": 40, "dropped": 21}
+    all_tokens = sum(tokens(doc) for part in corpus() for _, doc in part)
+    assert report["tokens"] == {"in": all_tokens, "kept": sum(tokens(d) for d in kept),
+                                "dropped": all_tokens - sum(tokens(d) for d in kept)}
     assert list(report["dropped"]) == ["avg_words", "min_sentences", "digit_ratio", "language"]
-    assert report["dropped"]["language"]["examples"] == ["Angol"]
+    [example] = report["dropped"]["language"]["examples"]
+    assert example["document"] == "Angol"
+    assert example["text"].startswith(ENGLISH[0][:100]) and example["text"].endswith(ENGLISH[-1][-50:])
     assert report["language_check"] == "py3langid: hu"
+    assert report["sources"] == {"wikipedia": {"rule_set": "wikipedia", **{
+        key: value for key, value in report.items() if key in ("documents", "sentences", "tokens", "dropped")}}}
+    assert report["long_documents"] == {"mode": "split", "documents_cut": 0, "pieces": 0}
 
 
-def test_examples_are_limited_and_fall_back_to_document_numbers_for_untitled_documents(tmp_path, make_ctx):
+def test_examples_are_limited_and_name_untitled_documents_by_source_and_id(tmp_path, make_ctx):
     docs = [(f"Rövid {i}", CRAFTED["min_sentences"]) for i in range(4)] + [("Falu", GOOD)]
     ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", [docs], titles=False))
     run(FilterConfig(word_chars=HU, examples=2), ctx)
     report = json.loads((ctx.out_dir / "report.json").read_text(encoding="utf-8"))
-    assert report["dropped"]["min_sentences"] == {"documents": 4, "sentences": 8, "examples": [
-        "part-00000.txt document 1", "part-00000.txt document 2"]}
+    assert report["dropped"]["min_sentences"] == {
+        "documents": 4, "sentences": 8, "tokens": 4 * tokens(GOOD[:2]),
+        "examples": [{"document": f"wikipedia {i}", "text": " ".join(GOOD[:2])} for i in range(2)]}
 
 
 def test_output_identical_for_one_and_two_workers(tmp_path, make_ctx):
-    sentences_dir = write_parts(tmp_path / "sentences", corpus())
+    """Web pages (lines dropped) and a long article (cut into pieces) included."""
+    parts = corpus() + [[web_document("Pékség", [NAVIGATION] + PAGE), ("Hosszú cikk", long_article(830))],
+                        [web_document(rule, page) for rule, page in DROPPED.items()]]
+    sentences_dir = write_parts(tmp_path / "sentences", parts)
     outputs = []
     for workers in (1, 2):
         ctx = make_ctx(tmp_path, sentences_dir, workers=workers, name=f"out{workers}")
-        run(FilterConfig(word_chars=HU), ctx)
+        run(FilterConfig(word_chars=HU, stop_words=HU_STOP_WORDS), ctx)
         outputs.append({p.name: p.read_bytes() for p in sorted(ctx.out_dir.iterdir())})
     assert outputs[0] == outputs[1]
+    assert json.loads(outputs[0]["report.json"])["long_documents"]["documents_cut"] == 1
 
 
 def test_langid_none_keeps_other_languages(tmp_path, make_ctx):
@@ -259,6 +486,62 @@ def test_runs_in_the_chain_with_the_hungarian_profile(tmp_path):
     manifest = run_stage(pcfg, lang_dir, "filter", {"sentences": {"stage": "sentences", "config_hash": "x",
                                                                   "outputs": {}}}, 2, True, logging.getLogger("wiki2bert"))
     assert manifest["config"]["word_chars"] == HU
-    assert manifest["counts"] == {"documents_in": 3, "documents_kept": 1, "sentences_kept": 5,
+    assert manifest["counts"] == {"documents_in": 3, "documents_kept": 1, "documents_written": 1, "sentences_kept": 5,
                                   "dropped_foreign_ratio": 1, "dropped_language": 1}
     assert set(manifest["outputs"]) == {"part-00000.txt", "part-00000.docs.jsonl", "report.json"}
+
+
+# --- sources and rule sets ---------------------------------------------------------------------------------------
+
+def test_each_source_gets_its_rule_set_and_the_report_shows_each(tmp_path, make_ctx):
+    page = [NAVIGATION] + PAGE
+    parts = [[("Pékség", flat(page)[0]), web_document("Pékség", page), web_document("Olcsó", DROPPED["top_ngram"]),
+              web_document("Hírek", DROPPED["lorem_ipsum"], source="hirek")]]
+    ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", parts))
+    run(FilterConfig(word_chars=HU, stop_words=HU_STOP_WORDS), ctx)
+    kept = list(iter_documents(ctx.out_dir / "part-00000.txt"))
+    assert kept == [flat(page)[0], flat(PAGE)[0]]  # the dump's rules keep the navigation line, the web's drop it
+    assert [r.extra for r in iter_records(ctx.out_dir / "part-00000.txt")] == [{}, {}]  # PARAGRAPHS left out
+    report = json.loads((ctx.out_dir / "report.json").read_text(encoding="utf-8"))
+    assert {name: source["rule_set"] for name, source in report["sources"].items()} == {
+        "wikipedia": "wikipedia", "web": "web", "hirek": "web"}
+    web = report["sources"]["web"]
+    assert web["documents"] == {"in": 2, "kept": 1, "dropped": 1, "written": 1}
+    assert set(web["dropped"]) == {"top_ngram", "no_terminal_punctuation"}
+    assert web["dropped"]["no_terminal_punctuation"] == {
+        "documents": 0, "sentences": 1, "tokens": 7,
+        "examples": [{"document": "Pékség", "text": NAVIGATION[0][0]}]}
+    assert web["tokens"]["dropped"] == 7 + sum(map(tokens, flat(DROPPED["top_ngram"])[:1]))
+    assert list(report["sources"]["hirek"]["dropped"]) == ["lorem_ipsum"]
+    assert report["dropped"]["no_terminal_punctuation"]["sentences"] == 1
+
+
+def test_rules_setting_picks_the_rule_set_of_a_source(tmp_path, make_ctx):
+    page = [NAVIGATION] + PAGE
+    ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", [[web_document("Pékség", page, WIKIPEDIA_SOURCE)]]))
+    run(FilterConfig(word_chars=HU, stop_words=HU_STOP_WORDS, rules={"default": "web"}), ctx)
+    assert list(iter_documents(ctx.out_dir / "part-00000.txt")) == [flat(PAGE)[0]]
+
+
+def test_unknown_rule_set_is_refused():
+    with pytest.raises(ConfigError, match=r"--set filter\.rules\.web=forum: filter\.rules\.web: unknown rule set "
+                                          r"'forum' \(known: web, wikipedia\)"):
+        load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", ["filter.rules.web=forum"])
+    with pytest.raises(ConfigError, match=r"rules: needs a \"default\" entry"):
+        FilterConfig(rules={"wikipedia": "wikipedia"})
+
+
+def test_paragraphs_that_do_not_match_their_document_name_the_records_line(tmp_path, make_ctx):
+    title, sentences, source, _ = web_document("Pékség", PAGE)
+    sentences_dir = write_parts(tmp_path / "sentences", [[("Falu", GOOD), (title, sentences, source, [[1, 2]])]])
+    with pytest.raises(DataError, match=r"part-00000\.docs\.jsonl: line 2: 'paragraphs' does not describe the 10 "):
+        run(FilterConfig(word_chars=HU), make_ctx(tmp_path, sentences_dir))
+
+
+def test_without_stop_words_the_stop_word_rule_is_skipped_with_a_note(tmp_path, make_ctx, caplog):
+    ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", [[web_document("Bögre", DROPPED["stop_words"])]]))
+    with caplog.at_level(logging.WARNING, logger="wiki2bert"):
+        assert run(FilterConfig(word_chars=HU), ctx)["documents_kept"] == 1
+    report = json.loads((ctx.out_dir / "report.json").read_text(encoding="utf-8"))
+    assert report["stop_word_check"].startswith("skipped: no stop words")
+    assert "no stop words" in caplog.text

@@ -41,7 +41,8 @@ def manifest(stage_dir, counts):
     outputs = {str(p.relative_to(stage_dir)): {"size": p.stat().st_size, "sha256": sha256_file(p),
                                                "mtime_ns": p.stat().st_mtime_ns}
                for p in sorted(stage_dir.rglob("*")) if p.is_file()}
-    inputs = {up: fingerprint(read_manifest(stage_dir.parent / up)) for up in stage_by_name(stage_dir.name).inputs}
+    inputs = {up: fingerprint(read_manifest(stage_dir.parent / up)) for up in stage_by_name(stage_dir.name).inputs
+              if read_manifest(stage_dir.parent / up) is not None}  # a run without corpora: no corpus stage
     (stage_dir / "_manifest.json").write_text(json.dumps({"stage": stage_dir.name, "config_hash": "",
                                                           "inputs": inputs, "outputs": outputs, "counts": counts}))
 
@@ -64,7 +65,12 @@ def work_dir(tmp_path, write_dataset, write_hdf5, write_vocab_dir):
         (lang / stage).mkdir()
         (lang / stage / "part-00000.txt").write_text("w1 w2 w3 w4 w5 w6 w7\n")
     (lang / "filter").mkdir()
-    (lang / "filter" / "report.json").write_text(json.dumps({"dropped": {"min_sentences": {"documents": 6}}}))
+    drops = {"min_sentences": {"documents": 6, "sentences": 9, "tokens": 80, "examples": []},
+             "policy": {"documents": 0, "sentences": 2, "tokens": 20, "examples": [
+                 {"document": "Pékség", "text": "Ez a weboldal sütiket <használ>."}]}}
+    (lang / "filter" / "report.json").write_text(json.dumps({
+        "dropped": drops, "long_documents": {"mode": "split", "documents_cut": 1, "pieces": 3},
+        "sources": {"web": {"rule_set": "web", "tokens": {"in": 400}, "dropped": drops}}}))
     (lang / "filter" / "part-00000.txt").write_text("w1 w2 w3\nw4 w5\n\nw6 zz\n\nw6 zz\n\nw7\nw8\nw9 w10\n")
     (lang / "dedup").mkdir()
     (lang / "dedup" / "part-00000.txt").write_text("w1 w2 w3\nw4 w5\n\nw6 zz\n\nw7\nw8\nw9 w10\n")
@@ -74,7 +80,7 @@ def work_dir(tmp_path, write_dataset, write_hdf5, write_vocab_dir):
     manifest(lang / "download", {})
     manifest(lang / "extract", {"pages": 12, "articles": 9, "skipped": {"redirect": 3}})
     manifest(lang / "sentences", {})
-    manifest(lang / "filter", {"documents_kept": 4})
+    manifest(lang / "filter", {"documents_kept": 4, "documents_written": 5})
     manifest(lang / "dedup", {"documents_kept": 3})
     manifest(lang / "shard", {"training_documents": 2, "test_documents": 1})
     manifest(lang / "vocab", {})
@@ -98,12 +104,16 @@ def test_report_is_html_referencing_valid_pngs(work_dir, monkeypatch, capsys):
     for name in images:
         assert (work_dir / "r" / name).read_bytes().startswith(PNG_SIGNATURE)
     assert "<td>pages</td><td>12</td>" in page and "<td>documents kept</td><td>4</td>" in page
+    assert "<td>documents written (long ones cut)</td><td>5</td>" in page
     assert "<td>documents kept by dedup</td><td>3</td>" in page and "<p>2 documents</p><table" in page
     assert "<td>exact / near duplicates removed</td><td>1 / 0</td>" in page
     # the largest cluster's members side by side, titles escaped, an untitled member named by its id
     assert re.search(r"<tr><th>Hetes &lt;b&gt;<br><small>wikipedia 7: kept, Jaccard 1.00</small></th><th>8<br>"
                      r"<small>wikipedia 8: exact, Jaccard 1.00</small></th></tr><tr><td[^>]*>w6 zz</td><td[^>]*>w6 zz",
                      page)
+    assert ("<td>web (web)</td><td>policy</td><td>0</td><td>2</td><td>20</td><td>5.00%</td>"
+            "<td><small><b>Pékség</b>: Ez a weboldal sütiket &lt;használ&gt;.</small></td>") in page
+    assert "Long documents cut into pieces: 1 into 3 (split)" in page
     # "qq" is no vocabulary word: 1 [UNK] among the test split's tokens
     assert re.search(r"unknown-token rate \(test split\)</td><td>[1-9]", page)
     assert "seq_len 32: padding share" in page and "NSP random next" in page
@@ -142,8 +152,8 @@ def test_tokens_per_word_of_unspaced_text_counts_words_as_the_filter_did(tmp_pat
     manifest(lang / "shard", {"training_documents": 0, "test_documents": 1})
     assert run(monkeypatch, "--workdir", str(tmp_path), "--out", str(tmp_path / "r")) == 0
     page = (tmp_path / "r" / "report.html").read_text(encoding="utf-8")
-    # 東 京 は 大 き ##い 。: 7 tokens; 6 kanji and kana / 1.7 + "。" = 4.53 words
-    assert f"tokens per word (test split)</td><td>{7 / (6 / 1.7 + 1):.3f}<" in page
+    # 東 京 は 大 き ##い 。: 7 tokens; 6 kanji and kana / 1.7 = 3.53 words (the 。 beside them is no word)
+    assert f"tokens per word (test split)</td><td>{7 / (6 / 1.7):.3f}<" in page
 
 
 def test_missing_or_changed_outputs_are_named_never_ok(work_dir, monkeypatch, capsys):

@@ -264,8 +264,9 @@ def test_bundled_stages_yaml_loads_for_every_profile():
     from pipeline.config import DEFAULT_CONFIG_PATH
     for lang in ("hu", "en", "fi"):
         pcfg = load_pipeline_config(DEFAULT_CONFIG_PATH, lang)
-        assert pcfg.stage_order == ["download", "extract", "sentences", "filter", "dedup", "vocab", "shard",
-                                   "hdf5"]
+        assert pcfg.stage_order == ["download", "extract", "corpus", "sentences", "filter", "dedup", "vocab",
+                                    "shard", "hdf5"]
+        assert pcfg.idle == {"corpus": "no --corpus"}  # a run without --corpus: the Wikipedia pipeline as it was
 
 
 def test_status_judges_against_the_config_its_own_flags_give(tmp_path):

@@ -95,12 +95,14 @@ def test_extracted_articles_pass_the_hungarian_filter(tmp_path, dump):
     titles = {kind: {p.title for p in sample.generate_pages(150, 1) if p.kind == kind} for kind in kinds}
     assert report["language_check"] == "py3langid: hu"
     assert report["documents"] == {"in": kinds["article"] + kinds["english"] + kinds["stub"],
-                                   "kept": kinds["article"], "dropped": kinds["english"] + kinds["stub"]}
+                                   "kept": kinds["article"], "dropped": kinds["english"] + kinds["stub"],
+                                   "written": kinds["article"]}
     dropped = report["dropped"]
     assert dropped["language"]["documents"] == kinds["english"]
-    assert set(dropped["language"]["examples"]) == titles["english"]
+    assert {e["document"] for e in dropped["language"]["examples"]} == titles["english"]
     assert sum(d["documents"] for reason, d in dropped.items() if reason != "language") == kinds["stub"]
-    assert all(set(d["examples"]) <= titles["stub"] for reason, d in dropped.items() if reason != "language")
+    assert all({e["document"] for e in d["examples"]} <= titles["stub"]
+               for reason, d in dropped.items() if reason != "language")
 
 
 def test_cli_writes_the_dump_and_prints_its_path(tmp_path):

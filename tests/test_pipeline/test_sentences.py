@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.config import load_pipeline_config
 from wiki2bert_core.errors import ConfigError, DataError
-from pipeline.text_files import iter_documents, iter_records
+from pipeline.text_files import PARAGRAPHS, iter_documents, iter_records
 from pipeline.runner import MANIFEST, run_stage
 from pipeline.stages import StageContext
 from pipeline.stages.sentences.stage import SentencesConfig, run
@@ -57,6 +57,18 @@ RULE_CASES = [
     ("zh", ['他说："我们走吧。"', '大家都同意了。', '"好的。"', '她回答。']),
     ("zh", ["他说：“我们走吧。”", "大家都同意了。", "“好的。”", "她回答。"]),
     ("ja", ["雪が降った（大雪）。", "『雪国』は小説だ。"]),
+    # a particle after a closing quote or bracket continues the sentence (ja's continuation_particles)
+    ("ja", ["彼は「明日も来る？」と言った。", "そして帰った。"]),
+    ("ja", ["「明日も来る？」と彼は聞いた。", "「本当？」、と私は答えた。"]),
+    ("ja", ["映画『君の名は。』は2016年に公開された。", "アニメ「けいおん！」が放送された。"]),
+    ("ja", ["彼は「もう帰る！」って言った。", "「行く？」", "もし雨なら行かない。"]),
+    # no split inside a bracket or quote that closes, nor after a parenthesis opened in the sentence
+    ("ja", ["東京（詳細は後述。）は首都である。", "人口は多い。"]),
+    ("ja", ["彼は「もう帰る。明日も来る。」と述べた。", "皆が驚いた。"]),
+    ("ja", ["（詳細は後述。）", "東京は首都である。"]),
+    ("zh", ["该语言（由吉多开发。）很流行。", "它很简单。"]),
+    ("zh", ["他说：“我累了。我要回家。”", "他走了。"]),
+    ("zh", ["这是结果（见下文。）。", "下一句。"]),
 ]
 
 
@@ -70,6 +82,22 @@ def test_rule_splitter_boundaries(language, expected):
 def test_unspaced_prose_is_split_into_its_sentences(language, documents):
     for sentences in documents.values():
         assert RuleSplitter(language).split_paragraph("".join(unspaced(sentences))) == unspaced(sentences)
+
+
+def test_a_bracket_that_does_not_close_soon_does_not_hold_back_its_sentences():
+    """No split inside a bracket only while it closes within BRACKET_LOOKAHEAD characters: an unclosed or far-closing
+    bracket is split as before, so it cannot make a whole paragraph one sentence."""
+    from pipeline.stages.sentences.splitters import BRACKET_LOOKAHEAD
+
+    sentence = "これは説明の文である。"
+    unclosed = "東京（とうきょう。" + sentence * 3
+    assert RuleSplitter("ja").split_paragraph(unclosed) == ["東京（とうきょう。"] + [sentence] * 3
+    count = BRACKET_LOOKAHEAD // len(sentence) + 2
+    far = "注（" + sentence * count + "）。"
+    split = RuleSplitter("ja").split_paragraph(far)
+    assert len(split) >= count - 1 and "".join(split) == far
+    near = "注（" + sentence * 3 + "）。"
+    assert RuleSplitter("ja").split_paragraph(near) == [near]
 
 
 def test_rule_splitter_extra_abbreviations_and_unknown_language():
@@ -141,7 +169,8 @@ def test_article_left_empty_by_quntoken_is_skipped_with_its_title(tmp_path, make
     extract = write_parts(tmp_path, [[article("Joiner", "\u200d"), article("Alma", "Az alma piros.")]])
     ctx = make_ctx(tmp_path, extract, lang="hu")
     assert run(SentencesConfig(splitter="quntoken"), ctx) == {
-        "articles": 2, "documents": 1, "sentences": 1, "empty_articles": 1}
+        "articles": 2, "documents": 1, "sentences": 1, "empty_articles": 1,
+        "sources": {"wikipedia": {"documents": 1, "sentences": 1}}}
     assert (ctx.out_dir / "part-00000.txt").read_text(encoding="utf-8") == "Az alma piros.\n\n"
     assert [r.title for r in iter_records(ctx.out_dir / "part-00000.txt")] == ["Alma"]
 
@@ -186,13 +215,26 @@ def test_stage_writes_sentences_records_and_skips_empty_articles(tmp_path, make_
     ])
     ctx = make_ctx(tmp_path, extract)
     counts = run(SentencesConfig(), ctx)
-    assert counts == {"articles": 3, "documents": 2, "sentences": 4, "empty_articles": 1}
+    assert counts == {"articles": 3, "documents": 2, "sentences": 4, "empty_articles": 1,
+                      "sources": {"web": {"documents": 1, "sentences": 1},
+                                  "wikipedia": {"documents": 1, "sentences": 3}}}
     assert (ctx.out_dir / "part-00000.txt").read_text(encoding="utf-8") == (
         "Dr. Who came.\nHe left!\nA second paragraph without a period\n\nOne more sentence.\n\n")
     assert [(r.source, r.id, r.title) for r in iter_records(ctx.out_dir / "part-00000.txt")] == [
         ("wikipedia", "First", "First"), ("web", "doc-3", "Third")]
     assert (ctx.out_dir / "part-00001.txt").read_text(encoding="utf-8") == ""
     assert list(iter_documents(ctx.out_dir / "part-00000.txt"))[1] == ["One more sentence."]
+
+
+def test_records_of_documents_not_from_the_dump_say_their_lines_and_paragraphs(tmp_path, make_ctx):
+    text = "Home | News\nDr. Who came. He left!\n\n \n\u200b\nA second paragraph.\n\n\nLast line. Its end. Done."
+    extract = write_parts(tmp_path, [[article("Web", text) | {"source": "web"}, article("Wiki", text)]])
+    ctx = make_ctx(tmp_path, extract)
+    run(SentencesConfig(), ctx)
+    web, wiki = iter_records(ctx.out_dir / "part-00000.txt")
+    assert web.extra == {PARAGRAPHS: [[1, 2], [1], [3]]}  # a line of a zero-width space is blank
+    assert wiki.extra == {}  # the dump's records are as they were
+    assert [len(d) for d in iter_documents(ctx.out_dir / "part-00000.txt")] == [7, 7]
 
 
 def many_articles(n: int, seed_word: str) -> list[dict]:

@@ -15,7 +15,8 @@ import pytest
 from wiki2bert_core.errors import ConfigError
 from pipeline.config import load_pipeline_config
 from wiki2bert_core.errors import DataError
-from pipeline.text_files import DocumentRecord, iter_documents, list_parts, records_path, write_record
+from pipeline.text_files import (DocumentRecord, iter_documents, iter_documents_with_records, list_parts, records_path,
+                                 write_record)
 from pipeline.runner import read_manifest, run_stages
 from pipeline.stages import Stage
 from pipeline.stages import shard
@@ -88,7 +89,7 @@ def test_same_seed_same_bytes_whatever_the_workers(tmp_path, corpus, run_shard):
     b, _ = run_shard(tmp_path, corpus, "b", workers=2, num_shards=7, num_test_shards=2)
     c, _ = run_shard(tmp_path, corpus, "c", workers=1, num_shards=7, num_test_shards=2, seed=7)
     names = sorted(p.name for p in a.iterdir())
-    assert names == sorted(p.name for p in b.iterdir()) and len(names) == 9
+    assert names == sorted(p.name for p in b.iterdir()) and len(names) == 18  # 9 shards, each with its records
     assert all((a / n).read_bytes() == (b / n).read_bytes() for n in names)
     assert _documents(c.glob("test_*.txt")) != _documents(a.glob("test_*.txt"))
 
@@ -135,8 +136,13 @@ def test_bad_input(tmp_path, make_corpus, run_shard):
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "part-00000.txt").write_text("\n\n", encoding="utf-8")
+    (empty / "part-00000.docs.jsonl").write_text("", encoding="utf-8")
     with pytest.raises(DataError, match="no documents to shard"):
         run_shard(tmp_path, empty, num_shards=2)
+    (empty / "part-00000.docs.jsonl").unlink()
+    with pytest.raises(DataError, match=r"part-00000\.docs\.jsonl: missing: the records of the documents of "
+                                        r"part-00000\.txt \(made by a version before document records\?"):
+        run_shard(tmp_path, empty, "no-records", num_shards=2)
     bad = make_corpus(tmp_path / "bad", documents=20)
     (bad / "part-00002.txt").write_bytes(b"Egy mondat.\nRossz \xff b\xe1jt.\n\n")
     with pytest.raises(DataError, match=r"bad/part-00002\.txt: line 2: not UTF-8"):
@@ -176,4 +182,86 @@ def test_dedup_vocab_and_shard_through_the_runner(tmp_path, monkeypatch, toy_fil
     vocab, shard = read_manifest(tmp_path / "hu" / "vocab"), read_manifest(tmp_path / "hu" / "shard")
     assert vocab["counts"]["special_token_ids"]["[UNK]"] == 101 and "sentencepiece" in vocab["tools"]
     assert set(vocab["outputs"]) == {"vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}
-    assert shard["counts"]["training_shards"] == 4 and len(shard["outputs"]) == 5
+    assert shard["counts"]["training_shards"] == 4 and len(shard["outputs"]) == 10  # 5 shards and their records
+
+
+# --- mixing sources by weight ---------------------------------------------------------------------------------
+
+SOURCES = ("wikipedia", "web", "news")
+
+
+@pytest.fixture(scope="module")
+def mixed_corpus(tmp_path_factory, write_document_parts) -> tuple[Path, dict[str, int]]:
+    """3,000 documents of three sources (sizes vary ~20x), and each source's tokens."""
+    rng = random.Random(5)
+    docs, records, tokens = [], [], collections.Counter()
+    for d in range(3000):
+        source = SOURCES[d % 3]
+        doc = [" ".join(rng.choices(WORDS, k=rng.randint(3, 12))) + "." for _ in range(rng.randint(2, 30))]
+        docs.append(doc)
+        records.append(DocumentRecord(source, f"{source}-{d}", f"Cím {d}"))
+        tokens[source] += sum(len(s.split()) for s in doc)
+    return write_document_parts(tmp_path_factory.mktemp("mixed") / "filter", docs, 4, records), tokens
+
+
+def _training_tokens(out: Path) -> collections.Counter:
+    tokens = collections.Counter()
+    for shard_file in out.glob("training_*.txt"):
+        for record, doc in iter_documents_with_records(shard_file):
+            tokens[record.source] += sum(len(s.split()) for s in doc)
+    return tokens
+
+
+@pytest.mark.parametrize("weights", [{"web": 2.0, "news": 0.3}, {"wikipedia": 0.5, "web": 1.5, "news": 3.25}])
+def test_weights_give_the_stated_token_shares(tmp_path, mixed_corpus, run_shard, weights):
+    corpus, tokens = mixed_corpus
+    out, counts = run_shard(tmp_path, corpus, num_shards=8, test_fraction=0.0, weights=weights)
+    wanted = {s: weights.get(s, 1.0) * tokens[s] for s in SOURCES}
+    got = _training_tokens(out)
+    for source in SOURCES:
+        share, stated = got[source] / sum(got.values()), wanted[source] / sum(wanted.values())
+        assert abs(share - stated) <= 0.01 * stated, (source, share, stated)
+        assert counts["sources"][source]["training_tokens"] == got[source]
+        assert counts["sources"][source]["training_share"] == pytest.approx(share, abs=1e-6)
+        assert counts["sources"][source]["weight"] == weights.get(source, 1.0)
+
+
+def test_fractional_weights_pick_documents_by_their_own_hash_and_copies_go_to_other_shards(
+        tmp_path, mixed_corpus, run_shard, write_document_parts):
+    corpus, _ = mixed_corpus
+    weights = {"web": 2.0, "news": 0.4}
+    out, counts = run_shard(tmp_path, corpus, "out", num_shards=8, test_fraction=0.0, weights=weights)
+    documents = [(record, doc) for part in sorted(corpus.glob("part-*.txt"))
+                 for record, doc in iter_documents_with_records(part)]
+    reversed_dir = write_document_parts(tmp_path / "reversed", [d for _, d in documents[::-1]], 3,
+                                        [r for r, _ in documents[::-1]])
+    again, _ = run_shard(tmp_path, reversed_dir, "again", num_shards=8, test_fraction=0.0, weights=weights)
+
+    def copies(directory: Path) -> dict[tuple, list[int]]:
+        found = collections.defaultdict(list)
+        for shard_file in sorted(directory.glob("training_*.txt")):
+            for record, _ in iter_documents_with_records(shard_file):
+                found[(record.source, record.id)].append(int(shard_file.stem[-4:]))
+        return found
+
+    placed = copies(out)
+    assert {key for key in placed if key[0] == "news"} == {key for key in copies(again) if key[0] == "news"}
+    assert all(len(shards) == 1 for key, shards in placed.items() if key[0] != "web")
+    assert all(len(shards) == 2 and shards[0] != shards[1] for key, shards in placed.items() if key[0] == "web")
+    assert len([k for k in placed if k[0] == "web"]) == 1000 and 300 < len([k for k in placed if k[0] == "news"]) < 500
+    assert counts["training_documents"] == sum(map(len, placed.values()))
+    second = [r for f in out.glob("training_*.txt") for r, _ in iter_documents_with_records(f) if "copy" in r.extra]
+    assert len(second) == 1000 and {r.extra["copy"] for r in second} == {1}
+
+
+def test_default_weights_are_the_unweighted_shards_byte_for_byte(tmp_path, mixed_corpus, run_shard):
+    corpus, _ = mixed_corpus
+    plain, _ = run_shard(tmp_path, corpus, "plain", num_shards=5)
+    ones, _ = run_shard(tmp_path, corpus, "ones", num_shards=5, weights={"wikipedia": 1.0, "web": 1, "news": 1})
+    assert sorted(p.name for p in plain.iterdir()) == sorted(p.name for p in ones.iterdir())
+    assert all((plain / p.name).read_bytes() == (ones / p.name).read_bytes() for p in plain.iterdir())
+    zero, counts = run_shard(tmp_path, corpus, "zero", num_shards=5, weights={"news": 0})
+    assert counts["sources"]["news"]["training_documents"] == 0 and _training_tokens(zero)["news"] == 0
+    assert _documents(zero.glob("test_*.txt")) == _documents(plain.glob("test_*.txt"))  # the test split unweighted
+    with pytest.raises(ConfigError, match="every training document has weight 0"):
+        run_shard(tmp_path, corpus, "none", weights={s: 0 for s in SOURCES})

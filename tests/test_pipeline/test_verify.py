@@ -83,7 +83,7 @@ def layout(f: h5py.File) -> tuple[np.ndarray, np.ndarray]:
 
 
 def wrong_dtype(f, vocab):
-    replace(f, "input_ids", f["input_ids"][:].astype(np.int64))
+    replace(f, "input_ids", f["input_ids"][:].astype(np.float32))
 
 
 def missing_dataset(f, vocab):
@@ -92,6 +92,10 @@ def missing_dataset(f, vocab):
 
 def wrong_shape(f, vocab):
     replace(f, "masked_lm_ids", f["masked_lm_ids"][:, :5])
+
+
+def input_ids_of_another_width(f, vocab):
+    replace(f, "input_ids", f["input_ids"][:, :-2])
 
 
 def id_out_of_vocab(f, vocab):
@@ -155,9 +159,10 @@ def bad_nsp_label(f, vocab):
 
 
 DAMAGE = {  # damage(open file, vocab) -> the message verify must give
-    wrong_dtype: "input_ids: dtype int64, expected int32",
+    wrong_dtype: "input_ids: dtype float32, expected integers (int32)",
     missing_dataset: "missing dataset next_sentence_labels",
     wrong_shape: "masked_lm_ids: shape",
+    input_ids_of_another_width: "input_ids: shape (",
     id_out_of_vocab: "input_ids outside the vocabulary",
     no_cls: "input_ids[0] is not [CLS]",
     no_middle_sep: "no [SEP] at the end of segment A",

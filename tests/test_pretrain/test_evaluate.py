@@ -15,7 +15,9 @@ from typer.testing import CliRunner
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.variant_dir import held_out_files
 from pretrain.cli import app, main
+from pretrain.config import load_train_config
 from pretrain.run.evaluate import EVAL_KEYS, HeldOut
+from pretrain.run.time_plan import EVAL_INSTANCE_COST, EVAL_SHARE, MOST_EVALUATIONS, eval_cadence
 from pretrain_cli import ENV, metrics, pretrain
 
 TINY = ["--preset", "tiny", "--set", "seq_len=32", "--set", "global_batch=8", "--set", "micro_batch=4",
@@ -61,6 +63,33 @@ def test_training_evaluates_on_the_test_split_without_changing_the_losses(runs):
     assert train_on == train_off and len(train_on) == 4
     assert not any("eval_mlm_accuracy" in r for r in metrics(off))
     assert any(p.name.startswith("events") for p in (on / "tb").iterdir())
+
+
+def test_the_default_cadence_keeps_evaluation_to_a_share_of_the_run_and_explicit_ones_are_kept():
+    short = load_train_config("phase1", overrides=["steps=40", "global_batch=64"])
+    assert short.eval_every is None
+    once = eval_cadence(short, 909)  # one evaluation of 909 instances costs more than 5% of 40 x 64 sequences
+    assert (once.every, once.share) == (40, pytest.approx(909 * EVAL_INSTANCE_COST / (40 * 64)))
+    assert [step for step in range(1, 41) if once.due(step)] == [40]
+    assert once.describe().startswith("1 time (at the end), ~")
+    some = eval_cadence(short, 50)  # 5% of 2,560 sequences is 128, worth 5 evaluations of 50 at half the cost
+    assert [step for step in range(1, 41) if some.due(step)] == [8, 16, 24, 32, 40] and some.share <= EVAL_SHARE
+    recipe = load_train_config("phase1")  # 7,038 steps x 65,536 sequences: as many as MOST_EVALUATIONS
+    assert -(-recipe.steps // eval_cadence(recipe, 10000).every) == MOST_EVALUATIONS
+    explicit = eval_cadence(load_train_config("phase1", overrides=["steps=40", "eval_every=3"]), 909)
+    assert [step for step in range(1, 41) if explicit.due(step)] == [*range(3, 40, 3), 40]
+    assert explicit.describe().startswith("14 times (every 3 steps and at the end), ~")
+
+
+@pytest.mark.slow
+def test_a_short_run_with_the_default_cadence_evaluates_at_the_end_and_says_the_share(data, tmp_path):
+    """A 40-step tiny run evaluated 909 instances 20 times (eval_every steps // 20) and took several times its
+    training time; now a run whose evaluation costs more than its share evaluates once, at its end."""
+    done = pretrain("phase1", "--data", str(data), "--out", str(tmp_path / "run"), *TINY, "--set", "steps=6")
+    assert done.returncode == 0, done.stderr
+    assert [r["step"] for r in metrics(tmp_path / "run" / "phase1") if "eval_mlm_accuracy" in r] == [6]
+    share = 60 * EVAL_INSTANCE_COST / (6 * 8)  # the 60 test instances against 6 steps of 8 sequences
+    assert f"with held-out evaluation 1 time (at the end), ~{share:.0%} of the training time" in done.stderr
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -14,41 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from finetune_tasks import QUICK_RECIPE, TEST_RECIPE, TOKENS, make_tasks, write_single_task
 from wiki2bert_core.errors import ConfigError, DataError
-from wiki2bert_core.wordpiece import write_tokenizer_dir
 from pretrain.finetune.recipe import load_recipes
 from pretrain.finetune.run import model_sources, run_tasks
-from synthetic_tasks import TOKENS, make_tasks
 
-# what the tests change from the recipes: a tiny model from random weights needs a larger lr and more steps
-TEST_RECIPE = ["lr=3e-3", "epochs=5", "batch=16", "warmup=0.05"]
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    """A BERT with 2 layers of width 32 (random weights) and its tokenizer, as `pretrain export` writes one."""
-    import torch
-    import transformers
-
-    directory = tmp_path_factory.mktemp("model") / "tiny"
-    directory.mkdir()
-    torch.manual_seed(1234)  # not a seed of the runs, whose random-init rows would otherwise be this model
-    config = transformers.BertConfig(vocab_size=len(TOKENS), hidden_size=32, num_hidden_layers=2,
-                                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
-    transformers.BertForPreTraining(config).save_pretrained(directory)
-    write_tokenizer_dir(directory, TOKENS)
-    return directory
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run ~80x faster on one thread than on two when the cores are busy (thread synchronisation)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
@@ -141,15 +113,6 @@ def test_random_init_is_the_same_architecture_with_other_weights(tiny_model):
     embeddings = "bert.embeddings.word_embeddings.weight"
     assert not pretrained.state_dict()[embeddings].equal(random_init.state_dict()[embeddings])
     assert model_sources([tiny_model], True)[1].name == "tiny-random-init"
-
-
-def write_single_task(directory: Path, task: Task) -> Path:
-    """`task` (kind single) as HuLU writes HuCOLA: train.json and dev.json, JSON arrays of {"id", "Sent", "label"}."""
-    directory.mkdir(parents=True)
-    for split, examples in (("train", task.train), ("dev", task.dev)):
-        rows = [{"id": e.id, "Sent": e.texts[0], "label": e.label} for e in examples]
-        (directory / f"{split}.json").write_text(json.dumps(rows), encoding="utf-8")
-    return directory
 
 
 def finetune_command(*args) -> list[str]:
@@ -250,3 +213,101 @@ def test_length_grouped_batches_hold_every_example_once_in_a_seeded_order():
 
     generator = torch.Generator().manual_seed(3)
     assert padding(epoch_batches(lengths, grouped, generator)) * 5 < padding(epoch_batches(lengths, plain, generator))
+
+
+def test_the_first_optimizer_step_already_learns_as_pretraining_warms_up():
+    """Fine-tuning's schedule is pretraining's (pretrain/optim/schedule.py): step t of w warmup steps runs at
+    (t + 1) / w of lr, so the first step moves the weights (the old convention ran it at lr 0)."""
+    import torch
+    import transformers
+
+    from pretrain.finetune.encode import Encoded
+    from pretrain.finetune.train import fine_tune
+
+    config = transformers.BertConfig(vocab_size=len(TOKENS), hidden_size=16, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)
+    model = transformers.BertForSequenceClassification(config)
+    train = [Encoded(rows=((2, 5 + i % 3, 3),), segments=((0, 0, 0),), label=i % 2) for i in range(8)]
+    recipe = load_recipes(["batch=4", "epochs=1", "warmup=0.5", "group_by_length=false"])["single"]  # 1 of 2 steps
+    weights = [p.detach().clone() for p in model.parameters()]
+    moved = []
+
+    def on_step():
+        moved.append(sum(not torch.equal(p, w) for p, w in zip(model.parameters(), weights)))
+        weights[:] = [p.detach().clone() for p in model.parameters()]
+
+    fine_tune(model, train, "single", recipe, seed=0, pad_id=0, device=torch.device("cpu"), bf16=False,
+              on_step=on_step)
+    assert len(moved) == 2 and all(moved), moved
+
+
+def copy_model(model: Path, directory: Path) -> Path:
+    directory.mkdir(parents=True)
+    for path in model.iterdir():
+        (directory / path.name).write_bytes(path.read_bytes())
+    return directory
+
+
+def test_a_run_that_failed_on_a_damaged_model_leaves_out_to_the_repaired_model(tiny_model, tmp_path):
+    """The model's fingerprint was recorded before its first seed: the repaired model, at the same path, was then
+    refused as "another model" although --out held no results."""
+    model = copy_model(tiny_model, tmp_path / "tiny")
+    weights = (model / "model.safetensors").read_bytes()
+    (model / "model.safetensors").write_bytes(weights[:1000])
+    out = tmp_path / "out"
+    task = make_tasks(train=32, dev=8)[0]
+    with pytest.raises(DataError, match="cannot load the model"):
+        run_tasks(model_sources([model], False), [task], out, 1, load_recipes(QUICK_RECIPE))
+    (model / "model.safetensors").write_bytes(weights)
+    run_tasks(model_sources([model], False), [task], out, 1, load_recipes(QUICK_RECIPE))
+    assert (out / "runs/tiny/single/seed0.json").is_file()
+    # the figures' settings are those of the finished seeds: the repaired model's
+    settings = json.loads((out / "settings.json").read_text(encoding="utf-8"))
+    assert settings["models"]["tiny"]["files"]["model.safetensors"]["size"] == len(weights)
+
+
+def test_a_changed_tokenizer_is_another_model(tiny_model, tmp_path):
+    """The fingerprint covered config and weights only: a re-run with a new vocabulary reported the old figures."""
+    from wiki2bert_core.wordpiece import write_tokenizer_dir
+
+    model = copy_model(tiny_model, tmp_path / "tiny")
+    out = tmp_path / "out"
+    task = make_tasks(train=32, dev=8)[0]
+    run_tasks(model_sources([model], False), [task], out, 1, load_recipes(QUICK_RECIPE))
+    tokens = list(TOKENS)
+    tokens[6], tokens[7] = tokens[7], tokens[6]  # w1 and w2 swap ids: the same size, other inputs
+    write_tokenizer_dir(model, tokens)
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
+    with pytest.raises(ConfigError, match=rf"^{out}: holds results of another model named tiny \(its tokenizer "
+                                          rf"files differ from those of {model}\); re-run with the settings"):
+        run_tasks(model_sources([model], False), [task], out, 1, load_recipes(QUICK_RECIPE))
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
+
+
+def test_out_naming_a_file_is_one_line_naming_it(tiny_model, tmp_path):
+    """It said only "File exists"."""
+    task = make_tasks(train=8, dev=4)[0]
+    file = tmp_path / "results.txt"
+    file.write_text("mine")
+    for out, named in ((file, ""), (file / "run1", f" {file}")):
+        with pytest.raises(ConfigError, match=rf"^{out}:{named} is a file, not a directory; choose another --out"):
+            run_tasks(model_sources([tiny_model], False), [task], out, 1, load_recipes(QUICK_RECIPE))
+    assert file.read_text() == "mine"
+
+
+@pytest.mark.slow
+def test_a_full_disk_under_out_is_one_line_naming_the_file(tiny_model, tmp_path):
+    """RLIMIT_FSIZE fails writes past its size (EFBIG) as a full disk does (ENOSPC): the message named no file."""
+    import resource
+
+    task_dir = write_single_task(tmp_path / "task", make_tasks(train=16, dev=4)[0])
+    out = tmp_path / "out"
+    command = finetune_command(tiny_model, "--task", task_dir, "--out", out, "--seeds", 1, "--set", "epochs=1")
+    limit = 1 << 10  # past settings.json's first KiB
+    done = subprocess.run(command, env=command_env(), capture_output=True, text=True, timeout=300,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(rf"error: {out}/settings\.json: File too large \(writing the results; \d+\.\d GiB free "
+                        rf"in {out}\); make room and re-run the same command: finished seeds are kept", line), line
+    assert not list(out.rglob("*.tmp"))

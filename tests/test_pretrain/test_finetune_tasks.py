@@ -193,6 +193,61 @@ def test_json_lines_and_csv_with_named_columns(tmp_path):
     assert task.train[0].texts == ("jó, nagyon",) and task.train[0].id == "reviews_train.csv:2"
 
 
+def test_a_test_split_is_read_without_labels_and_filled_in_in_its_own_format(tmp_path):
+    """HuLU publishes its test splits as the train and dev files without labels: the test files are read (ids and
+    texts) and written again with the predicted labels, ready to submit."""
+    hulu = cola(tmp_path / "HuCOLA")
+    records = [{"id": "t0", "Sent": "három"}, {"id": "t1", "Sent": "négy", "label": ""}]  # hidden, or blank
+    write_json(hulu / "cola_test.json", records)
+    task = load_task(hulu)
+    assert task.test == (Example(id="t0", texts=("három",)), Example(id="t1", texts=("négy",)))
+    [test_file] = task.test_files
+    assert (test_file.name, test_file.examples) == ("cola_test.json", 2)
+    filled = test_file.fill(["1", "0"])
+    assert json.loads(filled) == [{"id": "t0", "Sent": "három", "label": "1"},
+                                  {"id": "t1", "Sent": "négy", "label": "0"}]
+    assert filled.startswith('[\n    {\n        "id": "t0"')  # indented as HuLU's files are
+
+    # JSON Lines whose training labels are numbers: numbers again; CSV: the label column added
+    lines = tmp_path / "jsonl"
+    lines.mkdir()
+    (lines / "train.jsonl").write_text("".join(json.dumps({"text": f"a{i}", "label": i % 2}) + "\n" for i in range(4)))
+    (lines / "dev.jsonl").write_text(json.dumps({"text": "b", "label": 1}) + "\n")
+    (lines / "test.jsonl").write_text(json.dumps({"text": "c", "id": 7}) + "\n")
+    assert load_task(lines).test_files[0].fill(["1"]) == '{"text": "c", "id": 7, "label": 1}\n'
+    table = tmp_path / "csv"
+    table.mkdir()
+    (table / "train.csv").write_text("text,label\na,x\nb,y\n")
+    (table / "dev.csv").write_text("text,label\na,x\n")
+    (table / "test.csv").write_text('text\n"c, d"\n')
+    assert load_task(table).test_files[0].fill(["y"]) == 'text,label\n"c, d",y\n'
+
+    # CoNLL-U Plus: line for line, the tag column replaced (comments and the other columns kept)
+    news = nerkor(tmp_path / "news")
+    write_conllup(news / "test" / "d.conllup", [[(w, pos, "_") for w, pos, _ in SENTENCE_B]])
+    task = load_task(news)
+    assert task.test[0] == Example(id="test/d.conllup:3", words=tuple(w for w, _, _ in SENTENCE_B))
+    tags = ["O", "O", "B-ORG", "O", "O"]
+    assert task.test_files[0].name == "test/d.conllup"
+    expected = write_conllup(tmp_path / "expected.conllup",
+                             [[(w, pos, tag) for (w, pos, _), tag in zip(SENTENCE_B, tags)]])
+    assert task.test_files[0].fill([tags]) == expected.read_text()
+    with pytest.raises(ValueError):  # one prediction a word
+        task.test_files[0].fill([tags[:4]])
+
+
+def test_an_empty_word_and_a_tag_column_that_is_the_word_column_are_refused(tmp_path):
+    nerkor(tmp_path)
+    text = (tmp_path / "devel" / "c.conllup").read_text()
+    (tmp_path / "devel" / "c.conllup").write_text(text.replace("Kovács\t", "\t", 1))
+    with pytest.raises(DataError, match=r"devel/c.conllup:4: the word \(column 0\) is empty; every token needs"):
+        load_task(tmp_path)
+    (tmp_path / "train.conll").write_text("a\nb\n")
+    (tmp_path / "dev.conll").write_text("a\n")
+    with pytest.raises(DataError, match=r"train.conll: the tag column is the word column \(0, of 1\)"):
+        load_task(tmp_path / "train.conll", held_out_fraction=0.5)
+
+
 def test_lines_end_at_newlines_only(tmp_path):
     """U+2028 and U+0085 are text inside a JSON string or a word (str.splitlines would end a line there); a quoted
     CSV field may hold a newline."""
@@ -263,6 +318,8 @@ def _one_line(error: pytest.ExceptionInfo) -> str:
     ("not UTF-8", r"cola_train.json: not UTF-8 \(byte 38\)"),  # where the \xe1 is
     ("text not a string", r"cola_train.json\[0\]: field 'Sent' \(the text\) is null, not a string"),
     ("no examples", r"cola_dev.json: no examples"),
+    ("empty texts", r"cola_train.json\[0\]: field 'Sent' \(the text\) is empty; every example needs its text"),
+    ("a blank text", r"cola_dev.json\[1\]: field 'Sent' \(the text\) is empty; every example needs its text"),
 ])
 def test_bad_sentence_data_is_one_line_naming_the_file(tmp_path, broken, pattern):
     cola(tmp_path)
@@ -284,6 +341,10 @@ def test_bad_sentence_data_is_one_line_naming_the_file(tmp_path, broken, pattern
         write_json(train, records)
     elif broken == "no examples":
         write_json(dev, [])
+    elif broken == "empty texts":  # once trained and scored without a word (MCC 0)
+        write_json(train, [{**record, "Sent": ""} for record in records])
+    elif broken == "a blank text":
+        write_json(dev, [{"id": "0", "Sent": "egy", "label": "1"}, {"id": "1", "Sent": " \t", "label": "0"}])
     with pytest.raises(DataError) as error:
         load_task(tmp_path)
     assert re.search(pattern, _one_line(error)), str(error.value)

@@ -6,7 +6,8 @@ import transformers
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from pretrain.config import PRESETS, ModelConfig, model_config, padded_vocab_size
+from wiki2bert_core.wordpiece import padded_vocab_size
+from pretrain.config import PRESETS, ModelConfig, model_config
 from pretrain.model.bert import BertForPreTraining
 
 VOCAB = 203  # padded to 208

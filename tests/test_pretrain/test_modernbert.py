@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from model_dirs import write_phase_dir
 from pretrain_batches import nvidia_rows
 from pretrain_cli import metrics, pretrain
-from synthetic_tasks import TOKENS as TASK_TOKENS, make_tasks
+from finetune_tasks import TOKENS as TASK_TOKENS, make_tasks
 from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.wordpiece import SPECIAL_TOKENS
 from pretrain.cli import app, main

@@ -54,11 +54,27 @@ def test_bad_data_is_refused_with_one_line_naming_the_file(tmp_path, write_datas
 
     with h5py.File(variant / "training" / "training_0001.hdf5", "a") as f:
         del f["masked_lm_ids"]
-    with pytest.raises(DataError, match=r"training_0001\.hdf5: missing dataset\(s\) masked_lm_ids"):
+    with pytest.raises(DataError, match=r"training_0001\.hdf5: not NVIDIA's BERT layout: missing dataset masked_lm_ids$"):
         open_data(variant, 32, VOCAB_SIZE)
     (variant / "training" / "training_0001.hdf5").write_bytes(b"not hdf5")
     with pytest.raises(DataError, match=r"training_0001\.hdf5: not a readable HDF5 file"):
         open_data(variant, 32, VOCAB_SIZE)
+
+
+@pytest.mark.parametrize("dataset, width, message", [
+    ("input_ids", 16, r"input_ids: shape \(4, 16\), but input_mask and segment_ids have \(4, 32\)"),
+    ("segment_ids", 16, r"segment_ids: shape \(4, 16\), but input_ids and input_mask have \(4, 32\)"),
+    ("masked_lm_ids", 3, r"masked_lm_ids: shape \(4, 3\), but masked_lm_positions has \(4, 5\)"),
+])
+def test_a_dataset_of_another_width_is_the_one_named(tmp_path, write_dataset, dataset, width, message):
+    """input_ids of another width than input_mask and segment_ids was reported as input_mask's fault."""
+    variant = write_dataset(tmp_path / "a", [4], seq_len=32, max_predictions=5)
+    with h5py.File(variant / "training" / "training_0000.hdf5", "a") as f:
+        values = f[dataset][:, :width]
+        del f[dataset]
+        f[dataset] = values
+    with pytest.raises(DataError, match=rf"training_0000\.hdf5: not NVIDIA.s BERT layout: {message}$"):
+        open_data(variant, None, VOCAB_SIZE)
 
 
 def test_ranks_read_disjoint_files_in_an_order_set_by_seed_and_epoch(tmp_path, write_dataset):

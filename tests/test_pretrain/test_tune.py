@@ -3,6 +3,8 @@ it tries, what it answers, its budget), and end to end on CPU under a memory cap
 from __future__ import annotations
 
 import math
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -10,6 +12,7 @@ import time
 import pytest
 from typer.testing import CliRunner
 
+from wiki2bert_core.errors import ConfigError
 from pretrain.tools import tune
 from pretrain.cli import app, main
 from pretrain.config import load_train_config
@@ -142,17 +145,74 @@ def test_tune_on_cpu_finds_the_largest_micro_batch_under_a_memory_cap(monkeypatc
 
 
 @pytest.mark.slow
-def test_tune_stops_a_trial_at_the_budget(monkeypatch, capsys):
+def test_a_trial_running_when_the_budget_ends_is_stopped(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    monkeypatch.setattr(sys, "argv", ["pretrain", "tune", "--preset", "tiny", "--precision", "fp32", "--budget", "1",
-                                      *PINNED])
+    setup, pinned = setup_of(None, PINNED[1::2])
     started = time.monotonic()
+    result = tune.tune(setup, pinned, 2, tune.run_trial)
+    assert time.monotonic() - started < 10  # a trial's process alone takes longer to start here
+    assert [t.outcome for t in result.trials] == ["stopped at the budget"] and result.budget_spent
+
+
+def _tune_main(monkeypatch, capsys, outcomes: list[str], *flags: str) -> tuple[int, str]:
+    """`pretrain tune --preset tiny --precision fp32 --set attention=mask FLAGS` whose trials end in `outcomes` in
+    turn (the last one repeated), each with a peak of 100 MiB + its micro-batch; (exit code, stderr)."""
+    def run(setup, candidate: Candidate, timeout: float) -> Trial:
+        outcome = outcomes.pop(0) if len(outcomes) > 1 else outcomes[0]
+        return Trial(candidate, outcome, peak_bytes=(100 + candidate.micro_batch) * tune.MIB)
+
+    monkeypatch.setattr(tune, "run_trial", run)
+    monkeypatch.setattr(sys, "argv", ["pretrain", "tune", "--preset", "tiny", "--precision", "fp32", "--set",
+                                      "attention=mask", *flags])
     with pytest.raises(SystemExit) as exit_:
         main()
-    assert time.monotonic() - started < 15  # a trial's process alone takes longer to start here
-    out, err = capsys.readouterr()
-    assert "stopped at the budget" in out
-    assert exit_.value.code == 2 and err == "error: tune: no setting finished within the budget; raise --budget\n"
+    return exit_.value.code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("outcomes, flags, message", [
+    (["over the memory cap", "stopped at the budget"], ["--memory-cap", "0.001"],
+     "tune: no setting fits under --memory-cap 0.001 GiB: every trial's peak was above it (the lowest, 101 MiB at "
+     "micro_batch 1, attention mask, activation checkpointing off); raise --memory-cap; the budget of 600 s left "
+     "untried: attention mask, activation checkpointing on (cut short)"),
+    (["out of memory"], [], "tune: no setting fits in the memory of CPU; lower --seq-len or use a higher "
+                            "--zero-stage"),
+    (["failed: RuntimeError: no kernel image"], [], "tune: every trial failed; the first: RuntimeError: no kernel "
+                                                     "image"),
+    (["stopped at the budget"], [], "tune: no setting finished within the budget of 600 s; raise --budget"),
+])
+def test_when_nothing_fits_the_message_names_the_cause(monkeypatch, capsys, outcomes, flags, message):
+    """Every trial over --memory-cap was reported as "raise --budget" once the budget had stopped one."""
+    code, err = _tune_main(monkeypatch, capsys, outcomes, "--budget", "600", *flags)
+    assert (code, err) == (2, f"error: {message}\n")
+
+
+def test_the_budget_bounds_the_whole_command(monkeypatch, capsys):
+    """The budget counted from the first trial, so that loading torch and the setup (12.6 s under load) came on top:
+    72.6 s on a budget of 60 s. Here the setup takes 2 s of a budget of 3 s, and trials last until stopped."""
+    make_setup_ = tune.make_setup
+
+    def slow_setup(*args):
+        time.sleep(2)
+        return make_setup_(*args)
+
+    def run_until_stopped(setup, candidate: Candidate, timeout: float) -> Trial:
+        time.sleep(timeout)
+        return Trial(candidate, "stopped at the budget")
+
+    monkeypatch.setattr(tune, "make_setup", slow_setup)
+    monkeypatch.setattr(tune, "run_trial", run_until_stopped)
+    monkeypatch.setattr(sys, "argv", ["pretrain", "tune", "--preset", "tiny", "--precision", "fp32", "--budget", "3",
+                                      *PINNED])
+    started = time.monotonic()
+    with pytest.raises(SystemExit):
+        main()
+    assert time.monotonic() - started < 4.5
+    assert "no setting finished within the budget of 3 s" in capsys.readouterr().err
+
+
+def test_data_that_does_not_exist_is_named_as_such(tmp_path):
+    with pytest.raises(ConfigError, match=r"missing: does not exist$"):
+        make_setup("tiny", 128, 0, "fp32", None, [], tmp_path / "missing")
 
 
 def test_a_kernel_that_fails_for_another_reason_than_memory_is_left_at_its_first_trial():
@@ -192,8 +252,51 @@ def test_tune_takes_its_micro_batches_from_data(monkeypatch, tmp_path, write_dat
 ])
 def test_a_trials_process_is_read_as_its_outcome(monkeypatch, returncode, stdout, stderr, outcome, speed):
     setup, _ = setup_of()
-    monkeypatch.setattr(tune.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, returncode, stdout,
-                                                                                            stderr))
+    monkeypatch.setattr(tune, "_run_dying_with_us", lambda args, env, timeout: subprocess.CompletedProcess(
+        args, returncode, stdout, stderr))
     trial = tune.run_trial(setup, Candidate(8, "mask", False), 10)
     assert (trial.outcome, trial.sequences_per_s) == (outcome, speed)
     assert trial.failed == outcome.startswith("failed")
+
+
+def _running(pid: int) -> bool:
+    """Whether the process runs: a zombie no one reaps (an orphan, where PID 1 reaps none) does not."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_a_trial_ends_with_tune_whatever_signal_stops_it(signum):
+    """A trial left running would keep its memory (a GPU's) until it ended: it goes within seconds of its
+    `pretrain tune`, stopped by SIGTERM (exit 143) or killed by SIGKILL."""
+    import psutil
+
+    command = [sys.executable, "-m", "pretrain.cli", "tune", "--preset", "tiny", "--precision", "fp32", "--budget",
+               "600", "--set", "micro_batch=64", *PINNED]  # a trial of micro-batch 64 takes a minute here
+    tuner = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+    trial = None
+    try:
+        deadline = time.monotonic() + 60
+        while trial is None:
+            assert tuner.poll() is None and time.monotonic() < deadline, "no trial started"
+            trial = next((p.pid for p in psutil.Process(tuner.pid).children()
+                          if "pretrain.tools.tune" in " ".join(p.cmdline())), None)
+            time.sleep(0.05)
+        os.kill(tuner.pid, signum)
+        returncode = tuner.wait(30)
+        deadline = time.monotonic() + 5
+        while _running(trial) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(trial), f"the trial is still running after its tune got signal {signum}"
+        assert returncode == (143 if signum == signal.SIGTERM else -signal.SIGKILL)
+    finally:
+        tuner.kill()
+        tuner.wait()
+        if trial is not None and _running(trial):
+            os.kill(trial, signal.SIGKILL)

@@ -37,6 +37,7 @@ from wiki2bert_core.config import SettingError, changeable
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import file_fingerprint, remove_tree, write_json
 from pipeline.stages.download.http import HttpClient, RetryPolicy, NotFound, NotReady, RemoteFile, check_magic
+from pipeline.sources import download_idle
 from pipeline.stages import Stage, StageContext
 from pipeline.stages.extract.dump import bz2_end_problem
 
@@ -231,4 +232,4 @@ def _write_dump_json(out_dir: Path, files: list[Path], source: str, sha1: str | 
 
 # ---- HTTP --------------------------------------------------------------------------------------------
 
-STAGE = Stage("download", DownloadConfig, run, inputs=(), sources=local_sources)
+STAGE = Stage("download", DownloadConfig, run, inputs=(), sources=local_sources, idle=download_idle)

@@ -39,8 +39,9 @@ from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json
 from wiki2bert_core.log import progress
 from wiki2bert_core.wordpiece import neutralize_special_tokens
+from pipeline.stages.extract.cleanup import article_lines
 from pipeline.stages.extract.dump import TEMPLATE_NS, DumpFile, RawPage, SiteInfo, read_stream
-from pipeline.text_files import part_name
+from pipeline.text_files import PartWriter
 from pipeline.executors.local import Executor
 from pipeline.stages.extract.template_files import BLOBS, MappedTemplates, write_templates
 from pipeline.stages import Stage, StageContext
@@ -58,7 +59,8 @@ class ExtractConfig:
         default_factory=lambda: ["disambiguation", "disambig", "dab"])
     # expand templates from the dump's template namespace (wikiextractor); false drops them
     expand_templates: bool = True
-    keep_sections: bool = True  # keep section headings as lines ("Története.")
+    # keep section headings as lines ("Története."; without the period in scripts written without spaces: "歴史")
+    keep_sections: bool = True
     articles_per_part: int = 2000  # articles per part-NNNNN.jsonl (the parts downstream stages parallelize over)
     # a dump that ends after a complete page but lacks </mediawiki> (some tools write them so): true keeps its pages
     # and records where it stops (counts "truncated"); false: an error (a cut download looks the same)
@@ -118,7 +120,7 @@ def run(config: ExtractConfig, ctx: StageContext) -> dict:
                                    disambiguation_re=_disambiguation_pattern(config.disambiguation_templates),
                                    keep_sections=config.keep_sections, allow_truncated=config.allow_truncated,
                                    dump_date=dump_date)
-        with _PartWriter(ctx.out_dir, config.articles_per_part) as writer:
+        with PartWriter(ctx.out_dir, config.articles_per_part) as writer:
             for extracted in _extract(dump_file, settings, ctx.executor, ctx.quiet):
                 for line in extracted.lines:
                     writer.write(line)
@@ -284,8 +286,9 @@ class _PageCleaner:
                               templatePrefix=self.settings.site.template_prefix, knownNamespaces=self.known_namespaces,
                               ignored_tag_patterns=self.ignored_tags, keepSections=self.settings.keep_sections)
         extractor.magicWords = _FrozenClock(self.clock)
-        paragraphs = extractor.clean_text(page.text, expand_templates=self.templates is not None, html_safe=False)
-        text = neutralize_special_tokens("\n".join(p.strip() for p in paragraphs if p.strip()))
+        paragraphs = extractor.clean_text(page.text, mark_headers=True, expand_templates=self.templates is not None,
+                                          html_safe=False)
+        text = neutralize_special_tokens("\n".join(article_lines(paragraphs)))
         if extractor.template_title_errs or extractor.recursion_exceeded_1_errs or \
                 extractor.recursion_exceeded_2_errs or extractor.recursion_exceeded_3_errs or \
                 extractor.template_loop_errs or extractor.malformed_expr_errs:
@@ -390,37 +393,6 @@ def _dump_date(dump: Path, download_dir: Path, dump_file: DumpFile, ctx: StageCo
         raise DataError(f"{dump}: no date in its name and no <timestamp> in it: cannot date "
                             "{{CURRENTYEAR}} & co.")
     return date, "newest revision timestamp"
-
-
-class _PartWriter:
-    """part-00000.jsonl, part-00001.jsonl, ... of `per_part` articles each."""
-
-    def __init__(self, out_dir: Path, per_part: int):
-        self.out_dir, self.per_part = out_dir, per_part
-        self.parts = 0
-        self.in_part = 0
-        self.file = None
-
-    def write(self, line: str) -> None:
-        if self.file is None or self.in_part == self.per_part:
-            self.close()
-            self.file = open(self.out_dir / part_name(self.parts, ".jsonl"), "w", encoding="utf-8", newline="\n")
-            self.parts += 1
-            self.in_part = 0
-        self.file.write(line)
-        self.file.write("\n")
-        self.in_part += 1
-
-    def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
-            self.file = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 STAGE = Stage("extract", ExtractConfig, run, inputs=("download",), tools=("wikiextractor",))

@@ -17,7 +17,11 @@ Two splitters, both taking a batch of normalized paragraphs and returning the se
   before a number as in "2001. 02. 28.", a number in brackets "(2.)", a number after an article as in
   "a 27. Sampras–Agassi", and in German "3." before any word). A CJK full stop (。！？) ends a sentence without
   a space, together with the closing quotes and brackets after it (」』） ” ...); a straight quote after it closes
-  only a quote the sentence opened, else it opens the next sentence (。"引用"... starts a sentence with ").
+  only a quote the sentence opened, else it opens the next sentence (。"引用"... starts a sentence with "). It does
+  not end one (`_ends_cjk_sentence`) inside a bracket or quote opened in the sentence that closes within
+  BRACKET_LOOKAHEAD characters (「もう帰る。明日も来る。」と述べた), after a parenthesis opened in mid-sentence
+  (该语言（由吉多开发。）很流行), before a comma or another terminator, or before one of the language's
+  continuation particles after a closing quote or bracket (「明日も来る？」と言った; Japanese only).
 
 Why our own rule splitter rather than a library: docs/performance.md (sentences and filter) compares it
 with blingfire, syntok, sentence-splitter, sentencex and pysbd on 37 hand-written cases in 12 languages and on
@@ -61,6 +65,17 @@ def split_paragraphs(text: str) -> list[str]:
     return [p for p in map(normalize_paragraph, text.split("\n")) if p]
 
 
+def blank_line_runs(text: str) -> list[int]:
+    """How many of the paragraphs of `split_paragraphs(text)` each run of them between blank lines holds."""
+    runs = [0]
+    for paragraph in map(normalize_paragraph, text.split("\n")):
+        if paragraph:
+            runs[-1] += 1
+        elif runs[-1]:
+            runs.append(0)
+    return [n for n in runs if n]
+
+
 # --- rule splitter -------------------------------------------------------------------------------
 
 RULES_PATH = Path(__file__).resolve().parent / "sentence_rules.yaml"  # per-language abbreviations and ordinals
@@ -74,6 +89,7 @@ class LanguageRules:
     ordinal_period: bool = False
     ordinal_determiners: str = ""
     capitalized_ordinals: bool = False
+    continuation_particles: str = ""
 
 
 @functools.lru_cache(maxsize=None)
@@ -93,9 +109,23 @@ _STRAIGHT_QUOTES = "'\""
 # first character after any opening punctuation or dialogue dash. CJK full stops need no space; the quotes and
 # brackets after one are taken whole (possessive: never given back to the lookahead, which would split "。”" at the
 # end of a paragraph between the full stop and its quote), and `_closing_length` decides which of them close.
+# The lookahead of every terminator first lets the scan skip other characters about twice as fast.
+_STOPS, _CJK_STOPS = ".!?…։؟۔।॥။።", "。！？｡"
 _CANDIDATE = re.compile(
-    rf"([.!?…։؟۔।॥။።]+)([{re.escape(_CLOSERS)}]*) +(?=(?:[–—] )?[{re.escape(_OPENERS)}]*(\S))"
-    rf"|([。！？｡]+)([{_CJK_CLOSERS}{re.escape(_CLOSERS)}]*+) *(?=\S)")
+    rf"(?=[{_STOPS}{_CJK_STOPS}])"
+    rf"(?:([{_STOPS}]+)([{re.escape(_CLOSERS)}]*) +(?=(?:[–—] )?[{re.escape(_OPENERS)}]*(\S))"
+    rf"|([{_CJK_STOPS}]+)([{_CJK_CLOSERS}{re.escape(_CLOSERS)}]*+) *(?=\S))")
+# Brackets and quotes whose nesting the CJK rules follow (straight quotes open and close alike: `_closing_length`),
+# and the closers of the parentheses among them: a parenthesis opened in mid-sentence is an aside within it.
+_PAIRS = dict(zip("（(［[〔【｛{「『“‘《〈«", "）)］]〕】｝}」』”’》〉»"))
+_PARENTHESIS_CLOSERS = "）)］]〕】｝}"
+_BRACKET = re.compile(f"[{re.escape(''.join(_PAIRS) + ''.join(_PAIRS.values()))}]")
+# Characters that never start a sentence: a CJK full stop before one of them does not end its sentence.
+_CONTINUING = ",;:、，；：。！？｡.!?"
+_HIRAGANA = re.compile("[\u3041-\u309f]")
+# How far ahead a bracket open at a CJK full stop must close for the full stop to stay inside the sentence: an
+# unbalanced bracket, or one around several sentences, is split as if it were not there.
+BRACKET_LOOKAHEAD = 200
 _DOTTED = re.compile(r"^(?:[^\W\d_]{1,4}\.)+[^\W\d_]{1,4}$")  # U.S, i.e, Ph.D
 _ROMAN = re.compile(r"^[IVXLCDM]+$")  # case-sensitive: "mix." is not a numeral
 
@@ -110,6 +140,11 @@ class RuleSplitter:
         self.ordinal_period = rules.ordinal_period
         self.ordinal_determiners = _word_set(rules.ordinal_determiners.split())
         self.capitalized_ordinals = rules.capitalized_ordinals
+        # one-kana particles continue a sentence only before a character that is not hiragana (と言った, but
+        # ところが, もし start one); longer ones before anything (というのは)
+        particles = rules.continuation_particles.split()
+        self.particles = tuple(p for p in particles if len(p) > 1)
+        self.one_kana_particles = frozenset(p for p in particles if len(p) == 1)
 
     def split(self, paragraphs: list[str]) -> list[list[str]]:
         return [self.split_paragraph(p) for p in paragraphs]
@@ -122,7 +157,13 @@ class RuleSplitter:
                     continue
                 end = m.end(2)
             else:
-                end = m.end(4) + _closing_length(text[start:m.end(4)], m.group(5))
+                stop_end = m.end(4)
+                closers = m.group(5)
+                end = stop_end + (_closing_length(text[start:stop_end], closers) if closers else 0)
+                # the usual full stop (before a letter, no bracket or quote in its sentence) ends it; others are checked
+                if (end > stop_end or text[m.end()] in _CONTINUING or _BRACKET.search(text, start, end)) and \
+                        not self._ends_cjk_sentence(text, m, start, end):
+                    continue
             sentences.append(text[start:end].strip())
             start = end
         tail = text[start:].strip()
@@ -159,6 +200,41 @@ class RuleSplitter:
         if self.capitalized_ordinals and raw.isdigit() and len(raw) <= 2:
             return False
         return True
+
+    def _ends_cjk_sentence(self, text: str, m: re.Match, start: int, end: int) -> bool:
+        """Whether the CJK full stop of candidate `m`, with its closers up to `end`, ends the sentence that began at
+        `start` (see the module docstring)."""
+        stop_end = m.end(4)
+        following = m.end() if end == m.end(5) else end  # the next non-space character
+        if text[following] in _CONTINUING or (end > stop_end and self._continues(text, following)):
+            return False
+        # the brackets and quotes open in the sentence before the full stop, and whether the one that opens the
+        # sentence (if it starts with one) is among them: the first pushed, the last popped
+        first = start
+        while text[first] == " ":
+            first += 1
+        opened, first_open = [], text[first] in _PAIRS
+        for char in _BRACKET.findall(text, start, stop_end):
+            if char in _PAIRS:
+                opened.append(char)
+            elif opened and _PAIRS[opened[-1]] == char:  # a closer that closes nothing is ignored
+                opened.pop()
+                first_open = first_open and bool(opened)
+        closed_aside = False  # a parenthesis opened in mid-sentence closes after the full stop
+        for char in text[stop_end:end]:
+            if opened and _PAIRS[opened[-1]] == char:
+                opened.pop()
+                closed_aside |= char in _PARENTHESIS_CLOSERS and (bool(opened) or not first_open)
+                first_open = first_open and bool(opened)
+        if opened and text.find(_PAIRS[opened[-1]], end, end + BRACKET_LOOKAHEAD) >= 0:
+            return False  # inside a bracket or quote that closes soon
+        return not closed_aside or text[following] in _PAIRS or text[following] in _STRAIGHT_QUOTES
+
+    def _continues(self, text: str, at: int) -> bool:
+        """Whether a continuation particle starts at `at`."""
+        if text[at] in self.one_kana_particles and not _HIRAGANA.match(text, at + 1):
+            return True
+        return text.startswith(self.particles, at)
 
 
 def _closing_length(sentence: str, closers: str) -> int:

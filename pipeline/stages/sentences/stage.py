@@ -1,7 +1,10 @@
-"""Stage `sentences`: extract JSONL articles -> one sentence per line, a blank line after each article.
+"""Stage `sentences`: JSONL documents (extract's articles, the corpus stage's documents) -> one sentence per line, a
+blank line after each document.
 
-Each `part-NNNNN.jsonl` becomes `part-NNNNN.txt` (the format of Google's `create_pretraining_data.py`)
-and `part-NNNNN.docs.jsonl` (each document's record: source, id, title; `pipeline.text_files`).
+Each `part-*.jsonl` of extract and of corpus (those that have work in the run) becomes `part-*.txt` of the same
+stem (the format of Google's `create_pretraining_data.py`) and `part-*.docs.jsonl` (each document's record:
+source, id, title, and for a document not from the dump the sentences of its lines and paragraphs, which the
+filter's line rules read; `pipeline.text_files`). The counts have each source's documents and sentences.
 Paragraph ends always end a sentence; whitespace and control characters are normalized
 (`pipeline.stages.sentences.splitters.normalize_paragraph`); articles with no text are left out. Hungarian uses quntoken,
 every other language the rule splitter (`pipeline.stages.sentences.splitters`, which says why it was chosen).
@@ -16,11 +19,12 @@ from typing import Literal
 
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import atomic_write
-from pipeline.text_files import (WIKIPEDIA_SOURCE, DocumentRecord, iter_jsonl, list_parts, records_path,
+from pipeline.text_files import (PARAGRAPHS, WIKIPEDIA_SOURCE, DocumentRecord, iter_jsonl, list_parts, records_path,
                                  write_document, write_record)
 from wiki2bert_core.log import progress
 from pipeline.stages import Stage, StageContext
-from pipeline.stages.sentences.splitters import check_quntoken, make_splitter, normalize_paragraph, split_paragraphs
+from pipeline.stages.sentences.splitters import (blank_line_runs, check_quntoken, make_splitter, normalize_paragraph,
+                                                 split_paragraphs)
 
 # Paragraph characters per splitter call: quntoken starts a pipe of binaries per call, so a call gets thousands
 # of sentences (its start-up is a small share of the call), and memory stays bounded by the batch.
@@ -40,43 +44,55 @@ def run(config: SentencesConfig, ctx: StageContext) -> dict:
     if config.splitter == "quntoken":
         check_quntoken()
     language = config.language or ctx.lang
-    parts = list_parts(ctx.inputs["extract"], ".jsonl")
+    parts = [part for stage in ("extract", "corpus") if stage in ctx.inputs
+             for part in list_parts(ctx.inputs[stage], ".jsonl")]
     ctx.log.info("sentences: %d parts, splitter %s%s", len(parts), config.splitter,
                  "" if config.splitter == "quntoken" else f" (language {language})")
     tasks = [(path, ctx.out_dir, config.splitter, language, tuple(config.extra_abbreviations)) for path in parts]
     totals = {"articles": 0, "documents": 0, "sentences": 0, "empty_articles": 0}
+    sources: dict[str, dict[str, int]] = {}
     with progress(sum(p.stat().st_size for p in parts), "sentences", unit="B", quiet=ctx.quiet) as bar:
         for counts in ctx.executor.map(_split_part, tasks):
             for key in totals:
                 totals[key] += counts[key]
+            for source, source_counts in counts["sources"].items():
+                for key, value in source_counts.items():
+                    sources.setdefault(source, {"documents": 0, "sentences": 0})[key] += value
             bar.update(counts["bytes"])
     if totals["documents"] == 0:
-        raise DataError(f"{ctx.inputs['extract']}: no article text in {len(parts)} part file(s) "
-                            f"({totals['articles']} articles, all empty)")
-    return totals
+        raise DataError(f"{', '.join(map(str, ctx.inputs.values()))}: no article text in {len(parts)} part file(s) "
+                        f"({totals['articles']} articles, all empty)")
+    return {**totals, "sources": dict(sorted(sources.items()))}
 
 
 def _split_part(task) -> dict:
     path, out_dir, splitter_name, language, extra = task
     splitter = _splitter(splitter_name, language, extra)
     stem = path.name[:-len(".jsonl")]
-    counts = {"articles": 0, "documents": 0, "sentences": 0, "empty_articles": 0, "bytes": path.stat().st_size}
-    batch: list[tuple[DocumentRecord, list[str]]] = []  # (record, paragraphs)
+    counts = {"articles": 0, "documents": 0, "sentences": 0, "empty_articles": 0, "bytes": path.stat().st_size,
+              "sources": {}}
+    batch: list[tuple[DocumentRecord, list[str], list[int] | None]] = []  # (record, paragraphs, blank_line_runs)
     batch_chars = 0
     text_path = Path(out_dir) / f"{stem}.txt"
     with atomic_write(text_path) as text_out, atomic_write(records_path(text_path)) as records_out:
         def flush():
-            paragraphs = [p for _, article in batch for p in article]
+            paragraphs = [p for _, article, _ in batch for p in article]
             split = iter(splitter.split(paragraphs))
-            for record, article in batch:
-                sentences = [s for _ in article for s in next(split)]
+            for record, article, runs in batch:
+                lines = [next(split) for _ in article]
+                sentences = [s for line in lines for s in line]
                 if not sentences:  # only characters the splitter drops (a lone zero-width joiner)
                     counts["empty_articles"] += 1
                     continue
+                if runs is not None:
+                    record = dataclasses.replace(record, extra={**record.extra, PARAGRAPHS: _layout(lines, runs)})
                 write_document(text_out, sentences)
                 write_record(records_out, record)
                 counts["documents"] += 1
                 counts["sentences"] += len(sentences)
+                source = counts["sources"].setdefault(record.source, {"documents": 0, "sentences": 0})
+                source["documents"] += 1
+                source["sentences"] += len(sentences)
             batch.clear()
 
         for line_no, article in enumerate(iter_jsonl(path), 1):
@@ -90,7 +106,9 @@ def _split_part(task) -> dict:
                 continue
             record = DocumentRecord(str(article.get("source", WIKIPEDIA_SOURCE)), str(article.get("id", line_no)),
                                     normalize_paragraph(article.get("title", "")))
-            batch.append((record, paragraphs))
+            # the dump's records stay as they were: the Wikipedia rules read no lines
+            runs = None if record.source == WIKIPEDIA_SOURCE else blank_line_runs(article["text"])
+            batch.append((record, paragraphs, runs))
             batch_chars += sum(map(len, paragraphs))
             if batch_chars >= BATCH_CHARS:
                 flush()
@@ -99,9 +117,21 @@ def _split_part(task) -> dict:
     return counts
 
 
+def _layout(lines: list[list[str]], runs: list[int]) -> list[list[int]]:
+    """The PARAGRAPHS field of a document: its sentences per line, lines grouped by `runs`; lines left without a
+    sentence (and paragraphs without a line) are left out, as their sentences are."""
+    layout, at = [], 0
+    for n in runs:
+        paragraph = [len(line) for line in lines[at:at + n] if line]
+        at += n
+        if paragraph:
+            layout.append(paragraph)
+    return layout
+
+
 @functools.cache
 def _splitter(name: str, language: str, extra: tuple[str, ...]):
     return make_splitter(name, language, list(extra))
 
 
-STAGE = Stage("sentences", SentencesConfig, run, inputs=("extract",), tools=("quntoken",))
+STAGE = Stage("sentences", SentencesConfig, run, inputs=("extract", "corpus"), tools=("quntoken",))

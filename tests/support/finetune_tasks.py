@@ -1,16 +1,35 @@
-"""Synthetic fine-tuning tasks of every kind that a tiny model learns in seconds, and their vocabulary."""
+"""A tiny BERT and synthetic tasks of each kind that it learns in seconds from random weights: shared by the
+fine-tuning tests."""
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
-from wiki2bert_core.wordpiece import SPECIAL_TOKENS
+from wiki2bert_core.wordpiece import SPECIAL_TOKENS, write_tokenizer_dir
 from pretrain.finetune.task import Example, Task
 
 WORDS = [f"w{i}" for i in range(30)]
 NAMES = WORDS[:4]  # the words the token task tags as B-PER
 # a word split into two sub-tokens, "ab" "##cd": only the first is labelled
 TOKENS = [*SPECIAL_TOKENS, *WORDS, "ab", "##cd"]
+# what the tests change from the recipes: a tiny model from random weights needs a larger lr and more steps
+TEST_RECIPE = ["lr=3e-3", "epochs=5", "batch=16", "warmup=0.05"]
+QUICK_RECIPE = [*TEST_RECIPE, "epochs=1"]  # for tests of what a run writes, not of what it learns
+
+
+def write_tiny_model(directory: Path) -> Path:
+    """A BERT with 2 layers of width 32 (random weights) and its tokenizer, as `pretrain export` writes one."""
+    import torch
+    import transformers
+
+    directory.mkdir(parents=True)
+    torch.manual_seed(1234)  # not a seed of the runs, whose random-init rows would otherwise be this model
+    config = transformers.BertConfig(vocab_size=len(TOKENS), hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    transformers.BertForPreTraining(config).save_pretrained(directory)
+    write_tokenizer_dir(directory, TOKENS)
+    return directory
 
 
 def sentence(rng: random.Random, words: list[str], length=(4, 8)) -> list[str]:
@@ -61,3 +80,28 @@ def make_tasks(train: int = 240, dev: int = 100, seed: int = 0) -> list[Task]:
         made.append(Task(kind, kind, labels, metrics, tuple(examples[:train]), tuple(examples[train:]),
                          Path(f"{kind}.json")))
     return made
+
+
+def write_single_task(directory: Path, task: Task, test: tuple[Example, ...] = ()) -> Path:
+    """`task` (kind single) as HuLU writes HuCOLA: train.json and dev.json, JSON arrays of {"id", "Sent", "label"};
+    `test` as test.json, the same without labels."""
+    directory.mkdir(parents=True)
+    for split, examples in (("train", task.train), ("dev", task.dev)):
+        rows = [{"id": e.id, "Sent": e.texts[0], "label": e.label} for e in examples]
+        (directory / f"{split}.json").write_text(json.dumps(rows), encoding="utf-8")
+    if test:
+        rows = [{"id": e.id, "Sent": e.texts[0]} for e in test]
+        (directory / "test.json").write_text(json.dumps(rows, indent=4), encoding="utf-8")
+    return directory
+
+
+def write_token_task(directory: Path, task: Task, test: tuple[Example, ...] = ()) -> Path:
+    """`task` (kind tokens) as plain CoNLL files, word and tag a line: train.conll, dev.conll and, with `test`,
+    test.conll with "_" for the hidden tags."""
+    directory.mkdir(parents=True)
+    for split, examples in (("train", task.train), ("dev", task.dev), ("test", test)):
+        if examples:
+            text = "".join("".join(f"{w} {t}\n" for w, t in zip(e.words, e.tags or ["_"] * len(e.words))) + "\n"
+                           for e in examples)
+            (directory / f"{split}.conll").write_text(text, encoding="utf-8")
+    return directory

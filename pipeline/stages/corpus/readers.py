@@ -1,0 +1,258 @@
+"""A corpus's files as documents (id, title, text): JSON Lines, Parquet and plain text, found by path, directory or
+glob, and cut into read tasks (a file, or one Parquet row group) that run in any process.
+
+- JSON Lines (`.jsonl`, `.ndjson`, `.json`: one object per line, as FineWeb, HPLT, OSCAR and C4 publish them),
+  plain or compressed (`.gz`, `.zst`/`.zstd`, `.bz2`, `.xz`): the text field must be a string; the id and title
+  fields are optional.
+- Parquet (`.parquet`, FineWeb-2 and CulturaX as published): read one row group per task, in batches of
+  `BATCH_ROWS` rows of the needed columns only (pyarrow), so memory is bounded by a batch, not by the file.
+- plain text (`.txt`, `.text`, compressed as above): a blank line between documents, each line a paragraph.
+A document without an id gets `<file>:<line>` (`<file>:<row>` in Parquet, rows counted from 1), the file named
+relative to the source's directory (or glob root). Bad input raises one line naming the file and the line or row:
+DataError for data (invalid JSON, not UTF-8, a record without its text, damaged compressed data), ConfigError for
+what a setting decides (no such file, an unknown format, a Parquet file without the text column).
+"""
+from __future__ import annotations
+
+import bz2
+import dataclasses
+import glob
+import gzip
+import io
+import json
+import lzma
+import os
+import zlib
+from pathlib import Path
+from typing import IO, Iterator
+
+from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.utf8_paths import utf8_names
+
+FORMATS = ("jsonl", "parquet", "text")
+EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".txt": "text",
+              ".text": "text"}
+COMPRESSIONS = (".gz", ".zst", ".zstd", ".bz2", ".xz")
+BATCH_ROWS = 1024  # Parquet rows decoded at a time
+
+
+@dataclasses.dataclass(frozen=True)
+class Fields:
+    """Which fields (JSON keys, Parquet columns) hold a document's text, id and title."""
+    text: str = "text"
+    id: str = "id"
+    title: str = "title"
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadTask:
+    """One unit of parallel reading: a whole file, or one row group of a Parquet file. Plain data (it pickles)."""
+    path: str
+    name: str  # the file as ids name it: relative to the source's directory or glob root
+    format: str
+    fields: Fields
+    row_group: int | None = None  # Parquet only
+    first_row: int = 0  # Parquet: rows of the file before this row group
+    size: int = 0  # bytes of input this task reads (for progress)
+
+
+def find_files(pattern: str) -> tuple[list[Path], Path]:
+    """(the files `pattern` names, sorted; the directory their ids are relative to): a file, a directory (every file
+    under it, hidden ones left out) or a glob (`**` crosses directories). ConfigError when it names nothing."""
+    path = Path(pattern)
+    if glob.has_magic(pattern):
+        files = sorted(Path(p) for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
+        root = Path(*[part for part in _until_magic(path.parts)]) if path.parts else Path(".")
+    elif path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file()
+                       and not any(part.startswith(".") for part in p.relative_to(path).parts))
+        root = path
+    elif path.is_file():
+        files, root = [path], path.parent
+    else:
+        raise ConfigError(f"{pattern}: no such file or directory")
+    if not files:
+        raise ConfigError(f"{pattern}: no files")
+    return utf8_names(files), root
+
+
+def _until_magic(parts: tuple[str, ...]) -> Iterator[str]:
+    for part in parts[:-1]:
+        if glob.has_magic(part):
+            return
+        yield part
+
+
+def file_format(path: Path, setting: str) -> str | None:
+    """jsonl, parquet or text: `setting` unless it is auto, else by the name (a compression suffix looked through);
+    None for a name of no known format."""
+    if setting != "auto":
+        return setting
+    name = path.name.lower()
+    for suffix in COMPRESSIONS:
+        if name.endswith(suffix):
+            name = name[:-len(suffix)]
+            break
+    return EXTENSIONS.get(os.path.splitext(name)[1])
+
+
+def read_tasks(files: list[Path], root: Path, fields: Fields, setting: str) -> tuple[list[ReadTask], list[Path]]:
+    """(the read tasks of `files`, the files of no known format); a Parquet file gives one task per row group.
+    ConfigError for a Parquet file without the text column, a compressed Parquet name or compressed data given
+    the parquet format; DataError for a file that is not Parquet."""
+    tasks, unknown = [], []
+    for path in files:
+        kind = file_format(path, setting)
+        if kind is None:
+            unknown.append(path)
+            continue
+        name = str(path.relative_to(root)) if path.is_relative_to(root) else path.name
+        if kind != "parquet":
+            tasks.append(ReadTask(str(path), name, kind, fields, size=path.stat().st_size))
+            continue
+        metadata = _parquet_file(path).metadata
+        if fields.text not in metadata.schema.names:
+            raise ConfigError(f"{path}: no column {fields.text!r} (columns: {', '.join(metadata.schema.names)}); "
+                              f"set the source's text_field")
+        size, rows = path.stat().st_size, max(1, metadata.num_rows)
+        first = 0
+        for group in range(metadata.num_row_groups):
+            group_rows = metadata.row_group(group).num_rows
+            tasks.append(ReadTask(str(path), name, kind, fields, group, first, size * group_rows // rows))
+            first += group_rows
+    return tasks, unknown
+
+
+def _parquet_file(path: Path):
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path)
+    except (pyarrow.ArrowInvalid, OSError) as e:
+        raise DataError(f"{path}: not a Parquet file ({str(e).splitlines()[0]})") from None
+
+
+def read_documents(task: ReadTask) -> Iterator[tuple[str, str, str]]:
+    """(id, title, text) of each document of the task, in file order."""
+    if task.format == "parquet":
+        yield from _parquet_documents(task)
+    elif task.format == "jsonl":
+        yield from _jsonl_documents(task)
+    else:
+        yield from _text_documents(task)
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line of a (maybe compressed) file; DataError naming the line if it is not UTF-8,
+    or where the compressed data is damaged."""
+    line_no = 0
+    try:
+        with _open_binary(path) as f:
+            for line_no, raw in enumerate(f, 1):
+                try:
+                    yield line_no, raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise DataError(f"{path}: line {line_no}: not UTF-8 (byte {e.start} of the line)") from None
+    except (EOFError, OSError, zlib.error, lzma.LZMAError, _ZstdError) as e:
+        if isinstance(e, FileNotFoundError | PermissionError | IsADirectoryError):
+            raise
+        raise DataError(f"{path}: after line {line_no}: damaged or cut compressed data ({e})") from None
+
+
+def _open_binary(path: Path) -> IO[bytes]:
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        return gzip.open(path, "rb")
+    if name.endswith((".zst", ".zstd")):
+        import zstandard
+
+        raw = open(path, "rb")
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True,
+                                                                            closefd=True))
+    if name.endswith(".bz2"):
+        return bz2.open(path, "rb")
+    if name.endswith(".xz"):
+        return lzma.open(path, "rb")
+    return open(path, "rb")
+
+
+try:
+    from zstandard import ZstdError as _ZstdError
+except ImportError:  # zstandard is a dependency; this keeps the module importable without it
+    class _ZstdError(Exception):
+        pass
+
+
+def _jsonl_documents(task: ReadTask) -> Iterator[tuple[str, str, str]]:
+    path, fields = Path(task.path), task.fields
+    for line_no, line in _lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}: line {line_no}: invalid JSON ({e.msg} at column {e.colno})") from None
+        if not isinstance(record, dict):
+            raise DataError(f"{path}: line {line_no}: expected a JSON object, got {type(record).__name__}")
+        text = record.get(fields.text)
+        if not isinstance(text, str):
+            what = "no field" if fields.text not in record else f"a {type(text).__name__}, not a string, in field"
+            raise DataError(f"{path}: line {line_no}: {what} {fields.text!r} (fields: {', '.join(record)}); "
+                            f"set the source's text_field")
+        yield _id(record.get(fields.id), task.name, line_no), _title(record.get(fields.title)), text
+
+
+def _text_documents(task: ReadTask) -> Iterator[tuple[str, str, str]]:
+    paragraphs: list[str] = []
+    first = 0
+    for line_no, line in _lines(Path(task.path)):
+        line = line.rstrip("\r\n")
+        if line.strip():
+            if not paragraphs:
+                first = line_no
+            paragraphs.append(line)
+        elif paragraphs:
+            yield f"{task.name}:{first}", "", "\n".join(paragraphs)
+            paragraphs = []
+    if paragraphs:
+        yield f"{task.name}:{first}", "", "\n".join(paragraphs)
+
+
+def _parquet_documents(task: ReadTask) -> Iterator[tuple[str, str, str]]:
+    path, fields = Path(task.path), task.fields
+    parquet = _parquet_file(path)
+    names = parquet.metadata.schema.names
+    columns = [c for c in dict.fromkeys((fields.text, fields.id, fields.title)) if c in names]
+    row = task.first_row
+    for batch in parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=[task.row_group], columns=columns):
+        values = {c: batch.column(c).to_pylist() for c in columns}
+        for i, text in enumerate(values[fields.text]):
+            row += 1
+            if isinstance(text, bytes):  # a binary column
+                try:
+                    text = text.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise DataError(f"{path}: row {row}: column {fields.text!r} is not UTF-8 (byte {e.start})") \
+                        from None
+            if not isinstance(text, str):
+                raise DataError(f"{path}: row {row}: column {fields.text!r} is {_describe(text)}, not text")
+            ident = values[fields.id][i] if fields.id in values else None
+            title = values[fields.title][i] if fields.title in values else None
+            yield _id(ident, task.name, row), _title(title), text
+
+
+def _id(value, file_name: str, position: int) -> str:
+    if value is None or value == "":
+        return f"{file_name}:{position}"
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _title(value) -> str:
+    if value is None:
+        return ""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _describe(value) -> str:
+    return "null" if value is None else f"a {type(value).__name__}"

@@ -1,0 +1,305 @@
+"""The `corpus` stage and the `--corpus` flag: every format reads to the same documents, directories and globs,
+ids and titles, bad input in one line naming the file, and which stages have work with and without corpora."""
+from __future__ import annotations
+
+import collections
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+
+from wiki2bert_core.errors import ConfigError, DataError
+from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
+from pipeline.runner import MANIFEST, read_manifest, run_stages, status_rows
+from pipeline.sources import corpus_flag_values, default_name, parse_corpus_flag
+from pipeline.stages.corpus.stage import CorpusConfig, CorpusSource, corpus_fingerprints, run
+from pipeline.text_files import iter_jsonl
+
+DOCUMENTS = [
+    {"id": "d1", "title": "Első", "text": "Az alma piros és édes.\nA körte sárga, a szilva kék."},
+    {"id": 7, "title": "Második", "text": "Ünnepi sütemény készül.\nŐszi árvíz a völgyben.\nHarmadik bekezdés."},
+    {"id": "d3", "text": "Egyetlen bekezdés, cím nélkül."},
+    {"id": "d4", "title": "Üres", "text": " \n "},
+    {"id": None, "title": "Negyedik", "text": "Id nélkül: a fájl és a sor adja."},
+]
+
+
+def write_jsonl(path: Path, records: list[dict], opener=open) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+    if opener is zstandard:
+        path.write_bytes(zstandard.ZstdCompressor().compress(data[:len(data) // 2])
+                         + zstandard.ZstdCompressor().compress(data[len(data) // 2:]))  # two frames
+    else:
+        with opener(path, "wb") as f:
+            f.write(data)
+    return path
+
+
+def write_parquet(path: Path, records: list[dict], row_group_size: int = 2, **columns) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pylist([{"id": None if r.get("id") is None else str(r["id"]), "title": r.get("title"),
+                                   "text": r["text"]} for r in records])
+    pq.write_table(table.rename_columns([columns.get(c, c) for c in table.column_names]), path,
+                   row_group_size=row_group_size)
+    return path
+
+
+def write_text(path: Path, records: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n\n".join(r["text"] for r in records if r["text"].strip()) + "\n", encoding="utf-8")
+    return path
+
+
+def corpus_documents(out_dir: Path) -> dict[str, list[tuple]]:
+    """source -> [(id, title, text)] of the corpus stage's parts, in order."""
+    documents: dict[str, list[tuple]] = {}
+    for part in sorted(out_dir.glob("part-*.jsonl")):
+        for record in iter_jsonl(part):
+            documents.setdefault(record["source"], []).append((record["id"], record["title"], record["text"]))
+    return documents
+
+
+@pytest.fixture(scope="session")
+def run_corpus(run_stage_function):
+    def run_corpus(tmp_path: Path, sources: dict[str, dict], name: str = "out", workers: int = 1, **config):
+        return run_stage_function(run, CorpusConfig({n: CorpusSource(**s) for n, s in sources.items()}, **config),
+                                  tmp_path, {}, name, workers)
+    return run_corpus
+
+
+def test_each_format_reads_to_the_same_documents(tmp_path, run_corpus):
+    files = {"plain": write_jsonl(tmp_path / "c" / "docs.jsonl", DOCUMENTS),
+             "gzipped": write_jsonl(tmp_path / "c" / "docs.jsonl.gz", DOCUMENTS, gzip.open),
+             "zstd": write_jsonl(tmp_path / "c" / "docs.jsonl.zst", DOCUMENTS, zstandard),
+             "parquet": write_parquet(tmp_path / "c" / "docs.parquet", DOCUMENTS),
+             "text": write_text(tmp_path / "c" / "docs.txt", DOCUMENTS)}
+    assert pq.ParquetFile(files["parquet"]).metadata.num_row_groups == 3  # a task each
+    out, counts = run_corpus(tmp_path, {name: {"path": str(path)} for name, path in files.items()},
+                             documents_per_part=2)
+    documents = corpus_documents(out)
+    expected = [("d1", "Első", DOCUMENTS[0]["text"]), ("7", "Második", DOCUMENTS[1]["text"]),
+                ("d3", "", DOCUMENTS[2]["text"])]
+    for name in ("plain", "gzipped", "zstd", "parquet"):
+        file = files[name].name
+        assert documents[name] == expected + [(f"{file}:5", "Negyedik", DOCUMENTS[4]["text"])], name
+        assert counts["sources"][name]["documents"] == 4 and counts["sources"][name]["empty"] == 1
+    assert [(t, text) for _, t, text in documents["text"]] == [("", text) for _, _, text in expected] + [
+        ("", DOCUMENTS[4]["text"])]
+    assert [i for i, _, _ in documents["text"]] == ["docs.txt:1", "docs.txt:4", "docs.txt:8", "docs.txt:10"]
+    assert counts["documents"] == 20 and counts["files"] == 5
+    assert sorted(p.name for p in out.glob("part-parquet-*")) == [
+        "part-parquet-00000-00000.jsonl", "part-parquet-00001-00000.jsonl", "part-parquet-00002-00000.jsonl"]
+    assert len(list(out.glob("part-plain-00000-*.jsonl"))) == 2  # documents_per_part=2
+
+
+def test_same_bytes_whatever_the_workers_and_the_order_of_the_sources(tmp_path, run_corpus):
+    web = write_parquet(tmp_path / "web.parquet", DOCUMENTS * 5, row_group_size=3)
+    news = write_jsonl(tmp_path / "news" / "a.jsonl", DOCUMENTS)
+    write_jsonl(tmp_path / "news" / "b" / "c.jsonl.gz", DOCUMENTS[:2], gzip.open)
+    one, _ = run_corpus(tmp_path, {"web": {"path": str(web)}, "news": {"path": str(news.parent)}}, "one")
+    two, _ = run_corpus(tmp_path, {"news": {"path": str(news.parent)}, "web": {"path": str(web)}}, "two", workers=2)
+    names = sorted(p.name for p in one.iterdir())
+    assert names == sorted(p.name for p in two.iterdir()) and len(names) == 11  # 9 row groups, 2 files
+    assert all((one / n).read_bytes() == (two / n).read_bytes() for n in names)
+    assert [i for i, _, _ in corpus_documents(one)["news"]] == ["d1", "7", "d3", "a.jsonl:5", "d1", "7"]
+
+
+def test_directories_globs_and_fields(tmp_path, run_corpus, caplog):
+    root = tmp_path / "crawl"
+    write_jsonl(root / "2024" / "a.jsonl", [{"content": "Első oldal.", "url": "https://a.hu/1"}])
+    write_jsonl(root / "2025" / "b.jsonl", [{"content": "Második oldal.", "url": "https://a.hu/2"}])
+    write_jsonl(root / ".cache" / "c.jsonl", [{"content": "Rejtett."}])
+    (root / "README.md").write_text("# not a corpus file\n", encoding="utf-8")
+    fields = {"text_field": "content", "title_field": "url"}
+    out, counts = run_corpus(tmp_path, {"dir": {"path": str(root), **fields},
+                                        "glob": {"path": str(root / "**" / "*.jsonl"), **fields}})
+    documents = corpus_documents(out)
+    assert documents["dir"] == [("2024/a.jsonl:1", "https://a.hu/1", "Első oldal."),
+                                ("2025/b.jsonl:1", "https://a.hu/2", "Második oldal.")]
+    assert documents["glob"] == documents["dir"]  # ** crosses directories; hidden directories are left out...
+    assert "1 file(s) of no corpus format left out (e.g. README.md)" in caplog.text  # ...README.md too, said so
+
+
+@pytest.mark.parametrize("name, write, error, message", [
+    ("malformed JSON line", lambda d: (d / "a.jsonl").write_text('{"text": "jó"}\n{"text": "rossz",}\n'),
+     DataError, r"a\.jsonl: line 2: invalid JSON"),
+    ("record without the text field", lambda d: write_jsonl(d / "a.jsonl", [{"text": "jó"}, {"body": "x"}]),
+     DataError, r"a\.jsonl: line 2: no field 'text' \(fields: body\); set the source's text_field"),
+    ("text that is not a string", lambda d: write_jsonl(d / "a.jsonl", [{"text": ["x"]}]),
+     DataError, r"a\.jsonl: line 1: a list, not a string, in field 'text'"),
+    ("Parquet file without the column", lambda d: write_parquet(d / "a.parquet", DOCUMENTS, text="body"),
+     ConfigError, r"a\.parquet: no column 'text' \(columns: id, title, body\); set the source's text_field"),
+    ("not a Parquet file", lambda d: (d / "a.parquet").write_bytes(b"PAR1 but not really"),
+     DataError, r"a\.parquet: not a Parquet file"),
+    ("non-UTF-8 bytes", lambda d: (d / "a.jsonl").write_bytes(b'{"text": "j\xf3"}\n'),
+     DataError, r"a\.jsonl: line 1: not UTF-8 \(byte 11 of the line\)"),
+    ("non-UTF-8 plain text", lambda d: (d / "a.txt").write_bytes(b"Egy.\n\nK\xe9t.\n"),
+     DataError, r"a\.txt: line 3: not UTF-8"),
+    ("damaged gzip", lambda d: (d / "a.jsonl.gz").write_bytes(gzip.compress(b'{"text": "x"}\n' * 50)[:-20]),
+     DataError, r"a\.jsonl\.gz: after line \d+: damaged or cut compressed data"),
+    ("empty corpus", lambda d: (d / "a.jsonl").write_text('{"text": "  "}\n'),
+     DataError, r"no documents \(corpus source 'web': 1 file\(s\), 1 empty texts\)"),
+    ("unknown format", lambda d: (d / "a.csv").write_text("text\nx\n"),
+     ConfigError, r"corpus\.sources\.web: .*a\.csv: unknown corpus format .*set corpus\.sources\.web\.format"),
+])
+def test_bad_input_is_one_line_naming_the_file(tmp_path, run_corpus, name, write, error, message):
+    data = tmp_path / "data"
+    data.mkdir()
+    write(data)
+    path = next(data.iterdir())
+    with pytest.raises(error, match=message) as raised:
+        run_corpus(tmp_path, {"web": {"path": str(path)}})
+    assert "\n" not in str(raised.value) and str(path) in str(raised.value)
+
+
+def test_a_path_that_names_nothing_is_a_usage_error(tmp_path, run_corpus):
+    with pytest.raises(ConfigError, match=r"corpus\.sources\.web: .*nowhere\.jsonl: no such file or directory"):
+        run_corpus(tmp_path, {"web": {"path": str(tmp_path / "nowhere.jsonl")}})
+    with pytest.raises(ConfigError, match=r"corpus\.sources\.web: .*\*\.jsonl: no files"):
+        run_corpus(tmp_path, {"web": {"path": str(tmp_path / "*.jsonl")}}, "out2")
+    assert corpus_fingerprints(CorpusConfig({"web": CorpusSource(str(tmp_path / "x.jsonl"))})) == {
+        "web": f"{tmp_path / 'x.jsonl'}: {tmp_path / 'x.jsonl'}: no such file or directory"}  # status never raises
+
+
+def test_the_command_line_gives_one_line_the_exit_code_and_nothing_half_written(tmp_path):
+    (tmp_path / "bad.jsonl").write_text('{"text": "jó szöveg."}\n{"text": \n', encoding="utf-8")
+    write_parquet(tmp_path / "nocol.parquet", DOCUMENTS, text="body")
+    for corpus, code, message in ((f"web={tmp_path / 'bad.jsonl'}", 1, "bad.jsonl: line 2: invalid JSON"),
+                                  (f"web={tmp_path / 'nocol.parquet'}", 2, "nocol.parquet: no column 'text'")):
+        done = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--lang", "hu", "--workdir",
+                               str(tmp_path / "w"), "--corpus", corpus, "--quiet"], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+        assert done.returncode == code, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], done.stderr
+        lang_dir = tmp_path / "w" / "hu"
+        assert not (lang_dir / "corpus").exists() and not list(lang_dir.glob(".corpus*"))
+        assert not (lang_dir / "download").exists()  # --corpus without --dump: no dump to read
+
+
+def test_the_corpus_stage_without_corpora_has_nothing_to_do(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "stage", "corpus", "--lang", "hu", "--workdir",
+                           str(tmp_path)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: stage corpus: nothing to do with these flags (no --corpus)"
+
+
+# --- the --corpus flag and which stages have work ---------------------------------------------------------------
+
+def test_corpus_flag_syntax(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert parse_corpus_flag("web=data/fineweb:2") == ("web", str(tmp_path / "data/fineweb"), 2.0)
+    assert parse_corpus_flag("data/hu_1.jsonl.zst:0.5") == ("hu_1", str(tmp_path / "data/hu_1.jsonl.zst"), 0.5)
+    assert parse_corpus_flag("/x/c4/*.json.gz") == ("c4", "/x/c4/*.json.gz", None)
+    assert parse_corpus_flag("/x/2024-crawl/") == ("c2024-crawl", "/x/2024-crawl", None)
+    assert default_name("/d/HPLT v2.jsonl") == "hplt_v2"
+    assert corpus_flag_values(["a=/x:3", "/y/b.parquet"]) == {
+        "corpus": {"sources": {"a": {"path": "/x"}, "b": {"path": "/y/b.parquet"}}}, "shard": {"weights": {"a": 3.0}}}
+    assert corpus_flag_values([]) == {}
+    with pytest.raises(ConfigError, match="a second source named 'b'"):
+        corpus_flag_values(["/y/b.jsonl", "/z/b.parquet"])
+    with pytest.raises(ConfigError, match="'wikipedia' is the dump's source name"):
+        corpus_flag_values(["/y/wikipedia.jsonl"])
+
+
+def test_per_source_settings_and_weights_through_the_config(tmp_path):
+    values = corpus_flag_values([f"web={tmp_path}:0.5"])
+    pcfg = load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", ["corpus.sources.web.text_field=content",
+                                                            "shard.weights.web=3"], values)
+    assert pcfg.stage_configs["corpus"].sources["web"] == CorpusSource(str(tmp_path), text_field="content")
+    assert pcfg.stage_configs["shard"].weights == {"web": 0.5}  # the flag's weight over --set's
+    assert set(pcfg.idle) == {"download", "extract"}  # --corpus without --dump: only the corpus is read
+    assert pcfg.inputs_of("sentences") == ["corpus"]
+    with pytest.raises(ConfigError, match=r"shard\.weights\.wikipedia: no such source \(this run's sources: web\)"):
+        load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", ["shard.weights.wikipedia=2"], values)
+    both = load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", ["shard.weights.wikipedia=2"],
+                                {**values, "download": {"source": "/d.xml.bz2"}})
+    assert both.idle == {} and both.inputs_of("sentences") == ["extract", "corpus"]
+    assert both.stage_configs["shard"].weights == {"wikipedia": 2.0, "web": 0.5}
+    with pytest.raises(ConfigError, match=r"corpus\.sources\.web\.path: required"):
+        load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", ["corpus.sources.web.text_field=content"])
+    with pytest.raises(ConfigError, match=r"shard\.weights\.web: must be a number of at least 0"):
+        load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", ["shard.weights.web=-1"],
+                             corpus_flag_values([f"web={tmp_path}"]))
+    with pytest.raises(ConfigError, match=r"corpus\.sources\.Web: a source name is a lowercase letter"):
+        load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", [f"corpus.sources.Web.path={tmp_path}"])
+
+
+def test_corpus_runs_stages_judge_their_inputs_and_corpus_files_are_fingerprinted(tmp_path):
+    """Without --dump: download and extract are off; sentences reads the corpus; a corpus file replaced at the same
+    path makes the corpus stage stale, a touch re-runs it and nothing after it; status prints the sources."""
+    corpus = write_jsonl(tmp_path / "web" / "a.jsonl", [{"id": str(i), "text": f"Ez a {i}. oldal szövege. Még egy."}
+                                                        for i in range(5)])
+    values = corpus_flag_values([f"web={corpus.parent}"])
+    pcfg = load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", ["sentences.splitter=rules"], values)
+    lang_dir = tmp_path / "w" / "hu"
+    run_stages(pcfg, lang_dir, ["download", "extract", "corpus", "sentences"], quiet=True)
+    states = {r["stage"]: (r["state"], r["reason"]) for r in status_rows(pcfg, lang_dir)}
+    assert states["download"] == ("off", "no --dump: the run reads only its corpora")
+    assert states["extract"] == ("off", "no work upstream (download)")
+    assert states["corpus"][0] == states["sentences"][0] == "done"
+    assert not (lang_dir / "download").exists() and not (lang_dir / "extract").exists()
+    assert set(read_manifest(lang_dir / "sentences")["inputs"]) == {"corpus"}
+    assert read_manifest(lang_dir / "sentences")["counts"]["sources"] == {"web": {"documents": 5, "sentences": 10}}
+    sentences = (lang_dir / "sentences" / "part-web-00000-00000.txt").read_bytes()
+    sentences_manifest = (lang_dir / "sentences" / MANIFEST).read_bytes()
+
+    os.utime(corpus, ns=(corpus.stat().st_atime_ns, corpus.stat().st_mtime_ns + 10**9))
+    assert {r["stage"]: r["state"] for r in status_rows(pcfg, lang_dir)}["corpus"] == "stale"
+    run_stages(pcfg, lang_dir, ["corpus", "sentences"], quiet=True)
+    assert (lang_dir / "sentences" / MANIFEST).read_bytes() == sentences_manifest  # same bytes: not re-run
+
+    write_jsonl(corpus, [{"id": "0", "text": "Egészen más szöveg. Új oldal."}])
+    rows = {r["stage"]: r for r in status_rows(pcfg, lang_dir)}
+    assert rows["corpus"]["state"] == "stale" and f"input web:{corpus} changed" in rows["corpus"]["reason"]
+    run_stages(pcfg, lang_dir, ["corpus", "sentences"], quiet=True)
+    assert (lang_dir / "sentences" / "part-web-00000-00000.txt").read_bytes() != sentences
+
+    other = load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", ["sentences.splitter=rules"],
+                                 {"download": {"source": "/d.xml.bz2"}})
+    (lang_dir / "extract").mkdir()  # as if extract were done: sentences is judged by what it reads
+    (lang_dir / "extract" / MANIFEST).write_text(json.dumps(read_manifest(lang_dir / "corpus") | {
+        "stage": "extract", "config_hash": "", "outputs": {}}))
+    rows = {r["stage"]: r for r in status_rows(other, lang_dir)}  # the same work dir without --corpus
+    assert rows["corpus"]["state"] == "off"
+    assert (rows["sentences"]["state"], rows["sentences"]["reason"]) == ("stale", "reads extract now, not corpus")
+
+
+@pytest.mark.slow
+def test_a_wikipedia_and_web_mix_end_to_end_shows_each_source(tmp_path):
+    """sample-dump + sample-corpus through `pipeline run --corpus web=PATH:2 --to shard`: every shard document says
+    where it came from, `pipeline status` and `pipeline report` show each source's counts and training share."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True,
+                              env=env, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    dump = cli("sample-dump", "dump", "--pages", "80", "-q")
+    web = cli("sample-corpus", "web", "--docs", "100", "-q")
+    flags = ["--lang", "hu", "--workdir", "w", "--dump", dump, "--corpus", f"web={web}:2", "--set",
+             "vocab.vocab_size=1000", "--set", "shard.num_shards=3"]
+    cli("run", *flags, "--to", "shard", "--quiet")
+    status = cli("status", *flags).splitlines()
+    assert all(line.split()[1] == "done" for line in status[1:9] if line.split()[0] != "hdf5")
+    table = {line.split()[0]: line.split() for line in status[status.index("") + 2:]}
+    assert status[status.index("") + 1].split()[:2] == ["source", "read"] and set(table) == {"wikipedia", "web"}
+    assert table["web"][1] == "100" and table["web"][5] == "2"
+    assert float(table["web"][-1].rstrip("%")) + float(table["wikipedia"][-1].rstrip("%")) == pytest.approx(100, 0.01)
+    sources = collections.Counter(json.loads(line)["source"] for shard in (tmp_path / "w/hu/shard").glob("*.docs.jsonl")
+                                  for line in shard.read_text(encoding="utf-8").splitlines())
+    assert set(sources) == {"wikipedia", "web"}
+    report = tmp_path / cli("report", "--lang", "hu", "--workdir", "w")
+    assert "<h2>Sources</h2>" in report.read_text(encoding="utf-8") and (report.parent / "source_shares.png").exists()
+    assert "stale" in cli("status", *flags[:6])  # without --corpus: sentences reads another set of inputs
