@@ -7,6 +7,7 @@ estimate's model states + peak phase, i.e. without the working margin (CUDA cont
 measure sees; on CPU, of ZeRO's reduce bucket (torch.empty) only the pages written are resident.
 
     .venv/bin/python bench/estimate_memory.py [--configs tiny:0 tiny:1 mini:0 mini:1 base:0 base:1] [--micro-batch 8]
+    .venv/bin/python bench/estimate_memory.py --configs modernbert/tiny:0 modernbert/mini:0 modernbert/base:0   # ARCH/
     .venv/bin/python bench/estimate_memory.py --smoke   # tiny:1, micro-batch 2: the script end to end
     # GPU: .venv/bin/python bench/estimate_memory.py --precision bf16 --micro-batch 32 \\
     #          --configs base:0 base:1 large:0 large:1 1.5b:1
@@ -35,14 +36,14 @@ def _rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def worker(preset: str, zero_stage: int, micro_batch: int, precision: str, steps: int = 3) -> dict:
+def worker(arch: str, preset: str, zero_stage: int, micro_batch: int, precision: str, steps: int = 3) -> dict:
     """Peak bytes of training `steps` steps, above the footprint before the model exists."""
     cuda = torch.cuda.is_available()
     os.environ.setdefault("DS_ACCELERATOR", "cuda" if cuda else "cpu")
     import deepspeed
 
     from pretrain.config import model_config
-    from pretrain.model.bert import BertForPreTraining
+    from pretrain.model.architectures import pretraining_model
     from pretrain.optim.optimizers import build_optimizer
     from pretrain.optim.zero_partitions import use_tensor_trust_ratios
 
@@ -59,7 +60,7 @@ def worker(preset: str, zero_stage: int, micro_batch: int, precision: str, steps
                  next_sentence_labels=torch.zeros(micro_batch, dtype=torch.long))
     before = torch.cuda.memory_allocated() if cuda else _rss()
     with torch.device("cuda" if cuda else "cpu"):
-        model = BertForPreTraining(model_config(preset, VOCAB))
+        model = pretraining_model(model_config(preset, VOCAB, arch))
     config = {"train_batch_size": micro_batch, "train_micro_batch_size_per_gpu": micro_batch,
               "gradient_clipping": 1.0, "zero_optimization": {"stage": zero_stage},
               "zero_allow_untested_optimizer": True, "steps_per_print": 2 ** 62}
@@ -82,7 +83,7 @@ def worker(preset: str, zero_stage: int, micro_batch: int, precision: str, steps
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--configs", nargs="+", default=["tiny:0", "tiny:1", "mini:0", "mini:1", "base:0", "base:1"],
-                        help="PRESET:ZERO_STAGE")
+                        help="PRESET:ZERO_STAGE, or ARCH/PRESET:ZERO_STAGE (arch bert or modernbert)")
     parser.add_argument("--micro-batch", type=int, default=8)
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--smoke", action="store_true", help="--configs tiny:1 --micro-batch 2")
@@ -91,8 +92,8 @@ def main() -> None:
     if args.smoke:
         args.configs, args.micro_batch = ["tiny:1"], 2
     if args.worker:
-        preset, stage = args.worker.split(":")
-        print(json.dumps(worker(preset, int(stage), args.micro_batch, args.precision)))
+        (arch, preset), stage = _config(args.worker)
+        print(json.dumps(worker(arch, preset, int(stage), args.micro_batch, args.precision)))
         return
 
     from pretrain.tools.estimate import estimate_memory
@@ -100,9 +101,9 @@ def main() -> None:
     cuda = torch.cuda.is_available()
     device = torch.cuda.get_device_name() if cuda else "CPU RSS"
     print(f"1 rank, LAMB, {args.precision}, micro-batch {args.micro_batch} x {SEQ_LEN}, {device}")
-    print(f"{'preset':<8}{'ZeRO':>5}{'estimate MiB':>14}{'measured MiB':>14}{'estimate/measured':>19}")
+    print(f"{'preset':<18}{'ZeRO':>5}{'estimate MiB':>14}{'measured MiB':>14}{'estimate/measured':>19}")
     for item in args.configs:
-        preset, stage = item.split(":")
+        (arch, preset), stage = _config(item)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
@@ -115,14 +116,22 @@ def main() -> None:
             sys.exit(done.stderr[-3000:])
         measured = json.loads(done.stdout.strip().splitlines()[-1])["measured"]
         d = estimate_memory(preset, VOCAB, int(stage), 1, args.micro_batch, SEQ_LEN, args.precision, "lamb",
-                            max_predictions=PREDICTIONS)
+                            max_predictions=PREDICTIONS, arch=arch)
         estimate = d["total_bytes"] - d["memory"]["working margin"]
         if not cuda:
             bucket = d["memory"]["ZeRO reduce bucket"]
             estimate -= bucket - min(bucket, 4 * d["parameters"])
-        print(f"{preset:<8}{stage:>5}{estimate / MIB:>14.0f}{measured / MIB:>14.0f}{estimate / measured:>19.2f}")
+        name = preset if arch == "bert" else f"{arch}/{preset}"
+        print(f"{name:<18}{stage:>5}{estimate / MIB:>14.0f}{measured / MIB:>14.0f}{estimate / measured:>19.2f}")
     print("(estimate: model states + the peak phase, without the working margin"
           + ("" if cuda else " and the untouched part of ZeRO's reduce bucket") + ")")
+
+
+def _config(item: str) -> tuple[tuple[str, str], str]:
+    """ARCH/PRESET:STAGE (or PRESET:STAGE, BERT) -> ((arch, preset), stage)."""
+    name, _, stage = item.partition(":")
+    arch, _, preset = name.rpartition("/")
+    return (arch or "bert", preset), stage
 
 
 if __name__ == "__main__":

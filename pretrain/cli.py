@@ -40,7 +40,7 @@ VocabOpt = typer.Option(None, "--vocab", callback=utf8_path,
 @app.callback()
 def launcher_options(local_rank: Optional[int] = typer.Option(None, "--local_rank", "--local-rank", hidden=True)
                      ) -> None:
-    """Pretrain BERT on the HDF5 output of `pipeline run` with DeepSpeed."""
+    """Pretrain BERT or ModernBERT (--set arch=modernbert) on the HDF5 output of `pipeline run` with DeepSpeed."""
     # the deepspeed launcher passes --local_rank=N before the command; the rank is read from the environment
 
 
@@ -55,8 +55,8 @@ def phase1(data: Path = typer.Option(..., "--data", callback=utf8_path,
            preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
            set_: Optional[list[str]] = SetOpt, deepspeed_config: Optional[Path] = DsOpt,
            vocab: Optional[Path] = VocabOpt, eval_data: Optional[Path] = EvalDataOpt) -> None:
-    """Phase 1: sequence length 128 from random weights, or from those of --init, with a fresh schedule and
-    optimizer (recipe: pretrain/configs/phase1.yaml)."""
+    """Phase 1: sequence length 128 (ModernBERT: 1,024) from random weights, or from those of --init, with a fresh
+    schedule and optimizer (recipe: pretrain/configs/phase1.yaml, or modernbert-phase1.yaml)."""
     _train("phase1", data, out, preset, config, set_, deepspeed_config, vocab, init, eval_data)
 
 
@@ -71,8 +71,8 @@ def phase2(data: Path = typer.Option(..., "--data", callback=utf8_path,
            preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
            set_: Optional[list[str]] = SetOpt, deepspeed_config: Optional[Path] = DsOpt,
            vocab: Optional[Path] = VocabOpt, eval_data: Optional[Path] = EvalDataOpt) -> None:
-    """Phase 2: sequence length 512 from phase 1's weights, with a fresh schedule and optimizer
-    (recipe: pretrain/configs/phase2.yaml)."""
+    """Phase 2: sequence length 512 (ModernBERT: 8,192, the global layers' RoPE base raised) from phase 1's weights,
+    with a fresh schedule and optimizer (recipe: pretrain/configs/phase2.yaml, or modernbert-phase2.yaml)."""
     _train("phase2", data, out, preset, config, set_, deepspeed_config, vocab, init, eval_data)
 
 
@@ -102,8 +102,8 @@ def export(model_dir: Path = typer.Argument(..., callback=utf8_path,
                                     "previous export, which is replaced"),
            force: bool = typer.Option(False, "--force", help="Replace --out even if it holds other files (never a "
                                                               "directory that belongs to something else)")) -> None:
-    """Write the model's weights as a Hugging Face BertForPreTraining directory (BertForMaskedLM for a model trained
-    MLM-only) with its tokenizer."""
+    """Write the model's weights as a Hugging Face BertForPreTraining directory (BertForMaskedLM for a BERT trained
+    MLM-only, ModernBertForMaskedLM for a ModernBERT) with its tokenizer."""
     from pretrain.tools.export import export_hf
 
     typer.echo(export_hf(model_dir, out, force))
@@ -205,17 +205,22 @@ def estimate(preset: str = typer.Option("large", "--preset", help="Model size"),
              precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp32"),
              optimizer: str = typer.Option("lamb", "--optimizer", help="lamb, lans or adamw"),
              activation_checkpointing: bool = typer.Option(False, "--activation-checkpointing"),
-             vocab_size: int = typer.Option(30522, "--vocab-size", min=1, help="Tokens in vocab.txt")) -> None:
+             vocab_size: int = typer.Option(30522, "--vocab-size", min=1, help="Tokens in vocab.txt"),
+             arch: str = typer.Option("bert", "--arch", help="bert or modernbert"),
+             attention: str = typer.Option("mask", "--attention",
+                                           help="Attention kernel: mask (its score matrices counted: the most it "
+                                           "can take) or flash (none stored)")) -> None:
     """Memory per GPU: model states (parameters, gradients, optimizer) by precision and ZeRO stage, plus
     activations."""
-    from pretrain.config import load_train_config
+    from pretrain.config import load_train_config, phase_of_length
     from pretrain.tools.estimate import estimate_memory, format_estimate
 
     if micro_batch is None:
-        micro_batch = load_train_config("phase2" if seq > 128 else "phase1").micro_batch
+        micro_batch = load_train_config(phase_of_length(seq, arch), values={"arch": arch}).micro_batch
     try:
         result = estimate_memory(preset, vocab_size, zero, gpus, micro_batch, seq, precision=precision,
-                                 optimizer=optimizer, activation_checkpointing=activation_checkpointing)
+                                 optimizer=optimizer, activation_checkpointing=activation_checkpointing, arch=arch,
+                                 attention=attention)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     typer.echo(format_estimate(result))

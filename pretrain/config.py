@@ -23,18 +23,38 @@ RECIPE_DIR = Path(__file__).resolve().parent / "configs"
 PHASES = ("phase1", "phase2")
 
 
+ARCHS = ("bert", "modernbert")
+
+
 @dataclasses.dataclass
 class ModelConfig:
     vocab_size: int  # tokens of vocab.txt padded to a multiple of 8 (from the vocabulary, not a setting)
+    # bert: BERT (post-LayerNorm, absolute position embeddings, GELU, biases: model/bert.py); modernbert: ModernBERT
+    # (pre-LayerNorm, rotary positions, GeGLU, no biases, global and sliding-window layers: model/modernbert.py).
+    # The phase's `arch` sets it
+    arch: Literal["bert", "modernbert"] = "bert"
     hidden_size: int = 768  # width of the encoder
     num_hidden_layers: int = 12  # Transformer layers
     num_attention_heads: int = 12  # attention heads per layer (hidden_size must be a multiple)
-    intermediate_size: int = 3072  # width of each layer's feed-forward block
-    max_position_embeddings: int = 512  # longest sequence the position embeddings hold
-    type_vocab_size: int = 2  # segment (token type) embeddings
-    hidden_dropout_prob: float = changeable(0.1)  # dropout on embeddings, attention output and feed-forward output
-    attention_probs_dropout_prob: float = changeable(0.1)  # dropout on the attention probabilities
+    # width of each layer's feed-forward block (modernbert: of its GeGLU, whose input projection is twice as wide)
+    intermediate_size: int = 3072
+    # longest sequence the model takes (bert: the rows of its position embeddings; modernbert: a limit only, RoPE
+    # has no table)
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2  # bert: segment (token type) embeddings
+    # dropout on the embeddings and the feed-forward output (bert: and on the attention output)
+    hidden_dropout_prob: float = changeable(0.1)
+    # dropout on the attention probabilities (modernbert: and on the attention output)
+    attention_probs_dropout_prob: float = changeable(0.1)
     layer_norm_eps: float = 1e-12  # LayerNorm epsilon
+    # modernbert: the window of the local (sliding-window) layers: a token attends to the tokens at most
+    # local_attention // 2 positions away on either side (transformers' ModernBertConfig.local_attention)
+    local_attention: int = 128
+    global_attn_every_n_layers: int = 3  # modernbert: layers 0, n, 2n, ... attend globally, the others locally
+    # modernbert: RoPE base of the global layers; raising it extends the context (ModernBERT: 10,000 at 1,024
+    # tokens, 160,000 for 8,192: configs/modernbert-phase2.yaml)
+    global_rope_theta: float = changeable(10000.0)
+    local_rope_theta: float = 10000.0  # modernbert: RoPE base of the local layers
     initializer_range: float = changeable(0.02)  # standard deviation of the initial weights
     pad_token_id: int = 0  # id of [PAD] in the vocabulary
     # recompute each layer's activations in backward instead of keeping them: less memory, one more forward
@@ -52,6 +72,24 @@ class ModelConfig:
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"model config: pad_token_id {self.pad_token_id} outside the vocabulary "
                              f"(size {self.vocab_size})")
+        if self.arch not in ARCHS:
+            raise ValueError(f"model config: unknown arch {self.arch!r} (known: {', '.join(ARCHS)})")
+        if self.arch == "modernbert":
+            head_dim = self.hidden_size // self.num_attention_heads
+            if head_dim % 2:
+                raise ValueError(f"model config: head dimension {head_dim} (hidden_size {self.hidden_size} / "
+                                 f"num_attention_heads {self.num_attention_heads}) is odd; RoPE rotates pairs of "
+                                 f"dimensions, so it must be even")
+            if self.local_attention < 2 or self.global_attn_every_n_layers < 1:
+                raise ValueError(f"model config: local_attention must be at least 2 and global_attn_every_n_layers "
+                                 f"at least 1, got {self.local_attention} and {self.global_attn_every_n_layers}")
+            if not (self.global_rope_theta > 0 and self.local_rope_theta > 0):
+                raise ValueError(f"model config: the RoPE bases must be positive, got global_rope_theta "
+                                 f"{self.global_rope_theta} and local_rope_theta {self.local_rope_theta}")
+
+    def is_global_layer(self, layer: int) -> bool:
+        """ModernBERT: whether layer `layer` (0-based) attends globally (else within its window)."""
+        return layer % self.global_attn_every_n_layers == 0
 
 
 # tiny/mini/small follow Google's BERT miniatures (for CPU runs and tests); base and large are BERT's own;
@@ -65,28 +103,68 @@ PRESETS: dict[str, dict] = {
     "1.5b": dict(num_hidden_layers=48, hidden_size=1600, num_attention_heads=25, intermediate_size=6400),
     "5b": dict(num_hidden_layers=63, hidden_size=2560, num_attention_heads=40, intermediate_size=10240),
 }
+# base and large are ModernBERT-base's and -large's published shapes (22 and 28 layers); the others keep the BERT
+# preset's layers, width and heads, with a GeGLU as wide as gives the same feed-forward parameters as BERT's
+# (3 x intermediate x hidden = 2 x 4 x hidden^2, rounded to a multiple of 64), so that the two of one name compare
+MODERNBERT_PRESETS: dict[str, dict] = {
+    "tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=320),
+    "mini": dict(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, intermediate_size=704),
+    "small": dict(num_hidden_layers=4, hidden_size=512, num_attention_heads=8, intermediate_size=1344),
+    "base": dict(num_hidden_layers=22, hidden_size=768, num_attention_heads=12, intermediate_size=1152),
+    "large": dict(num_hidden_layers=28, hidden_size=1024, num_attention_heads=16, intermediate_size=2624),
+    "1.5b": dict(num_hidden_layers=48, hidden_size=1600, num_attention_heads=25, intermediate_size=4288),
+    "5b": dict(num_hidden_layers=63, hidden_size=2560, num_attention_heads=40, intermediate_size=6848),
+}
+ARCH_PRESETS: dict[str, dict[str, dict]] = {"bert": PRESETS, "modernbert": MODERNBERT_PRESETS}
+# the model settings of each arch that are not its shape (over the ModelConfig defaults): ModernBERT's published
+# configs (no dropout, LayerNorm epsilon 1e-5, 8,192 positions)
+ARCH_DEFAULTS: dict[str, dict] = {
+    "bert": {},
+    "modernbert": dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, layer_norm_eps=1e-5,
+                       max_position_embeddings=8192),
+}
+# the model settings only one arch has
+ARCH_SETTINGS: dict[str, tuple[str, ...]] = {
+    "bert": ("type_vocab_size",),
+    "modernbert": ("local_attention", "global_attn_every_n_layers", "global_rope_theta", "local_rope_theta"),
+}
 
 
-def model_config(preset: str, vocab_size: int, **overrides) -> ModelConfig:
-    if preset not in PRESETS:
-        raise ValueError(f"unknown model preset {preset!r}; choose one of {', '.join(PRESETS)}")
-    known = {f.name for f in dataclasses.fields(ModelConfig)} - {"vocab_size"}
+def model_config(preset: str, vocab_size: int, arch: str = "bert", **overrides) -> ModelConfig:
+    if arch not in ARCH_PRESETS:
+        raise ValueError(f"unknown arch {arch!r}; choose one of {', '.join(ARCH_PRESETS)}")
+    if preset not in ARCH_PRESETS[arch]:
+        raise ValueError(f"unknown model preset {preset!r}; choose one of {', '.join(ARCH_PRESETS[arch])}")
+    known = {f.name for f in dataclasses.fields(ModelConfig)} - {"vocab_size", "arch"}
     unknown = sorted(set(overrides) - known)
     if unknown:
         raise ValueError(f"unknown model config key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    return ModelConfig(vocab_size=padded_vocab_size(vocab_size), **{**PRESETS[preset], **overrides})
+    return ModelConfig(vocab_size=padded_vocab_size(vocab_size), arch=arch,
+                       **{**ARCH_DEFAULTS[arch], **ARCH_PRESETS[arch][preset], **overrides})
+
+
+def preset_of(config: ModelConfig) -> str | None:
+    """The preset whose shape `config` has (of its arch), if one has it."""
+    shape = dataclasses.asdict(config)
+    return next((name for name, preset in ARCH_PRESETS[config.arch].items()
+                 if all(shape[k] == v for k, v in preset.items())), None)
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    # model size: tiny, mini, small (CPU, tests), base, large, 1.5b, 5b (--preset); phase 2 and --init keep the model
-    # they start from and its preset (a Hugging Face model need not have a preset's shape: hparams.json's `model`)
+    # the model: bert (BERT) or modernbert (ModernBERT, MLM-only); it also picks the phase's recipe
+    # (configs/<phase>.yaml, configs/modernbert-<phase>.yaml). Phase 2 and --init must continue a model of this arch
+    arch: Literal["bert", "modernbert"] = "bert"
+    # model size: tiny, mini, small (CPU, tests), base, large, 1.5b, 5b (--preset), of the arch (config.py's
+    # presets); phase 2 and --init keep the model they start from and its preset (a Hugging Face model need not have
+    # a preset's shape: hparams.json's `model`)
     preset: str = "base"
     model: dict[str, Any] = dataclasses.field(default_factory=dict)  # ModelConfig overrides
     # what the model learns: mlm+nsp, masked LM and next-sentence prediction (BERT's, NVIDIA's), or mlm, masked LM
     # only (RoBERTa's, MosaicBERT's): no NSP head, loss or figures, exported as a BertForMaskedLM. Data without
-    # sentence pairs (a doc-sentences variant) needs mlm. null: that of the model --init or phase 2 continues (mlm
-    # for one trained MLM-only or a Hugging Face model without NSP head), else mlm+nsp
+    # sentence pairs (a doc-sentences variant) needs mlm, and so does arch modernbert. null: that of the model --init
+    # or phase 2 continues (mlm for one trained MLM-only or a Hugging Face model without NSP head), else mlm+nsp for
+    # bert and mlm for modernbert
     objective: Literal["mlm+nsp", "mlm"] | None = None
     seq_len: int | None = None  # null: the data's sequence length; a number only asserts it
     global_batch: int = 65536  # sequences per optimizer step, all ranks together
@@ -111,14 +189,23 @@ class TrainConfig:
     steps_this_run: int | None = changeable(None)
     lr: float = 6e-3  # peak learning rate
     warmup: float = 0.2843  # fraction of `steps` with linear warmup
-    decay_power: float = 0.5  # then lr * (1 - progress) ** decay_power
+    # the learning rate after the warmup: poly, lr * (1 - progress) ** decay_power down to 0 at the last step
+    # (BERT's); wsd, warmup-stable-decay: the peak until the last `cooldown` of the steps, then down to 0 as
+    # lr * (1 - sqrt(progress of the cooldown)) (ModernBERT's trapezoid, 1-sqrt decay)
+    schedule: Literal["poly", "wsd"] = "poly"
+    decay_power: float = 0.5  # schedule poly: the power of the decay
+    # schedule wsd: fraction of `steps`, at the end, over which the lr falls to 0; 0: none, the phase ends at the
+    # peak (ModernBERT's phase 1, which its phase 2 continues)
+    cooldown: float = 0.0
     optimizer: Literal["lamb", "lans", "adamw"] = "lamb"  # adamw wants a much smaller lr, e.g. 1e-4
     betas: list[float] = dataclasses.field(default_factory=lambda: [0.9, 0.999])  # decay rates of the moments
     eps: float = 1e-6  # added to the second moment's square root
-    weight_decay: float = 0.01  # not on biases and LayerNorm weights
+    # not on biases and LayerNorm weights (the 1-dimensional tensors); adamw multiplies it by the lr (torch's AdamW)
+    weight_decay: float = 0.01
     grad_clip: float = 1.0  # global gradient-norm clipping; 0 disables
     # self-attention kernel (attention.py): mask (SDPA over padded rows), nested (real tokens only, nested jagged
-    # tensors), flash (real tokens only, flash-attn's varlen kernel); auto: mask on CPU, the fastest on GPU (measured)
+    # tensors; bert only: it takes no window for ModernBERT's local layers), flash (real tokens only, flash-attn's
+    # varlen kernel, windowed in local layers); auto: mask on CPU, the fastest on GPU (measured)
     attention: Literal["auto", "mask", "nested", "flash"] = changeable("auto")
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: fp32 on CPU, bf16 (else fp16) on GPU
     # DeepSpeed ZeRO stage 0-3; null: by model size (0 below 1B parameters, 1 up to 3B, 2 above)
@@ -147,13 +234,26 @@ class TrainConfig:
         _check(self)
 
     def model_settings(self) -> dict[str, Any]:
-        """The model's settings but vocab_size (which comes from the vocabulary): the preset's, `model` over them."""
-        defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name != "vocab_size"}
-        return {**defaults, **PRESETS[self.preset], **self.model}
+        """The model's settings but vocab_size (which comes from the vocabulary) and those of the other archs: the
+        arch's and the preset's, `model` over them."""
+        others = {key for arch, keys in ARCH_SETTINGS.items() if arch != self.arch for key in keys}
+        defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name not in {"vocab_size", *others}}
+        return {**defaults, **ARCH_DEFAULTS[self.arch], **ARCH_PRESETS[self.arch][self.preset], "arch": self.arch,
+                **self.model}
 
 
-def recipe_path(phase: str) -> Path:
-    return RECIPE_DIR / f"{phase}.yaml"
+# the sequence length of each arch's phase 1 (its recipe's data); longer sequences are phase 2's
+PHASE1_LENGTH = {"bert": 128, "modernbert": 1024}
+
+
+def phase_of_length(seq_len: int, arch: str = "bert") -> str:
+    """The phase whose recipe trains at `seq_len` (for `pretrain estimate` and `tune`)."""
+    return "phase2" if seq_len > PHASE1_LENGTH.get(arch, 128) else "phase1"
+
+
+def recipe_path(phase: str, arch: str = "bert") -> Path:
+    """The phase's recipe of the arch: what it changes from the TrainConfig defaults."""
+    return RECIPE_DIR / (f"{phase}.yaml" if arch == "bert" else f"{arch}-{phase}.yaml")
 
 
 def load_train_config(phase: str, config_file: Path | None = None, overrides: list[str] = (),
@@ -162,7 +262,7 @@ def load_train_config(phase: str, config_file: Path | None = None, overrides: li
     `values` are set by other flags (e.g. {"preset": "mini"})."""
     if phase not in PHASES:
         raise ConfigError(f"unknown phase {phase!r} (known: {', '.join(PHASES)})")
-    layers: list[tuple[dict, str]] = [(read_yaml(recipe_path(phase)), f"{recipe_path(phase)}: {phase}")]
+    layers: list[tuple[dict, str]] = []
     if config_file is not None:
         layers.append((read_yaml(config_file), f"{config_file}: {phase}"))
     for item in overrides:
@@ -170,15 +270,22 @@ def load_train_config(phase: str, config_file: Path | None = None, overrides: li
         layers.append(({key: value}, f"--set {item}: {phase}"))
     if values:
         layers.append((values, f"command line: {phase}"))
-    return layered(TrainConfig, layers)
+    # the recipe is the arch's that the layers above it set (an unknown arch is refused by `layered`)
+    arch = next((layer["arch"] for layer, _ in reversed(layers) if layer.get("arch") in ARCH_PRESETS), "bert")
+    recipe = recipe_path(phase, arch)
+    return layered(TrainConfig, [(read_yaml(recipe), f"{recipe}: {phase}"), *layers])
 
 
 def _check(c: TrainConfig) -> None:
     def fail(key: str, problem: str):
         raise SettingError(key, problem)
 
-    if c.preset not in PRESETS:
-        fail("preset", f"unknown preset {c.preset!r} (known: {', '.join(PRESETS)})")
+    if c.preset not in ARCH_PRESETS[c.arch]:
+        fail("preset", f"unknown preset {c.preset!r} (known: {', '.join(ARCH_PRESETS[c.arch])})")
+    if c.arch == "modernbert" and c.objective == "mlm+nsp":
+        fail("objective", "mlm+nsp: ModernBERT has no next-sentence prediction (it trains MLM-only); use mlm")
+    if c.arch == "modernbert" and c.attention == "nested":
+        fail("attention", "nested takes no window for ModernBERT's local layers; use auto, mask or flash")
     if c.seq_len is not None and c.seq_len < 1:
         fail("seq_len", f"must be at least 1 or null (the data's), got {c.seq_len}")
     for key in ("global_batch", "micro_batch", "steps", "checkpoint_every", "keep_checkpoints", "log_every"):
@@ -192,6 +299,12 @@ def _check(c: TrainConfig) -> None:
         fail("steps_this_run", f"must be at least 1 or null, got {c.steps_this_run}")
     if not 0 <= c.warmup < 1:
         fail("warmup", f"must be a fraction of the steps in [0, 1), got {c.warmup}")
+    if not 0 <= c.cooldown <= 1 - c.warmup:
+        fail("cooldown", f"must be a fraction of the steps in [0, 1 - warmup] = [0, {1 - c.warmup:g}], got "
+                         f"{c.cooldown}")
+    for key, schedule in (("cooldown", "wsd"), ("decay_power", "poly")):
+        if c.schedule != schedule and getattr(c, key) != TrainConfig.__dataclass_fields__[key].default:
+            fail(key, f"applies to schedule {schedule} only; set schedule: {schedule}")
     if not c.lr > 0:
         fail("lr", f"must be positive, got {c.lr}")
     for key in ("decay_power", "weight_decay", "grad_clip", "eps"):
@@ -213,9 +326,12 @@ def _check(c: TrainConfig) -> None:
     if c.loader_workers < 0:
         fail("loader_workers", f"must not be negative, got {c.loader_workers}")
     hints = typing.get_type_hints(ModelConfig)
-    settable = sorted(set(hints) - {"vocab_size"})
+    settable = sorted(set(hints) - {"vocab_size", "arch"})
+    fixed = {"vocab_size": " (it comes from the vocabulary)", "arch": " (set the phase's arch)"}
     for key, value in c.model.items():
         if key not in settable:
-            hint = " (it comes from the vocabulary)" if key == "vocab_size" else f" (known: {', '.join(settable)})"
-            fail(f"model.{key}", "not a model setting" + hint)
+            fail(f"model.{key}", "not a model setting" + fixed.get(key, f" (known: {', '.join(settable)})"))
+        other = next((arch for arch, keys in ARCH_SETTINGS.items() if key in keys and arch != c.arch), None)
+        if other:
+            fail(f"model.{key}", f"applies to arch {other} only (this is arch {c.arch})")
         c.model[key] = coerce(value, hints[key], f"model.{key}")

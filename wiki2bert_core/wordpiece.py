@@ -17,6 +17,9 @@ from wiki2bert_core.files import atomic_write, write_json
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # what write_tokenizer_dir writes: a directory with these files is a self-contained tokenizer
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+# transformers' names of the special tokens (special_tokens_map.json, tokenizer_config.json)
+SPECIAL_TOKENS_MAP = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+                      "mask_token": "[MASK]"}
 
 
 _PLACEHOLDER = re.compile(r"\[unused\d+\]")
@@ -152,12 +155,10 @@ def write_tokenizer_files(directory: Path, vocab: dict[str, int], lowercase: boo
     """Write tokenizer.json, tokenizer_config.json and special_tokens_map.json for the vocab.txt in `directory`."""
     directory = Path(directory)
     wordpiece_tokenizer(vocab, lowercase=lowercase, strip_accents=strip_accents).save(str(directory / "tokenizer.json"))
-    special = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
-               "mask_token": "[MASK]"}
     write_json(directory / "tokenizer_config.json", {
         "tokenizer_class": "BertTokenizer", "do_lower_case": lowercase, "strip_accents": strip_accents,
-        "tokenize_chinese_chars": True, "model_max_length": model_max_length, **special})
-    write_json(directory / "special_tokens_map.json", special)
+        "tokenize_chinese_chars": True, "model_max_length": model_max_length, **SPECIAL_TOKENS_MAP})
+    write_json(directory / "special_tokens_map.json", SPECIAL_TOKENS_MAP)
 
 
 def copy_tokenizer_files(source: Path, target: Path) -> list[str]:

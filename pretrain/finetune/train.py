@@ -16,6 +16,7 @@ import torch
 
 from wiki2bert_core.errors import DataError, first_line
 from pretrain.finetune.encode import Encoded, collate
+from pretrain.model.architectures import takes_token_types
 from pretrain.model.model_dir import HF_CONFIG, encoder_weights, refuse_fresh
 from pretrain.finetune.recipe import Recipe
 from pretrain.finetune.task import Task
@@ -110,7 +111,7 @@ def fine_tune(model: torch.nn.Module, train: list[Encoded], kind: str, recipe: R
         for indices in epoch_batches([encoded.length for encoded in train], recipe, order):
             batch = collate([train[i] for i in indices], kind, pad_id)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-                loss = model(**{key: value.to(device) for key, value in batch.items()}).loss
+                loss = model(**model_inputs(model, batch, device)).loss
             loss.backward()
             if recipe.grad_clip:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
@@ -120,6 +121,14 @@ def fine_tune(model: torch.nn.Module, train: list[Encoded], kind: str, recipe: R
             losses.append(loss.item())
             on_step()
     return sum(losses) / max(1, len(losses))
+
+
+def model_inputs(model: torch.nn.Module, batch: dict[str, torch.Tensor], device: torch.device
+                 ) -> dict[str, torch.Tensor]:
+    """`batch` on `device` as the model's keyword arguments: without token type ids for a model that takes none
+    (ModernBERT: the two texts of a pair are told apart by the [SEP] between them only)."""
+    keep = takes_token_types(model)
+    return {key: value.to(device) for key, value in batch.items() if keep or key != "token_type_ids"}
 
 
 def epoch_batches(lengths: list[int], recipe: Recipe, generator: torch.Generator) -> list[list[int]]:
@@ -148,7 +157,7 @@ def predict(model: torch.nn.Module, dev: list[Encoded], kind: str, batch_size: i
         batch = collate([dev[i] for i in indices], kind, pad_id)
         batch.pop("labels")
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            logits = model(**{key: value.to(device) for key, value in batch.items()}).logits
+            logits = model(**model_inputs(model, batch, device)).logits
         best = logits.float().argmax(-1).cpu()
         for row, i in enumerate(indices):
             predicted[i] = ([int(best[row, p]) if p >= 0 else fallback for p in dev[i].first_tokens]

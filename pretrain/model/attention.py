@@ -11,6 +11,11 @@ crosses from one instance to another, whatever the kernel:
   tensors, one ragged sequence per instance; no FLOPs go to padding.
 - "flash": the same unpadded layout through flash-attention's varlen kernel (when the package is importable, CUDA).
 
+A window (ModernBERT's local layers) limits each query to the keys at most `window` positions away: "mask" adds a
+band to the mask (and each position's own key, so that no padding query is left without one), "flash" passes it
+as flash-attention's window_size; "nested" takes none. Within a row an instance's tokens are contiguous, so the
+distance between columns is the distance between positions.
+
 `choose_attention` measures the kernels that run on the device and keeps the fastest (the training loop does so on
 GPU; on CPU it takes "mask": there the nested kernel goes through a slow per-sequence fallback).
 """
@@ -39,6 +44,7 @@ class TokenLayout:
     real: Tensor | None = None  # unpadded: [T] flat (row-major) indices of the real tokens
     offsets: Tensor | None = None  # unpadded: [K + 1] start of each instance in the real tokens, then T
     max_len: int = 0  # unpadded: the longest instance
+    windowed: dict = dataclasses.field(default_factory=dict)  # "mask": window -> its mask, made once a batch
 
     @property
     def unpadded(self) -> bool:
@@ -79,17 +85,34 @@ def instance_lengths(attention_mask: Tensor) -> Tensor:
     return torch.unique_consecutive(key, return_counts=True)[1]
 
 
-def attend(q: Tensor, k: Tensor, v: Tensor, layout: TokenLayout, dropout_p: float) -> Tensor:
-    """q, k, v: [R, L, heads, d] (padded rows) or [T, heads, d] (unpadded); the output has the same shape."""
+def window_mask(layout: TokenLayout, window: int) -> Tensor:
+    """The "mask" layout's mask [R, 1, L, L] limited to keys at most `window` columns from the query, and always
+    the query's own."""
+    if window not in layout.windowed:
+        length = layout.mask.size(-1)
+        columns = torch.arange(length, device=layout.mask.device)
+        distance = (columns[:, None] - columns[None, :]).abs()
+        layout.windowed[window] = (layout.mask & (distance <= window)) | (distance == 0)
+    return layout.windowed[window]
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, layout: TokenLayout, dropout_p: float, window: int | None = None
+           ) -> Tensor:
+    """q, k, v: [R, L, heads, d] (padded rows) or [T, heads, d] (unpadded); the output has the same shape. `window`:
+    each query attends only to the keys at most this many positions away (None: to all of its instance)."""
     if layout.kernel == "mask":
+        mask = layout.mask if window is None else window_mask(layout, window)
         y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                           attn_mask=layout.mask, dropout_p=dropout_p)
+                                           attn_mask=mask, dropout_p=dropout_p)
         return y.transpose(1, 2)
     if layout.kernel == "flash":
         from flash_attn import flash_attn_varlen_func
 
         cu = layout.offsets.to(torch.int32)
-        return flash_attn_varlen_func(q, k, v, cu, cu, layout.max_len, layout.max_len, dropout_p=dropout_p)
+        return flash_attn_varlen_func(q, k, v, cu, cu, layout.max_len, layout.max_len, dropout_p=dropout_p,
+                                      window_size=(-1, -1) if window is None else (window, window))
+    if window is not None:
+        raise ValueError("the nested attention kernel takes no window; use mask or flash")
 
     def jagged(t: Tensor) -> Tensor:  # [K, heads, j, d]; SDPA needs the values contiguous
         return torch.nested.nested_tensor_from_jagged(t.contiguous(), layout.offsets,
@@ -99,23 +122,25 @@ def attend(q: Tensor, k: Tensor, v: Tensor, layout: TokenLayout, dropout_p: floa
     return y.transpose(1, 2).values()
 
 
-def available_kernels(device: torch.device) -> list[str]:
-    kernels = ["mask", "nested"]
+def available_kernels(device: torch.device, windows: bool = False) -> list[str]:
+    """The kernels that run on `device`; `windows`: only those that take a window (a model with local layers)."""
+    kernels = ["mask"] if windows else ["mask", "nested"]
     if device.type == "cuda" and importlib.util.find_spec("flash_attn") is not None:
         kernels.append("flash")
     return kernels
 
 
-def choose_attention(run_step: Callable[[str], None], device: torch.device, repeats: int = 3
-                     ) -> tuple[str, dict[str, float]]:
-    """The fastest of the device's kernels for `run_step(kernel)` (one forward and backward on a representative
-    batch), and the seconds each took (best of `repeats` after a warm-up); a kernel that fails is left out."""
+def choose_attention(run_step: Callable[[str], None], device: torch.device, repeats: int = 3,
+                     windows: bool = False) -> tuple[str, dict[str, float]]:
+    """The fastest of the device's kernels (`available_kernels`) for `run_step(kernel)` (one forward and backward on
+    a representative batch), and the seconds each took (best of `repeats` after a warm-up); a kernel that fails is
+    left out."""
     def sync():
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
     seconds = {}
-    for kernel in available_kernels(device):
+    for kernel in available_kernels(device, windows):
         try:
             run_step(kernel)  # warm-up (kernel selection, allocator)
             times = []

@@ -8,35 +8,18 @@ through the kernels of `attention.py` (SDPA with a mask, or over the real tokens
 (transform + vocabulary projection) runs only on the masked positions, gathered first, and a row may hold several
 instances (packed, see packing.py).
 
-Inputs are the rows of NVIDIA's HDF5 files (wiki2bert_core/hdf5_format.py): `masked_lm_positions` is padded with unused
-slots and `next_sentence_labels` is 1 where segment B is a random sentence. Packed rows add `position_ids`
-(restarting at 0 for each instance) and `cls_positions` (the row-major position r * L + c of each instance's
-[CLS]); `attention_mask` then numbers the instances of a row 1, 2, ..., and each instance's `masked_lm_positions`
-stay relative to its own [CLS].
+Inputs and outputs: pretraining.py.
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from wiki2bert_core.hdf5_format import used_positions
 from pretrain.model.attention import TokenLayout, attend, token_layout
+from pretrain.model.pretraining import PretrainingModel
 from pretrain.config import ModelConfig
-
-
-@dataclass
-class PretrainOutput:
-    loss: Tensor  # mlm_loss + nsp_loss
-    mlm_loss: Tensor  # mean over the valid masked positions of the batch
-    nsp_loss: Tensor | None  # the nsp_* are None for a model without the NSP head
-    mlm_correct: Tensor
-    mlm_count: Tensor
-    nsp_correct: Tensor | None
-    nsp_count: Tensor | None
 
 
 class BertEmbeddings(nn.Module):
@@ -192,7 +175,7 @@ class BertPreTrainingHeads(nn.Module):
         self.seq_relationship = nn.Linear(config.hidden_size, 2) if nsp_head else None
 
 
-class BertForPreTraining(nn.Module):
+class BertForPreTraining(PretrainingModel):
     """`nsp_head` False: masked LM only (objective mlm), the parameters of transformers' BertForMaskedLM."""
 
     def __init__(self, config: ModelConfig, attention: str = "mask", nsp_head: bool = True):
@@ -203,6 +186,10 @@ class BertForPreTraining(nn.Module):
         self.cls = BertPreTrainingHeads(config, nsp_head)
         self.apply(self._init_weights)
         self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight
+
+    @property
+    def encoder(self) -> BertModel:
+        return self.bert
 
     def _init_weights(self, module: nn.Module) -> None:
         """As transformers initializes BERT: normal(0, initializer_range), zero biases, LayerNorm 1/0."""
@@ -219,64 +206,15 @@ class BertForPreTraining(nn.Module):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
 
-    @property
-    def attention(self) -> str:
-        return self.bert.attention
+    def encode(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, position_ids: Tensor,
+               packed: bool) -> tuple[Tensor, TokenLayout]:
+        return self.bert(input_ids, token_type_ids, attention_mask, position_ids, packed)
 
-    @attention.setter
-    def attention(self, kernel: str) -> None:
-        self.bert.attention = kernel
+    def mlm_logits(self, hidden: Tensor) -> Tensor:
+        return self.cls.predictions(hidden)
 
-    def logits(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, masked_lm_positions: Tensor,
-               position_ids: Tensor | None = None, cls_positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """MLM logits [K, P, V] at the masked positions (slot order of masked_lm_positions; zero slots give
-        [CLS]'s logits, to be ignored) and NSP logits [K, 2] (None without the NSP head), K instances (rows unless
-        packed)."""
-        rows, length = input_ids.shape
-        packed = cls_positions is not None
-        if not packed:
-            cls_positions = torch.arange(rows, device=input_ids.device) * length
-            position_ids = torch.arange(length, device=input_ids.device).expand(rows, -1)
-        sequence, layout = self.bert(input_ids, token_type_ids, attention_mask, position_ids, packed)
-        cls_positions = cls_positions.long()[:, None]
-        index = layout.flat_index(torch.cat([cls_positions, cls_positions + masked_lm_positions.long()], 1), rows,
-                                  length)
-        mlm_logits = self.cls.predictions(sequence[index[:, 1:]])
-        if not self.nsp_head:
-            return mlm_logits, None
-        return mlm_logits, self.cls.seq_relationship(self.bert.pooler(sequence[index[:, 0]]))
-
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, masked_lm_positions: Tensor,
-                masked_lm_ids: Tensor, next_sentence_labels: Tensor, position_ids: Tensor | None = None,
-                cls_positions: Tensor | None = None) -> PretrainOutput:
-        mlm_logits, nsp_logits = self.logits(input_ids, token_type_ids, attention_mask, masked_lm_positions,
-                                             position_ids, cls_positions)
-        valid = used_positions(masked_lm_positions)
-        mlm_labels = masked_lm_ids.long().masked_fill(~valid, -100)
-        mlm_count = valid.sum()
-        # losses in fp32 whatever the compute precision: log-softmax over the vocabulary loses too much in 16 bits
-        mlm_sum = F.cross_entropy(mlm_logits.flatten(0, 1).float(), mlm_labels.flatten(), ignore_index=-100,
-                                  reduction="sum")
-        mlm_loss = mlm_sum / mlm_count.clamp(min=1)
-        with torch.no_grad():
-            mlm_correct = ((mlm_logits.argmax(-1) == mlm_labels) & valid).sum()
-        if nsp_logits is None:  # next_sentence_labels are not used
-            return PretrainOutput(loss=mlm_loss, mlm_loss=mlm_loss, nsp_loss=None, mlm_correct=mlm_correct,
-                                  mlm_count=mlm_count, nsp_correct=None, nsp_count=None)
-        nsp_labels = next_sentence_labels.long().view(-1)
-        nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)
-        with torch.no_grad():
-            nsp_correct = (nsp_logits.argmax(-1) == nsp_labels).sum()
-        return PretrainOutput(loss=mlm_loss + nsp_loss, mlm_loss=mlm_loss, nsp_loss=nsp_loss,
-                              mlm_correct=mlm_correct, mlm_count=mlm_count, nsp_correct=nsp_correct,
-                              nsp_count=torch.tensor(nsp_labels.numel(), device=nsp_labels.device))
-
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())  # parameters() lists the tied decoder weight once
-
-    def flops_per_sequence(self, seq_len: int, num_predictions: int) -> float:
-        """Training FLOPs of one sequence of `seq_len` positions (see `training_flops`)."""
-        return self.training_flops(seq_len, seq_len ** 2, 1, num_predictions)
+    def nsp_logits(self, cls_hidden: Tensor) -> Tensor:
+        return self.cls.seq_relationship(self.bert.pooler(cls_hidden))
 
     def training_flops(self, tokens: float, attention_pairs: float, instances: float, predictions: float) -> float:
         """Training FLOPs (forward + backward = 3x forward, matmuls only) of `tokens` positions in `instances`

@@ -1,11 +1,12 @@
-"""Weights into our model: those of a Hugging Face BERT directory (an export, or any local BERT saved as
-BertForPreTraining, BertForMaskedLM, BertModel, ...), read under our names, and any state dict of our names loaded
-where it fits (`--init`, `pretrain eval`, `pretrain export`).
+"""Weights into our model: those of a Hugging Face BERT or ModernBERT directory (an export, or any local BERT saved as
+BertForPreTraining, BertForMaskedLM, BertModel, ..., a ModernBertForMaskedLM or ModernBertModel), read under our
+names, and any state dict of our names loaded where it fits (`--init`, `pretrain eval`, `pretrain export`).
 
 A weights file (pretrain/model/model_dir.py finds it) is read as stored: `model.safetensors` or `pytorch_model.bin`,
-or the shards an `.index.json` names. Our parameter names are those of transformers' BertForPreTraining, so most names
-are kept; a bare BertModel's (`embeddings.*`, `encoder.*`, `pooler.*`) get the `bert.` prefix, and the LayerNorm
-`gamma`/`beta` of older checkpoints become `weight`/`bias`. Loading copies each tensor into the parameter of its name
+or the shards an `.index.json` names. Our parameter names are those of transformers' BertForPreTraining and
+ModernBertForMaskedLM, so most names are kept; a bare base model's (BertModel's `embeddings.*`, `encoder.*`,
+`pooler.*`; ModernBertModel's `embeddings.*`, `layers.*`, `final_norm.*`) get the encoder's prefix (`bert.`,
+`model.`: architectures.py), and the LayerNorm `gamma`/`beta` of older BERT checkpoints become `weight`/`bias`. Loading copies each tensor into the parameter of its name
 (a tied parameter under either of its names) and says which parameters none came for (a head the directory does not
 hold: left as our model initialised it) and which tensors fit nothing (a task head, a head the model leaves out). A
 directory's vocabulary rows (the tokenizer's, as the export keeps them) fill the first rows of ours, which pads the
@@ -20,30 +21,29 @@ from pathlib import Path
 import torch
 
 from wiki2bert_core.errors import ConfigError, DataError, first_line
+from pretrain.model.architectures import Architecture
 
 INDEX_SUFFIX = ".index.json"  # a shard index: {"weight_map": {tensor name: shard file name}}
-NSP_HEAD = "cls.seq_relationship.weight"
-MLM_HEAD = "cls.predictions.transform.dense.weight"
-_BASE_MODEL = ("embeddings.", "encoder.", "pooler.")
 _LEGACY = {".gamma": ".weight", ".beta": ".bias"}
 
 
-def tensor_names(weights_file: Path) -> set[str]:
-    """Our names of the tensors of a weights file (or of the shards its index names), read without their values."""
+def tensor_names(weights_file: Path, arch: Architecture) -> set[str]:
+    """Our names of the tensors of a weights file (or of the shards its index names) of a model of `arch`, read
+    without their values."""
     if weights_file.name.endswith(INDEX_SUFFIX):
-        return {our_name(name) for name in _index(weights_file)}
-    return set(_read(weights_file, values=False))
+        return {our_name(name, arch) for name in _index(weights_file)}
+    return set(_read(weights_file, arch, values=False))
 
 
-def read_tensors(weights_file: Path) -> dict[str, torch.Tensor]:
-    """The tensors of a weights file (or of the shards its index names) under our names; DataError naming the file
-    if one does not load."""
+def read_tensors(weights_file: Path, arch: Architecture) -> dict[str, torch.Tensor]:
+    """The tensors of a weights file (or of the shards its index names) of a model of `arch` under our names;
+    DataError naming the file if one does not load."""
     if weights_file.name.endswith(INDEX_SUFFIX):
         state = {}
         for shard in shard_files(weights_file):
-            state.update(_read(shard))
+            state.update(_read(shard, arch))
         return state
-    return _read(weights_file)
+    return _read(weights_file, arch)
 
 
 def shard_files(index_file: Path) -> list[Path]:
@@ -51,9 +51,9 @@ def shard_files(index_file: Path) -> list[Path]:
     return [index_file.parent / name for name in sorted(set(_index(index_file).values()))]
 
 
-def our_name(name: str) -> str:
-    if name.startswith(_BASE_MODEL):
-        name = f"bert.{name}"
+def our_name(name: str, arch: Architecture) -> str:
+    if name.startswith(arch.base_model_parts):
+        name = f"{arch.encoder}.{name}"
     return next((name.removesuffix(old) + new for old, new in _LEGACY.items() if name.endswith(old)), name)
 
 
@@ -65,15 +65,15 @@ def _index(path: Path) -> dict[str, str]:
     return weight_map
 
 
-def _read(path: Path, values: bool = True) -> dict[str, torch.Tensor | None]:
+def _read(path: Path, arch: Architecture, values: bool = True) -> dict[str, torch.Tensor | None]:
     from safetensors import SafetensorError, safe_open
 
     try:
         if path.suffix == ".safetensors":
             with safe_open(str(path), "pt") as f:
-                return {our_name(name): f.get_tensor(name) if values else None for name in f.keys()}
+                return {our_name(name, arch): f.get_tensor(name) if values else None for name in f.keys()}
         state = torch.load(path, map_location="cpu", weights_only=True)
-        return {our_name(name): value if values else None for name, value in state.items()}
+        return {our_name(name, arch): value if values else None for name, value in state.items()}
     except FileNotFoundError:
         raise ConfigError(f"{path}: not found (named by the shard index)") from None
     except (OSError, SafetensorError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
@@ -82,7 +82,7 @@ def _read(path: Path, values: bool = True) -> dict[str, torch.Tensor | None]:
 
 
 def match_names(model, names: set[str]) -> tuple[list[str], list[str]]:
-    """Which parameters of `model` (a BertForPreTraining) tensors of these names (ours) would fill: the names of those
+    """Which parameters of `model` (a pretraining model) tensors of these names (ours) would fill: the names of those
     none would fill (one name per tied group) and of the tensors nothing would take."""
     groups: dict[int, list[str]] = {}  # a tied parameter appears under each of its names
     for name, target in model.state_dict(keep_vars=True).items():
@@ -93,7 +93,7 @@ def match_names(model, names: set[str]) -> tuple[list[str], list[str]]:
 
 
 def load_matching(model, state: dict[str, torch.Tensor], source: Path) -> tuple[list[str], list[str]]:
-    """Copies `state` (our names) into `model` (a BertForPreTraining); returns match_names' lists. DataError naming
+    """Copies `state` (our names) into `model` (a pretraining model); returns match_names' lists. DataError naming
     `source` if a tensor's shape does not fit its parameter."""
     targets = model.state_dict(keep_vars=True)
     with torch.no_grad():

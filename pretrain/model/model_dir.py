@@ -32,11 +32,11 @@ from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json
 from wiki2bert_core.variant_dir import VOCAB_FILE
 from pretrain.config import ModelConfig
+from pretrain.model.architectures import Architecture, architecture, of_model_type, pretraining_model
 from pretrain.model.hf_config import read_hf_config
 from pretrain.run import checkpoint
 from pretrain.run.checkpoint import Checkpoint
-from pretrain.model.hf_weights import (INDEX_SUFFIX, MLM_HEAD, NSP_HEAD, load_matching, match_names, read_tensors,
-                                       shard_files, tensor_names)
+from pretrain.model.hf_weights import INDEX_SUFFIX, load_matching, match_names, read_tensors, shard_files, tensor_names
 
 HPARAMS = "hparams.json"
 TOKENIZER_DIR = "tokenizer"
@@ -47,13 +47,12 @@ PRETRAINING_CONFIG = "pretraining_config.json"
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
 WEIGHT_SHARDS = ("model-*-of-*.safetensors", "pytorch_model-*-of-*.bin")
-# config.json's model_type, by what reads the model: our model (eval, --init, export) computes BERT
-# (pretrain/model/bert.py, hf_config.py); fine-tuning runs transformers' Auto classes, which take the BERT-family
-# encoders that have all three task classes and take token type ids (pretrain/finetune/encode.py passes them)
-MODEL_TYPES = {"ours": ("bert",),
-               "finetune": ("bert", "roberta", "xlm-roberta", "camembert", "electra", "deberta-v2")}
-# where in our model (BertForPreTraining) the encoder is: what a model directory must hold (the heads may be fresh)
-ENCODER = "bert"
+# config.json's model_type, by what reads the model: our models (eval, --init, export) compute BERT and ModernBERT
+# (pretrain/model/architectures.py, hf_config.py); fine-tuning runs transformers' Auto classes, which take the
+# BERT-family encoders that have all three task classes (pretrain/finetune/train.py passes token type ids to those
+# that take them)
+MODEL_TYPES = {"ours": ("bert", "modernbert"),
+               "finetune": ("bert", "roberta", "xlm-roberta", "camembert", "electra", "deberta-v2", "modernbert")}
 
 
 def is_phase_dir(path: Path) -> bool:
@@ -112,6 +111,10 @@ class HuggingFaceDir(ModelDir):
                               f"(model_type {', '.join(accepted)})")
         return model_type
 
+    def architecture(self, command: str) -> Architecture:
+        """The architecture of our models it holds; ConfigError if it holds another model."""
+        return of_model_type(self.model_type("ours", command))
+
     def model_config(self, command: str) -> ModelConfig:
         """Our ModelConfig of its config.json (vocab_size: the rows its weights have); ConfigError if our model does
         not compute it."""
@@ -132,11 +135,11 @@ class HuggingFaceDir(ModelDir):
 
     def weight_names(self) -> set[str]:
         """Our names of its tensors, read without their values."""
-        return tensor_names(self.weights_file())
+        return tensor_names(self.weights_file(), self.architecture("reading it"))
 
     def weights(self) -> dict[str, torch.Tensor]:
         """Its tensors under our names (as stored: rows of the tokenizer's vocabulary, unpadded)."""
-        return read_tensors(self.weights_file())
+        return read_tensors(self.weights_file(), self.architecture("reading it"))
 
 
 def open_model_dir(path: Path) -> ModelDir:
@@ -175,19 +178,17 @@ def require_encoder_weights(model_dir: HuggingFaceDir, config: ModelConfig) -> N
     """DataError unless the directory's weights fill every weight of our model's encoder (of `config`); heads it
     lacks may start fresh (--init: a BertModel's masked-LM head, a BertForMaskedLM's NSP head). Read from the names
     alone, on a model without storage."""
-    from pretrain.model.bert import BertForPreTraining
-
     with torch.device("meta"):
-        model = BertForPreTraining(config)
+        model = pretraining_model(config)
     fresh, _ = match_names(model, model_dir.weight_names())
-    refuse_fresh(model_dir.path, encoder_weights(fresh, ENCODER), HF_CONFIG)
+    refuse_fresh(model_dir.path, encoder_weights(fresh, architecture(config.arch).encoder), HF_CONFIG)
 
 
 @dataclasses.dataclass
 class OurModel:
     """A model directory read into our model (`read_our_model`)."""
     model_dir: ModelDir
-    model: torch.nn.Module  # a BertForPreTraining with the heads the directory holds
+    model: torch.nn.Module  # a pretraining model (architectures.py) with the heads the directory holds
     vocab_tokens: int  # the tokenizer's tokens (a Hugging Face directory's: its config's vocab_size)
     checkpoint: Checkpoint | None  # the phase directory's checkpoint read; None for a Hugging Face directory
 
@@ -199,11 +200,10 @@ class OurModel:
 
 
 def read_our_model(path: Path, command: str, purpose: str, tag: str | None = None) -> OurModel:
-    """Our model with the weights of a phase directory's latest checkpoint (or `tag`'s) or of a Hugging Face BERT
-    directory, with the heads they hold (`command` reads it to `purpose`: "pretrain eval", "evaluate"); ConfigError
+    """Our model with the weights of a phase directory's latest checkpoint (or `tag`'s) or of a Hugging Face BERT or
+    ModernBERT directory, with the heads they hold (`command` reads it to `purpose`: "pretrain eval", "evaluate"); ConfigError
     if the directory is neither kind or holds no masked-LM head, DataError if its weights do not fill the model."""
     from wiki2bert_core.wordpiece import read_vocab
-    from pretrain.model.bert import BertForPreTraining
 
     model_dir = open_model_dir(path)
     if isinstance(model_dir, PhaseDir):
@@ -217,9 +217,10 @@ def read_our_model(path: Path, command: str, purpose: str, tag: str | None = Non
         found, config_file = None, HF_CONFIG
         config = model_dir.model_config(command)
         state, source, tokens = model_dir.weights(), model_dir.path, config.vocab_size
-    if MLM_HEAD not in state:
-        raise ConfigError(f"{source}: holds no masked-LM head ({MLM_HEAD}), so there is nothing to {purpose}")
-    model = BertForPreTraining(config, nsp_head=NSP_HEAD in state)
+    arch = architecture(config.arch)
+    if arch.mlm_head not in state:
+        raise ConfigError(f"{source}: holds no masked-LM head ({arch.mlm_head}), so there is nothing to {purpose}")
+    model = pretraining_model(config, nsp_head=arch.nsp_head in state)
     fresh, _ = load_matching(model, state, source)
     refuse_fresh(source, fresh, config_file)
     return OurModel(model_dir, model, tokens, found)

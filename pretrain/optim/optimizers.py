@@ -277,8 +277,8 @@ OPTIMIZERS = ("lamb", "lans", "adamw")
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Two groups: weight decay on weight matrices and embeddings, none on biases and LayerNorm weights (as BERT):
-    the 1-D tensors, whatever a model names them. Pretraining's and fine-tuning's groups."""
+    """Two groups: weight decay on weight matrices and embeddings, none on biases and LayerNorm weights (as BERT and
+    ModernBERT): the 1-D tensors, whatever a model names them. Pretraining's and fine-tuning's groups."""
     decay, no_decay = [], []
     for p in model.parameters():  # a tied parameter appears once
         if p.requires_grad:

@@ -18,7 +18,6 @@ import torch.nn.functional as F
 
 from wiki2bert_core.hdf5_format import used_positions
 from pretrain.data.loader import BatchReader, open_files
-from pretrain.model.bert import BertForPreTraining
 from pretrain.run.signals import StopSignal
 
 EVAL_KEYS = ("eval_mlm_accuracy", "eval_mlm_loss", "eval_nsp_accuracy", "eval_nsp_loss",
@@ -70,7 +69,7 @@ class HeldOut:
                           torch.bincount(self.columns["next_sentence_labels"].view(-1), minlength=2)]).double()
 
 
-def evaluate(model: BertForPreTraining, held_out: HeldOut, batch_size: int, vocab_size: int,
+def evaluate(model: torch.nn.Module, held_out: HeldOut, batch_size: int, vocab_size: int,
              autocast_dtype=None, stop: StopSignal | None = None) -> dict[str, float | int] | None:
     """The EVAL_KEYS figures of `model` on `held_out` (and its baselines; without NSP_KEYS for a model without the
     NSP head), over the first `vocab_size` tokens (the tokenizer's; the model's rows beyond them pad its vocabulary
@@ -110,7 +109,7 @@ def evaluate(model: BertForPreTraining, held_out: HeldOut, batch_size: int, voca
     return figures if model.nsp_head else {k: v for k, v in figures.items() if k not in NSP_KEYS}
 
 
-def _batch_sums(model: BertForPreTraining, batch: dict[str, torch.Tensor], vocab_size: int) -> torch.Tensor:
+def _batch_sums(model: torch.nn.Module, batch: dict[str, torch.Tensor], vocab_size: int) -> torch.Tensor:
     mlm_logits, nsp_logits = model.logits(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
                                           batch["masked_lm_positions"])
     mlm_logits = mlm_logits[..., :vocab_size].float()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable
 import torch
 
 from wiki2bert_core.files import atomic_write
+from wiki2bert_core.hdf5_format import used_positions
 from pretrain.model.attention import instance_lengths
 
 if TYPE_CHECKING:
@@ -28,10 +29,11 @@ STEP_STATS = ("loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_count", "nsp_c
 
 def batch_counts(batch: dict[str, torch.Tensor]) -> list[float]:
     """What a micro-batch (on the CPU, before it moves) holds: real tokens, positions (rows x seq_len), attention
-    pairs (the sum of the instances' squared lengths) and MLM slots, the last four STEP_STATS."""
+    pairs (the sum of the instances' squared lengths) and the used MLM slots (those the head computes), the last four
+    STEP_STATS."""
     lengths = instance_lengths(batch["attention_mask"]).double()
     return [float(lengths.sum()), float(batch["input_ids"].numel()), float((lengths ** 2).sum()),
-            float(batch["masked_lm_positions"].numel())]
+            float(used_positions(batch["masked_lm_positions"]).sum())]
 
 
 def step_stats(out, wait_s: float, counts: list[float], device) -> torch.Tensor:

@@ -15,10 +15,9 @@ from wiki2bert_core.wordpiece import padded_vocab_size, read_vocab, vocab_differ
 from pretrain.run import checkpoint
 from pretrain.model.attention import available_kernels
 from pretrain.run.checkpoint import Checkpoint
-from pretrain.config import PRESETS, ModelConfig, TrainConfig, model_config
+from pretrain.config import ModelConfig, TrainConfig, model_config, preset_of
 from pretrain.data.loader import DataDirectory, open_data
 from pretrain.run.deepspeed_settings import choose_precision, read_user_ds_config
-from pretrain.model.hf_weights import MLM_HEAD, NSP_HEAD
 from pretrain.model.model_dir import (HPARAMS, HuggingFaceDir, ModelDir, PhaseDir, is_phase_dir, open_model_dir,
                                       require_encoder_weights)
 from pretrain.out_dirs import RUN, check_out_dir
@@ -120,12 +119,13 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
                                          phase)
     else:
         try:
-            model = model_config(config.preset, len(vocab), **config.model)
+            model = model_config(config.preset, len(vocab), config.arch, **config.model)
         except ValueError as e:
             raise ConfigError(f"model: {e}") from None
     if config.objective is None:  # that of the model continued
         source = PhaseDir(phase_dir) if resume else init.model_dir if init else None
-        config = dataclasses.replace(config, objective=_objective_of(source) if source else "mlm+nsp")
+        fresh = "mlm" if config.arch == "modernbert" else "mlm+nsp"
+        config = dataclasses.replace(config, objective=_objective_of(source) if source else fresh)
     if resume:
         _check_resumable(resume, hparams, config)
     if config.objective == "mlm+nsp":
@@ -138,6 +138,10 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
         raise ConfigError("attention flash: needs a CUDA GPU and the flash-attn package; use auto, mask or nested")
     data = open_data(data_dir, config.seq_len, len(vocab), world_size)
     data.check_positions(model.max_position_embeddings)
+    if model.arch == "modernbert" and model.local_attention > data.seq_len:
+        raise ConfigError(f"model.local_attention {model.local_attention}: the local layers' window is wider than the "
+                          f"data's sequences ({data.seq_len} tokens), so they would attend like the global ones; "
+                          f"set it at most {data.seq_len} or train on longer sequences")
     user_ds = read_user_ds_config(deepspeed_config)
     stage = user_ds.get("zero_optimization", {}).get("stage", config.zero_stage)
     if stage == 3 and config.optimizer in ("lamb", "lans"):
@@ -174,8 +178,8 @@ def _held_out_files(config: TrainConfig, data_dir: Path) -> list[Path]:
 
 
 def _check_resumable(resume: Checkpoint, hparams: dict, config: TrainConfig) -> None:
-    # runs from before the objective setting trained mlm+nsp
-    before, now = {"objective": "mlm+nsp", **hparams["config"]}, config_to_dict(config)
+    # runs from before the objective and arch settings trained BERT with mlm+nsp
+    before, now = {"objective": "mlm+nsp", "arch": "bert", **hparams["config"]}, config_to_dict(config)
     changeable = changeable_fields(TrainConfig)
     for key, value in now.items():
         if key not in changeable and before.get(key) != value:
@@ -221,16 +225,19 @@ def _continued_model(source: ModelDir, config: TrainConfig, preset_flag: str | N
     changeable ModelConfig fields) may change. The config gets the model's preset (a Hugging Face model's: the preset
     of its shape, if one has it)."""
     if isinstance(source, PhaseDir):
-        saved = dataclasses.asdict(source.model_config())
+        continued = source.model_config()
+        saved = dataclasses.asdict(continued)
         preset = source.hparams().get("config", {}).get("preset", config.preset)
     else:
-        saved = dataclasses.asdict(source.model_config("--init"))
-        saved["vocab_size"] = padded_vocab_size(saved["vocab_size"])
-        preset = next((name for name, shape in PRESETS.items() if all(saved[k] == v for k, v in shape.items())),
-                      None)
+        continued = source.model_config("--init")
+        saved = {**dataclasses.asdict(continued), "vocab_size": padded_vocab_size(continued.vocab_size)}
+        preset = preset_of(continued)
         if preset is None and preset_flag is None:
             preset = config.preset
     what = phase.replace("phase", "phase ")
+    if continued.arch != config.arch:
+        raise ConfigError(f"arch {config.arch}: {what} continues the {continued.arch} model of {source.path}; set "
+                          f"arch {continued.arch} (--set arch={continued.arch}), which also picks its recipe")
     if preset_flag is not None and preset_flag != preset:
         raise ConfigError(f"--preset {preset_flag}: {what} continues the {preset or 'custom-shaped'} model of "
                           f"{source.path}")
@@ -248,11 +255,12 @@ def _continued_model(source: ModelDir, config: TrainConfig, preset_flag: str | N
 
 def _objective_of(source: ModelDir) -> str:
     """The objective the model of a phase directory was trained with (recorded; mlm+nsp in runs older than the
-    setting), or that of a Hugging Face model's heads (mlm for a masked-LM head alone)."""
+    setting), or that of a Hugging Face model's heads (mlm for a masked-LM head alone, and for ModernBERT)."""
     if isinstance(source, PhaseDir):
         return source.hparams().get("config", {}).get("objective") or "mlm+nsp"
+    arch = source.architecture("--init")
     names = source.weight_names()
-    return "mlm" if MLM_HEAD in names and NSP_HEAD not in names else "mlm+nsp"
+    return "mlm" if arch.nsp_head is None or (arch.mlm_head in names and arch.nsp_head not in names) else "mlm+nsp"
 
 
 def _check_sentence_pairs(data_dir: Path) -> None:

@@ -30,11 +30,11 @@ from pretrain.run.deepspeed_settings import autocast_dtype, deepspeed_config, si
 from pretrain.run.evaluate import HeldOut, evaluate, format_figures
 from pretrain.model.hf_weights import load_matching, module_names
 from pretrain.run.metrics import STEP_STATS, MetricsLog, batch_counts, step_stats
-from pretrain.model.bert import BertForPreTraining
+from pretrain.model.architectures import architecture, pretraining_model
 from pretrain.run.profiling import profiling
 from pretrain.run.prepare import Run
 from pretrain.run.run_files import write_run_files
-from pretrain.optim.schedule import WarmupPolyDecay
+from pretrain.optim.schedule import lr_schedule
 from pretrain.run.signals import StopSignal
 from pretrain.run.time_plan import EvalCadence, TimePlan, eval_cadence, scale_warning
 
@@ -66,7 +66,7 @@ def start(run: Run) -> Started:
     logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
     _seed(c.seed + rank)
     with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
-        model = BertForPreTraining(run.model, nsp_head=c.objective == "mlm+nsp")
+        model = pretraining_model(run.model, nsp_head=c.objective == "mlm+nsp")
     if run.init is not None and run.resume is None:
         _load_init(model, run)
     model.attention = _attention_kernel(run, model, rank, log)
@@ -97,7 +97,7 @@ def start(run: Run) -> Started:
     return started
 
 
-def build_engine(model: BertForPreTraining, c: TrainConfig, ds_config: dict):
+def build_engine(model: torch.nn.Module, c: TrainConfig, ds_config: dict):
     """DeepSpeed's engine of `model` with the optimizer and learning-rate schedule `c` asks for."""
     import deepspeed
 
@@ -106,8 +106,7 @@ def build_engine(model: BertForPreTraining, c: TrainConfig, ds_config: dict):
 
     optimizer = build_optimizer(model, c.optimizer, lr=c.lr, weight_decay=c.weight_decay, betas=tuple(c.betas),
                                 eps=c.eps)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, WarmupPolyDecay(c.steps, int(c.warmup * c.steps), c.decay_power))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(c))
     engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
     use_tensor_trust_ratios(engine)  # under ZeRO 1/2: LAMB/LANS learn where each tensor lies in their partitions
     return engine
@@ -228,7 +227,7 @@ def _exit_code(run: Run, step: int, saved: int, stop_signum: int | None) -> int:
     return 0
 
 
-def _load_init(model: BertForPreTraining, run: Run) -> None:
+def _load_init(model: torch.nn.Module, run: Run) -> None:
     """The weights of --init (phase 2: phase 1's) where they fit; the heads they do not hold keep their fresh
     initialisation, and the log names them and the tensors the objective leaves out."""
     fresh, unused = load_matching(model, run.init.weights(), run.init.path)
@@ -319,7 +318,7 @@ def _evaluate(model, held_out: HeldOut, run: Run, step: int, metrics: MetricsLog
     return True
 
 
-def _attention_kernel(run: Run, model: BertForPreTraining, rank: int, log: logging.Logger) -> str:
+def _attention_kernel(run: Run, model: torch.nn.Module, rank: int, log: logging.Logger) -> str:
     """The configured kernel; for `auto`, "mask" on CPU and on GPU the fastest on the first micro-batch of this
     rank's data (read once more here), measured with the run's precision. Measuring draws none of the run's random
     numbers."""
@@ -341,7 +340,7 @@ def _attention_kernel(run: Run, model: BertForPreTraining, rank: int, log: loggi
         model.zero_grad(set_to_none=True)
 
     with torch.random.fork_rng(devices=[device]):
-        kernel, seconds = choose_attention(step, device)
+        kernel, seconds = choose_attention(step, device, windows=architecture(run.model.arch).windows)
     log.info("attention kernel: %s (fastest of %s)", kernel,
              ", ".join(f"{k} {1000 * s:.1f} ms" for k, s in seconds.items()))
     return kernel

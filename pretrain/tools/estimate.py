@@ -11,11 +11,16 @@ Model states, bytes per parameter (Rajbhandari et al., ZeRO, 2020), each GPU's s
   reduce_bucket_size (5e8) elements, fp32 in stage 1 and 16-bit in stage 2.
 
 Transient memory, in three phases that do not overlap (the peak is the largest):
-- forward/backward: activations. Per layer (Korthikanti et al., "Reducing Activation Recomputation in Large
+- forward/backward: activations. Per BERT layer (Korthikanti et al., "Reducing Activation Recomputation in Large
   Transformer Models", 2022) s*b*h*(34 + 5*a*s/h) bytes in 16 bits, for s tokens, b sequences, hidden h, a heads;
   torch.autocast keeps the residual stream and LayerNorm inputs in fp32: 38 instead of 34. The 5*a*s/h part is the
-  attention score matrix and is an upper bound: fused attention kernels on GPU do not store it. In fp32 the
-  2-byte tensors take 4 bytes: s*b*h*(66 + 9*a*s/h). With activation checkpointing only each layer's input is kept,
+  attention score matrix: the "mask" kernel's (SDPA with a mask may store it), which the unpadded kernels
+  (flash-attention, nested) never store (`attention`). In fp32 the 2-byte tensors take 4 bytes: s*b*h*(66 + 9*a*s/h).
+  A ModernBERT layer (pretrain/model/modernbert.py, counted the same way from what autograd keeps) holds
+  11 h + 4 i values a token (i: the GeGLU's width): the two LayerNorms' inputs and outputs, the fused QKV output
+  (kept whole by V, a view of it), the rotated Q and K, the attention output and Wo's input, the GeGLU's input
+  projection (2 i), GELU's output and the product; plus the same score matrix in its local layers too (the mask
+  kernel computes every pair and masks those outside the window). With activation checkpointing only each layer's input is kept,
   plus one layer's full activations while it is recomputed. Embeddings (LayerNorm input, dropout mask) and the MLM
   head on the masked positions (transform inputs; logits, their fp32 copy, log-softmax and its gradient) come on
   top, and the autocast weight copies.
@@ -33,8 +38,9 @@ import math
 
 import torch
 
-from pretrain.config import model_config
-from pretrain.model.bert import BertForPreTraining
+from pretrain.config import ModelConfig, model_config
+from pretrain.model.architectures import pretraining_model
+from pretrain.model.attention import KERNELS
 from pretrain.optim.optimizers import BUCKET_NUMEL, OPTIMIZERS
 
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -54,10 +60,10 @@ PHASES = {
 
 
 @functools.lru_cache
-def parameter_sizes(preset: str, vocab_size: int) -> tuple[int, int]:
+def parameter_sizes(preset: str, vocab_size: int, arch: str = "bert") -> tuple[int, int]:
     """(number of parameters, elements of the largest tensor)."""
     with torch.device("meta"):  # shapes only, no memory
-        model = BertForPreTraining(model_config(preset, vocab_size))
+        model = pretraining_model(model_config(preset, vocab_size, arch))
     return model.num_parameters(), max(p.numel() for p in model.parameters())
 
 
@@ -78,29 +84,36 @@ def model_state_bytes_per_parameter(precision: str, zero_stage: int, gpus: int) 
     }
 
 
-def activation_bytes(layers: int, hidden: int, heads: int, vocab_size: int, micro_batch: int, seq_len: int,
-                     max_predictions: int, precision: str, autocast: bool, activation_checkpointing: bool) -> int:
+def activation_bytes(config: ModelConfig, micro_batch: int, seq_len: int, max_predictions: int, precision: str,
+                     autocast: bool, activation_checkpointing: bool, scores: bool = True) -> int:
+    """`scores`: whether the attention kernel stores the score matrices (see the module's doc)."""
+    hidden, layers = config.hidden_size, config.num_hidden_layers
     sbh = seq_len * micro_batch * hidden
-    attention_ratio = heads * seq_len / hidden
-    if precision == "fp32":
-        value_bytes, per_layer = 4, sbh * (66 + 9 * attention_ratio)
+    attention_ratio = config.num_attention_heads * seq_len / hidden * scores
+    value_bytes = 4 if precision == "fp32" else 2
+    if config.arch == "modernbert":
+        values = 11 + 4 * config.intermediate_size / hidden
+        per_layer = sbh * (value_bytes * values + 4 * autocast + (9 if value_bytes == 4 else 5) * attention_ratio)
+    elif precision == "fp32":
+        per_layer = sbh * (66 + 9 * attention_ratio)
     else:
-        value_bytes, per_layer = 2, sbh * ((38 if autocast else 34) + 5 * attention_ratio)
+        per_layer = sbh * ((38 if autocast else 34) + 5 * attention_ratio)
     if activation_checkpointing:
         encoder = layers * sbh * value_bytes + per_layer
     else:
         encoder = layers * per_layer
     embeddings = sbh * (value_bytes + 1)
     predictions = micro_batch * max_predictions
-    head = predictions * (4 * hidden * value_bytes + vocab_size * (value_bytes + 4 + 4 + 4))
+    head = predictions * (4 * hidden * value_bytes + config.vocab_size * (value_bytes + 4 + 4 + 4))
     return int(encoder + embeddings + head)
 
 
 def estimate_memory(preset: str, vocab_size: int, zero_stage: int, gpus: int, micro_batch: int, seq_len: int,
                     precision: str = "bf16", optimizer: str = "lamb", activation_checkpointing: bool = False,
-                    max_predictions: int | None = None) -> dict:
-    """Memory per GPU, in bytes, by kind. max_predictions defaults to 15% of seq_len, rounded up."""
-    config = model_config(preset, vocab_size)
+                    max_predictions: int | None = None, arch: str = "bert", attention: str = "mask") -> dict:
+    """Memory per GPU, in bytes, by kind. max_predictions defaults to 15% of seq_len (30% for modernbert, its
+    recipe's rate), rounded up; `attention`: the kernel (mask stores the attention scores, the others do not)."""
+    config = model_config(preset, vocab_size, arch)
     if zero_stage not in (0, 1, 2, 3):
         raise ValueError(f"ZeRO stage must be 0, 1, 2 or 3, got {zero_stage}")
     if gpus < 1 or micro_batch < 1:
@@ -111,18 +124,19 @@ def estimate_memory(preset: str, vocab_size: int, zero_stage: int, gpus: int, mi
         raise ValueError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+    if attention not in KERNELS:
+        raise ValueError(f"unknown attention kernel {attention!r}; choose one of {', '.join(KERNELS)}")
     if max_predictions is None:
-        max_predictions = math.ceil(0.15 * seq_len)
+        max_predictions = math.ceil((0.3 if arch == "modernbert" else 0.15) * seq_len)
 
-    parameters, largest_tensor = parameter_sizes(preset, vocab_size)
+    parameters, largest_tensor = parameter_sizes(preset, vocab_size, arch)
     per_parameter = model_state_bytes_per_parameter(precision, zero_stage, gpus)
     memory = {kind: int(parameters * b) for kind, b in per_parameter.items()}
     memory["ZeRO reduce bucket"] = DEEPSPEED_BUCKET * {1: 4, 2: 2 if precision != "fp32" else 4}.get(zero_stage, 0)
     autocast = zero_stage == 0 and precision != "fp32"
 
-    memory["activations"] = activation_bytes(
-        config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.vocab_size, micro_batch,
-        seq_len, max_predictions, precision, autocast, activation_checkpointing)
+    memory["activations"] = activation_bytes(config, micro_batch, seq_len, max_predictions, precision, autocast,
+                                             activation_checkpointing, scores=attention == "mask")
     memory["autocast 16-bit weights"] = 2 * parameters if autocast else 0
     memory["all-reduce buffer"] = 4 * min(parameters, DEEPSPEED_BUCKET) if zero_stage == 0 else 0
     if zero_stage > 0:
@@ -138,7 +152,8 @@ def estimate_memory(preset: str, vocab_size: int, zero_stage: int, gpus: int, mi
     persistent = sum(memory[k] for k in PERSISTENT)
     memory["working margin"] = int(CONTEXT_BYTES + FRAGMENTATION * (persistent + phase_bytes[peak_phase]))
     return {
-        "preset": preset, "parameters": parameters, "vocab_size": config.vocab_size, "zero_stage": zero_stage,
+        "arch": arch, "attention": attention, "preset": preset, "parameters": parameters,
+        "vocab_size": config.vocab_size, "zero_stage": zero_stage,
         "gpus": gpus, "precision": precision, "optimizer": optimizer, "micro_batch": micro_batch,
         "seq_len": seq_len, "max_predictions": max_predictions, "activation_checkpointing": activation_checkpointing,
         "memory": memory,
@@ -159,10 +174,11 @@ def format_estimate(d: dict) -> str:
         return f"{' ' * indent}{name:<{32 - indent}}{size / GIB:>9.2f}{note}"
 
     lines = [
-        f"preset {d['preset']}: {d['parameters'] / 1e6:,.1f}M parameters (vocabulary {d['vocab_size']:,})",
+        f"{d['arch']} preset {d['preset']}: {d['parameters'] / 1e6:,.1f}M parameters (vocabulary "
+        f"{d['vocab_size']:,})",
         f"{d['precision']}, {d['optimizer']}, ZeRO stage {d['zero_stage']} over {d['gpus']} GPU(s), "
         f"micro-batch {d['micro_batch']} x {d['seq_len']} tokens ({d['max_predictions']} predictions), "
-        f"activation checkpointing {checkpointing}",
+        f"attention {d['attention']}, activation checkpointing {checkpointing}",
         "",
         f"{'memory per GPU':<32}{'GiB':>9}",
     ]

@@ -1,11 +1,12 @@
 """Export a model directory (pretrain/model/model_dir.py: a pretraining phase's latest checkpoint, or a Hugging Face
-BERT directory) as a Hugging Face model directory in our form: one `model.safetensors`, the tokenizer files,
-`pretraining_config.json`.
+BERT or ModernBERT directory) as a Hugging Face model directory in our form: one `model.safetensors`, the tokenizer
+files, `pretraining_config.json`.
 
-The model's parameter names are those of `transformers.BertForPreTraining` (of `BertForMaskedLM` for a model trained
-MLM-only, which has no NSP head), so the export loads our state dict into that class and lets `save_pretrained`
-write `config.json` and `model.safetensors` (it stores the decoder weight, tied to the word embeddings, once, as
-`from_pretrained` expects). The model's vocabulary rows are padded to
+The model's parameter names are those of `transformers.BertForPreTraining` (of `BertForMaskedLM` for a BERT trained
+MLM-only, which has no NSP head) or of `ModernBertForMaskedLM` (pretrain/model/architectures.py), so the export loads
+our state dict into that class and lets `save_pretrained` write `config.json` and `model.safetensors` (it stores the
+decoder weight, tied to the word embeddings, once, as `from_pretrained` expects). `AutoModelForMaskedLM` loads
+either. The model's vocabulary rows are padded to
 a multiple of 8 for the GPU; the export keeps exactly the tokenizer's rows (config `vocab_size` == len(tokenizer)),
 so no padding row can come out of fill-mask as an empty token. The tokenizer files come from the phase's
 `tokenizer/` directory (a copy of the data directory's), or from the Hugging Face directory. The same model gives
@@ -28,8 +29,10 @@ from pathlib import Path
 import torch
 
 from wiki2bert_core.errors import ConfigError, DataError
-from wiki2bert_core.files import remove_tree, write_json
-from wiki2bert_core.wordpiece import TOKENIZER_FILES, copy_tokenizer_files, read_vocab, special_token_ids
+from wiki2bert_core.files import read_json, remove_tree, write_json
+from wiki2bert_core.wordpiece import (SPECIAL_TOKENS_MAP, TOKENIZER_FILES, copy_tokenizer_files, read_vocab,
+                                      special_token_ids)
+from pretrain.model.architectures import export_class, takes_token_types
 from pretrain.model.hf_config import hf_config
 from pretrain.model.model_dir import HF_CONFIG, PRETRAINING_CONFIG, WEIGHT_FILES, WEIGHT_SHARDS, read_our_model
 from pretrain.out_dirs import EXPORT, check_out_dir
@@ -54,9 +57,10 @@ def export_hf(model_dir: Path, out_dir: Path, force: bool = False, within: Path 
     vocab = read_vocab(vocab_file)
     if len(vocab) > config.vocab_size:
         raise DataError(f"{vocab_file}: {len(vocab)} tokens, more than the model's {config.vocab_size}")
-    architecture = "BertForPreTraining" if read.model.nsp_head else "BertForMaskedLM"
-    model = getattr(transformers, architecture)(hf_config(config, len(vocab), special_token_ids(vocab)["[PAD]"],
-                                                          architecture))
+    architecture = export_class(read.model)
+    special = special_token_ids(vocab)
+    model = getattr(transformers, architecture)(hf_config(config, len(vocab), special["[PAD]"], architecture,
+                                                          special["[CLS]"], special["[SEP]"]))
     expected = model.state_dict()
     state = {name: _tokenizer_rows(value, expected[name], config.vocab_size)
              for name, value in read.model.state_dict().items() if name in expected}
@@ -70,6 +74,7 @@ def export_hf(model_dir: Path, out_dir: Path, force: bool = False, within: Path 
         try:
             model.save_pretrained(tmp)
             copy_tokenizer_files(read.model_dir.tokenizer_dir, tmp)
+            _write_tokenizer_config(tmp, config.max_position_embeddings)
             write_json(tmp / PRETRAINING_CONFIG, {"model_config": dataclasses.asdict(config),
                                                   "checkpoint": read.checkpoint and read.checkpoint.tag})
         except (OSError, SafetensorError) as e:  # SafetensorError: the weights' write failed (a full disk)
@@ -105,6 +110,22 @@ def check_export_out_dir(model_dir: Path, out_dir: Path, force: bool, within: Pa
         raise ConfigError(f"{out_dir}: {what}; choose another --out, or pass --force to replace it")
 
 
+def _write_tokenizer_config(directory: Path, max_length: int) -> None:
+    """The export's tokenizer_config.json: the tokenizer's own (or, where the model directory has none, one made from
+    tokenizer.json's normalizer) with the special tokens named and model_max_length the model's. AutoTokenizer takes
+    the tokenizer class and its [MASK] from this file: config.json's model_type names none for ModernBERT."""
+    path = directory / "tokenizer_config.json"
+    if path.is_file():
+        settings = read_json(path)
+    else:
+        settings = {"tokenizer_class": "BertTokenizer", **SPECIAL_TOKENS_MAP}
+        if (directory / "tokenizer.json").is_file():
+            normalizer = read_json(directory / "tokenizer.json").get("normalizer") or {}
+            settings.update(do_lower_case=bool(normalizer.get("lowercase")),
+                            strip_accents=bool(normalizer.get("strip_accents")))
+    write_json(path, {**settings, "model_max_length": max_length})
+
+
 def _tokenizer_rows(value: torch.Tensor, expected: torch.Tensor, padded_vocab_size: int) -> torch.Tensor:
     """A vocabulary-sized tensor (embeddings, decoder weight and bias) cut to the tokenizer's rows."""
     if value.shape[:1] == (padded_vocab_size,) and value.shape[1:] == expected.shape[1:]:
@@ -119,16 +140,17 @@ def fill_mask(model_dir: Path, text: str, top_k: int = 5) -> list[tuple[str, flo
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir))
     # the export's own class, in which transformers finds every weight it expects and none it does not
-    masked_lm = transformers.AutoConfig.from_pretrained(str(model_dir)).architectures == ["BertForMaskedLM"]
-    model = (transformers.BertForMaskedLM if masked_lm else transformers.BertForPreTraining).from_pretrained(
+    pretraining = transformers.AutoConfig.from_pretrained(str(model_dir)).architectures == ["BertForPreTraining"]
+    model = (transformers.BertForPreTraining if pretraining else transformers.AutoModelForMaskedLM).from_pretrained(
         str(model_dir)).eval()
-    encoded = tokenizer(text, return_tensors="pt")
+    encoded = tokenizer(text, return_tensors="pt", return_token_type_ids=takes_token_types(model))
     positions = (encoded["input_ids"][0] == tokenizer.mask_token_id).nonzero().flatten()
     if len(positions) != 1:
         raise ValueError(f"text must contain the mask token {tokenizer.mask_token} exactly once: {text!r}")
     with torch.no_grad():
         output = model(**encoded)
-        logits = (output.logits if masked_lm else output.prediction_logits)[0, positions[0]]
+        logits = (output.prediction_logits if pretraining else output.logits)[0, positions[0]]
     probabilities = logits.softmax(-1)
     top = probabilities.topk(min(top_k, len(probabilities)))
     return [(tokenizer.convert_ids_to_tokens(int(i)), float(p)) for p, i in zip(top.values, top.indices)]
+

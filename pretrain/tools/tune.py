@@ -39,7 +39,8 @@ import torch
 from wiki2bert_core.config import parse_setting
 from wiki2bert_core.errors import ConfigError, DataError
 from pretrain.model.attention import available_kernels
-from pretrain.config import load_train_config, model_config
+from pretrain.config import load_train_config, model_config, phase_of_length
+from pretrain.model.architectures import architecture, pretraining_model
 from pretrain.run.deepspeed_settings import choose_precision, zero_stage_for
 from pretrain.tools.estimate import GIB, estimate_memory, parameter_sizes
 
@@ -89,6 +90,7 @@ class Trial:
 class Setup:
     """What every trial of one `pretrain tune` shares."""
     phase: str
+    arch: str
     overrides: tuple[str, ...]  # the user's --set, without the tuned keys
     preset: str
     seq_len: int
@@ -107,7 +109,7 @@ class Setup:
     def estimate(self, candidate: Candidate) -> dict:
         return estimate_memory(self.preset, self.vocab_size, self.zero_stage, 1, candidate.micro_batch,
                                self.seq_len, self.precision, self.optimizer, candidate.activation_checkpointing,
-                               self.max_predictions)
+                               self.max_predictions, self.arch, candidate.attention)
 
 
 def estimated_peak(estimate: dict) -> int:
@@ -129,16 +131,16 @@ def make_setup(preset: str | None, seq_len: int, zero_stage: int | None, precisi
         vocab_size = len(read_vocab(find_vocab_file(data, None)))
         files = open_data(data, None, vocab_size)
         seq_len, max_predictions = files.seq_len, files.max_predictions
-    phase = "phase2" if seq_len > 128 else "phase1"
     values = {k: v for k, v in (("preset", preset), ("zero_stage", zero_stage), ("precision", precision))
               if v is not None}
+    phase = phase_of_length(seq_len, load_train_config("phase1", None, overrides, values or None).arch)
     config = load_train_config(phase, None, overrides, values or None)
     pinned_keys = {parse_setting(item)[0] for item in overrides} & set(TUNED)
     pinned = {"micro_batch": config.micro_batch, "attention": config.attention,
               "model.activation_checkpointing": config.model.get("activation_checkpointing")}
     pinned = {k: v for k, v in pinned.items() if k in pinned_keys and v != "auto"}
     cuda = torch.cuda.is_available()
-    parameters, _ = parameter_sizes(config.preset, vocab_size)
+    parameters, _ = parameter_sizes(config.preset, vocab_size, config.arch)
     cap = int(memory_cap_gib * GIB) if memory_cap_gib is not None else None
     if cap is not None:
         limit = cap
@@ -147,7 +149,7 @@ def make_setup(preset: str | None, seq_len: int, zero_stage: int | None, precisi
     else:
         limit = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     setup = Setup(
-        phase=phase, overrides=tuple(o for o in overrides if parse_setting(o)[0] not in TUNED),
+        phase=phase, arch=config.arch, overrides=tuple(o for o in overrides if parse_setting(o)[0] not in TUNED),
         preset=config.preset, seq_len=seq_len, max_predictions=max_predictions, vocab_size=vocab_size,
         zero_stage=config.zero_stage if config.zero_stage is not None else zero_stage_for(parameters),
         precision=choose_precision(config.precision), optimizer=config.optimizer, global_batch=config.global_batch,
@@ -177,10 +179,10 @@ def start_index(setup: Setup, sizes: list[int], checkpointing: bool) -> int:
     return fitting[-1] if fitting else 0
 
 
-def groups(pinned: dict) -> list[tuple[str, bool]]:
+def groups(setup: Setup, pinned: dict) -> list[tuple[str, bool]]:
     """(attention kernel, activation checkpointing) in the order they are searched: without checkpointing first."""
     kernels = [pinned["attention"]] if "attention" in pinned else available_kernels(
-        torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+        torch.device("cuda" if torch.cuda.is_available() else "cpu"), architecture(setup.arch).windows)
     checkpointing = ([pinned["model.activation_checkpointing"]] if "model.activation_checkpointing" in pinned
                      else [False, True])
     return [(kernel, ac) for ac in checkpointing for kernel in kernels]
@@ -195,7 +197,7 @@ def search(setup: Setup, pinned: dict, run_trial: Callable[[Candidate], Trial]) 
     sizes = micro_batches(setup, pinned)
     # kernel -> (index in sizes of the largest micro-batch that fit without checkpointing, whether memory ended it)
     without: dict[str, tuple[int, bool]] = {}
-    for kernel, ac in groups(pinned):
+    for kernel, ac in groups(setup, pinned):
         if ac and kernel in without:  # smaller micro-batches fit without checkpointing, which is faster
             largest, memory_bound = without[kernel]
             if not memory_bound or largest + 1 == len(sizes):
@@ -275,7 +277,7 @@ def tune(setup: Setup, pinned: dict, budget: float, run_trial: Callable[[Setup, 
             raise BudgetSpent
         return trial
 
-    names = [group_name(*g) for g in groups(pinned)]
+    names = [group_name(*g) for g in groups(setup, pinned)]
     try:
         for _ in search(setup, pinned, timed_trial):
             pass
@@ -349,7 +351,6 @@ def measure(spec: dict) -> dict:
     """The trial process: peak memory (of the warm-up steps) and seconds of a micro-batch's forward and backward and
     of an optimizer step (the timed steps)."""
     from pretrain.run.deepspeed_settings import deepspeed_config, single_process_env
-    from pretrain.model.bert import BertForPreTraining
     from pretrain.run.train import build_engine
 
     single_process_env()
@@ -376,7 +377,8 @@ def measure(spec: dict) -> dict:
     try:
         torch.manual_seed(config.seed)
         with torch.device("cuda" if cuda else "cpu"):
-            model = BertForPreTraining(model_config(config.preset, spec["vocab_size"], **config.model))
+            model = pretraining_model(model_config(config.preset, spec["vocab_size"], config.arch, **config.model),
+                                      nsp_head=config.objective != "mlm")
         model.attention = candidate.attention
         engine = build_engine(model, config, ds_config)
         for step in range(WARMUP_STEPS + TIMED_STEPS):
@@ -491,7 +493,7 @@ TABLE_HEADER = (f"{'micro_batch':>11}  {'attention':<9} {'checkpointing':<13} {'
 
 def format_setup(setup: Setup, budget: float) -> str:
     cap = f"memory cap {setup.memory_cap / GIB:.2f} GiB" if setup.memory_cap is not None else "no memory cap"
-    return (f"tune {setup.preset}, seq {setup.seq_len}, ZeRO {setup.zero_stage}, {setup.precision}, {setup.optimizer}, "
+    return (f"tune {setup.arch} {setup.preset}, seq {setup.seq_len}, ZeRO {setup.zero_stage}, {setup.precision}, {setup.optimizer}, "
             f"global_batch {setup.global_batch:,}, one rank on {setup.device}, {cap}, budget {budget:.0f} s; "
             f"{'data ' + setup.data if setup.data else 'synthetic full-length rows'}")
 

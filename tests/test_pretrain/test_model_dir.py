@@ -103,14 +103,15 @@ def test_eval_takes_every_kind(kinds, data, kind, monkeypatch, capsys):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_init_takes_every_kind(kinds, data, kind, tmp_path):
-    from pretrain.model.model_dir import ENCODER, encoder_weights
+    from pretrain.model.architectures import architecture
+    from pretrain.model.model_dir import encoder_weights
 
     path, reference = kinds[kind]
     run = prepare("phase1", data, tmp_path / "out", load_train_config("phase1"), init_dir=path)
     assert run.init.hugging_face == (kind != "phase dir") and run.model.vocab_size == 64
     model = BertForPreTraining(run.model)  # as the training loop loads --init (train.py _load_init)
     fresh, _ = load_matching(model, run.init.weights(), run.init.path)
-    assert encoder_weights(fresh, ENCODER) == []
+    assert encoder_weights(fresh, architecture("bert").encoder) == []
     assert_same_encoder(model.state_dict(), reference)
     assert not (tmp_path / "out").exists()
 
@@ -203,13 +204,14 @@ def test_init_refuses_weights_that_do_not_belong_to_their_config(kinds, data, tm
 @pytest.mark.parametrize("model_type", ["roberta", "gpt2"])
 def test_a_model_type_a_command_cannot_read_is_one_line(kinds, data, task_dir, tmp_path, monkeypatch, capsys,
                                                         model_type):
-    """Our model computes BERT alone (eval, --init, export); fine-tuning takes BERT-family encoders, not GPT-2."""
+    """Our models compute BERT and ModernBERT (eval, --init, export); fine-tuning takes BERT-family encoders, not
+    GPT-2."""
     path, _ = kinds["transformers"]
     other = renamed_copy(path, tmp_path / model_type, lambda name: name)
     config = json.loads((other / "config.json").read_text())
     (other / "config.json").write_text(json.dumps({**config, "model_type": model_type}))
     ours = ("error: {other}/config.json: model_type '{model_type}', but {command} takes only BERT-family encoders "
-            "(model_type bert)\n")
+            "(model_type bert, modernbert)\n")
     for command, args in (("pretrain eval", ["eval", other, "--data", data / "training"]),
                           ("--init", ["phase1", "--data", data, "--init", other, "--out", tmp_path / "run", *TINY]),
                           ("pretrain export", ["export", other, "--out", tmp_path / "hf"])):
@@ -222,17 +224,25 @@ def test_a_model_type_a_command_cannot_read_is_one_line(kinds, data, task_dir, t
     assert sorted(p.name for p in tmp_path.iterdir()) == [model_type]
 
 
-@pytest.mark.parametrize("model_type", ["bert", "roberta", "xlm-roberta", "camembert", "electra", "deberta-v2"])
+FINETUNE_TYPES = ["bert", "roberta", "xlm-roberta", "camembert", "electra", "deberta-v2", "modernbert"]
+
+
+@pytest.mark.parametrize("model_type", FINETUNE_TYPES)
 def test_every_model_type_finetune_takes_runs_each_task_kind(model_type):
-    """MODEL_TYPES["finetune"] holds only types whose three task classes take the batches encode.py makes."""
+    """MODEL_TYPES["finetune"] holds only types whose three task classes take the batches encode.py makes (as
+    train.py passes them: token type ids only to a model that takes them)."""
     from pretrain.finetune.encode import Encoded, collate
-    from pretrain.finetune.train import AUTO_CLASSES
+    from pretrain.finetune.train import AUTO_CLASSES, model_inputs
     from pretrain.model.model_dir import MODEL_TYPES
 
     assert model_type in MODEL_TYPES["finetune"]
-    config = transformers.AutoConfig.for_model(model_type, vocab_size=60, hidden_size=32, num_hidden_layers=1,
-                                               num_attention_heads=2, intermediate_size=37, embedding_size=32,
-                                               type_vocab_size=2, num_labels=2)
+    sizes = dict(vocab_size=60, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37,
+                 num_labels=2)
+    if model_type == "modernbert":  # no token types (and its config takes no unknown keys); [PAD] etc. in the vocab
+        sizes.update(pad_token_id=0, cls_token_id=2, sep_token_id=3, bos_token_id=2, eos_token_id=3)
+    else:
+        sizes.update(embedding_size=32, type_vocab_size=2)
+    config = transformers.AutoConfig.for_model(model_type, **sizes)
     pair = Encoded(((2, 7, 3, 8, 3), (2, 9, 3, 8, 3)), ((0, 0, 0, 1, 1),) * 2, 1)
     for kind, auto_class in AUTO_CLASSES.items():
         model = getattr(transformers, auto_class).from_config(config)
@@ -240,5 +250,5 @@ def test_every_model_type_finetune_takes_runs_each_task_kind(model_type):
             batch = collate([Encoded(pair.rows[:1], pair.segments[:1], (-100, 1, -100, 0, -100))], kind, 0)
         else:
             batch = collate([pair if kind == "choice" else Encoded(pair.rows[:1], pair.segments[:1], 1)], kind, 0)
-        assert torch.isfinite(model(**batch).loss), (model_type, kind)
-    assert set(MODEL_TYPES["finetune"]) == {"bert", "roberta", "xlm-roberta", "camembert", "electra", "deberta-v2"}
+        assert torch.isfinite(model(**model_inputs(model, batch, torch.device("cpu"))).loss), (model_type, kind)
+    assert set(MODEL_TYPES["finetune"]) == set(FINETUNE_TYPES)

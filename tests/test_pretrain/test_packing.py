@@ -8,29 +8,14 @@ from pretrain.model.attention import instance_lengths, token_layout
 from pretrain.config import model_config
 from pretrain.model.bert import BertForPreTraining
 from pretrain.data.packing import pack_batch, plan_rows
+from pretrain_batches import nvidia_rows
 
 VOCAB, LENGTH, PREDICTIONS = 203, 32, 6
 LENGTHS = [32, 9, 20, 5, 12, 30, 3, 17, 8, 24]
 
 
 def hdf5_batch(lengths=LENGTHS, seed=0):
-    """Rows as NVIDIA's HDF5 files hold them: [CLS] A [SEP] B [SEP], then padding; masked positions inside."""
-    g = torch.Generator().manual_seed(seed)
-    k = len(lengths)
-    batch = {key: torch.zeros(k, LENGTH, dtype=torch.long) for key in ("input_ids", "token_type_ids",
-                                                                       "attention_mask")}
-    batch["masked_lm_positions"] = torch.zeros(k, PREDICTIONS, dtype=torch.long)
-    batch["masked_lm_ids"] = torch.zeros(k, PREDICTIONS, dtype=torch.long)
-    for i, n in enumerate(lengths):
-        batch["input_ids"][i, :n] = torch.randint(5, VOCAB, (n,), generator=g)
-        batch["input_ids"][i, 0] = 2  # [CLS]
-        batch["token_type_ids"][i, n // 2:n] = 1
-        batch["attention_mask"][i, :n] = 1
-        chosen = torch.randperm(n - 1, generator=g)[:min(PREDICTIONS, max(1, (n - 1) // 3))] + 1
-        batch["masked_lm_positions"][i, :len(chosen)] = chosen.sort().values
-        batch["masked_lm_ids"][i, :len(chosen)] = torch.randint(5, VOCAB, (len(chosen),), generator=g)
-    batch["next_sentence_labels"] = torch.randint(0, 2, (k,), generator=g)
-    return batch
+    return nvidia_rows(lengths, LENGTH, PREDICTIONS, VOCAB, seed)
 
 
 def test_first_fit_decreasing_places_every_instance_once_within_capacity():

@@ -139,6 +139,7 @@ def test_a_bare_bert_model_and_older_names_are_read_under_ours(tmp_path, write_v
     state = HuggingFaceDir(model_dir).weights()
     old = tmp_path / "old"
     old.mkdir()
+    (old / "config.json").write_bytes((model_dir / "config.json").read_bytes())  # the model type names the encoder
     torch.save({name.removeprefix("bert.").replace("LayerNorm.weight", "LayerNorm.gamma")
                 .replace("LayerNorm.bias", "LayerNorm.beta"): value for name, value in state.items()},
                old / "pytorch_model.bin")
