@@ -5,6 +5,8 @@ ids always come from the vocabulary file, never from constants (Google's [UNK] i
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import re
 from pathlib import Path
@@ -17,6 +19,20 @@ from wiki2bert_core.files import atomic_write, write_json
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # what write_tokenizer_dir writes: a directory with these files is a self-contained tokenizer
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+@contextlib.contextmanager
+def one_tokenizer_thread():
+    """One core per worker process: --workers decides the parallelism (tokenizers reads this variable at each call)."""
+    previous = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["TOKENIZERS_PARALLELISM"]
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = previous
 
 
 _SPECIAL_IN_TEXT = re.compile(r"\[(%s)\]" % "|".join(t[1:-1] for t in SPECIAL_TOKENS))

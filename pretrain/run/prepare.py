@@ -135,7 +135,7 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
     if config.attention == "flash" and "flash" not in available_kernels(torch.device("cuda" if torch.cuda.is_available()
                                                                                           else "cpu")):
         raise ConfigError("attention flash: needs a CUDA GPU and the flash-attn package; use auto, mask or nested")
-    data = open_data(data_dir, config.seq_len, len(vocab), world_size)
+    data = open_data(data_dir, config.seq_len, len(vocab), world_size, config.language_alpha, config.language_weights)
     data.check_positions(model.max_position_embeddings)
     user_ds = read_user_ds_config(deepspeed_config)
     stage = user_ds.get("zero_optimization", {}).get("stage", config.zero_stage)
@@ -173,8 +173,10 @@ def _held_out_files(config: TrainConfig, data_dir: Path) -> list[Path]:
 
 
 def _check_resumable(resume: Checkpoint, hparams: dict, config: TrainConfig) -> None:
-    # runs from before the objective setting trained mlm+nsp
-    before, now = {"objective": "mlm+nsp", **hparams["config"]}, config_to_dict(config)
+    # runs from before the objective setting trained mlm+nsp, those from before the language settings all languages
+    # as the files held them
+    before = {"objective": "mlm+nsp", "language_alpha": None, "language_weights": {}, **hparams["config"]}
+    now = config_to_dict(config)
     changeable = changeable_fields(TrainConfig)
     for key, value in now.items():
         if key not in changeable and before.get(key) != value:
