@@ -190,6 +190,48 @@ def nvidia_comparison(docs: list[list[str]], tmp: Path, rounds: int) -> None:
 
     print(f"wiki2bert vs NVIDIA per core, median of {rounds} rounds: CPU time {summary(ratios)}; CPU time past "
           f"start-up {summary(work_ratios)}; wall time {summary(wall_ratios)}")
+    print_statistics({"NVIDIA": tmp / "nvidia.hdf5", "wiki2bert": tmp / "ours"}, Path(vocab))
+
+
+def print_statistics(outputs: dict[str, Path], vocab: Path) -> None:
+    """`pipeline verify`'s statistics of each side's files, and where their random tokens come from."""
+    import h5py
+    import numpy as np
+
+    from pipeline.tools.verify import verify_path
+    from wiki2bert_core.hdf5_format import read_rows
+    from wiki2bert_core.wordpiece import SPECIAL_TOKENS, is_placeholder, read_vocab
+
+    vocab_ids = read_vocab(vocab)
+    special = np.array([vocab_ids[t] for t in SPECIAL_TOKENS])
+    placeholders = np.array([i for t, i in vocab_ids.items() if is_placeholder(t)])
+    columns = {}
+    for name, path in outputs.items():
+        report = verify_path(path, vocab)
+        (s,) = report.stats.values()
+        random_tokens = []
+        for file in report.files:
+            with h5py.File(file, "r") as f:
+                rows = read_rows(f)
+            positions = rows["masked_lm_positions"].astype(np.int64)
+            used = positions != 0
+            now = np.take_along_axis(rows["input_ids"], positions, axis=1)[used]
+            was = rows["masked_lm_ids"][used]
+            random_tokens.append(now[(now != vocab_ids["[MASK]"]) & (now != was)])
+        random_tokens = np.concatenate(random_tokens)
+        columns[name] = [f"{s.instances:,}", f"{s.real_tokens / s.instances:.1f}", f"{s.short / s.instances:.3f}",
+                         f"{s.masked / s.eligible:.4f}", f"{s.full_predictions / s.instances:.3f}",
+                         f"{s.masked_as_mask / s.masked:.3f} / {s.masked_same / s.masked:.3f} / "
+                         f"{s.masked_other / s.masked:.3f}",
+                         f"{np.isin(random_tokens, special).sum():,} / {np.isin(random_tokens, placeholders).sum():,}"
+                         f" of {len(random_tokens):,}",
+                         f"{s.random_next / s.instances:.3f}"]
+    labels = ["instances", "mean real length", "short (padded) rows", "masked share of eligible tokens",
+              "rows at the cap of max_pred", "[MASK] / same / random", "random tokens: special / [unusedN]",
+              "NSP random next"]
+    print(f"statistics (`pipeline verify` on both outputs): {' | '.join(outputs)}")
+    for i, label in enumerate(labels):
+        print(f"  {label:<36} " + " | ".join(column[i] for column in columns.values()))
 
 
 def _download_module_stand_ins(directory: Path) -> str:

@@ -34,7 +34,8 @@ def measure(data_dir: Path, preset: str, micro_batch: int, steps: int, rounds: i
     from wiki2bert_core.wordpiece import read_vocab
     from pretrain.config import model_config
     from pretrain.data.loader import BatchPlan, BatchReader, make_loader, open_data
-    from pretrain.data.masking import DynamicMasking, MaskingVocab, default_max_predictions
+    from pretrain.data.masking import DynamicMasking
+    from wiki2bert_core.masking import MaskingVocab, default_max_predictions
     from pretrain.model.bert import BertForPreTraining
     from pretrain.optim.optimizers import build_optimizer
 

@@ -108,6 +108,8 @@ def stage_state(pcfg: PipelineConfig | None, lang_dir: Path, name: str, known: d
     elif recorded_inputs != set(inputs):
         state = StageState(name, STALE, f"reads {', '.join(inputs)} now, not {', '.join(sorted(recorded_inputs))}",
                            manifest)
+    elif pcfg is not None and manifest.get("output_format", 1) != stage.output_format:
+        state = StageState(name, STALE, f"output format changed (now {stage.output_format})", manifest)
     else:
         state = StageState(name, DONE, "", manifest)
         for upstream in inputs:
@@ -198,6 +200,7 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
             "lang": pcfg.lang,
             "config": config_to_dict(config),
             "config_hash": config_hash(config),
+            "output_format": stage.output_format,
             "inputs": {up: fingerprint(m) for up, m in upstream_manifests.items()},
             **({"sources": sources} if sources else {}),
             "outputs": outputs,

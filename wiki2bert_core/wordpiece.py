@@ -35,6 +35,19 @@ def one_tokenizer_thread():
             os.environ["TOKENIZERS_PARALLELISM"] = previous
 
 
+_PLACEHOLDER = re.compile(r"\[unused\d+\]")
+
+
+def placeholder_token(i: int) -> str:
+    """The i-th `[unusedN]` placeholder of a BERT vocabulary (Google's and ours): room for tokens added later, e.g.
+    when fine-tuning; no text is tokenized to it."""
+    return f"[unused{i}]"
+
+
+def is_placeholder(token: str) -> bool:
+    return _PLACEHOLDER.fullmatch(token) is not None
+
+
 _SPECIAL_IN_TEXT = re.compile(r"\[(%s)\]" % "|".join(t[1:-1] for t in SPECIAL_TOKENS))
 
 

@@ -55,6 +55,9 @@ class Stage:
     # stage counts tokens with the mix's vocabulary
     mix_inputs: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()  # distributions whose versions go into the manifest
+    # the version of what run() makes of a config and inputs: raised when a change to the code changes the outputs,
+    # so that work directories made before it show the stage stale and re-run it (the manifest records it)
+    output_format: int = 1
     # files read from outside the work directory (a local dump): config -> {label: fingerprint}; a change makes the
     # stage stale
     sources: Callable[[Any], dict] | None = None

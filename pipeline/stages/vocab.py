@@ -49,8 +49,8 @@ from wiki2bert_core.mixture import DEFAULT_ALPHA, check_alpha, language_shares, 
 from pipeline.runner import read_manifest
 from pipeline.stages import Stage, StageContext
 from pipeline.words import count_words, recorded_chars_per_word
-from wiki2bert_core.wordpiece import (SPECIAL_TOKENS, load_tokenizer, padded_vocab_size, special_token_ids,
-                                     wordpiece_tokenizer, write_tokenizer_dir)
+from wiki2bert_core.wordpiece import (SPECIAL_TOKENS, load_tokenizer, padded_vocab_size, placeholder_token,
+                                      special_token_ids, wordpiece_tokenizer, write_tokenizer_dir)
 
 SENTENCEPIECE_CONTROL = ("<unk>", "<s>", "</s>")
 WORD_START = "▁"  # sentencepiece's word-start marker (U+2581)
@@ -141,7 +141,7 @@ def bert_vocabulary(tokens: Iterable[str], unused_tokens: int = 100, add_charact
     """[PAD], [unused0].., [UNK], [CLS], [SEP], [MASK], then `tokens`, then every character of the tokens and of
     `required_characters` that is missing as a word start or as a `##` continuation (without both, a word using it
     would become [UNK]); duplicates dropped, first occurrence kept."""
-    head = [SPECIAL_TOKENS[0], *(f"[unused{i}]" for i in range(unused_tokens)), *SPECIAL_TOKENS[1:]]
+    head = [SPECIAL_TOKENS[0], *map(placeholder_token, range(unused_tokens)), *SPECIAL_TOKENS[1:]]
     vocab = list(dict.fromkeys([*head, *tokens]))
     if not add_characters:
         return vocab

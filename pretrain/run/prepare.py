@@ -24,7 +24,8 @@ from pretrain.model.model_dir import (HPARAMS, HuggingFaceDir, ModelDir, PhaseDi
 from pretrain.out_dirs import RUN, check_out_dir
 from wiki2bert_core.variant_dir import (DOC_SENTENCES, PARAMS_FILE, find_vocab_file, held_out_files, held_out_split,
                                         read_params, training_files)
-from pretrain.data.masking import DynamicMasking, MaskingVocab, default_max_predictions, predictions_needed
+from pretrain.data.masking import DynamicMasking
+from wiki2bert_core.masking import MaskingVocab, default_max_predictions, predictions_needed
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.stages.hdf5.instances import MaskingVocab, TokenizedDocuments
+from pipeline.stages.hdf5.instances import TokenizedDocuments
+from wiki2bert_core.masking import MaskingVocab
+from wiki2bert_core.wordpiece import placeholder_token
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -16,8 +18,12 @@ def flat_documents(sentence_lengths: list[list[int]], first_id: int = 10) -> Tok
                               np.concatenate([[0], np.cumsum([len(d) for d in sentence_lengths])]).astype(np.int64))
 
 
+PLACEHOLDER_IDS = range(5, 10)  # [unused0]..[unused4], below flat_documents' first id
+
+
 def positional_vocab(total_ids: int) -> MaskingVocab:
-    vocab = {t: i for i, t in enumerate(SPECIALS)} | {f"t{i}": i for i in range(5, total_ids)}
+    vocab = {t: i for i, t in enumerate(SPECIALS)} | {placeholder_token(i - 5): i for i in PLACEHOLDER_IDS} | \
+        {f"t{i}": i for i in range(10, total_ids)}
     return MaskingVocab.from_vocab(vocab)
 
 

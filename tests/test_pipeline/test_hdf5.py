@@ -17,14 +17,15 @@ from pipeline.cli import app
 from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.config import layered
 from wiki2bert_core.errors import DataError
-from pipeline.stages.hdf5.instances import (InstancePlan, MaskingVocab, TokenizedDocuments, TokenRows, _truncate, make_instances,
-                                plan_instances, random_next_from_own_document)
+from wiki2bert_core.masking import Masking, MaskingVocab
+from pipeline.stages.hdf5.instances import (FileDraws, InstancePlan, TokenizedDocuments, TokenRows, _truncate,
+                                            make_instances, plan_instances, random_next_from_own_document)
 from pipeline.stages.hdf5.stage import STAGE, Hdf5Config, Variant, _lowercases
 from pipeline.stages.hdf5.tokenize import TokenFiles, token_batches, tokenize_documents
 from pipeline.tools.verify import verify_path
 from wiki2bert_core.variant_dir import variant_dir_name
 from wiki2bert_core.wordpiece import special_token_ids, wordpiece_tokenizer
-from positional_tokens import SPECIALS, flat_documents, original_tokens, positional_vocab
+from positional_tokens import PLACEHOLDER_IDS, SPECIALS, flat_documents, original_tokens, positional_vocab
 
 
 def first_variant_dir_name(config: Hdf5Config) -> str:
@@ -41,7 +42,8 @@ def positional():
     vocab = positional_vocab(int(docs.ids[-1]) + 1)
     rng = np.random.default_rng(7)
     plan = plan_instances(docs, 128, 0.1, 5, rng)
-    arrays = make_instances(TokenRows(np.pad(docs.ids, 128), 128), plan, 20, 0.15, vocab, False, rng)
+    arrays = make_instances(TokenRows(np.pad(docs.ids, 128), 128), plan, Masking(vocab, 0.15, 20, False), rng,
+                            FileDraws(rng))
     return docs, vocab, plan, arrays
 
 
@@ -111,7 +113,7 @@ def test_masking_statistics(positional):
     assert abs((current == label).sum() / n - 0.1) < 0.01
     other = (current != vocab.mask_id) & (current != label)
     assert abs(other.sum() / n - 0.1) < 0.01
-    assert not np.isin(current[other], [0, 1, 2, 3, 4]).any()  # random replacements are never special tokens
+    assert not np.isin(current[other], [0, 1, 2, 3, 4, *PLACEHOLDER_IDS]).any()  # nor special tokens nor [unusedN]
     assert (a["input_ids"] == vocab.mask_id).sum() == (current == vocab.mask_id).sum()  # [MASK] only where masked
 
 
@@ -161,12 +163,13 @@ def test_whole_word_masking(tmp_path, write_corpus, write_vocab):
     tokenizer = wordpiece_tokenizer(vocab)
     docs = tokenize_documents(tmp_path / "shard" / "training_0000.txt", tokenizer, special_token_ids(vocab))
     masking = MaskingVocab.from_vocab(vocab)
-    subword = masking.is_subword
+    subword = masking.continues_word
 
     def split_words(wwm: bool) -> int:
         rng = np.random.default_rng(11)
         plan = plan_instances(docs, 128, 0.1, 3, rng)
-        a = make_instances(TokenRows(np.pad(docs.ids, 128), 128), plan, 20, 0.15, masking, wwm, rng)
+        a = make_instances(TokenRows(np.pad(docs.ids, 128), 128), plan, Masking(masking, 0.15, 20, wwm), rng,
+                           FileDraws(rng))
         split = 0
         length = a["input_mask"].sum(axis=1)
         b_start = np.argmax(a["segment_ids"] == 1, axis=1)

@@ -16,11 +16,12 @@ import pytest
 from wiki2bert_core.config import layered
 from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.hdf5_format import DTYPES
+from wiki2bert_core.masking import Masking, MaskingVocab
 from wiki2bert_core.variant_dir import DOC_SENTENCES, SEGMENT_PAIR, read_params, variant_dir_name
 from wiki2bert_core.wordpiece import read_vocab, special_token_ids, wordpiece_tokenizer
 from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
 from pipeline.runner import _hash_json, config_hash
-from pipeline.stages.hdf5.instances import MaskingVocab, TokenRows, make_instances, plan_doc_sentences
+from pipeline.stages.hdf5.instances import FileDraws, TokenRows, make_instances, plan_doc_sentences
 from pipeline.stages.hdf5.stage import Hdf5Config, Variant
 from pipeline.stages.hdf5.tokenize import tokenize_documents
 from pipeline.tools.verify import verify_path
@@ -32,8 +33,9 @@ WIDTH = 64
 def doc_instances(docs, dupe_factor=1, seed=3, width=WIDTH, whole_word=False, vocab=None):
     plan = plan_doc_sentences(docs, width, dupe_factor)
     vocab = vocab or positional_vocab(int(docs.ids.max()) + 1)
-    return plan, make_instances(TokenRows(np.pad(docs.ids, width), width), plan, 10, 0.15, vocab, whole_word,
-                                np.random.default_rng(seed))
+    rng = np.random.default_rng(seed)
+    return plan, make_instances(TokenRows(np.pad(docs.ids, width), width), plan, Masking(vocab, 0.15, 10, whole_word),
+                                rng, FileDraws(rng))
 
 
 def sentence_spans(docs) -> tuple[dict[int, tuple[int, int]], list[int]]:
@@ -133,7 +135,7 @@ def test_whole_word_masking(tmp_path, write_corpus, write_vocab):
     for row in range(len(length)):
         tokens = original_tokens(a, row)
         masked = np.isin(np.arange(WIDTH), a["masked_lm_positions"][row][a["masked_lm_positions"][row] != 0])
-        split += sum(masking.is_subword[tokens[p]] and masked[p] != masked[p - 1] for p in range(2, length[row] - 1))
+        split += sum(masking.continues_word[tokens[p]] and masked[p] != masked[p - 1] for p in range(2, length[row] - 1))
     assert split == 0 and (a["masked_lm_positions"] != 0).any()
 
 

@@ -151,6 +151,28 @@ def test_downstream_config_change_reruns_only_downstream(tmp_path):
     assert CALLS == ["toy_upper"]
 
 
+def test_a_new_output_format_shows_the_stage_stale_and_reruns_it(tmp_path, monkeypatch):
+    """A stage whose code now makes other outputs (its output_format raised) is stale in status (and so are the stages
+    after it) and re-runs; a manifest from before output_format was recorded counts as format 1."""
+    pcfg = run(tmp_path)
+    lang_dir = tmp_path / "data" / "hu"
+    manifest = json.loads((lang_dir / "toy_make" / MANIFEST).read_text(encoding="utf-8"))
+    assert manifest["output_format"] == 1
+    del manifest["output_format"]
+    (lang_dir / "toy_make" / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    assert [r["state"] for r in status_rows(pcfg, lang_dir)] == ["done", "done"]
+    newer = dataclasses.replace(TOY_STAGES["toy_make"], output_format=2)
+    monkeypatch.setitem(sys.modules, "pipeline.stages.toy_make", types.SimpleNamespace(STAGE=newer))
+    rows = status_rows(pcfg, lang_dir)
+    assert [(r["state"], r["reason"]) for r in rows] == [("stale", "output format changed (now 2)"),
+                                                         ("stale", "input toy_make changed")]
+    CALLS.clear()
+    run(tmp_path)
+    assert CALLS == ["toy_make"]  # the toy's new format writes the same bytes: toy_upper's input is unchanged
+    assert json.loads((lang_dir / "toy_make" / MANIFEST).read_text(encoding="utf-8"))["output_format"] == 2
+    assert [r["state"] for r in status_rows(pcfg, lang_dir)] == ["done", "done"]
+
+
 def test_failed_stage_leaves_nothing_complete_and_status_says_failed(tmp_path):
     run(tmp_path)
     with pytest.raises(DataError):

@@ -19,7 +19,8 @@ from wiki2bert_core.wordpiece import read_vocab, wordpiece_tokenizer
 from pipeline.stages.hdf5.stage import Hdf5Config, Variant
 from pretrain.cli import main
 from pretrain.data.loader import BatchPlan, make_loader, open_data
-from pretrain.data.masking import DynamicMasking, MaskingVocab, default_max_predictions, original_tokens
+from pretrain.data.masking import DynamicMasking
+from wiki2bert_core.masking import MaskingVocab, default_max_predictions, original_tokens
 from pretrain.data.packing import pack_batch
 
 ROOT = Path(__file__).resolve().parents[2]

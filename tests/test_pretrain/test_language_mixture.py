@@ -153,7 +153,8 @@ def test_a_repeated_row_gets_masks_of_its_own(mixed):
     """Dynamic masking: the second read of a row in an epoch (a repeat of an upsampled language) is another
     sequence to mask; the same read in a resumed run gets the same masks."""
     from pretrain.data.loader import BatchReader
-    from pretrain.data.masking import DynamicMasking, MaskingVocab
+    from pretrain.data.masking import DynamicMasking
+    from wiki2bert_core.masking import MaskingVocab
     from wiki2bert_core.wordpiece import read_vocab
 
     data = open_data(mixed, 32, VOCAB_SIZE, language_alpha=0.0)

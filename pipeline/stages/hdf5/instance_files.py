@@ -5,6 +5,10 @@ usual case): the window's instances of all `dupe_factor` rounds are planned (pip
 with one seeded permutation and built and written in blocks of whole HDF5 chunks, then the next window's are
 appended. Memory is that of one window (its ids, ~40 bytes per instance) and one block, whatever the shard size.
 The file is written under a temporary name, renamed into place and recorded as finished (pipeline/stages/hdf5/finished_files.py).
+
+Each file has two random streams, seeded from `random_seed`, the shard's name and the variant: one for its instances
+(random next sentences, the shuffle, truncation), one for their masks (wiki2bert_core/masking.py), so that a change
+to the masking leaves the instances' sequences as they were.
 """
 from __future__ import annotations
 
@@ -21,8 +25,9 @@ import numpy as np
 from wiki2bert_core.hdf5_format import MASKED_LM_POSITIONS, create_datasets, used_positions
 from pipeline.stages.hdf5.malloc import reuse_freed_memory
 from pipeline.stages.hdf5.finished_files import FinishedFiles
-from pipeline.stages.hdf5.instances import (MaskingVocab, TokenRows, make_instances, plan_doc_sentences,
+from pipeline.stages.hdf5.instances import (FileDraws, TokenRows, make_instances, plan_doc_sentences,
                                             plan_instances, random_next_from_own_document)
+from wiki2bert_core.masking import Masking
 from wiki2bert_core.variant_dir import SEGMENT_PAIR
 from pipeline.stages.hdf5.tokenize import TokenFiles
 
@@ -39,9 +44,8 @@ class InstanceFile:
     relative: str  # "<variant dir>/<split>/<shard>.hdf5"
     key: str  # what decides the file's bytes
     shard_counts: dict  # the shard's tokenize counts, recorded with the file for a re-run that reuses it
-    vocab: MaskingVocab
+    masking: Masking  # its max_predictions: the variant's max_predictions_per_seq
     max_seq_length: int
-    max_predictions_per_seq: int
     sequence_kind: str  # wiki2bert_core.variant_dir.SEQUENCE_KINDS
     config: Any  # the stage's Hdf5Config
 
@@ -61,10 +65,12 @@ def write_instance_file(task: InstanceFile) -> dict:
 
 
 def _write_instances(task: InstanceFile, f: h5py.File) -> dict:
-    config, seq, preds = task.config, task.max_seq_length, task.max_predictions_per_seq
+    config, seq, preds = task.config, task.max_seq_length, task.masking.max_predictions
     tokens = TokenFiles(task.tokens_dir)
     paired = task.sequence_kind == SEGMENT_PAIR
-    rng = _rng(config.random_seed, f"{task.name}/{seq}/{preds}" + ("" if paired else f"/{task.sequence_kind}"))
+    stream = f"{task.name}/{seq}/{preds}" + ("" if paired else f"/{task.sequence_kind}")
+    rng = _rng(config.random_seed, stream)  # the instances: pairs, shuffle, truncation
+    draws = FileDraws(_rng(config.random_seed, stream + "/masks"))  # their masks
     counts = {"instances": 0, "random_next": 0, "random_next_own_document": 0, "masked_tokens": 0, "short_targets": 0,
               "document_rounds": 0}
     datasets = None
@@ -84,8 +90,7 @@ def _write_instances(task: InstanceFile, f: h5py.File) -> dict:
                 dataset.resize(at + len(plan), axis=0)
         block_rows = chunk_rows * CHUNKS_PER_BLOCK
         for start in range(0, len(plan), block_rows):
-            block = make_instances(token_rows, plan.take(order[start:start + block_rows]), preds,
-                                   config.masked_lm_prob, task.vocab, config.whole_word_masking, rng)
+            block = make_instances(token_rows, plan.take(order[start:start + block_rows]), task.masking, rng, draws)
             for name, values in block.items():
                 datasets[name][at + start:at + start + len(values)] = values
             counts["masked_tokens"] += int(np.count_nonzero(used_positions(block[MASKED_LM_POSITIONS])))

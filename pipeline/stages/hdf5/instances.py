@@ -9,9 +9,8 @@ The algorithm is the one of Google's `create_pretraining_data.py`, in two steps:
    `plan_doc_sentences` plans RoBERTa's DOC-SENTENCES instead (variants of sequence kind doc-sentences): one span
    of the most consecutive whole sentences of a document that fit, no segment B, NSP label 0, no short targets.
 2. `make_instances` turns any batch of planned instances into NVIDIA's arrays with numpy: truncation of
-   the longer segment at a random end, `[CLS] A [SEP] B [SEP]` (`[CLS] A [SEP]` without B), and masking of
-   `min(max_predictions_per_seq, max(1, round(len * masked_lm_prob)))` tokens, each replaced by
-   `[MASK]` 80%, kept 10%, a random vocabulary token 10%.
+   the longer segment at a random end, `[CLS] A [SEP] B [SEP]` (`[CLS] A [SEP]` without B), and masks
+   (wiki2bert_core/masking.py, the loader's masking too) drawn from the file's random stream.
 
 The arrays are NVIDIA's six datasets, as wiki2bert_core/hdf5_format.py defines them.
 
@@ -19,8 +18,7 @@ Planning first costs ~40 bytes per instance, so a whole shard's instances can be
 and then built and written in small blocks: memory does not grow with shard size times `dupe_factor`.
 
 Differences from Google's code (distributions are otherwise the same; the random streams are numpy's):
-- random replacement tokens never are `[PAD]`/`[UNK]`/`[CLS]`/`[SEP]`/`[MASK]`, so a row's structure
-  stays checkable (`pipeline verify`);
+- random replacement tokens are never special tokens nor `[unusedN]` placeholders (wiki2bert_core/masking.py);
 - with whole-word masking, a `##` piece at the start of segment B starts a word instead of joining the
   last word of segment A across `[SEP]`;
 - a "random" segment B that comes from A's own document (10 draws all hit it: always so in a shard of one
@@ -36,8 +34,9 @@ from typing import Callable
 
 import numpy as np
 
-from wiki2bert_core.hdf5_format import (DTYPES, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS, NEXT_SENTENCE_LABELS,
-                              SEGMENT_IDS)
+from wiki2bert_core.hdf5_format import (DTYPES, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS,
+                                       NEXT_SENTENCE_LABELS, SEGMENT_IDS)
+from wiki2bert_core.masking import MaskDraws, Masking
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,23 +83,19 @@ class InstancePlan:
                             self.random_next[index], self.short_targets, self.document_rounds, self.paired)
 
 
-@dataclasses.dataclass(frozen=True)
-class MaskingVocab:
-    """What masking needs from the vocabulary: special ids, replacement candidates, `##` pieces."""
-    cls_id: int
-    sep_id: int
-    mask_id: int
-    replacement_ids: np.ndarray  # int32: every id except [PAD], [UNK], [CLS], [SEP], [MASK]
-    is_subword: np.ndarray  # bool [vocab size]: the token starts with "##"
+class FileDraws:
+    """The masks' draws (wiki2bert_core/masking.py's MaskDraws) from a file's one random stream, block after block.
+    The keys are float32: half the cost of float64 to draw and to partition (the instances' largest costs)."""
 
-    @classmethod
-    def from_vocab(cls, vocab: dict[str, int]) -> MaskingVocab:
-        special = {vocab[t] for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")}
-        size = max(vocab.values()) + 1
-        is_subword = np.zeros(size, dtype=bool)
-        is_subword[[i for t, i in vocab.items() if t.startswith("##")]] = True
-        replacement = np.array(sorted(set(vocab.values()) - special), dtype=np.int32)
-        return cls(vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"], replacement, is_subword)
+    def __init__(self, rng: np.random.Generator):
+        self.rng = rng
+
+    def keys(self, shape: tuple[int, int]) -> np.ndarray:
+        return self.rng.random(shape, dtype=np.float32)
+
+    def choices(self, selected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        split, pick = self.rng.random((2, len(selected)))
+        return split, pick
 
 
 def plan_instances(docs: TokenizedDocuments, max_seq_length: int, short_seq_prob: float, dupe_factor: int,
@@ -186,9 +181,10 @@ def random_next_from_own_document(docs: TokenizedDocuments, plan: InstancePlan) 
     return int(np.count_nonzero(a_doc == b_doc))
 
 
-def make_instances(token_rows: TokenRows, plan: InstancePlan, max_predictions_per_seq: int, masked_lm_prob: float,
-                   vocab: MaskingVocab, whole_word_masking: bool, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """NVIDIA's six arrays for the planned instances (of max_seq_length token_rows.width), in plan order."""
+def make_instances(token_rows: TokenRows, plan: InstancePlan, masking: Masking, rng: np.random.Generator,
+                   draws: MaskDraws) -> dict[str, np.ndarray]:
+    """NVIDIA's six arrays for the planned instances (of max_seq_length token_rows.width), in plan order: truncation
+    drawn from `rng`, masks (masking.max_predictions wide) from `draws`."""
     n, width = len(plan), token_rows.width
     special = 3 if plan.paired else 2  # [CLS] A [SEP] B [SEP], or [CLS] A [SEP]
     a_start, a_len, b_start, b_len = _truncate(plan, width - special, rng)  # with B empty: A's own truncation
@@ -198,43 +194,21 @@ def make_instances(token_rows: TokenRows, plan: InstancePlan, max_predictions_pe
     in_sequence = pos < length[:, None]
     in_b = pos > sep
     in_b &= in_sequence
-    candidates = in_sequence.copy()
-    candidates[:, 0] = candidates[rows, sep[:, 0]] = candidates[rows, length - 1] = False
     tokens = token_rows.take(a_start - 1)
     if plan.paired:
         np.copyto(tokens, token_rows.take(b_start - sep[:, 0] - 1), where=in_b)
-    tokens *= candidates
+    tokens *= in_sequence  # the padding; [CLS] and [SEP] are set below
     tokens = tokens.astype(DTYPES[INPUT_IDS])
-    tokens[:, 0] = vocab.cls_id
-    tokens[rows, sep[:, 0]] = vocab.sep_id
-    tokens[rows, length - 1] = vocab.sep_id
-
-    to_predict = np.minimum(max_predictions_per_seq, np.maximum(1, np.rint(length * masked_lm_prob).astype(np.int64)))
-    if whole_word_masking:
-        word_start = candidates & (~vocab.is_subword[tokens] | (pos == 1) | (pos == sep + 1))
-        selected = _select_whole_words(candidates, word_start, to_predict, rng)
-    else:
-        selected = _select_tokens(candidates, to_predict, max_predictions_per_seq, rng)
-
-    flat = np.flatnonzero(selected)  # row-major: positions come out sorted within each row
-    sel_rows, sel_pos = np.divmod(flat, width)
-    flat_tokens = tokens.reshape(-1)
-    labels = flat_tokens[flat]
-    draw = rng.random(len(flat))
-    random_tokens = vocab.replacement_ids[rng.integers(0, len(vocab.replacement_ids), len(flat))]
-    flat_tokens[flat] = np.where(draw < 0.8, vocab.mask_id, np.where(draw < 0.9, labels, random_tokens))
-    counts = np.bincount(sel_rows, minlength=n)
-    slot = np.arange(len(flat)) - np.repeat(np.cumsum(counts) - counts, counts)
-    masked_positions = np.zeros((n, max_predictions_per_seq), dtype=DTYPES[MASKED_LM_POSITIONS])
-    masked_ids = np.zeros((n, max_predictions_per_seq), dtype=DTYPES[MASKED_LM_IDS])
-    masked_positions[sel_rows, slot] = sel_pos
-    masked_ids[sel_rows, slot] = labels
+    tokens[:, 0] = masking.vocab.cls_id
+    tokens[rows, sep[:, 0]] = masking.vocab.sep_id
+    tokens[rows, length - 1] = masking.vocab.sep_id
+    input_ids, masked_positions, masked_ids = masking.apply(tokens, in_sequence, draws)
     return {
-        INPUT_IDS: tokens,
+        INPUT_IDS: input_ids,
         INPUT_MASK: in_sequence.view(DTYPES[INPUT_MASK]),
         SEGMENT_IDS: in_b.view(DTYPES[SEGMENT_IDS]),
-        MASKED_LM_POSITIONS: masked_positions,
-        MASKED_LM_IDS: masked_ids,
+        MASKED_LM_POSITIONS: masked_positions.astype(DTYPES[MASKED_LM_POSITIONS], copy=False),
+        MASKED_LM_IDS: masked_ids.astype(DTYPES[MASKED_LM_IDS], copy=False),
         NEXT_SENTENCE_LABELS: plan.random_next.astype(DTYPES[NEXT_SENTENCE_LABELS]),
     }
 
@@ -252,53 +226,6 @@ def _truncate(plan: InstancePlan, max_tokens: int, rng: np.random.Generator):
     a_front = rng.binomial(a_len - new_a, 0.5)
     b_front = rng.binomial(b_len - new_b, 0.5)
     return plan.a_start + a_front, new_a, plan.b_start + b_front, new_b
-
-
-def _select_tokens(candidates: np.ndarray, to_predict: np.ndarray, max_predictions: int,
-                   rng: np.random.Generator) -> np.ndarray:
-    """A uniformly random set of to_predict[i] candidate positions per row: those with the smallest of one
-    random key per position (the first ones of a shuffle)."""
-    n, width = candidates.shape
-    keys = rng.random((n, width))
-    keys[~candidates] = 2.0
-    top = min(max_predictions, width)
-    smallest = np.partition(keys, top - 1, axis=1)[:, :top] if top < width else keys.copy()
-    smallest.sort(axis=1)
-    take = np.minimum(to_predict, candidates.sum(axis=1))
-    threshold = np.where(take > 0, smallest[np.arange(n), np.maximum(take - 1, 0)], -1.0)
-    selected = keys <= threshold[:, None]
-    tied = np.flatnonzero(selected.sum(axis=1) != take)  # equal keys at the threshold (~1e-12 per row):
-    if len(tied):  # then the first `take` of a sort of the `top` smallest, whatever order the sort gives ties
-        first = np.argpartition(keys[tied], top - 1, axis=1)[:, :top] if top < width \
-            else np.broadcast_to(np.arange(width), (len(tied), width))
-        order = np.take_along_axis(first, np.argsort(np.take_along_axis(keys[tied], first, axis=1), axis=1), axis=1)
-        redone = np.zeros((len(tied), width), dtype=bool)
-        np.put_along_axis(redone, order, np.arange(top)[None, :] < take[tied, None], axis=1)
-        selected[tied] = redone
-    return selected
-
-
-def _select_whole_words(candidates: np.ndarray, word_start: np.ndarray, to_predict: np.ndarray,
-                        rng: np.random.Generator) -> np.ndarray:
-    """Google's whole-word masking: words in random order, each taken whole when it still fits in
-    to_predict[i] (words that would overflow are skipped, smaller later ones may still fit)."""
-    n, width = candidates.shape
-    word = np.cumsum(word_start, axis=1) - 1  # word index of each candidate position
-    word = np.where(candidates, word, width)  # non-candidates go to a dummy word
-    flat_word = (word + np.arange(n)[:, None] * (width + 1)).ravel()
-    word_len = np.bincount(flat_word, minlength=n * (width + 1)).reshape(n, width + 1)[:, :width]
-    keys = np.where(word_len > 0, rng.random((n, width)), 2.0)
-    order = np.argsort(keys, axis=1)
-    sorted_len = np.take_along_axis(word_len, order, axis=1)
-    filled = np.zeros(n, dtype=np.int64)
-    taken_sorted = np.zeros((n, width), dtype=bool)
-    for column in range(int(word_start.sum(axis=1).max(initial=0))):
-        fits = (sorted_len[:, column] > 0) & (filled + sorted_len[:, column] <= to_predict)
-        filled += np.where(fits, sorted_len[:, column], 0)
-        taken_sorted[:, column] = fits
-    taken = np.zeros((n, width + 1), dtype=bool)
-    np.put_along_axis(taken, order, taken_sorted, axis=1)
-    return np.take_along_axis(taken, word, axis=1) & candidates
 
 
 def _uniforms(rng: np.random.Generator, block: int = 1 << 16) -> Callable[[], float]:

@@ -20,8 +20,8 @@ Two parallel passes over the shards, so that each shard is tokenized once for al
    shuffle them all with a seeded permutation (a full shuffle, as Google's), then build and write them in
    blocks of whole HDF5 chunks (pipeline/stages/hdf5/instance_files.py). A shard above `window_tokens` is taken a window of
    whole documents at a time, so memory is bounded by the window's ids + ~40 bytes per instance + one block.
-Each (variant, shard) draws from its own random stream, seeded from `random_seed`, the shard's name and the
-variant, so the bytes do not depend on `--workers`. Each worker uses one core (tokenizers' threads are off).
+Each (variant, shard) draws from its own random streams (its instances', its masks'), seeded from `random_seed`,
+the shard's name and the variant, so the bytes do not depend on `--workers`. Each worker uses one core (tokenizers' threads are off).
 
 Resume: each file is written in the stage's cache dir and recorded there as finished (pipeline/stages/hdf5/finished_files.py)
 as soon as it is complete, keyed by what decides its bytes; a re-run after a kill reuses the finished files whose
@@ -47,8 +47,8 @@ from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import read_json, remove_tree, sha256_file
 from pipeline.stages.hdf5.finished_files import SIDECAR, FinishedFiles, file_key
 from pipeline.stages.hdf5.instance_files import InstanceFile, write_instance_file
-from pipeline.stages.hdf5.instances import MaskingVocab
 from wiki2bert_core.log import LOGGER_NAME, progress
+from wiki2bert_core.masking import Masking, MaskingVocab
 from pipeline.stages.hdf5.malloc import reuse_freed_memory
 from pipeline.stages.hdf5.tokenize import TokenFiles, id_dtype, token_batches
 from pipeline.stages import Stage, StageContext
@@ -57,7 +57,10 @@ from wiki2bert_core.variant_dir import (MIXTURE_FILE, SEGMENT_PAIR, SEQUENCE_KIN
 from wiki2bert_core.wordpiece import (load_tokenizer, one_tokenizer_thread, read_vocab, special_token_ids,
                                      write_tokenizer_files)
 
-FILE_FORMAT = 2  # part of each file's key: a change to how bytes are made must change it
+# the version of how the files' bytes are made (masking, wiki2bert_core/masking.py, included): a change to it must raise
+# it. Part of each finished file's key (resume) and the stage's output_format (work directories made before show the
+# stage stale). 3: one masking with the loader's, random tokens never [unusedN]
+FILE_FORMAT = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +84,7 @@ class Hdf5Config:
     # share of (document, round) pairs that aim at a random shorter length (segment-pair variants; doc-sentences
     # variants inject no short sequences, as RoBERTa's)
     short_seq_prob: float = 0.1
-    random_seed: int = 12345  # with the shard's name and the variant, seeds each file's random stream
+    random_seed: int = 12345  # with the shard's name and the variant, seeds each file's random streams
     whole_word_masking: bool = False  # mask all ## pieces of a word together
     gzip_level: int = 1  # HDF5 gzip level (with the shuffle filter): higher levels write smaller files, more slowly
     # instances of a shard are made (random next sentences drawn, shuffled) within windows of whole documents of
@@ -165,10 +168,11 @@ def run(config: Hdf5Config, ctx: StageContext) -> dict:
                                         for key in ("documents", "sentences", "input_tokens")}}
     if totals["input_tokens"] == 0:
         raise DataError(f"{shard_dir}: the shards hold no text to make instances from")
-    masking = MaskingVocab.from_vocab(vocab)
+    masking_vocab = MaskingVocab.from_vocab(vocab)
     tasks = [InstanceFile(path.stem, ctx.scratch() / "tokens" / path.stem, finished.root, relative,
-                          keys[(v, split, path)], shard_counts[path], masking, v.max_seq_length,
-                          v.max_predictions_per_seq, v.sequence_kind, config)
+                          keys[(v, split, path)], shard_counts[path],
+                          Masking(masking_vocab, config.masked_lm_prob, v.max_predictions_per_seq,
+                                  config.whole_word_masking), v.max_seq_length, v.sequence_kind, config)
              for (v, split, path), relative in files.items() if (v, split, path) not in reused]
     per_file = {**{files[file]: counts for file, counts in reused.items()}, **_write_instance_files(tasks, ctx)}
     for relative in files.values():
@@ -367,4 +371,5 @@ def _language_instances(files: dict[str, dict]) -> dict[str, dict[str, int]]:
     return dict(sorted(languages.items()))
 
 
-STAGE = Stage("hdf5", Hdf5Config, run, inputs=("shard", "vocab"), tools=("tokenizers", "h5py", "numpy"))
+STAGE = Stage("hdf5", Hdf5Config, run, inputs=("shard", "vocab"), tools=("tokenizers", "h5py", "numpy"),
+              output_format=FILE_FORMAT)
