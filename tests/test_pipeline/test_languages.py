@@ -217,6 +217,8 @@ def test_a_weight_for_a_language_or_source_not_in_the_run_is_refused(dumps):
         load_languages_config(STAGES_YAML, ["hu", "ru"], ["shard.language_weights.fi=3"], flags, [])
     with pytest.raises(ConfigError, match=r"^shard\.weights\.web: no such source in any language"):
         load_languages_config(STAGES_YAML, ["hu", "ru"], ["shard.weights.web=3"], flags, [])
+    with pytest.raises(ConfigError, match=r"^--corpus ru=web=\.\.\.:0\.5: source web has weight 2 in another language"):
+        load_languages_config(STAGES_YAML, ["hu", "ru"], [], flags, ["hu=web=/data/a.jsonl:2", "ru=web=/data/b.jsonl:0.5"])
     mix = load_languages_config(STAGES_YAML, ["ru", "hu"], ["shard.language_weights.ru=3", "ru:filter.language=uk"],
                                 flags, [])
     assert mix.lang == "hu+ru" and list(mix.languages) == ["hu", "ru"]

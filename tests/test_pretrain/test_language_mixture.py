@@ -4,6 +4,7 @@ language (evaluate.py), their figure (`pretrain plot`)."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from wiki2bert_core.errors import ConfigError
+from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.mixture import language_shares
 from wiki2bert_core.variant_dir import LanguageShare, Mixture, VariantParams, held_out_files, write_variant_files
 from pretrain.config import model_config
@@ -118,6 +119,13 @@ def test_language_settings_need_data_of_several_languages_and_its_languages(mixe
         open_data(mixed, 32, VOCAB_SIZE, language_weights={"et": 2})
     with pytest.raises(ConfigError, match=r"^language_weights\.fi: every language has weight 0$"):
         open_data(mixed, 32, VOCAB_SIZE, language_weights={"fi": 0, "hu": 0})
+    other = tmp_path / "other"
+    shutil.copytree(mixed, other)
+    record = json.loads((other / "variant.json").read_text())
+    del record["languages"]
+    (other / "variant.json").write_text(json.dumps(record))
+    with pytest.raises(DataError, match=r"other/variant\.json: no masked tokens per language"):
+        open_data(other, 32, VOCAB_SIZE, language_alpha=1.0)
 
 
 def test_held_out_figures_per_language_are_those_of_each_language_alone(mixed, one_torch_thread):
