@@ -21,6 +21,11 @@ differently (merged or not) by the pair's Jaccard: outside the band where LSH de
 1% and 99%: 0.40 to 0.88) the two must agree. `--corpus DIR...` runs on filter-format directories instead (e.g.
 the filter output of runs on a generated corpus at growing sizes): without planted pairs, the pairs either tool
 put in one cluster that the other does not are classified by their Jaccard, computed here.
+`--sample-corpus` runs on the generated web corpus of `pipeline sample-corpus` (--documents pages x each factor),
+each through `pipeline run --lang hu --to filter` first (its web rules and long articles cut into pieces): then,
+per scale, the share of its planted copies (truth.json: exact copies, near copies at Jaccard 1.0 down to 0.3)
+each tool merged, by the copy's planted level, beside the Jaccard of the two texts the filter left and the
+S-curve's prediction for it (`--truth` gives the truth.json of each --corpus directory's sample corpus).
 Our stage runs twice at the smallest scale: with min_jaccard 0.6 (the default) and null (datatrove's rule).
 
 Last, what the confirmation by estimated Jaccard costs and gains: `--level-pairs` pairs planted at each word
@@ -29,8 +34,11 @@ words replaced), and the share of each level our stage merges with min_jaccard n
 
     .venv/bin/python bench/dedup.py [--documents 10000] [--factors 1,2,4,8] [--level-pairs 1000] \\
         [--datatrove-python PATH]
-    .venv/bin/python bench/dedup.py --corpus W1/L/filter W2/L/filter ... [--datatrove-python PATH]
-    .venv/bin/python bench/dedup.py --smoke   # 600 documents, 1x and 2x, ours only; 30 pairs a level
+    .venv/bin/python bench/dedup.py --corpus W1/L/filter W2/L/filter ... [--truth T1 T2 ...] \\
+        [--datatrove-python PATH]
+    .venv/bin/python bench/dedup.py --sample-corpus [--documents 10000] [--factors 1,2,4,8] [--datatrove-python PATH]
+    .venv/bin/python bench/dedup.py --smoke   # 600 documents, 1x and 2x, and a sample corpus of 200 pages, ours
+                                              # only; 30 pairs a level
 
 datatrove goes in a virtual environment of its own (it pins numpy and other packages): `python -m venv DIR &&
 DIR/bin/pip install datatrove regex tokenizers orjson 'xxhash<4'`, then `--datatrove-python DIR/bin/python`.
@@ -229,14 +237,19 @@ def run_ours_child(corpus: Path, work: Path, min_jaccard: str, partition_mib: in
     marks = [(wall, cpu), starts["_partition_pairs"], starts["_write_part"], end]
     phases = {name: {"wall": marks[i + 1][0] - marks[i][0], "cpu": marks[i + 1][1] - marks[i][1]}
               for i, name in enumerate(("signatures", "clustering", "writing"))}
-    position = {(record.source, record.id): n for n, record in enumerate(
+    position = {_identity(record.identity()): n for n, record in enumerate(
         record for part in sorted(corpus.glob("part-*.txt")) for record in iter_records(part))}
     clusters = {}  # position in the corpus -> position of its cluster's kept copy
     for line in (out / "removed.jsonl").read_text(encoding="utf-8").splitlines():
         removed = json.loads(line)
-        kept = position[removed["kept_source"], removed["kept_id"]]
-        clusters[position[removed["source"], removed["id"]]] = clusters[kept] = kept
+        kept = position[_identity(removed, "kept_")]
+        clusters[position[_identity(removed)]] = clusters[kept] = kept
     return {"phases": phases, "rss_mib": peak_rss_mib(), "cluster_of": clusters}
+
+
+def _identity(line: dict, prefix: str = "") -> tuple:
+    """(source, id, piece or None) of a record's identity or a removed.jsonl line (prefix "kept_": its kept copy)."""
+    return line[prefix + "source"], line[prefix + "id"], line.get(prefix + "piece")
 
 
 def peak_rss_mib() -> float:
@@ -307,9 +320,6 @@ def disagreements(results: dict, filter_dir: Path, tools: tuple[str, str]) -> tu
     """The pairs (a document and its cluster's first one, in either tool) the two tools decide differently:
     (their word 5-gram Jaccard, whether the first tool merged them), and how many pairs there are. Jaccard over
     our tokens (casefolded words, punctuation dropped, numbers 0), as our shingles see them."""
-    from pipeline.stages.dedup.minhash import Shingler
-    from pipeline.text_files import iter_documents
-
     pairs = set()
     for tool in tools:
         first = {}
@@ -320,7 +330,21 @@ def disagreements(results: dict, filter_dir: Path, tools: tuple[str, str]) -> tu
     differ = [(a, b) for a, b in sorted(pairs)
               if (a in decided[tools[0]] and decided[tools[0]][a] == decided[tools[0]].get(b))
               != (a in decided[tools[1]] and decided[tools[1]][a] == decided[tools[1]].get(b))]
-    wanted = {doc for pair in differ for doc in pair}
+    similarity = pair_jaccards(filter_dir, differ)
+    found = []
+    for (a, b), jaccard in zip(differ, similarity):
+        merged_by_first = a in decided[tools[0]] and decided[tools[0]][a] == decided[tools[0]].get(b)
+        found.append((jaccard, merged_by_first))
+    return found, len(pairs)
+
+
+def pair_jaccards(filter_dir: Path, pairs: list[tuple[int, int]]) -> list[float]:
+    """The word 5-gram Jaccard of each pair of documents (positions in the corpus), over our tokens (casefolded
+    words, punctuation dropped, numbers 0), as our shingles see them."""
+    from pipeline.stages.dedup.minhash import Shingler
+    from pipeline.text_files import iter_documents
+
+    wanted = {doc for pair in pairs for doc in pair}
     texts = {n: " ".join(sentences) for n, sentences in enumerate(
         doc for part in sorted(filter_dir.glob("part-*.txt")) for doc in iter_documents(part)) if n in wanted}
     shingler = Shingler(NGRAM, BANDS, ROWS, 1, False)
@@ -329,19 +353,15 @@ def disagreements(results: dict, filter_dir: Path, tools: tuple[str, str]) -> tu
         tokens = shingler.tokens([text])[0].tolist()
         return {tuple(tokens[i:i + NGRAM]) for i in range(max(1, len(tokens) - NGRAM + 1))}
 
-    found = []
-    for a, b in differ:
-        x, y = shingle_set(texts[a]), shingle_set(texts[b])
-        merged_by_first = a in decided[tools[0]] and decided[tools[0]][a] == decided[tools[0]].get(b)
-        found.append((len(x & y) / len(x | y), merged_by_first))
-    return found, len(pairs)
+    sets = {n: shingle_set(text) for n, text in texts.items()}
+    return [len(sets[a] & sets[b]) / len(sets[a] | sets[b]) for a, b in pairs]
 
 
 # --- comparison ----------------------------------------------------------------------------------------
 
 def merged(result: dict, pairs: list[tuple[int, int, float]]) -> np.ndarray:
     cluster_of = result["cluster_of"]
-    return np.array([a in cluster_of and cluster_of.get(a) == cluster_of.get(b) for a, b, _ in pairs], dtype=bool)
+    return np.array([a in cluster_of and cluster_of.get(a) == cluster_of.get(b) for a, b, *_ in pairs], dtype=bool)
 
 
 def s_curve(j: np.ndarray) -> np.ndarray:
@@ -396,16 +416,76 @@ def print_planted(label: str, pairs: list[tuple[int, int, float]], results: dict
             differ = decisions[tool] != decisions["datatrove"]
             _print_differences(tool, [(j, bool(mine)) for j, mine, d in zip(jaccards, decisions[tool], differ) if d],
                                len(jaccards), "planted pairs")
+    print_strays(pairs, results)
+
+
+def print_strays(pairs: list[tuple], results: dict) -> None:
+    """Per tool, the documents in clusters and those whose cluster's first document is not of their planted family
+    (an original and its copies: `pairs` of (original's position, copy's position, ...)): merges no planted
+    relation explains."""
     family = {}
-    for a, b, _ in pairs:
+    for a, b, *_ in pairs:
         family[b] = family.setdefault(a, a)
-    for tool, result in results.items():  # merges that no planted relation explains
+    for tool, result in results.items():
         first = {}
         for doc, cluster in sorted(result["cluster_of"].items()):
             first.setdefault(cluster, doc)
         stray = sum(family.get(doc, doc) != family.get(first[cluster], first[cluster])
                     for doc, cluster in result["cluster_of"].items())
         print(f"{tool}: {len(result['cluster_of']):,} documents in clusters, {stray} outside their planted family")
+
+
+# --- a sample corpus's planted copies (`pipeline sample-corpus`'s truth.json) -------------------------------------
+
+def sample_truth(truth: Path, filter_dir: Path) -> tuple[dict[str, list[tuple[int, int, float, float]]],
+                                                         dict[str, int]]:
+    """The copies `pipeline sample-corpus` planted, by kind ("exact copy", "near copy 0.9", ...): the pairs whose
+    page and original both left the filter whole, (original's position, copy's position, the Jaccard planted, the
+    Jaccard of the filtered texts); and per kind the pairs the filter dropped a page of. Pages are found by id."""
+    from pipeline.text_files import PIECE, iter_records
+
+    position, duplicate_ids = {}, set()
+    for n, record in enumerate(r for part in sorted(filter_dir.glob("part-*.txt")) for r in iter_records(part)):
+        if PIECE not in record.extra:
+            duplicate_ids |= {record.id} & position.keys()
+            position[record.id] = n
+    if duplicate_ids:
+        sys.exit(f"{filter_dir}: ids of several sources, e.g. {min(duplicate_ids)}: which is the sample corpus's?")
+    pages = json.loads(truth.read_text(encoding="utf-8"))["pages"]
+    planted, dropped = {}, {}
+    for page in pages:
+        if "copy_of" not in page:
+            continue
+        kind = "exact copy" if page["kind"] == "exact_copy" else f"near copy {page['level']:.1f}"
+        planted.setdefault(kind, [])
+        dropped.setdefault(kind, 0)
+        if page["id"] in position and page["copy_of"] in position:
+            planted[kind].append((position[page["copy_of"]], position[page["id"]], page.get("jaccard", 1.0)))
+        else:
+            dropped[kind] += 1
+    in_order = sorted(planted, key=lambda kind: (kind == "exact copy", kind), reverse=True)  # near: 1.0 to 0.3
+    filtered = iter(pair_jaccards(filter_dir, [pair[:2] for kind in in_order for pair in planted[kind]]))
+    return {kind: [(a, b, j, next(filtered)) for a, b, j in planted[kind]] for kind in in_order}, dropped
+
+
+def print_sample_truth(label: str, planted: dict[str, list[tuple[int, int, float, float]]], dropped: dict[str, int],
+                       results: dict) -> None:
+    """Per kind of planted copy the share of its pairs each tool merged (recall), beside the S-curve's prediction
+    for the Jaccard of the filtered texts; then merges outside the planted families."""
+    print(f"\nthe sample corpus's planted copies, {label}: share merged (pairs whose page and original the filter "
+          "kept whole)")
+    print("| planted | pairs | pairs the filter dropped a page of | Jaccard planted | Jaccard after the filter | "
+          "S-curve | " + " | ".join(results) + " |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |" + " ---: |" * len(results))
+    for kind, pairs in planted.items():
+        if not pairs:
+            print(f"| {kind} | 0 | {dropped[kind]:,} |" + " |" * (3 + len(results)))
+            continue
+        planted_j, filtered_j = (np.array([p[k] for p in pairs]) for k in (2, 3))
+        print(f"| {kind} | {len(pairs):,} | {dropped[kind]:,} | {planted_j.mean():.3f} | {filtered_j.mean():.3f} | "
+              f"{s_curve(filtered_j).mean():.3f} | "
+              + " | ".join(f"{merged(result, pairs).mean():.3f}" for result in results.values()) + " |")
+    print_strays([pair for pairs in planted.values() for pair in pairs], results)
 
 
 def _print_differences(tool: str, differ: list[tuple[float, bool]], total: int, what: str) -> None:
@@ -433,12 +513,67 @@ def print_levels(work: Path, pairs: int, confirmations: tuple[str, ...], partiti
               + " | ".join(f"{merged(merged_at[mj], pairs_at).mean():.3f}" for mj in confirmations) + " |")
 
 
+def sample_corpora(work: Path, pages: int, factors: list[int]) -> list[tuple[str, Path, Path]]:
+    """`pipeline sample-corpus` of `pages` x each factor pages, each through `pipeline run --lang hu --to filter`
+    (its web rules; long articles cut into pieces): (label, the filter's directory, truth.json) of each."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    corpora = []
+    for factor in factors:
+        here = work / f"sample-{factor}x"
+        pages_dir = subprocess.run([sys.executable, "-m", "pipeline.cli", "sample-corpus", str(here / "corpus"),
+                                    "--docs", str(pages * factor), "--files", "4", "-q"], env=env, check=True,
+                                   capture_output=True, text=True).stdout.strip()
+        subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--lang", "hu", "--workdir", str(here / "run"),
+                        "--corpus", f"web={pages_dir}", "--to", "filter", "--quiet"], env=env, check=True, cwd=work)
+        corpora.append((f"{factor}x", here / "run" / "hu" / "filter", here / "corpus" / "truth.json"))
+    return corpora
+
+
+def compare(corpora: list[tuple], work: Path, datatrove_python: str | None, partition_mib: int) -> None:
+    """Both tools on each corpus, (label, the filter-format directory or the documents of a corpus to generate,
+    truth.json or None); print their speed and memory, then how they decide: on the first corpus the planted
+    pairs of a generated corpus, or the pairs the two decide differently; on every corpus with a truth.json the
+    share of its planted copies merged."""
+    rows, first, truths = [], None, []
+    for n, (label, corpus, truth) in enumerate(corpora):
+        here = work / f"{n}-{label}"
+        if isinstance(corpus, Path):
+            filter_dir, pairs = corpus, None
+            documents = export_jsonl(corpus, here / "jsonl")
+        else:
+            filter_dir, pairs = here / "filter", generate(here, corpus)
+            documents = sum(1 for path in (here / "jsonl").glob("*.jsonl") for _ in open(path, "rb"))
+        results = {"ours": run_ours(filter_dir, here / "ours", partition_mib)}
+        if datatrove_python:
+            results["datatrove"] = run_datatrove(datatrove_python, here, here / "datatrove")
+        rows += [(label, documents, tool, result) for tool, result in results.items()]
+        if first is None:
+            results["ours, min_jaccard null"] = run_ours(filter_dir, here / "ours-null", partition_mib, "null")
+            first = (label, filter_dir, pairs, results)
+        if truth:
+            truths.append((label, *sample_truth(truth, filter_dir), results))
+    print_speed(rows)
+    label, filter_dir, pairs, results = first
+    if pairs is not None:
+        print_planted(label, pairs, results)
+    elif "datatrove" in results:
+        print(f"\npairs either tool put in one cluster (a document and its cluster's first), {label}:")
+        for tool in ("ours", "ours, min_jaccard null"):
+            _print_differences(tool, *disagreements(results, filter_dir, (tool, "datatrove")), "pairs")
+    for truth in truths:
+        print_sample_truth(*truth)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--documents", type=int, default=10000, help="documents at 1x")
+    parser.add_argument("--documents", type=int, default=10000, help="documents (pages) at 1x")
     parser.add_argument("--factors", default="1,2,4,8")
     parser.add_argument("--corpus", type=Path, nargs="+", help="filter-format directories to run on instead of "
                         "generated corpora (e.g. <workdir>/<lang>/filter of runs on growing corpora)")
+    parser.add_argument("--truth", type=Path, nargs="+", help="with --corpus: the truth.json of the sample corpus "
+                        "each one's run read (`pipeline sample-corpus`), in the same order")
+    parser.add_argument("--sample-corpus", action="store_true", help="the corpora are `pipeline sample-corpus` of "
+                        "--documents pages x each factor, through `pipeline run --to filter`, with their truth")
     parser.add_argument("--datatrove-python", default=os.environ.get("DATATROVE_PYTHON"),
                         help="the python of a virtual environment with datatrove (default: $DATATROVE_PYTHON)")
     parser.add_argument("--level-pairs", type=int, default=1000, help="pairs planted at each Jaccard level")
@@ -452,37 +587,26 @@ def main() -> None:
         print(json.dumps(run_ours_child(Path(args.child[0]), Path(args.child[1]), args.child[2],
                                         int(args.child[3]))))
         return
+    if args.truth and len(args.truth) != len(args.corpus or []):
+        parser.error("--truth needs one truth.json per --corpus directory")
     if args.smoke:
         args.documents, args.factors, args.datatrove_python, args.level_pairs = 600, "1,2", None, 30
     work = args.workdir or Path(tempfile.mkdtemp(prefix="dedup-bench-"))
-    source = (", ".join(map(str, args.corpus)) if args.corpus else f"{args.documents:,} generated documents at 1x")
+    factors = [int(f) for f in args.factors.split(",")]
+    if args.corpus:
+        source = ", ".join(map(str, args.corpus))
+        corpora = [(c.parent.parent.name, c, t) for c, t in zip(args.corpus, args.truth or [None] * len(args.corpus))]
+    elif args.sample_corpus:
+        source = f"the sample corpus of {args.documents:,} pages at 1x, through the filter"
+        corpora = sample_corpora(work, args.documents, factors)
+    else:
+        source = f"{args.documents:,} generated documents at 1x"
+        corpora = [(f"{f}x", args.documents * f, None) for f in factors]
     print(f"# {platform.node()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; {source}; our partition_mib "
           f"{args.partition_mib}; datatrove: {args.datatrove_python or 'not run'}", flush=True)
-    rows, first = [], None
-    for n, corpus in enumerate(args.corpus or [int(f) for f in args.factors.split(",")]):
-        label = corpus.parent.parent.name if args.corpus else f"{corpus}x"
-        here = work / f"{n}-{label}"
-        if args.corpus:
-            filter_dir, pairs = corpus, None
-            documents = export_jsonl(corpus, here / "jsonl")
-        else:
-            filter_dir, pairs = here / "filter", generate(here, args.documents * corpus)
-            documents = sum(1 for path in (here / "jsonl").glob("*.jsonl") for _ in open(path, "rb"))
-        results = {"ours": run_ours(filter_dir, here / "ours", args.partition_mib)}
-        if args.datatrove_python:
-            results["datatrove"] = run_datatrove(args.datatrove_python, here, here / "datatrove")
-        rows += [(label, documents, tool, result) for tool, result in results.items()]
-        if first is None:
-            results["ours, min_jaccard null"] = run_ours(filter_dir, here / "ours-null", args.partition_mib, "null")
-            first = (label, filter_dir, pairs, results)
-    print_speed(rows)
-    label, filter_dir, pairs, results = first
-    if pairs is not None:
-        print_planted(label, pairs, results)
-    elif "datatrove" in results:
-        print(f"\npairs either tool put in one cluster (a document and its cluster's first), {label}:")
-        for tool in ("ours", "ours, min_jaccard null"):
-            _print_differences(tool, *disagreements(results, filter_dir, (tool, "datatrove")), "pairs")
+    compare(corpora, work, args.datatrove_python, args.partition_mib)
+    if args.smoke:  # the sample corpus's path too
+        compare(sample_corpora(work, 200, [1]), work / "sample", None, args.partition_mib)
     print_levels(work, args.level_pairs, CONFIRMATIONS[:2] if args.smoke else CONFIRMATIONS, args.partition_mib)
 
 

@@ -134,9 +134,11 @@ def check_weights(configs: dict[str, Any]) -> None:
 
 def source_counts(manifests: dict[str, dict]) -> list[dict[str, Any]]:
     """One row per source from the counts of the finished stages' manifests ({stage: manifest}): documents read
-    (extract's articles, the corpus stage's documents), documents with text (sentences), kept (what the shard stage
-    took in) and their tokens, weight, and the training split's tokens and share (None where a stage is not done).
-    Empty when no stage recorded per-source counts (a work directory made before sources existed)."""
+    (extract's articles, the corpus stage's documents), documents with text (sentences), after the filter (the
+    documents it wrote: a long one cut into pieces counts once a piece), duplicates (removed by dedup), kept (what
+    the shard stage took in) and their tokens, weight, and the training split's tokens and share (None where a
+    stage is not done, or made before it counted per source). Empty when no stage recorded per-source counts (a
+    work directory made before sources existed)."""
     if not any(_per_source(manifests, stage) for stage in ("corpus", "sentences", "shard")):
         return []
     read: dict[str, int] = {}
@@ -145,8 +147,11 @@ def source_counts(manifests: dict[str, dict]) -> list[dict[str, Any]]:
         read[WIKIPEDIA] = manifests["extract"]["counts"].get("articles", 0)
     read.update({name: c["documents"] for name, c in _per_source(manifests, "corpus").items()})
     split = {name: c["documents"] for name, c in _per_source(manifests, "sentences").items()}
+    filtered = {name: c["documents_written"] for name, c in _per_source(manifests, "filter").items()}
+    duplicates = {name: c["removed"] for name, c in _per_source(manifests, "dedup").items()}
     shard = _per_source(manifests, "shard")
-    return [{"source": name, "read": read.get(name), "with text": split.get(name),
+    return [{"source": name, "read": read.get(name), "with text": split.get(name), "after filter": filtered.get(name),
+             "duplicates": duplicates.get(name),
              "kept": shard.get(name, {}).get("documents"), "kept tokens": shard.get(name, {}).get("tokens"),
              "weight": shard.get(name, {}).get("weight"),
              "training tokens": shard.get(name, {}).get("training_tokens"),

@@ -126,6 +126,10 @@ class DocumentRecord:
     title: str = ""
     extra: dict = dataclasses.field(default_factory=dict)
 
+    def identity(self) -> dict:
+        """What names the document among all others: its source and id, and its piece where the filter cut it."""
+        return {"source": self.source, "id": self.id, **({PIECE: self.extra[PIECE]} if PIECE in self.extra else {})}
+
     def to_json(self) -> str:
         return json.dumps({"source": self.source, "id": self.id, "title": self.title, **self.extra},
                           ensure_ascii=False, sort_keys=False)

@@ -17,7 +17,8 @@ SCRIPTS = sorted(p.name for p in (REPO / "bench").glob("[!_]*.py"))  # bench/_*.
 EXPECTED = {
     "checkpoint.py": r"background stall / blocking stall: \d+\.\d% after the first save",
     "dedup.py": r"\| 2x \| [\d,]+ \| ours \| [\d,]+ \| [\d,]+ \| [\d,]+ \| [\d,]+ \| [\d,]+ MiB \|\n(.|\n)*"
-                r"\| 1\.0 \(exact\) \| \d+ \| 1\.000 \| 1\.000 \| 1\.000 \|",
+                r"\| 1\.0 \(exact\) \| \d+ \| 1\.000 \| 1\.000 \| 1\.000 \|(.|\n)*"
+                r"\| exact copy \| \d+ \| 0 \| 1\.000 \| 1\.000 \| 1\.000 \| 1\.000 \| 1\.000 \|",
     "corpus.py": r"web \dx / wikipedia 2x CPU per MB \([\d.]+ / [\d.]+ MB\): \d+\.\d\d\nwikipedia peak RSS 2x / 1x: \d",
     "estimate_memory.py": r"tiny +1 +\d+ +\d+ +\d+\.\d\d",
     "eval_cost.py": r"held-out instance / training sequence: \d+\.\d\d \(time_plan\.EVAL_INSTANCE_COST",

@@ -29,6 +29,7 @@ from wiki2bert_core.wordpiece import load_tokenizer, read_vocab
 from pipeline.runner import DONE, MANIFEST, StageState, stage_state
 from pipeline.sources import language_table, source_counts, source_table
 from pipeline.stages import stage_by_name
+from pipeline.text_files import PIECE, WIKIPEDIA_SOURCE
 from pipeline.tools.verify import format_report, verify_path
 from pipeline.words import count_words, recorded_chars_per_word
 
@@ -49,7 +50,7 @@ def write_report(lang_dir: Path, out_dir: Path) -> tuple[Path, list[str], list[s
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     headline, sections = [], []
-    if "extract" in done and "filter" in done:
+    if "filter" in done:
         sections.append(_funnel(done, lang_dir, out_dir, headline))
     if "dedup" in done:
         sections.append(_duplicates(lang_dir, out_dir, headline))
@@ -96,32 +97,74 @@ def _img(path: Path) -> str:
 
 
 def _funnel(done: dict, lang_dir: Path, out_dir: Path, headline: list) -> str:
-    extract, filtered = done["extract"]["counts"], done["filter"]["counts"]
-    steps = [("pages", extract["pages"]), ("articles", extract["articles"]),
-             ("documents kept", filtered["documents_kept"])]
-    if filtered.get("documents_written", filtered["documents_kept"]) != filtered["documents_kept"]:
-        steps.append(("documents written (long ones cut)", filtered["documents_written"]))
-    if "dedup" in done:
-        steps.append(("documents kept by dedup", done["dedup"]["counts"]["documents_kept"]))
-    if "shard" in done:
-        steps += [("training documents", done["shard"]["counts"]["training_documents"]),
-                  ("test documents", done["shard"]["counts"]["test_documents"])]
-    fig, ax = new_figure("Pages -> articles -> documents kept by the filter (and dedup)")
-    ax.barh([s for s, _ in steps][::-1], [n for _, n in steps][::-1], color="C0")
-    ax.set_xlabel("count")
-    funnel = save_png(fig, out_dir / "funnel.png")
+    """Documents through the stages (the dump's pages and articles, the corpora's documents, kept by the filter,
+    by dedup, in the shards) and the filter's drops: tokens per reason, each bar split by source where the
+    manifests count per source."""
+    steps = _document_steps(done)
+    funnel = _stacked_bars(steps, "Documents through the stages, by source", "documents",
+                           out_dir / "funnel.png")
     report = read_json(Path(lang_dir) / "filter" / "report.json")
-    dropped = report.get("dropped", {})
-    reasons = sorted(((f"{r} ({d.get('documents', 0):,} doc.)", d.get("tokens", 0), d.get("documents", 0))
-                      for r, d in dropped.items()), key=lambda x: (x[1], x[2]))
-    fig, ax = new_figure("Dropped by the filter, by reason: tokens (documents)")
-    ax.barh([r for r, _, _ in reasons], [n for _, n, _ in reasons], color="C3")
-    ax.set_xlabel("tokens (documents dropped, and sentences dropped by line rules)")
-    why = save_png(fig, out_dir / "dropped.png")
-    headline += [(name, f"{n:,}") for name, n in steps]
-    skipped = ", ".join(f"{k} {v:,}" for k, v in extract.get("skipped", {}).items())
-    return (f"<h2>Pages to documents</h2><p>pages not made articles: {html.escape(skipped)}</p>"
-            f"{_img(funnel)}{_img(why)}{_drops_table(report)}")
+    per_source = report.get("sources") or {"all sources": report}
+    reasons = sorted(report.get("dropped", {}).items(), key=lambda kv: (kv[1].get("tokens", 0),
+                                                                         kv[1].get("documents", 0)), reverse=True)
+    drops = [(f"{reason} ({d.get('documents', 0):,} doc.)",
+              {name: figures.get("dropped", {}).get(reason, {}).get("tokens", 0)
+               for name, figures in per_source.items()}, d.get("tokens", 0)) for reason, d in reasons]
+    why = _stacked_bars(drops, "Dropped by the filter: tokens per reason", "tokens (documents; lines, by line rules)",
+                        out_dir / "dropped.png")
+    headline += [(name, f"{total:,}") for name, _, total in steps]
+    skipped = ", ".join(f"{k} {v:,}" for k, v in done.get("extract", {}).get("counts", {}).get("skipped", {}).items())
+    skipped = f"<p>dump pages not made articles: {html.escape(skipped)}</p>" if skipped else ""
+    return f"<h2>Pages to documents</h2>{skipped}{_img(funnel)}{_img(why)}{_drops_table(report)}"
+
+
+def _document_steps(done: dict) -> list[tuple[str, dict[str, int], int]]:
+    """(label, documents per source, total) of each step the finished stages counted, in stage order."""
+    def by_source(stage: str, key: str) -> dict[str, int]:
+        return {name: c[key] for name, c in (done[stage]["counts"].get("sources") or {}).items() if key in c}
+
+    steps = []
+    if "extract" in done:
+        extract = done["extract"]["counts"]
+        steps += [("pages", {WIKIPEDIA_SOURCE: extract["pages"]}, extract["pages"]),
+                  ("articles", {WIKIPEDIA_SOURCE: extract["articles"]}, extract["articles"])]
+    if "corpus" in done:
+        steps.append(("corpus documents", by_source("corpus", "documents"), done["corpus"]["counts"]["documents"]))
+    filtered = done["filter"]["counts"]
+    steps.append(("documents kept", by_source("filter", "documents_kept"), filtered["documents_kept"]))
+    if filtered.get("documents_written", filtered["documents_kept"]) != filtered["documents_kept"]:
+        steps.append(("documents written (long ones cut)", by_source("filter", "documents_written"),
+                      filtered["documents_written"]))
+    if "dedup" in done:
+        steps.append(("documents kept by dedup", by_source("dedup", "documents_kept"),
+                      done["dedup"]["counts"]["documents_kept"]))
+    if "shard" in done:
+        counts = done["shard"]["counts"]
+        steps += [("training documents (weights repeat some)", by_source("shard", "training_documents"),
+                   counts["training_documents"]),
+                  ("test documents", by_source("shard", "test_documents"), counts["test_documents"])]
+    return steps
+
+
+def _stacked_bars(bars: list[tuple[str, dict[str, int], int]], title: str, xlabel: str, path: Path) -> Path:
+    """Horizontal bars (label, value per source, total), the first at the top, each split by source in one colour
+    a source; a bar whose sources do not add up to its total (counted before sources were) is one "all sources"
+    bar."""
+    sources = list(dict.fromkeys(name for _, by, total in bars if sum(by.values()) == total for name in by))
+    labels = [label for label, _, _ in bars][::-1]
+    fig, ax = new_figure(title)
+    left = np.zeros(len(bars))
+    for colour, name in enumerate([*sources, "all sources"]):
+        values = np.array([by.get(name, 0) if sum(by.values()) == total else total * (name == "all sources")
+                           for _, by, total in bars][::-1], dtype=float)
+        if values.any():
+            ax.barh(labels, values, left=left, color=f"C{colour}", label=name)
+            left += values
+    if len(sources) > 1:
+        ax.set_xlim(0, left.max() * 1.4)  # room for the legend right of the longest bar
+        ax.legend(loc="lower right")
+    ax.set_xlabel(xlabel)
+    return save_png(fig, path)
 
 
 def _drops_table(report: dict) -> str:
@@ -186,8 +229,9 @@ def _sources(rows: list[dict], out_dir: Path) -> str:
     ax.set_xlabel("share of tokens (whitespace-separated)")
     ax.legend()
     png = save_png(fig, out_dir / "source_shares.png")
-    return (f"<h2>Sources</h2><p>documents read, with text after sentence splitting, kept by the filter; tokens kept "
-            f"and in the training split after the weights (shard.weights)</p>{table}{_img(png)}")
+    return (f"<h2>Sources</h2><p>documents read, with text after sentence splitting, written by the filter (a long "
+            f"one cut into pieces counts once a piece), removed as duplicates, kept (what the shard stage took in); "
+            f"tokens kept and in the training split after the weights (shard.weights)</p>{table}{_img(png)}")
 
 
 def _documents(lang_dir: Path, out_dir: Path, headline: list) -> str:
@@ -233,8 +277,8 @@ def _duplicates(lang_dir: Path, out_dir: Path, headline: list) -> str:
     rows = "".join(f"<tr><td>{html.escape(source)}</td>" + "".join(f"<td>{row[key]:,}</td>" for key in (
         "documents_in", "documents_kept", "exact", "near", "tokens_in", "tokens_kept")) + "</tr>"
         for source, row in report["sources"].items())
-    table = ("<table><tr><th>source</th><th>documents in</th><th>kept</th><th>exact duplicates</th>"
-             f"<th>near duplicates</th><th>tokens in</th><th>kept</th></tr>{rows}</table>")
+    table = ("<table><tr><th>source</th><th>documents in (pieces of long ones counted each)</th><th>kept</th>"
+             f"<th>exact duplicates</th><th>near duplicates</th><th>tokens in</th><th>kept</th></tr>{rows}</table>")
     figure = ""
     if clusters["sizes"]:
         fig, ax = new_figure("Duplicate clusters by size (documents per cluster)")
@@ -253,8 +297,8 @@ def _duplicates(lang_dir: Path, out_dir: Path, headline: list) -> str:
 def _cluster_table(cluster: dict) -> str:
     """One cluster's members side by side: the kept copy first, each with its similarity to it."""
     heads = "".join(f"<th>{html.escape(m['title'] or m['id'])}<br><small>{html.escape(m['source'])} "
-                    f"{html.escape(m['id'])}: {m['duplicate']}, Jaccard {m['jaccard']:.2f}</small></th>"
-                    for m in cluster["members"])
+                    f"{html.escape(m['id'])}{f' piece {m[PIECE]}' if PIECE in m else ''}: {m['duplicate']}, "
+                    f"Jaccard {m['jaccard']:.2f}</small></th>" for m in cluster["members"])
     texts = "".join(f"<td style='vertical-align:top'>{html.escape(m['text'] or '')}</td>" for m in cluster["members"])
     return (f"<p>{cluster['size']:,} documents</p><table style='table-layout:fixed;width:100%'><tr>{heads}</tr>"
             f"<tr>{texts}</tr></table>")

@@ -187,15 +187,17 @@ class _PageMaker:
         """`text` edited to a word 5-gram Jaccard similarity near `level`: level 1.0 keeps every word and moves line
         breaks and commas; below it, words are replaced at random places (each replacement removes up to five
         shared 5-grams; one that would fall below the level is undone) until the similarity is within
-        NEAR_COPY_APPROACH of the level, then new words are appended
+        NEAR_COPY_APPROACH of the level, then new words are appended on a line of their own
         one at a time (each adds one 5-gram) until it reaches the level, and the nearer of the last two is kept.
+        Every line ends in a period, as the original's do, so that the web rules' line rule (a line without
+        terminal punctuation is dropped) leaves a copy of a prose page the words it was measured on.
         Returns (the text, its similarity measured)."""
         rng = self.rng
         original = word_shingles(text)
         if level >= 1.0:
             lines = text.replace("\n", " ").replace(",", "").split(". ")
             cut = sorted(rng.sample(range(1, len(lines)), min(len(lines) - 1, 3))) if len(lines) > 1 else []
-            edited = "\n".join(". ".join(lines[a:b]) for a, b in zip([0] + cut, cut + [len(lines)]))
+            edited = ".\n".join(". ".join(lines[a:b]) for a, b in zip([0] + cut, cut + [len(lines)]))
             return edited, jaccard(original, word_shingles(edited))
         lines = [line.split(" ") for line in text.split("\n")]
         places = [(i, j) for i, line in enumerate(lines) for j in range(len(line))]
@@ -219,7 +221,7 @@ class _PageMaker:
         while similarity > level:
             pending = pending or self.sentence().split(" ")
             appended.append(pending.pop(0))
-            candidate = edited + "\n" + " ".join(appended)
+            candidate = edited + "\n" + " ".join(appended) + "."
             similarity = jaccard(original, word_shingles(candidate))
             best = min((best, (candidate, similarity)), key=lambda c: abs(c[1] - level))
         return best

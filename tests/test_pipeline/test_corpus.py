@@ -6,6 +6,7 @@ import collections
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -295,7 +296,13 @@ def test_a_wikipedia_and_web_mix_end_to_end_shows_each_source(tmp_path):
     assert all(line.split()[1] == "done" for line in status[1:9] if line.split()[0] != "hdf5")
     table = {line.split()[0]: line.split() for line in status[status.index("") + 2:]}
     assert status[status.index("") + 1].split()[:2] == ["source", "read"] and set(table) == {"wikipedia", "web"}
-    assert table["web"][1] == "100" and table["web"][5] == "2"
+    header = status[status.index("") + 1]
+    assert [c.strip() for c in re.split(r"\s{2,}", header.strip())][:6] == [
+        "source", "read", "with text", "after filter", "duplicates", "kept"]
+    # read, with text, after filter (a long page cut into pieces), duplicates, kept: the filter's and dedup's counts
+    read, with_text, filtered, duplicates, kept = map(int, table["web"][1:6])
+    assert read == with_text == 100 and filtered > kept == filtered - duplicates and duplicates > 0
+    assert table["web"][7] == "2"
     assert float(table["web"][-1].rstrip("%")) + float(table["wikipedia"][-1].rstrip("%")) == pytest.approx(100, 0.01)
     sources = collections.Counter(json.loads(line)["source"] for shard in (tmp_path / "w/hu/shard").glob("*.docs.jsonl")
                                   for line in shard.read_text(encoding="utf-8").splitlines())

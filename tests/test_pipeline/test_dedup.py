@@ -194,7 +194,8 @@ def test_outputs_keep_every_other_document_with_its_cluster_size_and_report_them
     assert all(m["text"] and m["duplicate"] == "near" for c in report["near_duplicate_clusters"]
                for m in c["members"][1:])
     assert counts == {"documents_in": len(everything), "documents_kept": len(kept), "removed_exact": PAIRS[1.0],
-                      "removed_near": len(removed) - PAIRS[1.0], "clusters": len(removed), "largest_cluster": 2}
+                      "removed_near": len(removed) - PAIRS[1.0], "clusters": len(removed), "largest_cluster": 2,
+                      "sources": {"web": {"documents_kept": len(kept), "removed": len(removed)}}}
 
 
 def test_a_shared_boilerplate_header_alone_does_not_merge(tmp_path, run_stage_function):
@@ -227,6 +228,27 @@ def test_the_kept_copy_is_the_preferred_source_then_the_longest_then_the_first(t
                                 {"filter": write_corpus(tmp_path / "g", parts)}, "tie")
     assert [r.id for part in sorted(out.glob("part-*.txt")) for r in iter_records(part)] == ["w-first"]
     assert [r["duplicate"] for r in removed_lines(out)] == ["exact", "near"]
+
+
+def test_pieces_of_a_cut_document_are_named_by_their_piece_in_removed_lines_and_the_report(tmp_path,
+                                                                                           run_stage_function):
+    words = Words(11)
+    first, second, other = words(300), words(300), words(300)
+    # two long documents the filter cut, the second's second piece a copy of the first's: only the pieces say which
+    docs = [(DocumentRecord("web", "long-a", "A", {"piece": 1}), sentences_of(first)),
+            (DocumentRecord("web", "long-a", "A", {"piece": 2}), sentences_of(second)),
+            (DocumentRecord("web", "long-b", "B", {"piece": 1}), sentences_of(other)),
+            (DocumentRecord("web", "long-b", "B", {"piece": 2}), sentences_of(second)),
+            (DocumentRecord("web", "page"), sentences_of(other[:200] + other[215:]))]
+    out, _ = run_stage_function(run, DedupConfig(), tmp_path, {"filter": write_corpus(tmp_path / "f", [docs])})
+    assert [{k: r[k] for k in ("source", "id", "piece", "kept_source", "kept_id", "kept_piece") if k in r}
+            for r in removed_lines(out)] == [
+        {"source": "web", "id": "long-b", "piece": 2, "kept_source": "web", "kept_id": "long-a", "kept_piece": 2},
+        {"source": "web", "id": "page", "kept_source": "web", "kept_id": "long-b", "kept_piece": 1}]
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert sorted((m["id"], m.get("piece"), m["duplicate"]) for c in report["largest_clusters"]
+                  for m in c["members"]) == [("long-a", 2, "kept"), ("long-b", 1, "kept"), ("long-b", 2, "exact"),
+                                             ("page", None, "near")]
 
 
 def test_unspaced_near_copies_are_found_with_the_character_shingles_of_the_ja_profile(tmp_path,
@@ -309,13 +331,13 @@ def test_a_rerun_after_a_crash_reuses_the_signed_parts_and_writes_the_same_bytes
 
 
 KILLED_WHILE_WRITING = """
-import sys, time
+import os, sys, time
 sys.path.insert(0, {repo!r})
 import pipeline.cli as cli
 from pipeline.stages.dedup import stage
 
 def write_forever(task):
-    print("writing", flush=True)
+    os.write(1, b"writing\\n")  # one write: the two workers' lines never interleave
     time.sleep(600)
 
 stage._write_part = write_forever

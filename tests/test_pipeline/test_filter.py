@@ -398,7 +398,7 @@ def test_stage_keeps_good_documents_and_their_copies_and_reports(tmp_path, make_
     counts = run(FilterConfig(word_chars=HU), ctx)
     assert counts == {"documents_in": 12, "documents_kept": 8, "documents_written": 8, "sentences_kept": 40,
                       "dropped_avg_words": 1, "dropped_min_sentences": 1, "dropped_digit_ratio": 1,
-                      "dropped_language": 1}
+                      "dropped_language": 1, "sources": {"wikipedia": {"documents_kept": 8, "documents_written": 8}}}
     kept = [doc for i in range(4) for doc in iter_documents(ctx.out_dir / f"part-{i:05d}.txt")]
     assert kept == [GOOD, variant(1), [s.upper().lower() for s in GOOD], variant(2), variant(1), variant(3), GOOD,
                     variant(3)]
@@ -487,7 +487,8 @@ def test_runs_in_the_chain_with_the_hungarian_profile(tmp_path):
                                                                   "outputs": {}}}, 2, True, logging.getLogger("wiki2bert"))
     assert manifest["config"]["word_chars"] == HU
     assert manifest["counts"] == {"documents_in": 3, "documents_kept": 1, "documents_written": 1, "sentences_kept": 5,
-                                  "dropped_foreign_ratio": 1, "dropped_language": 1}
+                                  "dropped_foreign_ratio": 1, "dropped_language": 1,
+                                  "sources": {"wikipedia": {"documents_kept": 1, "documents_written": 1}}}
     assert set(manifest["outputs"]) == {"part-00000.txt", "part-00000.docs.jsonl", "report.json"}
 
 
@@ -498,9 +499,12 @@ def test_each_source_gets_its_rule_set_and_the_report_shows_each(tmp_path, make_
     parts = [[("Pékség", flat(page)[0]), web_document("Pékség", page), web_document("Olcsó", DROPPED["top_ngram"]),
               web_document("Hírek", DROPPED["lorem_ipsum"], source="hirek")]]
     ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", parts))
-    run(FilterConfig(word_chars=HU, stop_words=HU_STOP_WORDS), ctx)
+    counts = run(FilterConfig(word_chars=HU, stop_words=HU_STOP_WORDS), ctx)
     kept = list(iter_documents(ctx.out_dir / "part-00000.txt"))
     assert kept == [flat(page)[0], flat(PAGE)[0]]  # the dump's rules keep the navigation line, the web's drop it
+    assert counts["sources"] == {"wikipedia": {"documents_kept": 1, "documents_written": 1},  # for pipeline status
+                                 "web": {"documents_kept": 1, "documents_written": 1},
+                                 "hirek": {"documents_kept": 0, "documents_written": 0}}
     assert [r.extra for r in iter_records(ctx.out_dir / "part-00000.txt")] == [{}, {}]  # PARAGRAPHS left out
     report = json.loads((ctx.out_dir / "report.json").read_text(encoding="utf-8"))
     assert {name: source["rule_set"] for name, source in report["sources"].items()} == {

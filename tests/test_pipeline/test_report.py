@@ -21,6 +21,7 @@ from wiki2bert_core.wordpiece import SPECIAL_TOKENS, read_vocab, special_token_i
 from pipeline.cli import main
 from pipeline.runner import fingerprint, read_manifest
 from pipeline.stages import stage_by_name
+from pipeline.tools.report import _document_steps
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 DEDUP_REPORT = {  # the dedup stage's report.json for the filter output below: one exact duplicate
@@ -30,7 +31,8 @@ DEDUP_REPORT = {  # the dedup stage's report.json for the filter output below: o
     "clusters": {"count": 1, "documents": 2, "largest": 2, "sizes": {"2": 1}},
     "largest_clusters": [{"size": 2, "members": [
         {"source": "wikipedia", "id": "7", "title": "Hetes <b>", "duplicate": "kept", "jaccard": 1.0, "text": "w6 zz"},
-        {"source": "wikipedia", "id": "8", "title": "", "duplicate": "exact", "jaccard": 1.0, "text": "w6 zz"}]}],
+        {"source": "wikipedia", "id": "8", "piece": 2, "title": "", "duplicate": "exact", "jaccard": 1.0,
+         "text": "w6 zz"}]}],
     "near_duplicate_clusters": [],
 }
 
@@ -107,9 +109,10 @@ def test_report_is_html_referencing_valid_pngs(work_dir, monkeypatch, capsys):
     assert "<td>documents written (long ones cut)</td><td>5</td>" in page
     assert "<td>documents kept by dedup</td><td>3</td>" in page and "<p>2 documents</p><table" in page
     assert "<td>exact / near duplicates removed</td><td>1 / 0</td>" in page
-    # the largest cluster's members side by side, titles escaped, an untitled member named by its id
+    # the largest cluster's members side by side, titles escaped, an untitled member named by its id, a piece of a
+    # long document by its piece
     assert re.search(r"<tr><th>Hetes &lt;b&gt;<br><small>wikipedia 7: kept, Jaccard 1.00</small></th><th>8<br>"
-                     r"<small>wikipedia 8: exact, Jaccard 1.00</small></th></tr><tr><td[^>]*>w6 zz</td><td[^>]*>w6 zz",
+                     r"<small>wikipedia 8 piece 2: exact, Jaccard 1.00</small></th></tr><tr><td[^>]*>w6 zz</td><td[^>]*>w6 zz",
                      page)
     assert ("<td>web (web)</td><td>policy</td><td>0</td><td>2</td><td>20</td><td>5.00%</td>"
             "<td><small><b>Pékség</b>: Ez a weboldal sütiket &lt;használ&gt;.</small></td>") in page
@@ -154,6 +157,37 @@ def test_tokens_per_word_of_unspaced_text_counts_words_as_the_filter_did(tmp_pat
     page = (tmp_path / "r" / "report.html").read_text(encoding="utf-8")
     # 東 京 は 大 き ##い 。: 7 tokens; 6 kanji and kana / 1.7 = 3.53 words (the 。 beside them is no word)
     assert f"tokens per word (test split)</td><td>{7 / (6 / 1.7):.3f}<" in page
+
+
+def test_a_corpus_only_run_shows_its_documents_and_drops_and_each_sources_share_of_every_step(tmp_path,
+                                                                                            monkeypatch):
+    """Without the dump (no extract) the report still shows the documents through the stages and the filter's drops;
+    each step counted per source is split by source, and the sources' table has each source's filter and dedup
+    counts."""
+    lang = tmp_path / "hu"
+    manifest(lang / "corpus", {"documents": 10, "sources": {"web": {"documents": 6}, "news": {"documents": 4}}})
+    manifest(lang / "sentences", {"documents": 10, "sources": {"web": {"documents": 6}, "news": {"documents": 4}}})
+    (lang / "filter").mkdir()
+    drops = {"lorem_ipsum": {"documents": 1, "sentences": 3, "tokens": 30, "examples": []}}
+    (lang / "filter" / "report.json").write_text(json.dumps({"dropped": drops, "sources": {
+        "news": {"rule_set": "web", "tokens": {"in": 300}, "dropped": drops}}}))
+    manifest(lang / "filter", {"documents_kept": 7, "documents_written": 8, "sources": {
+        "news": {"documents_kept": 3, "documents_written": 3}, "web": {"documents_kept": 4, "documents_written": 5}}})
+    (lang / "dedup").mkdir()
+    (lang / "dedup" / "report.json").write_text(json.dumps({**DEDUP_REPORT, "largest_clusters": []}))
+    manifest(lang / "dedup", {"documents_kept": 6, "sources": {"news": {"documents_kept": 3, "removed": 0},
+                                                                 "web": {"documents_kept": 3, "removed": 2}}})
+    assert run(monkeypatch, "--workdir", str(tmp_path), "--out", str(tmp_path / "r")) == 0
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert {"funnel.png", "dropped.png"} <= set(re.findall(r"<img src='([^']+)'", page))
+    assert "<td>corpus documents</td><td>10</td>" in page and "<td>documents kept by dedup</td><td>6</td>" in page
+    assert "<td>news (web)</td><td>lorem_ipsum</td><td>1</td>" in page
+    # source, read, with text, after filter, duplicates, kept (blank: no shard stage), ...
+    assert "<tr><td>web</td><td>6</td><td>6</td><td>5</td><td>2</td><td></td>" in page
+    steps = _document_steps({name: read_manifest(lang / name) for name in ("corpus", "filter", "dedup")})
+    assert steps == [("corpus documents", {"web": 6, "news": 4}, 10), ("documents kept", {"news": 3, "web": 4}, 7),
+                     ("documents written (long ones cut)", {"news": 3, "web": 5}, 8),
+                     ("documents kept by dedup", {"news": 3, "web": 3}, 6)]
 
 
 def test_missing_or_changed_outputs_are_named_never_ok(work_dir, monkeypatch, capsys):

@@ -53,6 +53,10 @@ def test_copies_and_near_copies_at_their_measured_similarity(corpus):
     assert exact and all(written[p["id"]] == written[p["copy_of"]] for p in exact)
     originals = {p["id"]: p["kind"] for p in truth["pages"]}
     assert {originals[p["copy_of"]] for p in near + exact} <= {"prose", "boilerplate"}
+    # the web rules drop a line without terminal punctuation: a copy of prose keeps the original's periods
+    of_prose = [p["id"] for p in near + exact if originals[p["copy_of"]] == "prose"]
+    assert {p["level"] for p in near if p["id"] in of_prose} == set(NEAR_COPY_LEVELS)
+    assert [line for ident in of_prose for line in written[ident].split("\n") if not line.endswith(".")] == []
 
 
 def test_boilerplate_long_articles_and_the_noise_kinds(corpus):

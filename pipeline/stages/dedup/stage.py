@@ -24,10 +24,11 @@ Memory: in pass 1, a part's signatures and records (~700 bytes a document) and t
 each cluster's kept copy: it grows with the duplicates, never with the documents that have none.
 
 Outputs: the kept documents (`part-*.txt` + `part-*.docs.jsonl`, the parts of the input), `removed.jsonl` (per
-removed document in input order: its source, id and title, the source and id of the copy kept in its place,
-`exact` or `near`, and the estimated Jaccard of the two) and `report.json` (documents and tokens in and kept
-per source, exact and near counts, candidate pairs, the cluster-size histogram and the largest clusters with a
-sample of their members). The bytes depend on the inputs and settings only, never on --workers or the executor.
+removed document in input order: its source, id (and piece, where the filter cut a long document) and title, the
+source, id (and piece) of the copy kept in its place, `exact` or `near`, and the estimated Jaccard of the two)
+and `report.json` (documents and tokens in and kept per source, exact and near counts, candidate pairs, the
+cluster-size histogram and the largest clusters with a sample of their members, named as in removed.jsonl).
+The bytes depend on the inputs and settings only, never on --workers or the executor.
 """
 from __future__ import annotations
 
@@ -130,7 +131,7 @@ class _WriteTask:
     members: np.ndarray  # indices in the part of the documents in clusters, ascending
     cluster_size: np.ndarray  # of each
     kept: np.ndarray  # the docid each one's cluster keeps
-    kept_records: dict  # kept docid -> (source, id) for this part's removed documents
+    kept_records: dict  # kept docid -> its DocumentRecord.identity(), for this part's removed documents
     exact: np.ndarray  # whether each removed one is an exact duplicate of its kept copy
     signature_parts: dict  # part index -> PartFiles, for the estimated Jaccard of removed and kept
 
@@ -181,7 +182,9 @@ def run(config: DedupConfig, ctx: StageContext) -> dict:
                  totals["kept"], totals["in"], totals["exact"], totals["near"], report["clusters"]["count"])
     return {"documents_in": totals["in"], "documents_kept": totals["kept"], "removed_exact": totals["exact"],
             "removed_near": totals["near"], "clusters": report["clusters"]["count"],
-            "largest_cluster": report["clusters"]["largest"]}
+            "largest_cluster": report["clusters"]["largest"],
+            "sources": {name: {"documents_kept": row["documents_kept"], "removed": row["exact"] + row["near"]}
+                        for name, row in report["sources"].items()}}
 
 
 def _settings_key(config: DedupConfig) -> str:
@@ -352,7 +355,7 @@ class _Clusters:
         removed = kept_ids != self.ids[mine]
         kept_of_removed = kept_ids[removed]
         return _WriteTask(index, text, out_dir, removed_lines, files[index], local_of(self.ids[mine]),
-                          self.size[mine], kept_ids, {int(i): resolved[int(i)][:2] for i in kept_of_removed},
+                          self.size[mine], kept_ids, {int(i): resolved[int(i)][0] for i in kept_of_removed},
                           self.exact[mine][removed],
                           {int(p): self.files[int(p)] for p in np.unique(part_of(kept_of_removed))})
 
@@ -360,7 +363,8 @@ class _Clusters:
 # --- pass 4: records of the kept copies and of the examples ------------------------------------------------
 
 def _resolve(parts: list[Path], clusters: _Clusters, examples: dict, ctx: StageContext) -> dict[int, tuple]:
-    """docid -> (source, id, title, text sample or None) of each cluster's kept copy and of the examples."""
+    """docid -> (DocumentRecord.identity(), title, text sample or None) of each cluster's kept copy and of the
+    examples."""
     shown = [members for cluster_members in examples.values() for members in cluster_members]
     sampled = clusters.ids[np.concatenate([np.zeros(0, dtype=np.int64), *shown])]
     wanted = np.union1d(clusters.ids[clusters.kept], sampled)
@@ -384,8 +388,7 @@ def _resolve_part(task: _ResolveTask) -> dict[int, tuple]:
         documents = ((record, None) for record in iter_records(task.text))
     for local, (record, text) in enumerate(documents):
         if local in wanted:
-            found[local] = (record.source, record.id, record.title,
-                            text[:SAMPLE_CHARS] if local in sampled else None)
+            found[local] = (record.identity(), record.title, text[:SAMPLE_CHARS] if local in sampled else None)
             if len(found) == len(wanted):
                 break
     return found
@@ -417,9 +420,8 @@ def _write_part(task: _WriteTask) -> dict:
                 n = removed_at[local]
                 kind = "exact" if task.exact[n] else "near"
                 totals[kind] += 1
-                kept_source, kept_id = task.kept_records[kept_of[n]]
-                removed_out.write(json.dumps({"source": record.source, "id": record.id, "title": record.title,
-                                              "kept_source": kept_source, "kept_id": kept_id, "duplicate": kind,
+                kept = {f"kept_{key}": value for key, value in task.kept_records[kept_of[n]].items()}
+                removed_out.write(json.dumps({**record.identity(), "title": record.title, **kept, "duplicate": kind,
                                               "jaccard": round(float(similarity[n]), 3)}, ensure_ascii=False))
                 removed_out.write("\n")
                 continue
@@ -485,8 +487,8 @@ def _shown_cluster(members: np.ndarray, clusters: _Clusters, resolved: dict) -> 
         similarity = estimated_jaccard(reader.rows(ids), reader.rows(np.full(len(ids), kept_id)))
     shown = []
     for member, docid, jaccard in zip(members, ids, similarity):
-        source, id_, title, sample = resolved[int(docid)]
-        shown.append({"source": source, "id": id_, "title": title,
+        identity, title, sample = resolved[int(docid)]
+        shown.append({**identity, "title": title,
                       "duplicate": "kept" if docid == kept_id else "exact" if clusters.exact[member] else "near",
                       "jaccard": round(float(jaccard), 3), "text": sample})
     return {"size": int(clusters.size[members[0]]), "members": shown}

@@ -141,7 +141,10 @@ def run(config: FilterConfig, ctx: StageContext) -> dict:
                  ", ".join(f"{reason} {d['documents']}" for reason, d in dropped.items() if d["documents"]) or "none")
     return {"documents_in": report["documents"]["in"], "documents_kept": report["documents"]["kept"],
             "documents_written": report["documents"]["written"], "sentences_kept": report["sentences"]["kept"],
-            **{f"dropped_{reason}": d["documents"] for reason, d in dropped.items() if d["documents"]}}
+            **{f"dropped_{reason}": d["documents"] for reason, d in dropped.items() if d["documents"]},
+            "sources": {name: {"documents_kept": figures["documents"]["kept"],
+                               "documents_written": figures["documents"]["written"]}
+                        for name, figures in report["sources"].items()}}
 
 
 def _language_check(config: FilterConfig, language: str, ctx: StageContext) -> tuple[bool, str]:
