@@ -16,18 +16,24 @@ from pipeline.workdir import exit_nonzero_after_signal, lock_work_dir
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Turn a Wikipedia dump into BERT pretraining data.")
 
-LangOpt = typer.Option(..., "--lang", callback=utf8_text, help="Wikipedia language code (hu, en, fi, ...)")
+LangOpt = typer.Option(..., "--lang", callback=utf8_text,
+                       help="Wikipedia language code (hu, en, fi, ...), or several separated by commas (hu,fi,et): "
+                       "one model's data, its vocabulary and shards in <workdir>/<codes sorted, joined by +>/ "
+                       "(docs/pipeline.md, Several languages)")
 WorkdirOpt = typer.Option(Path("data"), "--workdir", callback=utf8_path,
                           help="Work directory; stage outputs go to <workdir>/<lang>/<stage>/")
 ConfigOpt = typer.Option(None, "--config", callback=utf8_path,
                          help="stages.yaml to use (default: ./stages.yaml, else the bundled one)")
 DumpOpt = typer.Option(None, "--dump", callback=utf8_path,
-                       help="Dump to use: local path, file:// or http(s):// URL (default: resolve from Wikimedia)")
+                       help="Dump to use: local path, file:// or http(s):// URL (default: resolve from Wikimedia); "
+                       "with several languages LANG=PATH, one for each language that has one")
 CorpusOpt = typer.Option(None, "--corpus", callback=utf8_path,
                          help="A text corpus beside (or, without --dump, instead of) the dump: [NAME=]PATH[:WEIGHT], "
                          "PATH a file, directory or glob of .jsonl(.gz/.zst), .parquet or .txt (repeatable; "
-                         "docs/pipeline.md, Sources)")
-SetOpt = typer.Option(None, "--set", callback=utf8_text, help="Override a parameter: STAGE.KEY=VALUE (repeatable)")
+                         "docs/pipeline.md, Sources); with several languages LANG=[NAME=]PATH[:WEIGHT]")
+SetOpt = typer.Option(None, "--set", callback=utf8_text,
+                      help="Override a parameter: STAGE.KEY=VALUE (repeatable); with several languages "
+                      "LANG:STAGE.KEY=VALUE sets it for one language")
 WorkersOpt = typer.Option(1, "--workers", min=1, help="Worker processes for parallel stages")
 ForceOpt = typer.Option(False, "--force", help="Re-run stages even when their outputs are up to date")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress bars; only warnings and errors on stderr")
@@ -40,7 +46,7 @@ VerifyOpt = typer.Option(False, "--verify", help="Check every finished stage's f
 
 
 @app.command()
-def run(lang: str = LangOpt, dump: Optional[str] = DumpOpt, corpus: Optional[list[str]] = CorpusOpt,
+def run(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Optional[list[str]] = CorpusOpt,
         workdir: Path = WorkdirOpt,
         from_stage: Optional[str] = typer.Option(None, "--from", help="First stage to run"),
         to_stage: Optional[str] = typer.Option(None, "--to", help="Last stage to run"),
@@ -48,78 +54,84 @@ def run(lang: str = LangOpt, dump: Optional[str] = DumpOpt, corpus: Optional[lis
         quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt, verify: bool = VerifyOpt,
         executor: str = ExecutorOpt, scheduler: Optional[str] = SchedulerOpt) -> None:
     """Run the stages of stages.yaml in order, skipping those already done."""
-    from pipeline.runner import run_stages
-
     workdir = _executor_workdir(executor, scheduler, workdir)
-    pcfg, lang_dir, log = _prepare(lang, dump, corpus, workdir, set_, quiet, config)
-    order = pcfg.stage_order
+    pcfg, log = _prepare(lang, dump, corpus, workdir, set_, quiet, config)
+    order = _stage_order(pcfg)
     start = _index(order, from_stage, "--from") if from_stage else 0
     end = _index(order, to_stage, "--to") if to_stage else len(order) - 1
     if start > end:
         raise ConfigError(f"--from {from_stage} comes after --to {to_stage} in {pcfg.path}")
-    with _open_executor(executor, scheduler, workers, lang_dir) as ex:
-        run_stages(pcfg, lang_dir, order[start:end + 1], workers=workers, force=force, quiet=quiet, log=log,
-                   verify=verify, executor=ex)
+    _run(pcfg, workdir, order[start:end + 1], executor, scheduler, workers=workers, force=force, quiet=quiet,
+         log=log, verify=verify)
 
 
 @app.command()
-def stage(name: str = typer.Argument(..., help="Stage to run"), lang: str = LangOpt, dump: Optional[str] = DumpOpt,
-          corpus: Optional[list[str]] = CorpusOpt, workdir: Path = WorkdirOpt, set_: Optional[list[str]] = SetOpt,
-          workers: int = WorkersOpt, force: bool = ForceOpt, quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt,
-          verify: bool = VerifyOpt, executor: str = ExecutorOpt, scheduler: Optional[str] = SchedulerOpt) -> None:
-    """Run one stage (its inputs must be done)."""
-    from pipeline.runner import run_stages
-
+def stage(name: str = typer.Argument(..., help="Stage to run"), lang: str = LangOpt,
+          dump: Optional[list[str]] = DumpOpt, corpus: Optional[list[str]] = CorpusOpt, workdir: Path = WorkdirOpt,
+          set_: Optional[list[str]] = SetOpt, workers: int = WorkersOpt, force: bool = ForceOpt,
+          quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt, verify: bool = VerifyOpt,
+          executor: str = ExecutorOpt, scheduler: Optional[str] = SchedulerOpt) -> None:
+    """Run one stage (its inputs must be done); with several languages, a language's stage runs for each."""
     workdir = _executor_workdir(executor, scheduler, workdir)
-    pcfg, lang_dir, log = _prepare(lang, dump, corpus, workdir, set_, quiet, config)
-    _index(pcfg.stage_order, name, "stage")
-    if name in pcfg.idle:
-        raise ConfigError(f"stage {name}: nothing to do with these flags ({pcfg.idle[name]})")
-    with _open_executor(executor, scheduler, workers, lang_dir) as ex:
-        run_stages(pcfg, lang_dir, [name], workers=workers, force=force, quiet=quiet, log=log, verify=verify,
-                   executor=ex)
+    pcfg, log = _prepare(lang, dump, corpus, workdir, set_, quiet, config)
+    _index(_stage_order(pcfg), name, "stage")
+    idle = [config.idle.get(name) for config in (pcfg.languages or {pcfg.lang: pcfg}).values()]
+    if name not in pcfg.stage_order and all(idle):
+        raise ConfigError(f"stage {name}: nothing to do with these flags ({idle[0]})")
+    _run(pcfg, workdir, [name], executor, scheduler, workers=workers, force=force, quiet=quiet, log=log,
+         verify=verify)
 
 
 @app.command()
-def status(lang: str = LangOpt, dump: Optional[str] = DumpOpt, corpus: Optional[list[str]] = CorpusOpt,
+def status(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Optional[list[str]] = CorpusOpt,
            workdir: Path = WorkdirOpt, set_: Optional[list[str]] = SetOpt, config: Optional[Path] = ConfigOpt,
            verify: bool = VerifyOpt) -> None:
     """Print each stage's state (done / stale / missing / failed / off: no work with these flags) against the
     config that the same --dump, --corpus, --set and --config would run, with outputs, key counts and duration,
-    then each source's documents, kept tokens, weight and training share; with --verify, exit 1 when a finished
-    stage's files no longer match their sha256."""
+    then each source's documents, kept tokens, weight and training share (several languages: each language's
+    stages, then the mix's and each language's share); with --verify, exit 1 when a finished stage's files no
+    longer match their sha256."""
     from pipeline.runner import DONE, corrupt_stages, read_manifest, status_rows
-    from pipeline.sources import source_counts, source_table
+    from pipeline.sources import language_table, source_counts, source_table
 
-    lang_dir = workdir / lang
-    pcfg = load_pipeline_config(config or default_config_path(), lang, set_ or [], _flag_values(dump, corpus))
-    corrupt = corrupt_stages(lang_dir, [n for n in pcfg.stage_order if n not in pcfg.idle]) if verify else {}
-    rows = status_rows(pcfg, lang_dir, corrupt)
-    _echo_table(rows, ["stage", "state", "outputs", "counts", "duration"],
-                lambda r: f"  ({r['reason']})" if r["state"] in ("stale", "failed", "off") else "")
-    sources = source_table(source_counts({r["stage"]: read_manifest(lang_dir / r["stage"]) for r in rows
-                                          if r["state"] == DONE}))
-    if sources:
-        typer.echo("")
-        _echo_table(sources, list(sources[0]))
+    pcfg = _load(lang, dump, corpus, set_, config)
+    corrupt = {}
+    for name, (config_, lang_dir, stages) in _stage_dirs(pcfg, workdir).items():
+        if verify:
+            corrupt.update(corrupt_stages(lang_dir, [n for n in stages if n not in config_.idle]))
+        rows = [row for row in status_rows(config_, lang_dir, corrupt) if row["stage"] in stages]
+        if pcfg.languages:
+            typer.echo(f"{name} ({lang_dir}):")
+        _echo_table(rows, ["stage", "state", "outputs", "counts", "duration"],
+                    lambda r: f"  ({r['reason']})" if r["state"] in ("stale", "failed", "off") else "")
+        done = {r["stage"]: read_manifest(lang_dir / r["stage"]) for r in rows if r["state"] == DONE}
+        for table in (source_table(source_counts(done)), language_table(done.get("shard"))):
+            if table:
+                typer.echo("")
+                _echo_table(table, list(table[0]))
+        if pcfg.languages:
+            typer.echo("")
     if corrupt:
         raise DataError(f"{len(corrupt)} stage(s) changed since they finished: {'; '.join(corrupt.values())}; "
                             "`pipeline run --verify` runs them again")
 
 
 @app.command("config")
-def show_config(lang: str = LangOpt, dump: Optional[str] = DumpOpt, corpus: Optional[list[str]] = CorpusOpt,
+def show_config(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Optional[list[str]] = CorpusOpt,
                 set_: Optional[list[str]] = SetOpt, config: Optional[Path] = ConfigOpt) -> None:
     """Print every parameter's effective value for these flags (as `run` would use it) and what it means; runtime
-    parameters (retries, timeouts) do not change a stage's output, so a stage done with other values stays done."""
+    parameters (retries, timeouts) do not change a stage's output, so a stage done with other values stays done.
+    With several languages: each language's own stages as LANG:STAGE.KEY (as --set takes them), then the mix's."""
     from wiki2bert_core.config import config_lines, config_to_dict
 
-    pcfg = load_pipeline_config(config or default_config_path(), lang, set_ or [], _flag_values(dump, corpus))
-    for name in pcfg.stage_order:
-        stage_config = pcfg.stage_configs[name]
-        for line in config_lines(type(stage_config), config_to_dict(stage_config), f"{name}.",
-                                 "runtime: does not change the output"):
-            typer.echo(line)
+    pcfg = _load(lang, dump, corpus, set_, config)
+    for config_, _, stages in _stage_dirs(pcfg, Path(".")).values():
+        prefix = f"{config_.lang}:" if pcfg.languages and config_ is not pcfg else ""
+        for name in stages:
+            stage_config = config_.stage_configs[name]
+            for line in config_lines(type(stage_config), config_to_dict(stage_config), f"{prefix}{name}.",
+                                     "runtime: does not change the output"):
+                typer.echo(line)
 
 
 @app.command()
@@ -182,7 +194,10 @@ def report(lang: str = LangOpt, workdir: Path = WorkdirOpt,
     page names them and leaves their figures out."""
     from pipeline.tools.report import write_report
 
-    lang_dir = workdir / lang
+    from pipeline.languages import language_list, mix_name
+
+    languages = language_list(lang)
+    lang_dir = workdir / (mix_name(languages) if len(languages) > 1 else lang)
     path, not_current, damaged = write_report(lang_dir, out or lang_dir / "report")
     typer.echo(path)
     problems = []
@@ -198,12 +213,18 @@ def report(lang: str = LangOpt, workdir: Path = WorkdirOpt,
 def sample_dump(out_dir: Path = typer.Argument(..., callback=utf8_path, help="Directory for the dump and its index"),
                 pages: int = typer.Option(400, "--pages", min=1, help="Articles (plus redirects, stubs, talk pages, ...)"),
                 seed: int = typer.Option(0, "--seed", help="Same seed, same bytes"),
+                lang: str = typer.Option("hu", "--lang", help="hu (Hungarian-like), fi (Finnish-like), ru "
+                                         "(Russian-like, Cyrillic) or el (Greek-like): for a generated run of "
+                                         "several languages"),
                 quiet: bool = QuietOpt) -> None:
-    """Write the generated Hungarian-like sample dump (multistream + index, no network) and print its path.
-    Any size: pages are generated and written a block at a time (memory does not grow with --pages)."""
-    from pipeline.tools.sample_dump import write_sample_dump
+    """Write the generated Hungarian-like (or Finnish-, Russian-, Greek-like) sample dump (multistream + index, no
+    network) and print its path. Any size: Hungarian pages are generated and written a block at a time (memory
+    does not grow with --pages)."""
+    from pipeline.tools.sample_dump import SAMPLE_LANGUAGES, write_sample_dump
 
-    typer.echo(write_sample_dump(out_dir, pages, seed, quiet=quiet))
+    if lang not in SAMPLE_LANGUAGES:
+        raise ConfigError(f"--lang {lang}: the sample dump is in {', '.join(SAMPLE_LANGUAGES)}")
+    typer.echo(write_sample_dump(out_dir, pages, seed, quiet=quiet, language=lang))
 
 
 @app.command("sample-corpus")
@@ -224,12 +245,64 @@ def sample_corpus(out_dir: Path = typer.Argument(..., callback=utf8_path,
     typer.echo(write_sample_corpus(out_dir, docs, seed, files, fmt, quiet=quiet))
 
 
-def _prepare(lang, dump, corpus, workdir, overrides, quiet, config):
-    lang_dir = workdir / lang
-    pcfg = load_pipeline_config(config or default_config_path(), lang, overrides or [], _flag_values(dump, corpus))
-    lock_work_dir(lang_dir)
-    log = setup_logging(lang_dir / "pipeline.log", quiet=quiet)
-    return pcfg, lang_dir, log
+def _load(lang: str, dumps: list[str] | None, corpora: list[str] | None, overrides: list[str] | None,
+          config: Path | None):
+    """The config --lang and the other flags give: one language's, or the mix's of several (pipeline/languages.py)."""
+    from pipeline.languages import language_list, load_languages_config
+    from pipeline.sources import flag_values
+
+    path = config or default_config_path()
+    languages = language_list(lang)
+    if len(languages) > 1:
+        return load_languages_config(path, languages, overrides or [], dumps or [], corpora or [])
+    if len(dumps or []) > 1:
+        raise ConfigError(f"--dump {dumps[1]}: a second --dump (one language reads one dump)")
+    dump = dumps[0].removeprefix(f"{lang}=") if dumps else None
+    return load_pipeline_config(path, lang, overrides or [], flag_values(dump, corpora))
+
+
+def _stage_dirs(pcfg, workdir: Path) -> dict[str, tuple]:
+    """{name: (config, directory, its stages)} of what a command runs: the one language's, or each language's own
+    stages and the mix's."""
+    if not pcfg.languages:
+        return {pcfg.lang: (pcfg, workdir / pcfg.lang, pcfg.stage_order)}
+    own = {lang: (config, workdir / lang, [n for n in config.stage_order if n not in pcfg.stage_order])
+           for lang, config in pcfg.languages.items()}
+    return {**own, pcfg.lang: (pcfg, workdir / pcfg.lang, pcfg.stage_order)}
+
+
+def _stage_order(pcfg) -> list[str]:
+    """Every stage of the run in order (several languages: the languages' own, then the mix's)."""
+    return next(iter(pcfg.languages.values())).stage_order if pcfg.languages else pcfg.stage_order
+
+
+def _prepare(lang, dumps, corpora, workdir, overrides, quiet, config):
+    """The config (and its local dumps' languages checked), each directory the run writes locked, and the log
+    (in the one language's directory, or the mix's); a language without a profile of its own is said once."""
+    from pipeline.languages import check_local_dumps
+
+    pcfg = _load(lang, dumps, corpora, overrides, config)
+    check_local_dumps(pcfg)
+    for _, lang_dir, _ in _stage_dirs(pcfg, workdir).values():
+        lock_work_dir(lang_dir)
+    log = setup_logging(workdir / pcfg.lang / "pipeline.log", quiet=quiet)
+    for config_ in (pcfg.languages or {pcfg.lang: pcfg}).values():
+        if config_.profile != config_.lang:
+            log.warning("%s: no profile in %s; the `default` profile applies (the rule splitter, no stop words, "
+                        "the default filter and vocabulary settings)", config_.lang, config_.path)
+    return pcfg, log
+
+
+def _run(pcfg, workdir: Path, names: list[str], executor: str, scheduler: str | None, **options) -> None:
+    """The stages `names` of one language, or of several (pipeline/languages.py), on the executor."""
+    from pipeline.languages import run_languages
+    from pipeline.runner import run_stages
+
+    with _open_executor(executor, scheduler, options["workers"], workdir / pcfg.lang) as ex:
+        if pcfg.languages:
+            run_languages(pcfg, workdir, names, executor=ex, **options)
+        else:
+            run_stages(pcfg, workdir / pcfg.lang, names, executor=ex, **options)
 
 
 def _executor_workdir(executor: str, scheduler: str | None, workdir: Path) -> Path:
@@ -253,17 +326,6 @@ def _open_executor(executor: str, scheduler: str | None, workers: int, lang_dir:
         return
     with dask_executor(scheduler, workers, lang_dir) as ex:
         yield ex
-
-
-def _flag_values(dump: str | None, corpus: list[str] | None) -> dict:
-    """download.source from --dump (a local path made absolute: the same file whatever directory later commands
-    run in; without --dump the download stage resolves the dump from Wikimedia), and the corpora of --corpus
-    (pipeline/sources.py)."""
-    from pipeline.sources import corpus_flag_values
-
-    if dump is not None and "://" not in dump:
-        dump = str(Path(dump).resolve())
-    return {**({"download": {"source": dump}} if dump else {}), **corpus_flag_values(corpus or [])}
 
 
 def _echo_table(rows: list[dict], columns: list[str], suffix=lambda row: "") -> None:

@@ -22,17 +22,29 @@ LANG_CODE = re.compile(r"^[a-z][a-z0-9]{1,11}(-[a-z0-9]{1,11})*$")
 @dataclasses.dataclass(frozen=True)
 class PipelineConfig:
     path: Path
-    lang: str
+    lang: str  # the language; the mix's name in the mix's config of a run of several languages
     stage_order: list[str]
     stage_configs: dict[str, Any]  # stage name -> its config dataclass instance
     # stage name -> why it has no work with these flags (no --corpus; --corpus without --dump: no dump to read)
     idle: dict[str, str] = dataclasses.field(default_factory=dict)
+    profile: str = "default"  # the stages.yaml profile it took: the language's, or `default` for one without
+    # the mix's config of a run of several languages (pipeline/languages.py): each language's own config
+    languages: dict[str, PipelineConfig] = dataclasses.field(default_factory=dict)
 
     def inputs_of(self, name: str) -> list[str]:
-        """The upstream stages `name` reads in this run: its inputs that are in the stage list and have work."""
+        """The upstream stages `name` reads in this run: its inputs that are in the stage list and have work, by
+        name; in the mix, those of each language's directory as LANG/STAGE (their path in the work directory)."""
         from pipeline.stages import stage_by_name
 
-        return [up for up in stage_by_name(name).inputs if up in self.stage_configs and up not in self.idle]
+        stage = stage_by_name(name)
+        labels = []
+        for up in stage.inputs + (stage.mix_inputs if self.languages else ()):
+            if up in self.stage_configs:
+                labels += [] if up in self.idle else [up]
+            else:
+                labels += [f"{lang}/{up}" for lang, config in self.languages.items()
+                           if up in config.stage_configs and up not in config.idle]
+        return labels
 
 
 def default_config_path() -> Path:
@@ -43,10 +55,37 @@ def default_config_path() -> Path:
 def load_pipeline_config(path: Path, lang: str, overrides: list[str] = (),
                          values: dict[str, dict[str, Any]] | None = None) -> PipelineConfig:
     """`overrides` are --set STAGE.KEY=VALUE strings; `values` are {stage: {key: value}} set by other flags."""
+    check_language_code(lang, "--lang")
+    order, stages, defaults, languages = read_stages_yaml(path)
+    profile = lang if lang in languages else "default"
+    sections = [(defaults, "defaults"),
+                (require_mapping(languages[profile] or {}, path, f"languages.{lang}"), f"languages.{profile}")]
+    configs = _stage_configs(path, order, stages, sections, overrides, values)
+    check_weights(configs)
+    return PipelineConfig(path=path, lang=lang, stage_order=order, stage_configs=configs,
+                          idle=idle_stages(order, stages, configs), profile=profile)
+
+
+def load_mix_config(path: Path, name: str, mix_stages: list[str], languages: dict[str, PipelineConfig],
+                    overrides: list[str] = (), values: dict[str, dict[str, Any]] | None = None) -> PipelineConfig:
+    """The config of the mix of a run of several languages (pipeline/languages.py): its stages `mix_stages` from
+    stages.yaml's `defaults` and `overrides` (no language profile: the mix is of every language), each language's
+    own config in `languages`."""
+    order, stages, defaults, _ = read_stages_yaml(path)
+    configs = _stage_configs(path, order, stages, [(defaults, "defaults")], overrides, values, build=mix_stages)
+    return PipelineConfig(path=path, lang=name, stage_order=mix_stages, stage_configs=configs,
+                          languages=languages)
+
+
+def check_language_code(lang: str, flag: str) -> None:
+    if not LANG_CODE.match(lang):
+        raise ConfigError(f"{flag} {lang!r}: not a Wikipedia language code (e.g. hu, en, zh-min-nan)")
+
+
+def read_stages_yaml(path: Path) -> tuple[list[str], dict, dict, dict]:
+    """(stage order, {name: Stage}, defaults, language profiles) of a stages.yaml, checked."""
     from pipeline.stages import stage_by_name
 
-    if not LANG_CODE.match(lang):
-        raise ConfigError(f"--lang {lang!r}: not a Wikipedia language code (e.g. hu, en, zh-min-nan)")
     raw = read_yaml(path)
     check_keys(raw, {"stages", "defaults", "languages"}, path, "")
     order = raw.get("stages")
@@ -58,7 +97,6 @@ def load_pipeline_config(path: Path, lang: str, overrides: list[str] = (),
             stages[name] = stage_by_name(name)
         except KeyError:
             raise ConfigError(f"{path}: stages: unknown stage {name!r}") from None
-
     defaults = require_mapping(raw.get("defaults", {}), path, "defaults")
     languages = require_mapping(raw.get("languages", {}), path, "languages")
     if "default" not in languages:
@@ -66,10 +104,15 @@ def load_pipeline_config(path: Path, lang: str, overrides: list[str] = (),
     for code in languages:
         if code != "default" and not LANG_CODE.match(str(code)):
             raise ConfigError(f"{path}: languages.{code}: not a language code")
-    profile = require_mapping(languages.get(lang, languages["default"]) or {}, path, f"languages.{lang}")
+    return order, stages, defaults, languages
 
+
+def _stage_configs(path: Path, order: list[str], stages: dict, sections: list[tuple[dict, str]], overrides,
+                   values: dict | None, build: list[str] | None = None) -> dict[str, Any]:
+    """The config of each stage of `build` (default: all of `order`): the dataclass defaults <- each section of
+    stages.yaml (a mapping of stage names, and where it is) <- --set `overrides` <- flag `values`."""
     layers: dict[str, list[tuple[dict, str]]] = {name: [] for name in order}
-    for section, where in ((defaults, "defaults"), (profile, f"languages.{lang if lang in languages else 'default'}")):
+    for section, where in sections:
         for stage_name, stage_values in section.items():
             if stage_name not in stages:
                 raise ConfigError(f"{path}: {where}.{stage_name}: unknown stage (known: {', '.join(order)})")
@@ -82,11 +125,7 @@ def load_pipeline_config(path: Path, lang: str, overrides: list[str] = (),
         if stage_name not in stages:
             raise ConfigError(f"{path}: stage {stage_name!r} is not in 'stages'")
         layers[stage_name].append((stage_values, f"command line: {stage_name}"))
-
-    configs = {name: layered(stages[name].config_cls, layers[name]) for name in order}
-    check_weights(configs)
-    return PipelineConfig(path=path, lang=lang, stage_order=order, stage_configs=configs,
-                          idle=idle_stages(order, stages, configs))
+    return {name: layered(stages[name].config_cls, layers[name]) for name in build or order}
 
 
 def parse_override(item: str, stages: dict) -> tuple[str, str, Any]:

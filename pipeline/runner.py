@@ -67,24 +67,39 @@ def read_manifest(stage_dir: Path) -> dict | None:
     return read_json(stage_dir / MANIFEST, default=None)
 
 
-def stage_state(pcfg: PipelineConfig | None, lang_dir: Path, name: str, known: dict[str, StageState] | None = None,
-                corrupt: dict[str, str] | None = None) -> StageState:
+def input_dir(lang_dir: Path, label: str) -> Path:
+    """The directory of an input of a stage of `lang_dir` (PipelineConfig.inputs_of's label): a stage of the same
+    directory by name, a language's stage of a run of several languages as LANG/STAGE."""
+    return lang_dir.parent / label if "/" in label else lang_dir / label
+
+
+def _input_config(pcfg: PipelineConfig | None, label: str) -> PipelineConfig | None:
+    """The config that judges the input `label` of a stage of `pcfg`: a language's own for LANG/STAGE."""
+    if pcfg is None or "/" not in label:
+        return pcfg
+    return pcfg.languages[label.split("/")[0]]
+
+
+def stage_state(pcfg: PipelineConfig | None, lang_dir: Path, name: str, known: dict[Path, StageState] | None = None,
+                corrupt: dict[Path, str] | None = None) -> StageState:
     """The state of `name`, judged against the current config and its upstream manifests; `corrupt` (from
     corrupt_stages) makes the stages whose bytes no longer match their sha256 stale. Without a config (`pcfg`
     None), by the manifests alone: whether each stage's files and inputs are still those it recorded, whatever
-    settings made them."""
+    settings made them. `known` holds the states judged so far, by stage directory."""
     known = {} if known is None else known
     corrupt = corrupt or {}
-    if name in known:
-        return known[name]
+    stage_dir = lang_dir / name
+    if stage_dir in known:
+        return known[stage_dir]
     stage = stage_by_name(name)
     if pcfg is not None and name in pcfg.idle:
-        known[name] = StageState(name, OFF, pcfg.idle[name], None)
-        return known[name]
-    manifest = read_manifest(lang_dir / name)
+        known[stage_dir] = StageState(name, OFF, pcfg.idle[name], None)
+        return known[stage_dir]
+    manifest = read_manifest(stage_dir)
     failure = _failure_marker(lang_dir, name)
     recorded_inputs = set((manifest or {}).get("inputs", {}))
-    inputs = pcfg.inputs_of(name) if pcfg is not None else [up for up in stage.inputs if up in recorded_inputs]
+    inputs = pcfg.inputs_of(name) if pcfg is not None else sorted(
+        label for label in recorded_inputs if label.split("/")[-1] in stage.inputs + stage.mix_inputs)
     if manifest is None:
         state = StageState(name, FAILED if failure.exists() else MISSING,
                            failure.read_text(encoding="utf-8").strip() if failure.exists() else "not run", None)
@@ -98,23 +113,30 @@ def stage_state(pcfg: PipelineConfig | None, lang_dir: Path, name: str, known: d
     else:
         state = StageState(name, DONE, "", manifest)
         for upstream in inputs:
-            up = stage_state(pcfg, lang_dir, upstream, known, corrupt)
+            up = upstream_state(pcfg, lang_dir, upstream, known, corrupt)
             if up.state != DONE or manifest.get("inputs", {}).get(upstream) != fingerprint(up.manifest):
                 state = StageState(name, STALE, f"input {upstream} changed", manifest)
                 break
         else:
             for rel, meta in manifest.get("outputs", {}).items():
-                if _output_changed(lang_dir / name / rel, meta):
+                if _output_changed(stage_dir / rel, meta):
                     state = StageState(name, STALE, f"output {rel} missing or changed", manifest)
                     break
             else:
                 if pcfg is not None and stage.sources and (changed := _changed_source(
                         manifest.get("sources", {}), stage.sources(pcfg.stage_configs[name]))):
                     state = StageState(name, STALE, f"input {changed} changed", manifest)
-                elif name in corrupt:
-                    state = StageState(name, STALE, corrupt[name], manifest)
-    known[name] = state
+                elif stage_dir in corrupt:
+                    state = StageState(name, STALE, corrupt[stage_dir], manifest)
+    known[stage_dir] = state
     return state
+
+
+def upstream_state(pcfg: PipelineConfig | None, lang_dir: Path, label: str, known: dict[Path, StageState],
+                   corrupt: dict[Path, str] | None = None) -> StageState:
+    """The state of input `label` of a stage of `lang_dir` (input_dir's label)."""
+    directory = input_dir(lang_dir, label)
+    return stage_state(_input_config(pcfg, label), directory.parent, directory.name, known, corrupt)
 
 
 def run_stages(pcfg: PipelineConfig, lang_dir: Path, names: list[str], workers: int = 1, force: bool = False,
@@ -125,27 +147,32 @@ def run_stages(pcfg: PipelineConfig, lang_dir: Path, names: list[str], workers: 
     the stage context's, LocalExecutor(workers))."""
     log = log or logging.getLogger("wiki2bert")
     corrupt = corrupt_stages(lang_dir, [n for n in pcfg.stage_order if n not in pcfg.idle], quiet) if verify else {}
-    for name, reason in corrupt.items():
-        log.warning("%s: %s; it will run again", name, reason)
+    for stage_dir, reason in corrupt.items():
+        log.warning("%s: %s; it will run again", stage_dir.name, reason)
     for name in names:
         if name in pcfg.idle:
             log.info("%s: no work (%s)", name, pcfg.idle[name])
             continue
-        known: dict[str, StageState] = {}
+        known: dict[Path, StageState] = {}
         state = stage_state(pcfg, lang_dir, name, known, corrupt)
-        inputs = pcfg.inputs_of(name)
-        for upstream in inputs:
-            up = stage_state(pcfg, lang_dir, upstream, known, corrupt)
+        inputs = {label: upstream_state(pcfg, lang_dir, label, known, corrupt) for label in pcfg.inputs_of(name)}
+        for label, up in inputs.items():
             if up.state != DONE:
-                raise DataError(f"stage {name} needs {upstream}, which is {up.state} ({up.reason}): "
-                                    f"run `pipeline run --lang {pcfg.lang} --to {upstream}` first")
+                raise DataError(f"stage {name} needs {label}, which is {up.state} ({up.reason}): "
+                                    f"run `pipeline run --lang {_lang_flag(pcfg)} --to {up.name}` first")
         if state.state == DONE and not force:
             log.info("%s: done, skipping (outputs match config and inputs)", name)
             _remove_killed_attempt(lang_dir, name)  # a killed `--force` attempt's, beside the complete output
             continue
         log.info("%s: running%s", name, f" ({state.reason})" if state.state != MISSING else "")
-        run_stage(pcfg, lang_dir, name, {up: known[up].manifest for up in inputs}, workers, quiet, log, executor)
-        corrupt.pop(name, None)
+        run_stage(pcfg, lang_dir, name, {label: up.manifest for label, up in inputs.items()}, workers, quiet, log,
+                  executor)
+        corrupt.pop(lang_dir / name, None)
+
+
+def _lang_flag(pcfg: PipelineConfig) -> str:
+    """--lang of the command that runs `pcfg`'s stages (the languages of a mix, comma-separated)."""
+    return ",".join(pcfg.languages) if pcfg.languages else pcfg.lang
 
 
 def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifests: dict[str, dict], workers: int,
@@ -158,7 +185,7 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
     _remove_killed_attempt(lang_dir, name)
     tmp.mkdir(parents=True)
     ctx = StageContext(lang=pcfg.lang, out_dir=tmp,
-                       inputs={up: lang_dir / up for up in upstream_manifests},
+                       inputs={label: input_dir(lang_dir, label) for label in upstream_manifests},
                        cache_dir=lang_dir / ".cache" / name, workers=max(1, workers), quiet=quiet, log=log,
                        scratch_dir=scratch, executor=executor)
     started = time.time()
@@ -228,11 +255,12 @@ def _environment_error(e: OSError, stage: str, final: Path) -> str:
     return f"{where}: {e.strerror or e} (stage {stage} stopped; its partial output was removed)"
 
 
-def corrupt_stages(lang_dir: Path, names: list[str], quiet: bool = True) -> dict[str, str]:
-    """{stage: what is wrong} for the finished stages whose outputs no longer match the sha256 of their manifest."""
-    checks = [(name, lang_dir / name / rel, meta) for name in names
+def corrupt_stages(lang_dir: Path, names: list[str], quiet: bool = True) -> dict[Path, str]:
+    """{stage directory: what is wrong} for the finished stages whose outputs no longer match the sha256 of their
+    manifest."""
+    checks = [(lang_dir / name, lang_dir / name / rel, meta) for name in names
               for rel, meta in (read_manifest(lang_dir / name) or {}).get("outputs", {}).items()]
-    corrupt: dict[str, str] = {}
+    corrupt: dict[Path, str] = {}
     with progress(sum(meta["size"] for _, _, meta in checks), "verify sha256", "B", quiet=quiet) as bar:
         for name, path, meta in checks:
             if name not in corrupt:
@@ -263,9 +291,9 @@ def _output_changed(path: Path, meta: dict) -> bool:
     return sha256_file(path) != meta["sha256"]
 
 
-def status_rows(pcfg: PipelineConfig, lang_dir: Path, corrupt: dict[str, str] | None = None) -> list[dict]:
+def status_rows(pcfg: PipelineConfig, lang_dir: Path, corrupt: dict[Path, str] | None = None) -> list[dict]:
     """One row per stage; `corrupt` from corrupt_stages() when the sha256 were checked."""
-    known: dict[str, StageState] = {}
+    known: dict[Path, StageState] = {}
     rows = []
     for name in pcfg.stage_order:
         st = stage_state(pcfg, lang_dir, name, known, corrupt)

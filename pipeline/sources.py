@@ -41,6 +41,15 @@ def corpus_flag_values(flags: list[str]) -> dict[str, dict[str, Any]]:
     return values
 
 
+def flag_values(dump: str | None, corpus: list[str] | None) -> dict[str, dict[str, Any]]:
+    """The settings --dump and --corpus give a language: download.source from --dump (a local path made absolute:
+    the same file whatever directory later commands run in; without --dump the download stage resolves the dump
+    from Wikimedia), and those of corpus_flag_values."""
+    if dump is not None and "://" not in dump:
+        dump = str(Path(dump).resolve())
+    return {**({"download": {"source": dump}} if dump else {}), **corpus_flag_values(corpus or [])}
+
+
 def parse_corpus_flag(flag: str) -> tuple[str, str, float | None]:
     """(name, absolute path or glob, weight or None) of `[NAME=]PATH[:WEIGHT]`."""
     name, sep, rest = flag.partition("=")
@@ -164,3 +173,13 @@ def source_table(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
 
 def _per_source(manifests: dict[str, dict], stage: str) -> dict[str, dict]:
     return ((manifests.get(stage) or {}).get("counts") or {}).get("sources") or {}
+
+
+def language_table(shard_manifest: dict | None) -> list[dict[str, str]]:
+    """The languages of the mix's shard stage (a run of several languages) as text: documents, tokens (each
+    document once), weight, the share aimed at, the training tokens and their share; [] for a one-language run."""
+    languages = ((shard_manifest or {}).get("counts") or {}).get("languages") or {}
+    return [{"language": lang, "documents": f"{c['documents']:,}", "tokens": f"{c['tokens']:,}",
+             "weight": f"{c['weight']:g}", "target share": f"{c['target_share']:.1%}",
+             "training tokens": f"{c['training_tokens']:,}", "training share": f"{c['training_share']:.1%}"}
+            for lang, c in languages.items()]

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.config import SettingError, changeable, coerce, layered, parse_setting, read_yaml
+from wiki2bert_core.mixture import check_alpha, check_weights
 from wiki2bert_core.wordpiece import padded_vocab_size
 
 RECIPE_DIR = Path(__file__).resolve().parent / "configs"
@@ -184,6 +185,14 @@ class TrainConfig:
     # dynamic masking: positions to predict per sequence at most (the batches' masked_lm_positions width); null:
     # ceil(mask_rate * seq_len), NVIDIA's 20 at 128. Refused below what mask_rate needs at the data's seq_len
     max_predictions: int | None = None
+    # data of several languages (`pipeline run --lang hu,fi,et`): this phase's own mixture, each language's share
+    # of the masked tokens read being weight * size ** language_alpha (wiki2bert_core/mixture.py: 1 the languages'
+    # sizes, 0 equal shares; mmBERT anneals 0.7 -> 0.5 -> 0.3 over its phases), over the same files; null: the
+    # files as the pipeline mixed them (unless language_weights are set: then the pipeline's alpha)
+    language_alpha: float | None = None
+    # data of several languages: this phase's weight of each language (1 for one not named, 0 leaves it out of this
+    # phase), with language_alpha; the pipeline's language weights do not carry over
+    language_weights: dict[str, float] = dataclasses.field(default_factory=dict)
     steps: int = 7038  # optimizer steps of the whole phase (the schedule's length)
     # stop (checkpoint and exit 0) after this many steps; the same command goes on (jobs with a time limit)
     steps_this_run: int | None = changeable(None)
@@ -323,6 +332,9 @@ def _check(c: TrainConfig) -> None:
             if getattr(c, key) != TrainConfig.__dataclass_fields__[key].default:
                 fail(key, "applies to masking dynamic only (static reads the files' masks as written); set "
                           "masking: dynamic")
+    if c.language_alpha is not None:
+        check_alpha(c.language_alpha, "language_alpha")
+    check_weights(c.language_weights, "language_weights")
     if c.loader_workers < 0:
         fail("loader_workers", f"must not be negative, got {c.loader_workers}")
     hints = typing.get_type_hints(ModelConfig)

@@ -28,6 +28,8 @@ EXPECTED = {
     "kill_rerun.py": r"killed in stage: \w+ 1\nre-runs not exiting 0: \d+",
     "modernbert.py": r"wiki2bert / transformers: \d+\.\d\dx best round, \d+\.\d\dx mean, memory \d+\.\d\dx",
     "masking.py": r"dynamic - static: wait [+-]\d+\.\d\d ms a step \([+-]\d+\.\d\d% of a step\); reading [+-]\d+\.\d\d ms",
+    "multilingual.py": r"several / one-language runs in sequence: wall \d+\.\d\d, CPU \d+\.\d\d; peak tree RSS / the "
+                       r"largest one-language run's: \d+\.\d\d",
     "objectives.py": r"\| \(d\) dynamic 30% MLM-only, doc-sentences \| \d+ \| [01]\.\d{4} \| [01]\.\d{4} \|",
     "packing.py": r"packed, nested / padded: \d+\.\d\dx best round",
     "preemption.py": r"steps 1-2 equal the uninterrupted run's bit for bit",

@@ -10,6 +10,12 @@ code).
                                 the vocabulary the ids index and its tokenizer (wordpiece.TOKENIZER_FILES)
         variant.json            VariantParams, then the stage's counts (instances per file, ...)
 
+A variant of several languages (`pipeline run --lang hu,fi,et`) names each file after its language, as the shard
+stage named the shard it comes from (`shard_name`): training/training_hu_0000.hdf5, test/test_fi_0000.hdf5 (each
+instance is from one language; `file_language` reads it back), and its variant.json records the mixture
+(`Mixture`: alpha, weights, each language's size and share of the training split), from which a pretraining phase
+can sample the languages by its own alpha or weights.
+
 NVIDIA's own scripts write a flat directory of *.hdf5 files instead: no splits, no vocabulary, no variant.json (the
 shapes come from the files). Its files are the training files, and what `pretrain eval` evaluates on when pointed at
 it; a training run on it evaluates only on --eval-data.
@@ -17,6 +23,7 @@ it; a training run on it evaluates only on --eval-data.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 from wiki2bert_core.errors import ConfigError, DataError
@@ -33,6 +40,50 @@ PARAMS_FILE = "variant.json"
 # one document up to the length limit, segment ids 0 and NSP label 0 (RoBERTa's DOC-SENTENCES: MLM-only training)
 SEGMENT_PAIR, DOC_SENTENCES = "segment-pair", "doc-sentences"
 SEQUENCE_KINDS = (SEGMENT_PAIR, DOC_SENTENCES)
+MIXTURE_FILE = "mixture.json"  # the shard stage's record of a mixture of languages (Mixture.to_dict), for variant.json
+_LANGUAGE_FILE = re.compile(r"(?:training|test)_([a-z][a-z0-9-]*)_\d+")
+
+
+def shard_name(split: str, index: int, language: str | None = None) -> str:
+    """The name (without suffix) of a shard and of the HDF5 files made of it: training_0000, or training_hu_0000 for
+    language hu of a run of several languages."""
+    return f"{split}_{language}_{index:04d}" if language else f"{split}_{index:04d}"
+
+
+def file_language(path: Path | str) -> str | None:
+    """The language a shard or HDF5 file holds (shard_name's), None for a file of a one-language run."""
+    match = _LANGUAGE_FILE.fullmatch(Path(path).name.split(".")[0])
+    return match.group(1) if match else None
+
+
+@dataclasses.dataclass(frozen=True)
+class LanguageShare:
+    """One language of a mixture."""
+    tokens: int  # its training documents' WordPiece tokens, each document once (after the source weights): its size
+    training_tokens: int  # its tokens in the training split after the mixture (repeated and subsampled documents)
+    share: float  # training_tokens over all languages' training_tokens
+
+
+@dataclasses.dataclass(frozen=True)
+class Mixture:
+    """How the languages of a variant of several languages were mixed (wiki2bert_core/mixture.py's formula)."""
+    alpha: float
+    weights: dict[str, float]  # the languages' weights (1 for those not named)
+    languages: dict[str, LanguageShare]
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, record, path: Path) -> Mixture:
+        """DataError naming `path` if `record` is not a mixture."""
+        try:
+            languages = {str(language): LanguageShare(int(v["tokens"]), int(v["training_tokens"]), float(v["share"]))
+                         for language, v in record["languages"].items()}
+            return cls(float(record["alpha"]), {str(k): float(v) for k, v in record["weights"].items()}, languages)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise DataError(f"{path}: mixture is not a record of alpha, weights and languages (tokens, "
+                            f"training_tokens, share each)") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +100,14 @@ class VariantParams:
     vocab_size: int  # tokens in its vocab.txt
     special_token_ids: dict[str, int]
     sequence_kind: str = SEGMENT_PAIR  # one of SEQUENCE_KINDS; variant.json files written before it existed: pairs
+    mixture: Mixture | None = None  # a variant of several languages: how they were mixed; None (left out): one
+
+    def to_dict(self) -> dict:
+        """The first keys of variant.json (a variant of one language has no `mixture`)."""
+        record = dataclasses.asdict(self)
+        if self.mixture is None:
+            del record["mixture"]
+        return record
 
     @property
     def dir_name(self) -> str:
@@ -62,7 +121,10 @@ class VariantParams:
         kinds = {"int": int, "float": (int, float), "bool": bool, "dict[str, int]": dict, "str": str}
         record = {field.name: field.default for field in dataclasses.fields(cls)
                   if field.default is not dataclasses.MISSING} | record
+        mixture = None if record["mixture"] is None else Mixture.from_dict(record["mixture"], path)
         for field in dataclasses.fields(cls):
+            if field.name == "mixture":
+                continue
             value = record.get(field.name)
             if not isinstance(value, kinds[field.type]) or (field.type != "bool" and isinstance(value, bool)):
                 raise DataError(f"{path}: {field.name} is {value!r}, expected {field.type}; not a variant.json of "
@@ -70,7 +132,7 @@ class VariantParams:
         if record["sequence_kind"] not in SEQUENCE_KINDS:
             raise DataError(f"{path}: sequence_kind is {record['sequence_kind']!r}, expected one of "
                             f"{', '.join(SEQUENCE_KINDS)}")
-        return cls(**{field.name: record[field.name] for field in dataclasses.fields(cls)})
+        return cls(**{field.name: record[field.name] for field in dataclasses.fields(cls)} | {"mixture": mixture})
 
 
 def variant_dir_name(max_seq_length: int, max_predictions_per_seq: int, masked_lm_prob: float, random_seed: int,
@@ -93,7 +155,7 @@ def write_variant_files(variant_dir: Path, vocab_dir: Path, params: VariantParam
     """Make a variant directory whose HDF5 files are in place self-contained: the vocabulary and tokenizer files of
     `vocab_dir`, and variant.json (`params`, then `counts`)."""
     copy_tokenizer_files(vocab_dir, variant_dir)
-    write_json(Path(variant_dir) / PARAMS_FILE, {**dataclasses.asdict(params), **counts})
+    write_json(Path(variant_dir) / PARAMS_FILE, {**params.to_dict(), **counts})
 
 
 def read_record(data_dir: Path) -> dict | None:

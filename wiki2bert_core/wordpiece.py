@@ -5,6 +5,8 @@ ids always come from the vocabulary file, never from constants (Google's [UNK] i
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import re
 from pathlib import Path
@@ -20,6 +22,20 @@ TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "spec
 # transformers' names of the special tokens (special_tokens_map.json, tokenizer_config.json)
 SPECIAL_TOKENS_MAP = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
                       "mask_token": "[MASK]"}
+
+
+@contextlib.contextmanager
+def one_tokenizer_thread():
+    """One core per worker process: --workers decides the parallelism (tokenizers reads this variable at each call)."""
+    previous = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["TOKENIZERS_PARALLELISM"]
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = previous
 
 
 _PLACEHOLDER = re.compile(r"\[unused\d+\]")

@@ -18,7 +18,8 @@ from pipeline.executors.local import Executor, LocalExecutor
 class StageContext:
     lang: str
     out_dir: Path  # temporary directory; renamed into place by the runner when run() returns
-    inputs: dict[str, Path]  # upstream stage name -> its completed directory
+    # upstream stage name -> its completed directory (a language's stage read by the mix: LANG/STAGE -> it)
+    inputs: dict[str, Path]
     cache_dir: Path  # survives failed attempts (e.g. partial downloads); <workdir>/<lang>/.cache/<stage>
     workers: int = 1  # --workers: processes of the local executor, threads of in-process libraries
     quiet: bool = False
@@ -31,6 +32,11 @@ class StageContext:
     def __post_init__(self):
         if self.executor is None:
             object.__setattr__(self, "executor", LocalExecutor(self.workers))
+
+    def languages(self, stage: str) -> dict[str, Path]:
+        """A stage of the mix of a run of several languages (pipeline/languages.py): each language's `stage`
+        directory it reads, by language (its inputs named LANG/STAGE); {} in a one-language run."""
+        return {label.split("/")[0]: path for label, path in self.inputs.items() if label.endswith(f"/{stage}")}
 
     def scratch(self) -> Path:
         """The scratch directory, created."""
@@ -45,6 +51,9 @@ class Stage:
     config_cls: type
     run: Callable[[Any, StageContext], dict]
     inputs: tuple[str, ...] = ()  # stages whose output directories this one reads
+    # stages it reads besides, when it runs for the mix of several languages (pipeline/languages.py): the shard
+    # stage counts tokens with the mix's vocabulary
+    mix_inputs: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()  # distributions whose versions go into the manifest
     # the version of what run() makes of a config and inputs: raised when a change to the code changes the outputs,
     # so that work directories made before it show the stage stale and re-run it (the manifest records it)

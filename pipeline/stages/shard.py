@@ -20,11 +20,27 @@ Two streaming passes, memory independent of the corpus size (O(number of shards)
   drawn from another copy of A's own document). The counts have each source's documents, tokens and training
   share. With every weight 1 (the default) the shards are those of the unweighted algorithm, byte for byte.
 
+Several languages (the mix of `pipeline run --lang hu,fi,et`, pipeline/languages.py): the stage reads each
+language's dedup output and the mix's vocabulary, and mixes the languages by size^alpha (`alpha`,
+`language_weights`; wiki2bert_core/mixture.py), in WordPiece tokens, the units the model sees, so the HDF5 files
+hold the stated shares:
+- the first pass, parallel over the parts (--workers, Dask), counts each training document's WordPiece tokens;
+- a language's size is its training tokens after the source weights; language l's rate r_l = share_l * (all
+  languages' size) / size_l multiplies its sources' weights, and the documents are repeated and subsampled as
+  for source weights (a language's hash histograms, keyed by its code too), so the mixed training split holds as
+  many tokens as the languages together, in the shares of the formula to within a document;
+- each language has its own shards, `training_<lang>_0000.txt`.. (wiki2bert_core/variant_dir.py: shard_name),
+  as many as its share of `num_shards` (at least one), and its own test split, `test_<lang>_0000.txt`..
+  (`num_test_shards` each, unweighted): every HDF5 instance is from one language, and every language is held out;
+- `mixture.json` records alpha, the language weights, and each language's size, training tokens and share
+  (wiki2bert_core/variant_dir.py: Mixture); the hdf5 stage copies it into each variant.json.
+
 NVIDIA's sharder, by contrast, loads the whole corpus and balances with a loop that can fail to terminate.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import heapq
 import math
@@ -34,6 +50,10 @@ import numpy as np
 
 from wiki2bert_core.config import SettingError, added_later
 from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.files import write_json
+from wiki2bert_core.mixture import DEFAULT_ALPHA, check_alpha, check_weights, language_shares, rates
+from wiki2bert_core.variant_dir import MIXTURE_FILE, LanguageShare, Mixture, shard_name
+from wiki2bert_core.wordpiece import load_tokenizer, one_tokenizer_thread
 from pipeline.text_files import DocumentRecord, iter_documents_with_records, list_parts, records_path
 from wiki2bert_core.log import progress
 from pipeline.stages import Stage, StageContext
@@ -56,8 +76,17 @@ class ShardConfig:
     # out of training. A document is repeated int(weight) times, plus once more for the documents of the lowest
     # hashes of (seed, source, id) that hold the fractional part of the source's tokens; the test split is unweighted
     weights: dict[str, float] = added_later(default_factory=dict)
+    # several languages: each language's share of the training tokens is proportional to (its training tokens after
+    # the source weights) ** alpha (wiki2bert_core/mixture.py: 1 keeps the languages' sizes, 0 makes them equal,
+    # XLM-R's 0.3 upsamples the small ones), times its weight in language_weights
+    alpha: float = added_later(DEFAULT_ALPHA)
+    # several languages: a weight per language code multiplying its share (1 for one not named, 0 leaves it out of
+    # training), e.g. {fi: 2}
+    language_weights: dict[str, float] = added_later(default_factory=dict)
 
     def __post_init__(self):
+        check_alpha(self.alpha)
+        check_weights(self.language_weights)
         if self.num_shards < 1:
             raise ConfigError(f"shard.num_shards: must be at least 1, got {self.num_shards}")
         if not 0.0 <= self.test_fraction < 1.0:
@@ -74,11 +103,11 @@ class ShardConfig:
 
 
 class _ShardSet:
-    """`count` shard files `<prefix>_0000.txt`.. and their document records; add() appends a document to the
-    smallest one (its copies to the smallest ones)."""
+    """`count` shard files of a split (`training_0000.txt`.., or one language's `training_hu_0000.txt`..: shard_name)
+    and their document records; add() appends a document to the smallest one (its copies to the smallest ones)."""
 
-    def __init__(self, directory: Path, prefix: str, count: int, buffer_bytes: int):
-        self.paths = [directory / f"{prefix}_{i:04d}.txt" for i in range(count)]
+    def __init__(self, directory: Path, split: str, count: int, buffer_bytes: int, language: str | None = None):
+        self.paths = [directory / f"{shard_name(split, i, language)}.txt" for i in range(count)]
         self.sizes = [0] * count
         self.documents = [0] * count
         self.buffers = [bytearray() for _ in range(count)]
@@ -128,42 +157,45 @@ class _Mix:
     the documents whose hash of (seed, source, id) falls below the source's threshold: the threshold is set from a
     histogram of the source's tokens over HASH_BUCKETS hash buckets, so that the documents below it hold the
     fractional part of its tokens to within one bucket's (about 1/65,536 of the source), whatever the order of
-    the documents; a document's decision depends only on its own hash."""
+    the documents; a document's decision depends only on its own hash. `weights` None: they are given to settle()
+    (a language of a mix, whose rate is known once every language is counted; its code is hashed too)."""
 
-    def __init__(self, weights: dict[str, float], seed: int):
+    def __init__(self, weights: dict[str, float] | None, seed: int, language: str | None = None):
         self.weights = weights
         self.key = str(seed).encode()
+        self.salt = f"{language}\0" if language else ""
         self.histograms: dict[str, np.ndarray] = {}  # source -> [tokens, documents] of each hash bucket
         self.thresholds: dict[str, int] = {}
         self.training: dict[str, list[int]] = {}  # source -> [tokens, documents] of its training split
 
     def weight(self, source: str) -> float:
-        return self.weights.get(source, 1.0)
+        return (self.weights or {}).get(source, 1.0)
 
-    def _bucket(self, record: DocumentRecord) -> int:
-        digest = hashlib.blake2b(f"{record.source}\0{record.id}".encode("utf-8", "surrogatepass"), digest_size=8,
-                                 key=self.key, person=b"shard.weights").digest()
+    def bucket(self, source: str, document_id: str) -> int:
+        digest = hashlib.blake2b(f"{self.salt}{source}\0{document_id}".encode("utf-8", "surrogatepass"),
+                                 digest_size=8, key=self.key, person=b"shard.weights").digest()
         return int.from_bytes(digest, "little") >> (64 - HASH_BITS)
 
-    def observe(self, record: DocumentRecord, tokens: int) -> None:
-        """First pass: a training document of `tokens` tokens."""
-        totals = self.training.setdefault(record.source, [0, 0])
+    def observe(self, source: str, tokens: int, bucket: int | None = None) -> None:
+        """First pass: a training document of `tokens` tokens (its bucket, if known)."""
+        totals = self.training.setdefault(source, [0, 0])
         totals[0] += tokens
         totals[1] += 1
-        if self.weight(record.source) % 1:
-            histogram = self.histograms.setdefault(record.source, np.zeros((2, HASH_BUCKETS), dtype=np.int64))
-            bucket = self._bucket(record)
-            histogram[0, bucket] += tokens
-            histogram[1, bucket] += 1
+        if self.weights is None or self.weight(source) % 1:
+            histogram = self.histograms.setdefault(source, np.zeros((2, HASH_BUCKETS), dtype=np.int64))
+            histogram[:, bucket] += (tokens, 1)
 
-    def settle(self) -> dict[str, dict[str, int]]:
-        """After the first pass: each fractional source's threshold; returns each source's training documents
-        (copies) and tokens after the weights."""
+    def settle(self, weights: dict[str, float] | None = None) -> dict[str, dict[str, int]]:
+        """After the first pass (with the weights, if not given before): each fractional source's threshold;
+        returns each source's training documents (copies) and tokens after the weights."""
+        self.weights = self.weights if weights is None else weights
         mixed = {}
         for source, (tokens, documents) in self.training.items():
             whole = int(self.weight(source))
             mixed[source] = {"training_documents": whole * documents, "training_tokens": whole * tokens}
         for source, histogram in self.histograms.items():
+            if not self.weight(source) % 1:
+                continue
             below = np.concatenate([[0], np.cumsum(histogram[0])])  # tokens in the buckets below each threshold
             target = self.weight(source) % 1 * below[-1]
             self.thresholds[source] = threshold = int(np.argmin(np.abs(below - target)))
@@ -173,37 +205,34 @@ class _Mix:
 
     def copies(self, record: DocumentRecord) -> int:
         weight = self.weight(record.source)
-        extra = record.source in self.thresholds and self._bucket(record) < self.thresholds[record.source]
+        extra = record.source in self.thresholds and self.bucket(record.source, record.id) < self.thresholds[
+            record.source]
         return int(weight) + extra
 
 
+def _documents(parts: list[Path], key: bytes, threshold: int):
+    """(is a test document, its record, its bytes, its sentences) for each document of `parts`, in order: a document
+    goes to the test split when a hash of its text, keyed by the seed, falls below `threshold`."""
+    for part in parts:
+        for record, doc in iter_documents_with_records(part):
+            text = "\n".join(doc).encode("utf-8")
+            digest = hashlib.blake2b(text, digest_size=8, key=key).digest()
+            yield int.from_bytes(digest, "little") < threshold, record, text, len(doc)
+
+
 def run(config: ShardConfig, ctx: StageContext) -> dict:
+    if ctx.languages("dedup"):
+        return _run_languages(config, ctx)
     corpus_dir = ctx.inputs["dedup"]
     parts = list_parts(corpus_dir, ".txt")
     key = str(config.seed).encode()
     threshold = int(config.test_fraction * 2 ** 64)
-
-    def documents():
-        """(is a test document, its record, its bytes, its sentences) for each document, in order."""
-        for part in parts:
-            for record, doc in iter_documents_with_records(part):
-                text = "\n".join(doc).encode("utf-8")
-                digest = hashlib.blake2b(text, digest_size=8, key=key).digest()
-                yield int.from_bytes(digest, "little") < threshold, record, text, len(doc)
-
     mix = _Mix(config.weights, config.seed)
     sources: dict[str, dict] = {}
-    n_training = n_test = 0
-    for is_test, record, text, _ in documents():
-        counts = sources.setdefault(record.source, {"documents": 0, "tokens": 0, "test_documents": 0})
-        tokens = len(text.split())
-        counts["documents"] += 1
-        counts["tokens"] += tokens
-        counts["test_documents"] += is_test
-        n_test += is_test
-        n_training += not is_test
-        if not is_test:
-            mix.observe(record, tokens)
+    for is_test, record, text, _ in _documents(parts, key, threshold):
+        _count(sources, mix, record.source, is_test, len(text.split()),
+               None if is_test or not mix.weight(record.source) % 1 else mix.bucket(record.source, record.id))
+    n_training, n_test = _split_sizes(sources)
     if n_training + n_test == 0:
         raise DataError(f"{corpus_dir}: no documents to shard (all parts are empty)")
     for source in sorted(set(config.weights) - set(sources)):
@@ -211,12 +240,7 @@ def run(config: ShardConfig, ctx: StageContext) -> dict:
     for source, mixed in mix.settle().items():
         sources[source].update(mixed)
     n_copies = sum(c.get("training_documents", 0) for c in sources.values())
-    asked_test = config.num_test_shards if config.test_fraction > 0 else 0
-    if asked_test and n_test == 0:
-        raise DataError(f"{corpus_dir}: no test documents for shard.test_fraction {config.test_fraction}: "
-                            f"raise it or set it to 0")
-    if n_training == 0:
-        raise DataError(f"{corpus_dir}: all {n_test} documents went to the test split: lower shard.test_fraction")
+    asked_test = _check_splits(corpus_dir, config, n_training, n_test)
     if n_copies == 0:
         raise ConfigError(f"shard.weights: every training document has weight 0 ({config.weights})")
     num_shards = _capped(config.num_shards, n_copies, config, "num_shards", "training", ctx)
@@ -224,22 +248,9 @@ def run(config: ShardConfig, ctx: StageContext) -> dict:
     buffer_bytes = max(MIN_SHARD_BUFFER, BUFFER_BUDGET // (num_shards + test_shards))
     training = _ShardSet(ctx.out_dir, "training", num_shards, buffer_bytes)
     test = _ShardSet(ctx.out_dir, "test", test_shards, buffer_bytes)
-    sentences = 0
     with progress(sum(p.stat().st_size for p in parts), "shard", "B", quiet=ctx.quiet) as bar:
-        for is_test, record, text, doc_sentences in documents():
-            copies = 1 if is_test else mix.copies(record)
-            if copies:
-                (test if is_test else training).add(text + b"\n\n", record, copies)
-            sentences += doc_sentences
-            bar.update(len(text) + 2)
-    training.close()
-    test.close()
-    training_tokens = sum(c.get("training_tokens", 0) for c in sources.values())
-    for source, counts in sources.items():
-        counts.setdefault("training_documents", 0)
-        counts.setdefault("training_tokens", 0)
-        counts["weight"] = mix.weight(source)
-        counts["training_share"] = round(counts["training_tokens"] / max(1, training_tokens), 6)
+        sentences = _write(parts, key, threshold, mix, training, test, bar)
+    _finish_sources(sources, mix)
     ctx.log.info("shard: %d training documents in %d shards (largest %.3f x mean), %d test documents in %d",
                  n_copies, num_shards, training.balance(), n_test, test_shards)
     if len(sources) > 1 or config.weights:
@@ -260,6 +271,160 @@ def run(config: ShardConfig, ctx: StageContext) -> dict:
     }
 
 
+def _count(sources: dict[str, dict], mix: _Mix, source: str, is_test: bool, tokens: int, bucket: int | None) -> None:
+    """First pass: a document of `source` into its counts, a training one into the mix."""
+    counts = sources.setdefault(source, {"documents": 0, "tokens": 0, "test_documents": 0})
+    counts["documents"] += 1
+    counts["tokens"] += tokens
+    counts["test_documents"] += is_test
+    if not is_test:
+        mix.observe(source, tokens, bucket)
+
+
+def _split_sizes(sources: dict[str, dict]) -> tuple[int, int]:
+    """(training documents, test documents) before the weights."""
+    n_test = sum(c["test_documents"] for c in sources.values())
+    return sum(c["documents"] for c in sources.values()) - n_test, n_test
+
+
+def _check_splits(corpus_dir: Path, config: ShardConfig, n_training: int, n_test: int) -> int:
+    """The test shards asked for (0 without a test split); DataError when a split the settings ask for is empty."""
+    asked_test = config.num_test_shards if config.test_fraction > 0 else 0
+    if asked_test and n_test == 0:
+        raise DataError(f"{corpus_dir}: no test documents for shard.test_fraction {config.test_fraction}: "
+                            f"raise it or set it to 0")
+    if n_training == 0:
+        raise DataError(f"{corpus_dir}: all {n_test} documents went to the test split: lower shard.test_fraction")
+    return asked_test
+
+
+def _write(parts: list[Path], key: bytes, threshold: int, mix: _Mix, training: _ShardSet, test: _ShardSet,
+           bar) -> int:
+    """Second pass: each document of `parts` into its split's shards, a training one as many times as the mix says;
+    returns the sentences read."""
+    sentences = 0
+    for is_test, record, text, doc_sentences in _documents(parts, key, threshold):
+        copies = 1 if is_test else mix.copies(record)
+        if copies:
+            (test if is_test else training).add(text + b"\n\n", record, copies)
+        sentences += doc_sentences
+        bar.update(len(text) + 2)
+    training.close()
+    test.close()
+    return sentences
+
+
+def _finish_sources(sources: dict[str, dict], mix: _Mix) -> None:
+    """Each source's training documents and tokens (0 for one with none), weight and share of the training split."""
+    training_tokens = sum(c.get("training_tokens", 0) for c in sources.values())
+    for source, counts in sources.items():
+        counts.setdefault("training_documents", 0)
+        counts.setdefault("training_tokens", 0)
+        counts["weight"] = mix.weight(source)
+        counts["training_share"] = round(counts["training_tokens"] / max(1, training_tokens), 6)
+
+
+# --- several languages ------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class _CountTask:
+    language: str
+    part: Path
+    tokenizer_json: str  # the mix's tokenizer, built once per worker process (_tokenizer)
+    seed: int
+    test_threshold: int
+
+
+def _count_part(task: _CountTask) -> list[tuple[str, bool, int, int | None]]:
+    """(source, is a test document, WordPiece tokens, hash bucket of a training one) of each document of a part."""
+    mix = _Mix(None, task.seed, task.language)
+    key = str(task.seed).encode()
+    documents = list(_documents([task.part], key, task.test_threshold))
+    with one_tokenizer_thread():
+        encodings = _tokenizer(task.tokenizer_json).encode_batch([text.decode("utf-8") for _, _, text, _ in documents],
+                                                                 add_special_tokens=False)
+    return [(record.source, is_test, len(encoding.ids), None if is_test else mix.bucket(record.source, record.id))
+            for (is_test, record, _, _), encoding in zip(documents, encodings)]
+
+
+@functools.lru_cache(maxsize=1)
+def _tokenizer(tokenizer_json: str):
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_str(tokenizer_json)
+
+
+def _run_languages(config: ShardConfig, ctx: StageContext) -> dict:
+    """The shards of a mix of languages (module docstring)."""
+    dirs = ctx.languages("dedup")
+    parts = {lang: list_parts(directory, ".txt") for lang, directory in dirs.items()}
+    key = str(config.seed).encode()
+    threshold = int(config.test_fraction * 2 ** 64)
+    tokenizer_json = load_tokenizer(ctx.inputs["vocab"]).to_str()
+    mixes = {lang: _Mix(None, config.seed, lang) for lang in dirs}
+    sources: dict[str, dict[str, dict]] = {lang: {} for lang in dirs}
+    tasks = [_CountTask(lang, part, tokenizer_json, config.seed, threshold) for lang in dirs for part in parts[lang]]
+    with progress(sum(t.part.stat().st_size for t in tasks), "shard: count tokens", "B", quiet=ctx.quiet) as bar:
+        for task, documents in zip(tasks, ctx.executor.map(_count_part, tasks)):
+            for source, is_test, tokens, bucket in documents:
+                _count(sources[task.language], mixes[task.language], source, is_test, tokens, bucket)
+            bar.update(task.part.stat().st_size)
+    known = {name for per_language in sources.values() for name in per_language}
+    for source in sorted(set(config.weights) - known):
+        ctx.log.warning("shard: shard.weights.%s: no documents of that source reach the shard stage", source)
+    sizes = {lang: sum(config.weights.get(source, 1.0) * tokens for source, (tokens, _) in mix.training.items())
+             for lang, mix in mixes.items()}
+    shares = language_shares(sizes, config.alpha, config.language_weights)
+    rate = rates(sizes, shares, sum(sizes.values()))
+    asked_test = config.num_test_shards if config.test_fraction > 0 else 0
+    languages = {}
+    for lang, mix in mixes.items():
+        mixed = mix.settle({source: config.weights.get(source, 1.0) * rate[lang] for source in mix.training})
+        for source, counts in mixed.items():
+            sources[lang][source].update(counts)
+        n_training, n_test = _split_sizes(sources[lang])
+        _check_splits(dirs[lang], config, n_training, n_test)
+        languages[lang] = {"documents": n_training + n_test, "tokens": round(sizes[lang]),
+                           "weight": config.language_weights.get(lang, 1.0), "target_share": round(shares[lang], 6),
+                           "rate": round(rate[lang], 6),
+                           "training_documents": sum(c["training_documents"] for c in mixed.values()),
+                           "training_tokens": sum(c["training_tokens"] for c in mixed.values()),
+                           "test_documents": n_test}
+    training_tokens = sum(c["training_tokens"] for c in languages.values())
+    if training_tokens == 0:
+        raise ConfigError(f"shard.language_weights: every language has weight 0 ({config.language_weights})")
+    for lang, counts in languages.items():
+        counts["training_share"] = round(counts["training_tokens"] / training_tokens, 6)
+        counts["training_shards"] = _capped(max(1, round(config.num_shards * counts["training_share"])),
+                                            counts["training_documents"], config, "num_shards",
+                                            f"{lang} training", ctx) if counts["training_documents"] else 0
+        counts["test_shards"] = _capped(asked_test, counts["test_documents"], config, "num_test_shards",
+                                        f"{lang} test", ctx) if asked_test else 0
+    buffer_bytes = max(MIN_SHARD_BUFFER, BUFFER_BUDGET // sum(c["training_shards"] + c["test_shards"]
+                                                              for c in languages.values()))
+    sets = {}
+    with progress(sum(p.stat().st_size for ps in parts.values() for p in ps), "shard", "B", quiet=ctx.quiet) as bar:
+        for lang, counts in languages.items():
+            sets[lang] = (_ShardSet(ctx.out_dir, "training", counts["training_shards"], buffer_bytes, lang),
+                          _ShardSet(ctx.out_dir, "test", counts["test_shards"], buffer_bytes, lang))
+            counts["sentences"] = _write(parts[lang], key, threshold, mixes[lang], *sets[lang], bar)
+            _finish_sources(sources[lang], mixes[lang])
+            counts["sources"] = dict(sorted(sources[lang].items()))
+    mixture = Mixture(config.alpha, dict(sorted(config.language_weights.items())),
+                      {lang: LanguageShare(c["tokens"], c["training_tokens"], c["training_share"])
+                       for lang, c in languages.items()})
+    write_json(ctx.out_dir / MIXTURE_FILE, mixture.to_dict())
+    ctx.log.info("shard: languages (alpha %g): %s", config.alpha, ", ".join(
+        f"{lang} {c['training_share']:.1%} of the training tokens (x{c['rate']:.3g})" for lang, c in languages.items()))
+    total = {key: sum(c[key] for c in languages.values())
+             for key in ("documents", "training_documents", "test_documents", "training_shards", "test_shards",
+                         "sentences")}
+    return {**total,
+            "training_bytes": sum(sum(training.sizes) for training, _ in sets.values()),
+            "test_bytes": sum(sum(test.sizes) for _, test in sets.values()),
+            "languages": languages}
+
+
 def _capped(asked: int, documents: int, config: ShardConfig, name: str, split: str, ctx: StageContext) -> int:
     """`asked` shards, or fewer so that each holds at least min_documents_per_shard documents (at least one shard)."""
     count = max(1, min(asked, documents // config.min_documents_per_shard))
@@ -270,4 +435,4 @@ def _capped(asked: int, documents: int, config: ShardConfig, name: str, split: s
     return count
 
 
-STAGE = Stage("shard", ShardConfig, run, inputs=("dedup",))
+STAGE = Stage("shard", ShardConfig, run, inputs=("dedup",), mix_inputs=("vocab",))

@@ -12,6 +12,15 @@ Two trainers (`method`):
   ids are assigned in hash-map order and break ties between merges); we fix its alphabet and the ids of the `##`
   characters before training, which removes both sources of randomness (`_train_tokenizers`).
 
+Several languages (the mix of `pipeline run --lang hu,fi,et`, pipeline/languages.py): one vocabulary for all, trained
+on a sample of each language's sentences drawn by size^alpha (`alpha`, wiki2bert_core/mixture.py; sizes in words
+as each language's filter counts them): a first pass counts each language's sentences, words and characters, a
+second gives the trainer each sentence int(rate) times plus once more with probability frac(rate) (seeded), so
+that the sample holds the languages in those shares and as many words as the largest language (sentencepiece's
+memory follows its sample: no more than that language's own vocabulary takes). The characters that make
+`character_coverage` of each language's own text are in the vocabulary whatever their share of the mix, so no
+script of the mix is starved of letters; the counts give each language's [UNK] rate and tokens per word.
+
 Both stream the corpus (sentencepiece reads sentences from an iterator; it then keeps up to `input_sentence_size`
 sentences in memory itself, a seeded sample: that setting, not the corpus size, decides the stage's memory; HF
 tokenizers holds word counts, which grow with the distinct words). Outputs: vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json
@@ -34,7 +43,9 @@ from tokenizers import normalizers, trainers
 
 from wiki2bert_core.errors import ConfigError, DataError, first_line
 from pipeline.text_files import list_parts
+from wiki2bert_core.config import added_later
 from wiki2bert_core.log import progress
+from wiki2bert_core.mixture import DEFAULT_ALPHA, check_alpha, language_shares, rates
 from pipeline.runner import read_manifest
 from pipeline.stages import Stage, StageContext
 from pipeline.words import count_words, recorded_chars_per_word
@@ -69,8 +80,12 @@ class VocabConfig:
     # characters the vocabulary holds (as a word and as ##) whatever the corpus, besides printable ASCII (always
     # held): the script's dashes and quotes; added on top of vocab_size, like the trained pieces' missing characters
     script_punctuation: str = "–—‘’‚“”„«»‹›…"
+    # several languages: the vocabulary's training sentences hold each language in proportion to (its words) ** alpha
+    # (wiki2bert_core/mixture.py: 1 keeps the languages' sizes, 0 makes them equal, XLM-R's 0.3 upsamples the small)
+    alpha: float = added_later(DEFAULT_ALPHA)
 
     def __post_init__(self):
+        check_alpha(self.alpha)
         if self.vocab_size < 1:
             raise ConfigError(f"vocab.vocab_size: must be at least 1, got {self.vocab_size}")
         if self.unused_tokens < 0:
@@ -88,17 +103,26 @@ class VocabConfig:
 
 
 def run(config: VocabConfig, ctx: StageContext) -> dict:
-    corpus_dir = ctx.inputs["dedup"]
-    parts = list_parts(corpus_dir, ".txt")
-    corpus = _CorpusSentences(parts, quiet=ctx.quiet)
+    if ctx.languages("dedup"):
+        corpus = _MixedSentences(config, ctx)
+    else:
+        corpus = _CorpusSentences(list_parts(ctx.inputs["dedup"], ".txt"), quiet=ctx.quiet)
     train = _train_sentencepiece if config.method == "sentencepiece" else _train_tokenizers
     trained = train(config, corpus, ctx)
-    tokens = bert_vocabulary(trained, config.unused_tokens, required_characters=_required_characters(config))
+    required = _required_characters(config, corpus.characters)
+    tokens = bert_vocabulary(trained, config.unused_tokens, required_characters=required)
     added = len(tokens) - len(bert_vocabulary(trained, config.unused_tokens, add_characters=False))
     vocab = write_tokenizer_dir(ctx.out_dir, tokens, lowercase=config.lowercase, strip_accents=config.strip_accents)
     ctx.log.info("vocab: %d tokens (%d missing characters added), [UNK]=%d", len(vocab), added, vocab["[UNK]"])
-    unk_rate, tokens_per_word = _sample_quality(load_tokenizer(ctx.out_dir), vocab["[UNK]"], corpus.sample,
-                                                recorded_chars_per_word(read_manifest(ctx.inputs["filter"])))
+    tokenizer = load_tokenizer(ctx.out_dir)
+    if isinstance(corpus, _MixedSentences):
+        languages = corpus.counts(tokenizer, vocab["[UNK]"])
+        unk_rate, tokens_per_word = _rates(*(sum(c[f"sample_{key}"] for c in languages.values())
+                                             for key in ("unks", "tokens", "words")))
+    else:
+        languages = {}
+        unk_rate, tokens_per_word = _rates(*_sample_quality(
+            tokenizer, vocab["[UNK]"], corpus.sample, recorded_chars_per_word(read_manifest(ctx.inputs["filter"]))))
     return {
         "vocab_size": len(vocab),
         "model_vocab_size": padded_vocab_size(len(vocab)),
@@ -108,6 +132,7 @@ def run(config: VocabConfig, ctx: StageContext) -> dict:
         "sample_tokens_per_word": tokens_per_word,
         "special_token_ids": special_token_ids(vocab),
         **({"sentences_too_long": corpus.too_long} if config.method == "sentencepiece" else {}),
+        **({"languages": languages} if languages else {}),
     }
 
 
@@ -126,11 +151,12 @@ def bert_vocabulary(tokens: Iterable[str], unused_tokens: int = 100, add_charact
     return vocab
 
 
-def _required_characters(config: VocabConfig) -> str:
-    """Printable ASCII and the script's punctuation, as the tokenizer normalizes them (lowercased when it lowercases)."""
+def _required_characters(config: VocabConfig, characters: str = "") -> str:
+    """Printable ASCII, the script's punctuation and `characters`, as the tokenizer normalizes them (lowercased when
+    it lowercases)."""
     normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
                                             strip_accents=config.strip_accents, lowercase=config.lowercase)
-    text = normalizer.normalize_str("".join(map(chr, range(0x21, 0x7F))) + config.script_punctuation)
+    text = normalizer.normalize_str("".join(map(chr, range(0x21, 0x7F))) + config.script_punctuation + characters)
     return "".join(c for c in text if not c.isspace())
 
 
@@ -151,13 +177,14 @@ class _CorpusSentences:
     """The dedup stage's sentences (non-blank lines), read ~1 MiB at a time, checked to be UTF-8, with a progress
     bar; counts them and keeps the first SAMPLE_SENTENCES for the quality figures."""
 
-    def __init__(self, parts: list[Path], quiet: bool):
-        self.parts, self.quiet = parts, quiet
+    def __init__(self, parts: list[Path], quiet: bool, label: str = "vocab: read"):
+        self.parts, self.quiet, self.label = parts, quiet, label
         self.sentences = self.too_long = 0
         self.sample: list[str] = []
+        self.characters = ""  # characters the vocabulary must hold besides those of its pieces
 
     def batches(self) -> Iterator[list[str]]:
-        with progress(sum(p.stat().st_size for p in self.parts), "vocab: read", "B", quiet=self.quiet) as bar:
+        with progress(sum(p.stat().st_size for p in self.parts), self.label, "B", quiet=self.quiet) as bar:
             for path in self.parts:
                 line_no = 0
                 with open(path, "rb") as f:
@@ -187,6 +214,68 @@ class _CorpusSentences:
     def check_not_empty(self) -> None:
         if self.sentences == 0:
             raise DataError(f"{self.parts[0].parent}: no text to train a vocabulary on (all parts are empty)")
+
+
+class _MixedSentences(_CorpusSentences):
+    """The sentences of several languages (each one's dedup output) sampled by size^alpha (module docstring): a first
+    pass measures each language, `batches()` yields the sample, the same every time."""
+
+    def __init__(self, config: VocabConfig, ctx: StageContext):
+        self.dirs = ctx.languages("dedup")
+        filters = ctx.languages("filter")
+        self.chars_per_word = {lang: recorded_chars_per_word(read_manifest(filters[lang])) if lang in filters
+                               else None for lang in self.dirs}
+        self.seed = config.seed
+        super().__init__([part for d in self.dirs.values() for part in list_parts(d, ".txt")], ctx.quiet)
+        self.measured = {lang: self._measure(lang, config.character_coverage) for lang in self.dirs}
+        words = {lang: m["words"] for lang, m in self.measured.items()}
+        self.shares = language_shares(words, config.alpha)
+        self.rates = rates(words, self.shares, max(words.values()))
+        self.characters = "".join(sorted({c for m in self.measured.values() for c in m["characters"]}))
+        ctx.log.info("vocab: sample of %s", ", ".join(f"{lang} {self.shares[lang]:.1%} (x{self.rates[lang]:.3g})"
+                                                      for lang in self.dirs))
+
+    def _measure(self, lang: str, coverage: float) -> dict:
+        """Sentences, words and the characters that make `coverage` of the text of a language, with its first
+        SAMPLE_SENTENCES sentences."""
+        reader = _CorpusSentences(list_parts(self.dirs[lang], ".txt"), self.quiet, f"vocab: measure {lang}")
+        code_counts = np.zeros(0x110000, dtype=np.int64)
+        words = 0.0
+        for batch in reader.batches():
+            text = "\n".join(batch)
+            code_counts += np.bincount(np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32), minlength=0x110000)
+            words += len(text.split()) if self.chars_per_word[lang] is None else count_words(text, self.chars_per_word[lang])
+        code_counts[[ord(c) for c in " \t\n\r\x0b\x0c"]] = 0
+        order = np.argsort(-code_counts, kind="stable")
+        covered = np.cumsum(code_counts[order])
+        needed = int(np.searchsorted(covered, coverage * covered[-1])) + 1 if covered[-1] else 0
+        return {"sentences": reader.sentences, "words": words, "sample": reader.sample,
+                "characters": "".join(chr(int(code)) for code in order[:needed])}
+
+    def batches(self) -> Iterator[list[str]]:
+        self.sentences = self.too_long = 0
+        for lang, directory in self.dirs.items():
+            rng = np.random.default_rng([self.seed, *lang.encode("utf-8")])
+            whole, fraction = divmod(self.rates[lang], 1.0)
+            for batch in _CorpusSentences(list_parts(directory, ".txt"), self.quiet, f"vocab: read {lang}").batches():
+                copies = int(whole) + (rng.random(len(batch)) < fraction)
+                sampled = [sentence for sentence, n in zip(batch, copies) for _ in range(n)]
+                self._count(sampled)
+                yield sampled
+
+    def counts(self, tokenizer, unk_id: int) -> dict[str, dict]:
+        """Each language's sentences and words, its share of the sample and rate, the [UNK] rate and tokens per word
+        of its first SAMPLE_SENTENCES sentences, and the characters its coverage needed."""
+        counts = {}
+        for lang, m in self.measured.items():
+            unks, tokens, words = _sample_quality(tokenizer, unk_id, m["sample"], self.chars_per_word[lang])
+            unk_rate, tokens_per_word = _rates(unks, tokens, words)
+            counts[lang] = {"sentences": m["sentences"], "words": round(m["words"]),
+                            "sample_share": round(self.shares[lang], 6), "rate": round(self.rates[lang], 6),
+                            "sample_unk_rate": unk_rate, "sample_tokens_per_word": tokens_per_word,
+                            "sample_unks": unks, "sample_tokens": tokens, "sample_words": round(words, 2),
+                            "coverage_characters": len(m["characters"])}
+        return counts
 
 
 # --- sentencepiece -------------------------------------------------------------------------------------------------
@@ -314,7 +403,10 @@ def _train_tokenizers(config: VocabConfig, corpus: _CorpusSentences, ctx: StageC
     tokenizer = wordpiece_tokenizer({token: i for i, token in enumerate(head)}, lowercase=config.lowercase,
                                     strip_accents=config.strip_accents)
     ctx.log.info("vocab: training tokenizers WordPiece, %d tokens", config.vocab_size)
-    tokenizer.train([str(p) for p in corpus.parts], trainer)
+    if isinstance(corpus, _MixedSentences):  # the sample, not the files
+        tokenizer.train_from_iterator(corpus.batches(), trainer)
+    else:
+        tokenizer.train([str(p) for p in corpus.parts], trainer)
     trained = tokenizer.get_vocab()
     if len(trained) < config.vocab_size:
         raise DataError(
@@ -337,15 +429,21 @@ def _alphabet(raw_counts: dict[str, int], normalizer, limit: int) -> list[str]:
 
 # --- quality figures -----------------------------------------------------------------------------------------------
 
-def _sample_quality(tokenizer, unk_id: int, sample: list[str], chars_per_word: float | None) -> tuple[float, float]:
-    """[UNK] share of the tokens, and tokens per word on the first sentences of the corpus: words as BERT splits
-    them, punctuation included, or, where the filter counted words of unspaced scripts (`chars_per_word`, read
-    from its manifest), as the filter counted them (BERT makes each Han character a word)."""
+def _sample_quality(tokenizer, unk_id: int, sample: list[str], chars_per_word: float | None
+                    ) -> tuple[int, int, float]:
+    """[UNK]s, tokens and words of the first sentences of the corpus: words as BERT splits them, punctuation
+    included, or, where the filter counted words of unspaced scripts (`chars_per_word`, read from its manifest), as
+    the filter counted them (BERT makes each Han character a word)."""
     encodings = tokenizer.encode_batch(sample, add_special_tokens=False)
     tokens = sum(len(e.ids) for e in encodings)
     words = (sum(e.word_ids[-1] + 1 for e in encodings if e.word_ids) if chars_per_word is None else
              sum(count_words(s, chars_per_word) for s in sample))
     unks = sum(e.ids.count(unk_id) for e in encodings)
+    return unks, tokens, words
+
+
+def _rates(unks: int, tokens: int, words: float) -> tuple[float, float]:
+    """The [UNK] share of the tokens and the tokens per word."""
     return round(unks / max(tokens, 1), 5), round(tokens / max(words, 1), 4)
 
 

@@ -27,7 +27,7 @@ from wiki2bert_core.hdf5_format import INPUT_MASK
 from wiki2bert_core.variant_dir import DOC_SENTENCES, held_out_split, training_files
 from wiki2bert_core.wordpiece import load_tokenizer, read_vocab
 from pipeline.runner import DONE, MANIFEST, StageState, stage_state
-from pipeline.sources import source_counts, source_table
+from pipeline.sources import language_table, source_counts, source_table
 from pipeline.stages import stage_by_name
 from pipeline.text_files import PIECE, WIKIPEDIA_SOURCE
 from pipeline.tools.verify import format_report, verify_path
@@ -56,6 +56,7 @@ def write_report(lang_dir: Path, out_dir: Path) -> tuple[Path, list[str], list[s
         sections.append(_duplicates(lang_dir, out_dir, headline))
     if sources := source_counts(done):
         sections.append(_sources(sources, out_dir))
+    sections.append(_languages(done))
     if "dedup" in done and "vocab" in done:
         sections.append(_documents(lang_dir, out_dir, headline))
     if "hdf5" in done:
@@ -79,15 +80,16 @@ def write_report(lang_dir: Path, out_dir: Path) -> tuple[Path, list[str], list[s
 
 
 def _recorded_states(lang_dir: Path) -> dict[str, StageState]:
-    """The state of each stage with a manifest, and of the stages they read (judged by the manifests alone)."""
-    known: dict[str, StageState] = {}
+    """The state of each stage of `lang_dir` with a manifest, and of the stages they read there (judged by the
+    manifests alone)."""
+    known: dict[Path, StageState] = {}
     for manifest in sorted(lang_dir.glob(f"*/{MANIFEST}")):
         try:
             stage_by_name(manifest.parent.name)
         except KeyError:  # not a stage's directory
             continue
         stage_state(None, lang_dir, manifest.parent.name, known)
-    return known
+    return {stage_dir.name: state for stage_dir, state in known.items() if stage_dir.parent == lang_dir}
 
 
 def _img(path: Path) -> str:
@@ -188,13 +190,32 @@ def _drops_table(report: dict) -> str:
             "<th>tokens</th><th>of the source's tokens</th><th>examples</th></tr>" + "".join(rows) + "</table>")
 
 
+def _table(rows: list[dict[str, str]]) -> str:
+    return ("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in rows[0]) + "</tr>"
+            + "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row.values()) + "</tr>"
+                      for row in rows) + "</table>")
+
+
+def _languages(done: dict) -> str:
+    """The mix of a run of several languages: each language's share aimed at and in the training split (`pipeline
+    status` prints the same), and its vocabulary figures on its first sentences ([UNK] rate, tokens per word), so
+    a script starved of vocabulary shows."""
+    shares = language_table(done.get("shard"))
+    vocab = ((done.get("vocab") or {}).get("counts") or {}).get("languages") or {}
+    if not shares and not vocab:
+        return ""
+    rows = [{"language": lang, "vocabulary sample share": f"{c['sample_share']:.1%}",
+             "[UNK] rate": f"{c['sample_unk_rate']:.4%}", "tokens per word": f"{c['sample_tokens_per_word']:.3f}",
+             "characters for coverage": f"{c['coverage_characters']:,}"} for lang, c in vocab.items()]
+    return ("<h2>Languages</h2>" + (f"<p>the training split's languages (shard.alpha, shard.language_weights)</p>"
+                                    f"{_table(shares)}" if shares else "")
+            + (f"<p>the vocabulary on each language's first sentences (vocab.alpha)</p>{_table(rows)}" if rows else ""))
+
+
 def _sources(rows: list[dict], out_dir: Path) -> str:
     """Each source's documents through the stages, and its share of the kept tokens before and after the weights
     (`pipeline status` prints the same table)."""
-    shown = source_table(rows)
-    table = ("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in shown[0]) + "</tr>"
-             + "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row.values()) + "</tr>"
-                       for row in shown) + "</table>")
+    table = _table(source_table(rows))
     shares = [r for r in rows if r["kept tokens"] is not None and r["training tokens"] is not None]
     if not shares:
         return f"<h2>Sources</h2>{table}"

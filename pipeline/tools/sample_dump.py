@@ -14,7 +14,9 @@ articles has the same bytes as before blocks existed), later blocks are seeded b
 titles with the block's number, which keeps titles unique however many blocks there are.
 `write_multistream` writes the dump in Wikimedia's multistream layout (a siteinfo stream, streams of 100 pages,
 a closing stream) with its `offset:page_id:title` index, streaming both to disk; `write_sample_dump` is
-`pipeline sample-dump`. (The tests' writers of other layouts are in tests/support/dump_writers.py.)
+`pipeline sample-dump`, which also writes the dumps of pipeline/tools/sample_languages.py (Finnish-like, Russian-
+like, Greek-like: `--lang fi|ru|el`), whose pages and siteinfo (namespaces, dbname, xml:lang) are those languages'.
+(The tests' writers of other layouts are in tests/support/dump_writers.py.)
 """
 from __future__ import annotations
 
@@ -30,9 +32,11 @@ from xml.sax.saxutils import escape
 
 from wiki2bert_core.files import atomic_write
 from wiki2bert_core.log import progress
+from pipeline.tools.sample_languages import LANGUAGES, iter_pages as iter_language_pages
 
 DUMP_NAME = "huwiki-sample-pages-articles-multistream.xml.bz2"
 INDEX_NAME = "huwiki-sample-pages-articles-multistream-index.txt.bz2"
+SAMPLE_LANGUAGES = ("hu", "fi", "ru", "el")  # hu: this module's pages; the others: pipeline/tools/sample_languages.py
 PAGES_PER_STREAM = 100
 # Articles per generated block: the name lists give unique titles for ~15,000 articles (English titles run out
 # first), so a block stays below that.
@@ -275,11 +279,11 @@ TEMPLATES = {
 
 SITEINFO = """<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.11/" \
 xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:schemaLocation="http://www.mediawiki.org/xml/export-0.11/ \
-http://www.mediawiki.org/xml/export-0.11.xsd" version="0.11" xml:lang="hu">
+http://www.mediawiki.org/xml/export-0.11.xsd" version="0.11" xml:lang="{lang}">
   <siteinfo>
-    <sitename>Wikipédia</sitename>
-    <dbname>huwiki</dbname>
-    <base>https://hu.wikipedia.org/wiki/Kezd%C5%91lap</base>
+    <sitename>{sitename}</sitename>
+    <dbname>{lang}wiki</dbname>
+    <base>https://{lang}.wikipedia.org/wiki/{main_page}</base>
     <generator>MediaWiki 1.43.0-wmf.23</generator>
     <case>first-letter</case>
     <namespaces>
@@ -657,12 +661,19 @@ def generate_pages(articles: int = 400, seed: int = 0, block: int = 0, first_id:
 
 # --- XML and the dump layouts -------------------------------------------------------------------------------------
 
-def siteinfo_xml() -> str:
+def siteinfo_xml(language: str = "hu") -> str:
+    """The <mediawiki> line and <siteinfo> of a sample dump in `language` (one of SAMPLE_LANGUAGES)."""
+    if language == "hu":
+        sitename, main_page, namespaces = "Wikipédia", "Kezd%C5%91lap", NAMESPACES
+    else:
+        other = LANGUAGES[language]
+        sitename, main_page, namespaces = other.sitename, other.main_page, other.namespaces
     lines = []
-    for key, name in NAMESPACES.items():
+    for key, name in namespaces.items():
         lines.append(f'      <namespace key="{key}" case="first-letter" />' if not name else
                      f'      <namespace key="{key}" case="first-letter">{escape(name)}</namespace>')
-    return SITEINFO.replace("{namespaces}", "\n".join(lines))
+    text = SITEINFO.replace("{lang}", language).replace("{sitename}", sitename).replace("{main_page}", main_page)
+    return text.replace("{namespaces}", "\n".join(lines))
 
 
 def page_xml(page: Page) -> str:
@@ -690,13 +701,14 @@ def _base36_sha1(data: bytes) -> str:
     return digits.rjust(31, "0")
 
 
-def write_multistream(pages: Iterable[Page], dump: Path, index: Path, pages_per_stream: int = PAGES_PER_STREAM) -> None:
+def write_multistream(pages: Iterable[Page], dump: Path, index: Path, pages_per_stream: int = PAGES_PER_STREAM,
+                      language: str = "hu") -> None:
     """Wikimedia's layout: one bz2 stream for <mediawiki><siteinfo>, one per `pages_per_stream` pages, one for
     </mediawiki>; the index lists `offset:page_id:title` with the byte offset of the page's stream. Both files are
     written as the pages come (one stream's pages in memory) and renamed into place when complete."""
     index_compressor = bz2.BZ2Compressor(9)
     with atomic_write(dump, "wb") as f, atomic_write(index, "wb") as index_file:
-        f.write(bz2.compress(siteinfo_xml().encode("utf-8"), 9))
+        f.write(bz2.compress(siteinfo_xml(language).encode("utf-8"), 9))
         pages = iter(pages)
         while chunk := list(itertools.islice(pages, pages_per_stream)):
             offset = f.tell()
@@ -707,10 +719,14 @@ def write_multistream(pages: Iterable[Page], dump: Path, index: Path, pages_per_
         index_file.write(index_compressor.flush())
 
 
-def write_sample_dump(out_dir: Path, articles: int = 400, seed: int = 0, quiet: bool = True) -> Path:
-    """`pipeline sample-dump`: the multistream dump and its index under out_dir; returns the dump's path."""
+def write_sample_dump(out_dir: Path, articles: int = 400, seed: int = 0, quiet: bool = True,
+                      language: str = "hu") -> Path:
+    """`pipeline sample-dump`: the multistream dump and its index under out_dir, in `language` (one of
+    SAMPLE_LANGUAGES); returns the dump's path."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    dump, index = out_dir / DUMP_NAME, out_dir / INDEX_NAME
+    dump, index = out_dir / DUMP_NAME.replace("hu", language, 1), out_dir / INDEX_NAME.replace("hu", language, 1)
+    pages = iter_pages(articles, seed) if language == "hu" else (
+        Page(i, *fields) for i, fields in enumerate(iter_language_pages(language, articles, seed), 1))
     with progress(articles, "sample-dump", "articles", quiet=quiet) as bar:
         def counted(pages: Iterator[Page]) -> Iterator[Page]:
             for page in pages:
@@ -718,5 +734,5 @@ def write_sample_dump(out_dir: Path, articles: int = 400, seed: int = 0, quiet: 
                     bar.update(1)
                 yield page
 
-        write_multistream(counted(iter_pages(articles, seed)), dump, index)
+        write_multistream(counted(pages), dump, index, language=language)
     return dump

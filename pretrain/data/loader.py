@@ -9,6 +9,12 @@ resumed run reads exactly the batches it would have read, whatever was prefetche
 With dynamic masking (masking.py) the reader draws each sequence's masks from its epoch and its index among all the
 training rows, so the masks too are those of the uninterrupted run.
 
+A phase's own mixture of languages (a variant of several languages, `language_alpha` / `language_weights`:
+`with_language_mixture`) reads each file's rows as many times an epoch as its language's rate asks for: the first
+`rows` of the file's permutation when fewer than all, else whole permutations (each further one from its own
+stream) and the first rows of one more; a repeated row has its own masks under dynamic masking. Files of a
+language with no share are left out of the epochs. Without one, every row is read once an epoch, as above.
+
 Files are opened lazily in the process that reads them: an h5py handle opened before the DataLoader forks its
 workers is shared by them and corrupts reads. A worker reads a whole file at once (as NVIDIA's loader does):
 NVIDIA's files are gzip-compressed, where reading scattered rows would decompress each chunk again and again.
@@ -29,7 +35,9 @@ from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.hdf5_format import (DATASETS, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS,
                                        NEXT_SENTENCE_LABELS, SEGMENT_IDS, TOKEN_DATASETS, layout_problems,
                                        out_of_range, read_rows)
-from wiki2bert_core.variant_dir import PARAMS_FILE, data_dir_of, read_params, training_files
+from wiki2bert_core.mixture import language_shares
+from wiki2bert_core.variant_dir import (PARAMS_FILE, data_dir_of, file_language, read_params, read_record,
+                                        training_files)
 from pretrain.data.masking import DynamicMasking
 from pretrain.data.packing import pack_batch
 
@@ -39,12 +47,20 @@ MODEL_ARGS = {INPUT_IDS: "input_ids", SEGMENT_IDS: "token_type_ids", INPUT_MASK:
               NEXT_SENTENCE_LABELS: "next_sentence_labels"}
 CHECK_ROWS = 256  # rows per file whose values are checked before training (all rows are, as they are read)
 CACHED_FILES = 2  # per reading process: a micro-batch can end one file and start the next
+# a fifth word in the seed of a file's further row permutations (repeated rows): distinct from the row order's
+# [seed, epoch, file] and dynamic masking's [seed, epoch, index, 1]
+_REPEAT_STREAM = 2
 
 
 @dataclasses.dataclass(frozen=True)
 class DataFile:
     path: Path
     samples: int
+
+    @property
+    def language(self) -> str | None:
+        """The language of a file of a variant of several languages (variant_dir.file_language), else None."""
+        return file_language(self.path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,10 +70,17 @@ class DataDirectory:
     files: list[DataFile]  # sorted by name; files without samples are left out
     seq_len: int  # the files' sequence length: the one the run trains at
     max_predictions: int
+    # rows of each file one epoch reads: a phase's own mixture of languages (with_language_mixture); None: each once
+    epoch_rows: tuple[int, ...] | None = None
+    shares: dict[str, float] | None = None  # with epoch_rows: each language's share of the masked tokens read
 
     @property
     def samples(self) -> int:
         return sum(f.samples for f in self.files)
+
+    def reading(self) -> list[int]:
+        """The indices of the files an epoch reads."""
+        return [i for i, rows in enumerate(self.epoch_rows or [f.samples for f in self.files]) if rows]
 
     def check_positions(self, max_position_embeddings: int) -> None:
         """ConfigError if the sequences are longer than a model of `max_position_embeddings` positions takes."""
@@ -95,14 +118,59 @@ def redistribute(states: list[DataState], world_size: int) -> list[DataState]:
     return [DataState(epoch, tuple(left[r::world_size]), 0, 0) for r in range(world_size)]
 
 
-def open_data(data_dir: Path, seq_len: int | None, vocab_size: int, world_size: int = 1) -> DataDirectory:
-    """The training files of a data directory (variant_dir.training_files), checked; see open_files. ConfigError if
-    there are fewer files than ranks."""
-    data = open_files(training_files(data_dir), seq_len, vocab_size)
-    if len(data.files) < world_size:
-        raise ConfigError(f"{data_dir}: {len(data.files)} HDF5 file(s) for {world_size} data-parallel ranks; every "
-                          f"rank needs at least one file (make more, smaller shards)")
+def open_data(data_dir: Path, seq_len: int | None, vocab_size: int, world_size: int = 1,
+              language_alpha: float | None = None, language_weights: dict[str, float] | None = None
+              ) -> DataDirectory:
+    """The training files of a data directory (variant_dir.training_files), checked (see open_files), with a
+    phase's own mixture of languages (with_language_mixture). ConfigError if fewer files are read than there are
+    ranks."""
+    data = with_language_mixture(open_files(training_files(data_dir), seq_len, vocab_size), language_alpha,
+                                 language_weights or {})
+    if len(data.reading()) < world_size:
+        raise ConfigError(f"{data_dir}: {len(data.reading())} HDF5 file(s) for {world_size} data-parallel "
+                          f"ranks; every rank needs at least one file (make more, smaller shards)")
     return data
+
+
+def with_language_mixture(data: DataDirectory, alpha: float | None, weights: dict[str, float]) -> DataDirectory:
+    """`data` read by a phase's own mixture of languages: language l's share of the masked tokens read is
+    weight_l * size_l ** alpha / sum(...) (wiki2bert_core/mixture.py; sizes and the files' masked tokens from
+    variant.json; alpha null: the pipeline's, weights 1 unless named), so each of its files' rows is read
+    share_l / (its share of the files' masked tokens) times an epoch. Unchanged without alpha and weights.
+    ConfigError for data of one language, a weight for a language it does not hold, or a share for a language
+    without training instances."""
+    if alpha is None and not weights:
+        return data
+    record = read_record(data.data_dir) or {}
+    params = read_params(data.data_dir)
+    setting = "language_alpha" if alpha is not None else f"language_weights.{next(iter(weights))}"
+    if params is None or params.mixture is None:
+        raise ConfigError(f"{setting}: {data.data_dir} holds one language (its variant.json records no mixture); "
+                          "language_alpha and language_weights sample the languages of a run of several")
+    languages = params.mixture.languages
+    for language in weights:
+        if language not in languages:
+            raise ConfigError(f"language_weights.{language}: not a language of {data.data_dir} "
+                              f"({', '.join(languages)})")
+    try:
+        masked = {language: int(record["languages"][language]["training_masked_tokens"]) if language in
+                  record["languages"] else 0 for language in languages}
+    except (KeyError, TypeError, ValueError):
+        raise DataError(f"{data.data_dir / PARAMS_FILE}: no masked tokens per language (languages."
+                        f"<language>.training_masked_tokens); not a variant.json of the hdf5 stage of several "
+                        f"languages") from None
+    held = language_shares(masked, 1.0)
+    shares = language_shares({language: share.tokens for language, share in languages.items()},
+                             params.mixture.alpha if alpha is None else alpha, weights)
+    missing = [language for language, share in shares.items() if share and not held[language]]
+    if missing:
+        raise ConfigError(f"{setting}: gives {missing[0]} a share, but {data.data_dir} holds no training instances "
+                          f"of it (its weight in the pipeline was 0)")
+    if not any(shares.values()):
+        raise ConfigError(f"{setting}: every language has weight 0")
+    rate = {language: shares[language] / held[language] if held[language] else 0.0 for language in languages}
+    rows = tuple(round(rate.get(f.language, 0.0) * f.samples) for f in data.files)
+    return dataclasses.replace(data, epoch_rows=rows, shares=shares)
 
 
 def open_files(paths: list[Path], seq_len: int | None, vocab_size: int) -> DataDirectory:
@@ -169,6 +237,8 @@ class BatchPlan(Sampler):
     def __init__(self, data: DataDirectory, micro_batch: int, rank: int = 0, world_size: int = 1,
                  seed: int = 0, state: DataState | None = None):
         self.sizes = [f.samples for f in data.files]
+        self.rows = list(data.epoch_rows or self.sizes)  # rows of each file an epoch reads
+        self.reading = data.reading()
         self.names = [f.path.name for f in data.files]
         self.micro_batch, self.rank, self.world_size, self.seed = micro_batch, rank, world_size, seed
         self.start = state or DataState()
@@ -180,11 +250,18 @@ class BatchPlan(Sampler):
                                     f"in a file order that uses it; resume with the same data")
 
     def epoch_files(self, epoch: int) -> list[int]:
-        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.sizes))
-        return [int(i) for i in order[self.rank::self.world_size]]
+        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.reading))
+        return [self.reading[int(i)] for i in order[self.rank::self.world_size]]
 
     def file_rows(self, epoch: int, file_index: int) -> np.ndarray:
-        return np.random.default_rng([self.seed, epoch, file_index]).permutation(self.sizes[file_index])
+        """The rows of a file an epoch reads, in order: a permutation of the file's rows, cut short or followed by
+        further permutations (their rows numbered on from the file's size: row % size is the file's row)."""
+        size, wanted = self.sizes[file_index], self.rows[file_index]
+        rows = [np.random.default_rng([self.seed, epoch, file_index]).permutation(size)]
+        for repeat in range(1, -(-wanted // size)):
+            rows.append(np.random.default_rng([self.seed, epoch, file_index, repeat, _REPEAT_STREAM]).permutation(size)
+                        + repeat * size)
+        return np.concatenate(rows)[:wanted] if wanted != size else rows[0]
 
     def __iter__(self):
         epoch, done, row = self.start.epoch, self.start.files_done, self.start.row
@@ -218,7 +295,8 @@ class BatchReader(Dataset):
     def __init__(self, data: DataDirectory, vocab_size: int, pack: bool = False, masking: DynamicMasking | None = None):
         self.paths = [f.path for f in data.files]
         self.vocab_size, self.seq_len, self.pack, self.masking = vocab_size, data.seq_len, pack, masking
-        self.first_index = np.cumsum([0] + [f.samples for f in data.files])  # of each file's rows among all rows
+        self.sizes = [f.samples for f in data.files]
+        self.first_index = np.cumsum([0] + self.sizes)  # of each file's rows among all rows
         self._cache: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
 
     def __getitem__(self, item) -> dict:
@@ -227,9 +305,11 @@ class BatchReader(Dataset):
             batch = self.read([(file_index, rows) for file_index, rows, _ in pieces])
         except DataError as e:
             return {"data_state": state, "problem": str(e)}
-        if self.masking is not None:
+        if self.masking is not None:  # a repeated row (rows beyond the file's size) is another sequence to mask
             epochs = np.concatenate([np.full(len(rows), epoch) for _, rows, epoch in pieces])
-            indices = np.concatenate([self.first_index[file_index] + rows for file_index, rows, _ in pieces])
+            indices = np.concatenate([self.first_index[file_index] + rows % self.sizes[file_index]
+                                      + rows // self.sizes[file_index] * self.first_index[-1]
+                                      for file_index, rows, _ in pieces])
             batch = self.masking(batch, epochs, indices)
         if self.pack:
             batch = pack_batch(batch)
@@ -244,6 +324,7 @@ class BatchReader(Dataset):
         the chunks that hold the rows' range are read (a held-out set read once)."""
         columns = {key: [] for key in DATASETS}
         for file_index, rows in pieces:
+            rows = rows % self.sizes[file_index]  # a repeated row (with_language_mixture) is the file's row
             try:
                 if whole_files:
                     arrays, offset = self._arrays(file_index), 0

@@ -136,7 +136,7 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
     if config.attention == "flash" and "flash" not in available_kernels(torch.device("cuda" if torch.cuda.is_available()
                                                                                           else "cpu")):
         raise ConfigError("attention flash: needs a CUDA GPU and the flash-attn package; use auto, mask or nested")
-    data = open_data(data_dir, config.seq_len, len(vocab), world_size)
+    data = open_data(data_dir, config.seq_len, len(vocab), world_size, config.language_alpha, config.language_weights)
     data.check_positions(model.max_position_embeddings)
     if model.arch == "modernbert" and model.local_attention > data.seq_len:
         raise ConfigError(f"model.local_attention {model.local_attention}: the local layers' window is wider than the "
@@ -178,8 +178,11 @@ def _held_out_files(config: TrainConfig, data_dir: Path) -> list[Path]:
 
 
 def _check_resumable(resume: Checkpoint, hparams: dict, config: TrainConfig) -> None:
-    # runs from before the objective and arch settings trained BERT with mlm+nsp
-    before, now = {"objective": "mlm+nsp", "arch": "bert", **hparams["config"]}, config_to_dict(config)
+    # runs from before the objective and arch settings trained BERT with mlm+nsp, those from before the language
+    # settings all languages as the files held them
+    before = {"objective": "mlm+nsp", "arch": "bert", "language_alpha": None, "language_weights": {},
+              **hparams["config"]}
+    now = config_to_dict(config)
     changeable = changeable_fields(TrainConfig)
     for key, value in now.items():
         if key not in changeable and before.get(key) != value:

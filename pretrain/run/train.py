@@ -194,6 +194,9 @@ def _log_plan(run: Run, started: Started, last: int) -> None:
     log.info("%s: steps %d..%d of %d, %s parameters, %d rank(s) x micro-batch %d x accumulation %d = %d, %s, "
              "ZeRO %d", run.phase, started.step + 1, last, c.steps, f"{started.engine.module.num_parameters():,}",
              run.world_size, c.micro_batch, run.grad_accumulation, c.global_batch, run.precision, started.zero_stage)
+    if run.data.shares is not None:
+        log.info("languages (language_alpha %s, language_weights %s): %s", c.language_alpha, c.language_weights or "{}",
+                 ", ".join(f"{language} {share:.1%}" for language, share in run.data.shares.items()))
     if run.masking is not None:
         log.info("dynamic masking: %g of each sequence's tokens, at most %d, %s", run.masking.rate,
                  run.masking.max_predictions, "whole words" if run.masking.whole_word else "single tokens")

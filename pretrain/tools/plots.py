@@ -1,6 +1,7 @@
 """`pretrain plot`: PNG figures of a run's metrics.jsonl (loss, accuracy, learning rate, gradient norm, throughput
 against step), phase 1 and phase 2 on one step axis (phase 2's steps follow phase 1's last); the accuracy figure
-shows each phase's held-out MLM baseline (the most frequent masked token's share) as a horizontal line."""
+shows each phase's held-out MLM baseline (the most frequent masked token's share) as a horizontal line. A run on
+data of several languages also gets languages.png: each language's held-out MLM accuracy beside its own baseline."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ from wiki2bert_core.charts import new_figure, save_png
 from wiki2bert_core.errors import ConfigError, DataError
 from pretrain.config import PHASES
 from pretrain.out_dirs import check_out_dir
+from pretrain.run.evaluate import PER_LANGUAGE
 
 # figure file -> (title, y label, log scale, [(metrics.jsonl key, legend label)])
 FIGURES = {
@@ -27,6 +29,9 @@ FIGURES = {
 # figure file -> (metrics.jsonl key of a held-out set's constant, legend label): a horizontal line over each phase
 BASELINES = {"accuracy.png": ("eval_mlm_unigram_baseline", "held-out MLM baseline (most frequent token)")}
 PLOTTED = [key for _, _, _, series in FIGURES.values() for key, _ in series] + [key for key, _ in BASELINES.values()]
+LANGUAGES_FIGURE = "languages.png"
+ACCURACY, BASELINE = "eval_mlm_accuracy", "eval_mlm_unigram_baseline"  # each language's, as `<key>_<language>`
+PER_LANGUAGE_PREFIXES = tuple(f"{key}_" for key in PER_LANGUAGE)
 
 
 def read_phases(run_dir: Path) -> list[tuple[str, list[dict]]]:
@@ -69,7 +74,7 @@ def read_rows(path: Path) -> list[dict]:
             raise DataError(f"{path}: line {number}: not a JSON object")
         if not _is_number(row.get("step")):
             raise DataError(f"{path}: line {number}: no step number")
-        for key in PLOTTED:
+        for key in [*PLOTTED, *(k for k in row if k.startswith(PER_LANGUAGE_PREFIXES))]:
             if row.get(key) is not None and not _is_number(row[key]):
                 raise DataError(f"{path}: line {number}: {key} is not a number")
         rows.append(row)
@@ -124,4 +129,32 @@ def plot_run(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=8)
         written.append(save_png(fig, out_dir / name))
+    if languages := sorted({key.removeprefix(f"{ACCURACY}_") for _, rows in phases for row in rows for key in row
+                            if key.startswith(f"{ACCURACY}_")}):
+        written.append(_language_figure(phases, languages, out_dir / LANGUAGES_FIGURE))
     return written
+
+
+def _language_figure(phases: list[tuple[str, list[dict]]], languages: list[str], path: Path) -> Path:
+    """Each language's held-out MLM accuracy (a line of its colour) and its baseline (a dashed line of the same
+    colour over each phase), phase 2 after phase 1 as in the other figures."""
+    fig, ax = new_figure("Held-out masked-LM accuracy per language")
+    offset = 0
+    for i, (phase, rows) in enumerate(phases):
+        last = max(r["step"] for r in rows)
+        for j, language in enumerate(languages):
+            points = [(offset + r["step"], r[f"{ACCURACY}_{language}"]) for r in rows
+                      if r.get(f"{ACCURACY}_{language}") is not None]
+            if points:
+                ax.plot(*zip(*points), color=f"C{j}", marker="o", ms=4, lw=1.2, label=None if i else language)
+            baselines = [r[f"{BASELINE}_{language}"] for r in rows if r.get(f"{BASELINE}_{language}") is not None]
+            if baselines:
+                ax.hlines(baselines[-1], offset, offset + last, color=f"C{j}", ls="--", lw=1,
+                          label=None if i else f"{language} baseline (most frequent token)")
+        if i < len(phases) - 1:
+            ax.axvline(offset + last, color="grey", ls=":", lw=1)
+        offset += last
+    ax.set_xlabel("optimizer step" + (" (phase 2 continues phase 1's count)" if len(phases) > 1 else ""))
+    ax.set_ylabel("accuracy (fraction)")
+    ax.legend(fontsize=8)
+    return save_png(fig, path)

@@ -99,6 +99,36 @@ def test_a_wikipedia_and_corpora_mix_writes_the_same_bytes_on_any_executor_and_w
     assert set(manifests["one"]["shard"]["counts"]["sources"]) == {"wikipedia", "web", "news"}
 
 
+@pytest.mark.slow
+def test_a_run_of_several_languages_writes_the_same_bytes_on_any_executor_and_workers(tmp_path):
+    """hu, el and a corpus of hu's through every stage: each language's own stages and the mix's (one vocabulary,
+    shards counted in parallel, HDF5) write the same bytes with one worker, two, and on a Dask LocalCluster."""
+    from pipeline.tools.sample_corpus import write_sample_corpus
+
+    dumps = {lang: write_sample_dump(tmp_path / "dumps" / lang, articles, 1, language=lang)
+             for lang, articles in (("hu", 60), ("el", 30))}
+    web = write_sample_corpus(tmp_path / "web", docs=60, files=2)
+    flags = ["--lang", "el,hu", *(f for lang, dump in dumps.items() for f in ("--dump", f"{lang}={dump}")),
+             "--corpus", f"hu=web={web}:2", "--quiet", *SETTINGS, "--set", "shard.alpha=0.5"]
+
+    def run(name: str, *extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--workdir", str(tmp_path / name),
+                               *flags, *extra], capture_output=True, text=True, cwd=tmp_path)
+
+    runs = {"one": run("one", "--workers", "1"), "two": run("two", "--workers", "2")}
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
+        runs["dask"] = run("dask", "--executor", "dask", "--scheduler", c.scheduler_address)
+    assert all(done.returncode == 0 for done in runs.values()), {k: d.stderr for k, d in runs.items()}
+    manifests = {name: {p.relative_to(tmp_path / name): json.loads(p.read_text(encoding="utf-8"))
+                        for p in sorted((tmp_path / name).glob(f"*/*/{MANIFEST}"))} for name in runs}
+    assert set(manifests["one"]) == set(manifests["dask"]) and len(manifests["one"]) == 2 * 6 + 3 - 1  # el: no corpus
+    for path, manifest in manifests["one"].items():
+        assert _bytes(manifest) == _bytes(manifests["two"][path]) == _bytes(manifests["dask"][path]), path
+    assert manifests["dask"][Path("el+hu/shard") / MANIFEST]["executor"] == "dask"
+    assert set(manifests["one"][Path("el+hu/shard") / MANIFEST]["counts"]["languages"]["hu"]["sources"]) == {
+        "wikipedia", "web"}
+
+
 def _square_at_a_random_pace(x: int) -> int:
     time.sleep(random.random() / 100)
     return x * x

@@ -328,9 +328,9 @@ def test_output_rewritten_in_place_at_the_same_size_is_noticed(tmp_path):
     os.utime(words, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # bit rot: same size, same mtime
     assert [r["state"] for r in status_rows(pcfg, lang_dir)] == ["done", "done"]
     corrupt = corrupt_stages(lang_dir, pcfg.stage_order)
-    assert corrupt == {"toy_make": f"{words}: sha256 differs from its manifest"}
+    assert corrupt == {lang_dir / "toy_make": f"{words}: sha256 differs from its manifest"}
     rows = status_rows(pcfg, lang_dir, corrupt)
-    assert [(r["state"], r["reason"]) for r in rows] == [("stale", corrupt["toy_make"]), ("stale", "input toy_make changed")]
+    assert [(r["state"], r["reason"]) for r in rows] == [("stale", corrupt[lang_dir / "toy_make"]), ("stale", "input toy_make changed")]
     CALLS.clear()
     run_stages(pcfg, lang_dir, pcfg.stage_order, verify=True)
     assert CALLS == ["toy_make"]  # the same bytes again: toy_upper's input did not change

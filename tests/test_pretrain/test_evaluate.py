@@ -279,7 +279,7 @@ def test_the_baselines_are_the_shares_of_the_most_frequent_target_and_label_on_o
     files = held_out_files(variant)
     one = HeldOut.read(files, 45, VOCAB_SIZE, 512).target_counts(VOCAB_SIZE)
     two = sum(HeldOut.read(files, 45, VOCAB_SIZE, 512, rank, 2).target_counts(VOCAB_SIZE) for rank in range(2))
-    assert torch.equal(one, two) and one.tolist() == [*hand.tolist(), *labels.tolist()]
+    assert torch.equal(one, two) and one.tolist() == [[*hand.tolist(), *labels.tolist()]]  # one row: one language
 
     figures = eval_cli(str(hugging_face_dir(tmp_path / "hf")), "--data", str(variant), "--samples", "45")
     assert list(figures) == list(EVAL_KEYS)  # the baselines after the model's figures

@@ -30,7 +30,8 @@ PHASE1 = dict(arch="bert", preset="base", model={}, objective=None, global_batch
               seed=12345, loader_workers=2, checkpoint_every=200, keep_checkpoints=3, checkpoint_writes="background",
               log_every=10, eval_every=None, eval_samples=10000, eval_data=None, flops_profiler_step=None,
               torch_profiler_steps=[],
-              masking="static", mask_rate=0.15, whole_word_masking=False, max_predictions=None)
+              masking="static", mask_rate=0.15, whole_word_masking=False, max_predictions=None,
+              language_alpha=None, language_weights={})
 PHASE2 = {**PHASE1, "global_batch": 32768, "micro_batch": 16, "steps": 1563, "lr": 4.0e-3, "warmup": 0.128}
 
 

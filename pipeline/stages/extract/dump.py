@@ -20,7 +20,7 @@ import zlib
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from wiki2bert_core.errors import DataError
+from wiki2bert_core.errors import ConfigError, DataError
 
 TEMPLATE_NS = 10
 READ_CHUNK = 1 << 20
@@ -39,6 +39,9 @@ INDEX_OFFSETS_CHECKED = 64  # stream offsets of the index checked against the du
 class SiteInfo:
     namespaces: dict[int, str]  # key -> localized name ("" for the main namespace)
     urlbase: str  # e.g. https://hu.wikipedia.org/wiki; article urls are urlbase?curid=ID, as wikiextractor writes them
+    # the language codes the dump says it is in: <mediawiki xml:lang="hu">, and the wiki of <dbname>huwiki</dbname>
+    # (simplewiki's xml:lang is en; zh_min_nanwiki is zh-min-nan)
+    languages: tuple[str, ...] = ()
 
     @property
     def template_prefix(self) -> str:
@@ -339,14 +342,28 @@ class _PageParser:
 
 
 _NAMESPACE_RE = re.compile(r'<namespace key="(-?\d+)"[^>]*?(?:/>|>(.*?)</namespace>)')
+_XML_LANG_RE = re.compile(r'\bxml:lang="([^"]+)"')
+_DBNAME_RE = re.compile(r"<dbname>([a-z0-9_]+)wiki</dbname>")
+
+
+def check_dump_language(site: SiteInfo, lang: str, path: Path) -> None:
+    """ConfigError when the dump's siteinfo names languages (`SiteInfo.languages`) and `lang` is not one of them."""
+    if site.languages and lang not in site.languages:
+        raise ConfigError(f"{path}: a dump of language {' / '.join(dict.fromkeys(site.languages))} (its siteinfo), "
+                          f"given for --lang {lang}: pass each language its own dump (--dump LANG=PATH)")
 
 
 def _read_siteinfo(lines: Iterator[str], where: Callable[[], str]) -> SiteInfo:
     namespaces: dict[int, str] = {}
     urlbase = ""
+    languages: list[str] = []
     for line in lines:
         s = line.strip()
-        if s.startswith("<base>"):
+        if s.startswith("<mediawiki") and (m := _XML_LANG_RE.search(s)):
+            languages.append(m.group(1).lower())
+        elif s.startswith("<dbname>") and (m := _DBNAME_RE.match(s)):
+            languages.append(m.group(1).replace("_", "-"))
+        elif s.startswith("<base>"):
             base = html.unescape(s[6:s.find("</base>")])
             urlbase = base[:base.rfind("/")]
         elif s.startswith("<namespace "):
@@ -354,7 +371,7 @@ def _read_siteinfo(lines: Iterator[str], where: Callable[[], str]) -> SiteInfo:
             if m:
                 namespaces[int(m.group(1))] = html.unescape(m.group(2) or "")
         elif s.startswith("</siteinfo>"):
-            return SiteInfo(namespaces, urlbase)
+            return SiteInfo(namespaces, urlbase, tuple(languages))
         elif s.startswith("<page>"):
             break
     raise DataError(f"{where()}: no <siteinfo> with namespaces before the first page: not a MediaWiki dump?")

@@ -40,7 +40,7 @@ from wiki2bert_core.files import read_json
 from wiki2bert_core.log import progress
 from wiki2bert_core.wordpiece import neutralize_special_tokens
 from pipeline.stages.extract.cleanup import article_lines
-from pipeline.stages.extract.dump import TEMPLATE_NS, DumpFile, RawPage, SiteInfo, read_stream
+from pipeline.stages.extract.dump import TEMPLATE_NS, DumpFile, RawPage, SiteInfo, check_dump_language, read_stream
 from pipeline.text_files import PartWriter
 from pipeline.executors.local import Executor
 from pipeline.stages.extract.template_files import BLOBS, MappedTemplates, write_templates
@@ -97,6 +97,7 @@ def run(config: ExtractConfig, ctx: StageContext) -> dict:
     dump, index = read_download_manifest(ctx.inputs["download"])
     dump_file = DumpFile(dump, index)
     site = dump_file.site
+    check_dump_language(site, ctx.lang, dump)
     if not site.urlbase:
         site = dataclasses.replace(site, urlbase=f"https://{ctx.lang}.wikipedia.org/wiki")
     ctx.log.info("extract: %s (%s), template namespace %r", dump.name, dump_file.layout, site.template_prefix[:-1])

@@ -30,11 +30,9 @@ the output directory.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import logging
-import os
 import shutil
 from pathlib import Path
 
@@ -46,7 +44,7 @@ from tokenizers import Tokenizer, normalizers
 from wiki2bert_core.config import added_later, hashed_values
 from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.errors import DataError
-from wiki2bert_core.files import remove_tree, sha256_file
+from wiki2bert_core.files import read_json, remove_tree, sha256_file
 from pipeline.stages.hdf5.finished_files import SIDECAR, FinishedFiles, file_key
 from pipeline.stages.hdf5.instance_files import InstanceFile, write_instance_file
 from wiki2bert_core.log import LOGGER_NAME, progress
@@ -54,9 +52,10 @@ from wiki2bert_core.masking import Masking, MaskingVocab
 from pipeline.stages.hdf5.malloc import reuse_freed_memory
 from pipeline.stages.hdf5.tokenize import TokenFiles, id_dtype, token_batches
 from pipeline.stages import Stage, StageContext
-from wiki2bert_core.variant_dir import (SEGMENT_PAIR, SEQUENCE_KINDS, SPLITS, TEST, TRAINING, VariantParams,
-                                        split_file, write_variant_files)
-from wiki2bert_core.wordpiece import load_tokenizer, read_vocab, special_token_ids, write_tokenizer_files
+from wiki2bert_core.variant_dir import (MIXTURE_FILE, SEGMENT_PAIR, SEQUENCE_KINDS, SPLITS, TEST, TRAINING, Mixture,
+                                        VariantParams, file_language, split_file, write_variant_files)
+from wiki2bert_core.wordpiece import (load_tokenizer, one_tokenizer_thread, read_vocab, special_token_ids,
+                                     write_tokenizer_files)
 
 # the version of how the files' bytes are made (masking, wiki2bert_core/masking.py, included): a change to it must raise
 # it. Part of each finished file's key (resume) and the stage's output_format (work directories made before show the
@@ -125,11 +124,12 @@ class Hdf5Config:
             raise ConfigError("hdf5.window_tokens: must be at least 1")
 
 
-def variant_params(config: Hdf5Config, variant: Variant, lower_case: bool, vocab: dict[str, int]) -> VariantParams:
+def variant_params(config: Hdf5Config, variant: Variant, lower_case: bool, vocab: dict[str, int],
+                   mixture: Mixture | None = None) -> VariantParams:
     short_seq_prob = config.short_seq_prob if variant.sequence_kind == SEGMENT_PAIR else 0.0  # none injected
     return VariantParams(variant.max_seq_length, variant.max_predictions_per_seq, config.masked_lm_prob,
                          config.dupe_factor, short_seq_prob, config.random_seed, config.whole_word_masking,
-                         lower_case, len(vocab), special_token_ids(vocab), variant.sequence_kind)
+                         lower_case, len(vocab), special_token_ids(vocab), variant.sequence_kind, mixture)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,7 +147,9 @@ def run(config: Hdf5Config, ctx: StageContext) -> dict:
     tokenizer = load_tokenizer(vocab_dir)
     _check_tokenizer_matches(tokenizer, vocab, vocab_dir)
     lower_case = _lowercases(tokenizer)
-    params = {v: variant_params(config, v, lower_case, vocab) for v in config.variants}
+    mixture = (Mixture.from_dict(read_json(shard_dir / MIXTURE_FILE), shard_dir / MIXTURE_FILE)
+               if (shard_dir / MIXTURE_FILE).is_file() else None)
+    params = {v: variant_params(config, v, lower_case, vocab, mixture) for v in config.variants}
     variant_dirs = {v: ctx.out_dir / p.dir_name for v, p in params.items()}
     files = {(v, split, path): f"{variant_dirs[v].name}/{split_file(split, path.stem)}"
              for v in config.variants for split, path in shards}
@@ -183,7 +185,8 @@ def run(config: Hdf5Config, ctx: StageContext) -> dict:
                  if relative.startswith(variant_dir.name + "/")}
         summary = _variant_summary(files)
         write_variant_files(variant_dir, vocab_dir, params[variant], {
-            **summary, "files": {name: c["instances"] for name, c in files.items()},
+            **summary, **({"languages": _language_instances(files)} if mixture else {}),
+            "files": {name: c["instances"] for name, c in files.items()},
             "random_next_own_document": {name: c["random_next_own_document"] for name, c in files.items()},
         })
         variants[variant_dir.name] = summary
@@ -327,7 +330,7 @@ def _lowercases(tokenizer) -> bool:
 
 def _tokenize_shard(task: _TokenizeTask) -> dict:
     reuse_freed_memory()
-    with _one_tokenizer_thread():
+    with one_tokenizer_thread():
         tokenizer = _tokenizer_from_json(task.tokenizer_json)
         return TokenFiles(task.tokens_dir).write(token_batches(task.text, tokenizer, task.special_ids),
                                                  id_dtype(tokenizer))
@@ -345,20 +348,6 @@ def _tokenizer_from_json(tokenizer_json: str) -> Tokenizer:
 _TOKENIZERS: dict[str, Tokenizer] = {}
 
 
-@contextlib.contextmanager
-def _one_tokenizer_thread():
-    """One core per worker: --workers decides the parallelism (tokenizers reads this variable at each call)."""
-    previous = os.environ.get("TOKENIZERS_PARALLELISM")
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    try:
-        yield
-    finally:
-        if previous is None:
-            del os.environ["TOKENIZERS_PARALLELISM"]
-        else:
-            os.environ["TOKENIZERS_PARALLELISM"] = previous
-
-
 def _variant_summary(files: dict[str, dict]) -> dict:
     def total(key, split=None):
         return sum(c[key] for name, c in files.items() if split is None or name.startswith(f"{split}/"))
@@ -367,6 +356,19 @@ def _variant_summary(files: dict[str, dict]) -> dict:
             "masked_tokens": total("masked_tokens"),
             "random_next_share": round(total("random_next") / max(1, instances), 4),
             "short_target_share": round(total("short_targets") / max(1, total("document_rounds")), 4)}
+
+
+def _language_instances(files: dict[str, dict]) -> dict[str, dict[str, int]]:
+    """A variant of several languages: each language's training and test instances and masked tokens (what a
+    pretraining phase's own mixture of languages reads them by: pretrain/data/loader.py)."""
+    languages: dict[str, dict[str, int]] = {}
+    for name, counts in files.items():
+        split = name.split("/")[0]
+        language = languages.setdefault(file_language(name), {f"{s}_{key}": 0 for s in SPLITS
+                                                               for key in ("instances", "masked_tokens")})
+        language[f"{split}_instances"] += counts["instances"]
+        language[f"{split}_masked_tokens"] += counts["masked_tokens"]
+    return dict(sorted(languages.items()))
 
 
 STAGE = Stage("hdf5", Hdf5Config, run, inputs=("shard", "vocab"), tools=("tokenizers", "h5py", "numpy"),
