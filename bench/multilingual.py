@@ -11,7 +11,7 @@ main process, largest worker and whole tree (bench/scale.py's TreeMonitor, polle
 Dumps: generated (`pipeline sample-dump --lang hu|fi|el`: Latin, Latin, Greek), hu `--articles`, fi a third of
 it, el a tenth; or, with --dev, the development dumps of ../shared/data/wiki (huwiki, fatwiki, the English excerpt).
 
-    .venv/bin/python bench/multilingual.py [--articles 3000] [--workers 2] [--dev]
+    .venv/bin/python bench/multilingual.py [--articles 3000] [--workers 2] [--dev] [--mix-set shard.num_shards=70]
     .venv/bin/python bench/multilingual.py --smoke   # 60 articles, a small vocabulary, seconds
 """
 from __future__ import annotations
@@ -51,6 +51,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--vocab-size", type=int, default=16000)
     parser.add_argument("--dev", action="store_true", help="the development dumps instead of generated ones")
+    parser.add_argument("--mix-set", action="append", default=[], metavar="STAGE.KEY=VALUE",
+                        help="a setting of the run of several languages only, e.g. shard.num_shards=70")
     parser.add_argument("--smoke", action="store_true", help="a small run: the script works, figures mean little")
     args = parser.parse_args()
     if args.smoke:
@@ -70,10 +72,12 @@ def main() -> None:
                                                   str(tmp / "one"), *settings], log)
             flags = [f for lang, dump in found.items() for f in ("--dump", f"{lang}={dump}")]
             rows[f"--lang {','.join(found)}"] = measure([*pipeline, "--lang", ",".join(found), *flags, "--workdir",
-                                                         str(tmp / "mix"), *settings], log)
+                                                         str(tmp / "mix"), *settings,
+                                                         *(f for kv in args.mix_set for f in ("--set", kv))], log)
     print(f"bench/multilingual.py: {'generated' if not args.dev else 'development'} dumps "
           f"({', '.join(f'{lang} {path.name}' for lang, path in found.items())}), --workers {args.workers}, "
-          f"vocab {args.vocab_size}; {platform.processor() or platform.machine()}, {os.cpu_count()} cores")
+          f"vocab {args.vocab_size}{''.join(f', mix {kv}' for kv in args.mix_set)}; "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores")
     print(f"{'command':<22} {'wall s':>8} {'CPU s':>8} {'main MiB':>9} {'worker MiB':>11} {'tree MiB':>9} {'load':>5}")
     for name, r in rows.items():
         print(f"{name:<22} {r['wall_s']:>8.1f} {r['cpu_s']:>8.1f} {r['main_mib']:>9} {r['worker_mib']:>11} "

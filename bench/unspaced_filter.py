@@ -57,9 +57,10 @@ def pages(documents: dict[str, list[str]], first_id: int, prose: bool) -> list[P
             for i, (title, sentences) in enumerate(documents.items())]
 
 
-def write_dump(directory: Path, wiki: str, page_list: list[Page]) -> Path:
+def write_dump(directory: Path, wiki: str, lang: str, page_list: list[Page]) -> Path:
     dump = directory / f"{wiki}-sample-pages-articles-multistream.xml.bz2"
-    write_multistream(page_list, dump, directory / f"{wiki}-sample-pages-articles-multistream-index.txt.bz2")
+    write_multistream(page_list, dump, directory / f"{wiki}-sample-pages-articles-multistream-index.txt.bz2",
+                      language=lang)
     return dump
 
 
@@ -208,7 +209,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for wiki, lang, prose, garbage in (("jawiki", "ja", JA, GARBAGE_JA), ("zhwiki", "zh", ZH, GARBAGE_ZH)):
-            dump = write_dump(tmp, wiki, pages(prose, 1, True) + pages(garbage, 1 + len(prose), False))
+            dump = write_dump(tmp, wiki, lang, pages(prose, 1, True) + pages(garbage, 1 + len(prose), False))
             for profile in (False, True):
                 counts = filter_counts(lang, dump, tmp / f"{lang}-{profile}", profile)
                 rules = f"`{lang}` profile" if profile else "words between spaces"
@@ -220,7 +221,7 @@ def main() -> None:
         paragraphs = {}
         for wiki, lang, wikitext in (("jawiki-wikitext", "ja", JA_WIKITEXT), ("zhwiki-wikitext", "zh", ZH_WIKITEXT)):
             (tmp / wiki).mkdir()
-            dump = write_dump(tmp / wiki, wiki, [Page(id=i, title=title, ns=0, kind="article", text=text)
+            dump = write_dump(tmp / wiki, wiki, lang, [Page(id=i, title=title, ns=0, kind="article", text=text)
                                                  for i, (title, text) in enumerate(wikitext.items(), 1)])
             for name, code in codes.items():
                 work = tmp / wiki / name.replace(" ", "-")

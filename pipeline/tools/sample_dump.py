@@ -662,8 +662,9 @@ def generate_pages(articles: int = 400, seed: int = 0, block: int = 0, first_id:
 # --- XML and the dump layouts -------------------------------------------------------------------------------------
 
 def siteinfo_xml(language: str = "hu") -> str:
-    """The <mediawiki> line and <siteinfo> of a sample dump in `language` (one of SAMPLE_LANGUAGES)."""
-    if language == "hu":
+    """The <mediawiki> line and <siteinfo> of a sample dump in `language`: a language of SAMPLE_LANGUAGES has its
+    wiki's names, any other code (a bench's own pages in it) huwiki's names under its own xml:lang and dbname."""
+    if language not in LANGUAGES:
         sitename, main_page, namespaces = "Wikipédia", "Kezd%C5%91lap", NAMESPACES
     else:
         other = LANGUAGES[language]

@@ -238,7 +238,7 @@ def test_tune_takes_its_micro_batches_from_data(monkeypatch, tmp_path, write_dat
                                       "--set", "micro_batch=4", *PINNED])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("tune tiny, seq 32, ZeRO 0, fp32") and lines[0].endswith(f"data {data}")
+    assert lines[0].startswith("tune bert tiny, seq 32, ZeRO 0, fp32") and lines[0].endswith(f"data {data}")
     assert lines[2].split()[:3] == ["4", "mask", "off"] and lines[2].endswith("fits") and len(lines) == 8
     assert lines[-3:] == ["--set micro_batch=4", "--set attention=mask", "--set model.activation_checkpointing=false"]
 
