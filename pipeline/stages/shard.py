@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import itertools
 import heapq
 import math
 from pathlib import Path
@@ -326,6 +327,9 @@ def _finish_sources(sources: dict[str, dict], mix: _Mix) -> None:
 
 # --- several languages ------------------------------------------------------------------------------------------
 
+COUNT_BATCH = 256  # documents encoded at once when counting a part's tokens
+
+
 @dataclasses.dataclass(frozen=True)
 class _CountTask:
     language: str
@@ -339,12 +343,17 @@ def _count_part(task: _CountTask) -> list[tuple[str, bool, int, int | None]]:
     """(source, is a test document, WordPiece tokens, hash bucket of a training one) of each document of a part."""
     mix = _Mix(None, task.seed, task.language)
     key = str(task.seed).encode()
-    documents = list(_documents([task.part], key, task.test_threshold))
-    with one_tokenizer_thread():
-        encodings = _tokenizer(task.tokenizer_json).encode_batch([text.decode("utf-8") for _, _, text, _ in documents],
-                                                                 add_special_tokens=False)
-    return [(record.source, is_test, len(encoding.ids), None if is_test else mix.bucket(record.source, record.id))
-            for (is_test, record, _, _), encoding in zip(documents, encodings)]
+    counts, documents = [], _documents([task.part], key, task.test_threshold)
+    # a batch of documents at a time: an Encoding keeps every token's string and offsets, a whole part's of them
+    # were the stage's peak memory
+    while batch := list(itertools.islice(documents, COUNT_BATCH)):
+        with one_tokenizer_thread():
+            encodings = _tokenizer(task.tokenizer_json).encode_batch([text.decode("utf-8") for _, _, text, _ in batch],
+                                                                     add_special_tokens=False)
+        counts += [(record.source, is_test, len(encoding.ids),
+                    None if is_test else mix.bucket(record.source, record.id))
+                   for (is_test, record, _, _), encoding in zip(batch, encodings)]
+    return counts
 
 
 @functools.lru_cache(maxsize=1)
