@@ -55,6 +55,8 @@ check "pipeline run (sample dump, every stage)" \
   pipeline run --lang hu --dump "$dump" --workdir data --set vocab.vocab_size=2000 --set shard.num_shards=2 --quiet
 check "pipeline verify" pipeline verify data/hu/hdf5
 check "pretrain config --phase phase2 (the bundled recipes)" pretrain config --phase phase2
+check "pretrain config --set arch=modernbert --phase phase2 (its bundled recipe)" \
+  pretrain config --set arch=modernbert --phase phase2
 check "pretrain estimate (the bundled phase1 recipe)" pretrain estimate --preset tiny --gpus 1
 
 echo "wheel check passed in $((SECONDS - start)) s"
