@@ -183,3 +183,16 @@ def copy_tokenizer_files(source: Path, target: Path) -> list[str]:
     for name in copied:
         shutil.copyfile(Path(source) / name, Path(target) / name)
     return copied
+
+
+def tokenizer_from_json(tokenizer_json: str, built: Tokenizer | None = None) -> Tokenizer:
+    """The tokenizer of a worker task, which carries it as JSON: built once per process and kept (one at a time);
+    `built`, a stage's own tokenizer of that JSON, is kept instead, so that the stage's process and the workers
+    forked from it do not build it again."""
+    if built is not None or tokenizer_json not in _TOKENIZERS:
+        _TOKENIZERS.clear()
+        _TOKENIZERS[tokenizer_json] = built or Tokenizer.from_str(tokenizer_json)
+    return _TOKENIZERS[tokenizer_json]
+
+
+_TOKENIZERS: dict[str, Tokenizer] = {}

@@ -40,7 +40,6 @@ NVIDIA's sharder, by contrast, loads the whole corpus and balances with a loop t
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import itertools
 import heapq
@@ -54,7 +53,7 @@ from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import write_json
 from wiki2bert_core.mixture import DEFAULT_ALPHA, check_alpha, check_weights, language_shares, rates
 from wiki2bert_core.variant_dir import MIXTURE_FILE, LanguageShare, Mixture, shard_name
-from wiki2bert_core.wordpiece import load_tokenizer, one_tokenizer_thread
+from wiki2bert_core.wordpiece import load_tokenizer, one_tokenizer_thread, tokenizer_from_json
 from pipeline.text_files import DocumentRecord, iter_documents_with_records, list_parts, records_path
 from wiki2bert_core.log import progress
 from pipeline.stages import Stage, StageContext
@@ -334,7 +333,7 @@ COUNT_BATCH = 256  # documents encoded at once when counting a part's tokens
 class _CountTask:
     language: str
     part: Path
-    tokenizer_json: str  # the mix's tokenizer, built once per worker process (_tokenizer)
+    tokenizer_json: str  # the mix's tokenizer, built once per worker process (tokenizer_from_json)
     seed: int
     test_threshold: int
 
@@ -344,23 +343,16 @@ def _count_part(task: _CountTask) -> list[tuple[str, bool, int, int | None]]:
     mix = _Mix(None, task.seed, task.language)
     key = str(task.seed).encode()
     counts, documents = [], _documents([task.part], key, task.test_threshold)
-    # a batch of documents at a time: an Encoding keeps every token's string and offsets, a whole part's of them
-    # were the stage's peak memory
+    # a batch of documents at a time: an Encoding keeps every token's string and offsets; a whole part's were the
+    # stage's peak memory
     while batch := list(itertools.islice(documents, COUNT_BATCH)):
         with one_tokenizer_thread():
-            encodings = _tokenizer(task.tokenizer_json).encode_batch([text.decode("utf-8") for _, _, text, _ in batch],
-                                                                     add_special_tokens=False)
+            encodings = tokenizer_from_json(task.tokenizer_json).encode_batch(
+                [text.decode("utf-8") for _, _, text, _ in batch], add_special_tokens=False)
         counts += [(record.source, is_test, len(encoding.ids),
                     None if is_test else mix.bucket(record.source, record.id))
                    for (is_test, record, _, _), encoding in zip(batch, encodings)]
     return counts
-
-
-@functools.lru_cache(maxsize=1)
-def _tokenizer(tokenizer_json: str):
-    from tokenizers import Tokenizer
-
-    return Tokenizer.from_str(tokenizer_json)
 
 
 def _run_languages(config: ShardConfig, ctx: StageContext) -> dict:
@@ -369,7 +361,9 @@ def _run_languages(config: ShardConfig, ctx: StageContext) -> dict:
     parts = {lang: list_parts(directory, ".txt") for lang, directory in dirs.items()}
     key = str(config.seed).encode()
     threshold = int(config.test_fraction * 2 ** 64)
-    tokenizer_json = load_tokenizer(ctx.inputs["vocab"]).to_str()
+    tokenizer = load_tokenizer(ctx.inputs["vocab"])
+    tokenizer_json = tokenizer.to_str()
+    tokenizer_from_json(tokenizer_json, tokenizer)
     mixes = {lang: _Mix(None, config.seed, lang) for lang in dirs}
     sources: dict[str, dict[str, dict]] = {lang: {} for lang in dirs}
     tasks = [_CountTask(lang, part, tokenizer_json, config.seed, threshold) for lang in dirs for part in parts[lang]]

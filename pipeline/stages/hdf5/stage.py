@@ -55,7 +55,7 @@ from pipeline.stages import Stage, StageContext
 from wiki2bert_core.variant_dir import (MIXTURE_FILE, SEGMENT_PAIR, SEQUENCE_KINDS, SPLITS, TEST, TRAINING, Mixture,
                                         VariantParams, file_language, split_file, write_variant_files)
 from wiki2bert_core.wordpiece import (load_tokenizer, one_tokenizer_thread, read_vocab, special_token_ids,
-                                     write_tokenizer_files)
+                                     tokenizer_from_json, write_tokenizer_files)
 
 # the version of how the files' bytes are made (masking, wiki2bert_core/masking.py, included): a change to it must raise
 # it. Part of each finished file's key (resume) and the stage's output_format (work directories made before show the
@@ -135,7 +135,7 @@ def variant_params(config: Hdf5Config, variant: Variant, lower_case: bool, vocab
 @dataclasses.dataclass(frozen=True)
 class _TokenizeTask:
     text: Path
-    tokenizer_json: str  # the tokenizer itself: loaded once per worker process (see _tokenizer_from_json)
+    tokenizer_json: str  # the tokenizer itself, built once per worker process (wordpiece.tokenizer_from_json)
     special_ids: dict[str, int]
     tokens_dir: Path  # where the shard's TokenFiles go
 
@@ -200,8 +200,7 @@ def run(config: Hdf5Config, ctx: StageContext) -> dict:
 def _tokenize_shards(shards: list[tuple[str, Path]], tokenizer: Tokenizer, tokenizer_json: str,
                      special_ids: dict[str, int], ctx: StageContext) -> dict[Path, dict]:
     """Pass 1: each shard's token ids into <scratch>/tokens/<shard>/; returns each shard's counts."""
-    _TOKENIZERS.clear()
-    _TOKENIZERS[tokenizer_json] = tokenizer
+    tokenizer_from_json(tokenizer_json, tokenizer)
     tasks = [_TokenizeTask(path, tokenizer_json, special_ids, ctx.scratch() / "tokens" / path.stem)
              for _, path in shards]
     sizes = [path.stat().st_size for _, path in shards]
@@ -331,21 +330,11 @@ def _lowercases(tokenizer) -> bool:
 def _tokenize_shard(task: _TokenizeTask) -> dict:
     reuse_freed_memory()
     with one_tokenizer_thread():
-        tokenizer = _tokenizer_from_json(task.tokenizer_json)
+        tokenizer = tokenizer_from_json(task.tokenizer_json)
         return TokenFiles(task.tokens_dir).write(token_batches(task.text, tokenizer, task.special_ids),
                                                  id_dtype(tokenizer))
 
 
-def _tokenizer_from_json(tokenizer_json: str) -> Tokenizer:
-    """The tokenizer of a task: the one the stage built when this process is (or was forked from) the main process,
-    else built once per worker process."""
-    if tokenizer_json not in _TOKENIZERS:
-        _TOKENIZERS.clear()
-        _TOKENIZERS[tokenizer_json] = Tokenizer.from_str(tokenizer_json)
-    return _TOKENIZERS[tokenizer_json]
-
-
-_TOKENIZERS: dict[str, Tokenizer] = {}
 
 
 def _variant_summary(files: dict[str, dict]) -> dict:
