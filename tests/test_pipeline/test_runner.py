@@ -19,7 +19,7 @@ from wiki2bert_core.errors import ConfigError
 from pipeline.config import load_pipeline_config
 from wiki2bert_core.errors import DataError
 from pipeline.runner import MANIFEST, corrupt_stages, run_stages, status_rows
-from pipeline.stages import Stage
+from pipeline.stages import Stage, StageCounts
 
 CALLS: list[str] = []
 
@@ -37,20 +37,20 @@ class UpperConfig:
     sleep_s: float = 0.0
 
 
-def make_words(config: MakeConfig, ctx) -> dict:
+def make_words(config: MakeConfig, ctx) -> StageCounts:
     CALLS.append("toy_make")
     (ctx.out_dir / "words.txt").write_text((config.word + "\n") * config.words, encoding="utf-8")
-    return {"words": config.words}
+    return StageCounts({"words": config.words})
 
 
-def upper_words(config: UpperConfig, ctx) -> dict:
+def upper_words(config: UpperConfig, ctx) -> StageCounts:
     CALLS.append("toy_upper")
     if config.fail:
         raise DataError("words.txt: bad input")
     text = (ctx.inputs["toy_make"] / "words.txt").read_text(encoding="utf-8")
     (ctx.out_dir / "upper.txt").write_text(text.upper(), encoding="utf-8")
     time.sleep(config.sleep_s)
-    return {"lines": text.count("\n")}
+    return StageCounts({"lines": text.count("\n")})
 
 
 TOY_STAGES = {
