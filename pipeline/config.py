@@ -36,7 +36,7 @@ class PipelineConfig:
 
     def inputs_of(self, name: str) -> list[InputLabel]:
         """The upstream stages `name` reads in this run: its inputs that are in the stage list and have work; in the
-        mix, those of each language's directory (their path in the work directory: LANG/STAGE)."""
+        mix, those of each language's directory (InputLabel(stage, language): <workdir>/<language>/<stage>)."""
         from pipeline.stages import InputLabel, stage_by_name
 
         stage = stage_by_name(name)

@@ -7,7 +7,7 @@ Layout:
 - the stages from `vocab` on (vocab, shard, hdf5) run once, for the mix, in <workdir>/<mix>/, where <mix> is the
   language codes sorted and joined by `+` (hu,fi,et -> et+fi+hu: the same languages in any order make the same
   directory and the same bytes). Their configs are stages.yaml's `defaults` and --set, no language's profile. The
-  mix's vocab and shard stages read each language's dedup output (inputs named LANG/dedup) and mix the languages by
+  mix's vocab and shard stages read each language's dedup output (ctx.by_language) and mix the languages by
   size^alpha (wiki2bert_core/mixture.py; `vocab.alpha`, `shard.alpha`, `shard.language_weights`).
 
 Flags: `--dump LANG=PATH` and `--corpus LANG=[NAME=]PATH[:WEIGHT]` give one language its dump and corpora (a
