@@ -240,7 +240,7 @@ def _file_keys(config: Hdf5Config, shards: list[tuple[str, Path]], files: dict, 
 
 def run_standalone(config: Hdf5Config, inputs: Path, vocab: Path, out: Path, lowercase: bool | None = None,
                    strip_accents: bool | None = None, workers: int = 1, force: bool = False, quiet: bool = False,
-                   log: logging.Logger | None = None) -> dict:
+                   log: logging.Logger | None = None) -> StageCounts:
     """The stage on the user's own sentence-per-line text (a file, or a directory of *.txt files or of
     training_*/test_* shards) and vocabulary (a vocab.txt, or a directory with vocab.txt + tokenizer.json).
     `<out>.partial/` keeps the files finished by a killed run for the next run of the same command, which
