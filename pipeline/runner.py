@@ -22,7 +22,7 @@ from wiki2bert_core.files import MANIFEST, atomic_write, read_json, remove_tree,
 from wiki2bert_core.log import progress
 from pipeline.executors.local import Executor
 from pipeline.funnel import check_counts
-from pipeline.stages import InputLabel, StageContext, StageCounts, stage_by_name
+from pipeline.stages import InputLabel, StageContext, stage_by_name
 from pipeline.workdir import raise_if_interrupted
 
 DONE, STALE, MISSING, FAILED = "done", "stale", "missing", "failed"
@@ -177,8 +177,8 @@ def _lang_flag(pcfg: PipelineConfig) -> str:
     return ",".join(pcfg.languages) if pcfg.languages else pcfg.lang
 
 
-def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifests: dict[InputLabel, dict], workers: int,
-              quiet: bool, log: logging.Logger, executor: Executor | None = None) -> dict:
+def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifests: dict[InputLabel, dict],
+              workers: int, quiet: bool, log: logging.Logger, executor: Executor | None = None) -> dict:
     stage = stage_by_name(name)
     config = pcfg.stage_configs[name]
     final, tmp, old = lang_dir / name, lang_dir / f".{name}.tmp", lang_dir / f".{name}.old"

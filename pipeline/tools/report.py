@@ -29,7 +29,7 @@ from wiki2bert_core.wordpiece import load_tokenizer, read_vocab
 from pipeline.runner import DONE, MANIFEST, StageState, stage_state
 from pipeline.funnel import Funnel, language_table, source_table
 from pipeline.stages import stage_by_name
-from pipeline.text_files import PIECE, WIKIPEDIA_SOURCE
+from pipeline.text_files import PIECE
 from pipeline.tools.verify import format_report, verify_path
 from pipeline.words import count_words, recorded_chars_per_word
 
