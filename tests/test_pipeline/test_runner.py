@@ -440,3 +440,26 @@ def test_every_count_the_funnel_reads_is_checked():
                 for scope, _ in filter(lambda c: c[1], checked):
                     with pytest.raises(RuntimeError, match=rf"stage {stage} returned no \S*{figure.key}\b"):
                         check_counts(stage, counts(figure.key, scope), several_languages)
+
+
+def test_inputs_are_read_by_language_in_either_kind_of_run(tmp_path):
+    """An input label reads as its manifest writes it (`dedup`, `hu/dedup`); a stage reads its inputs by language
+    the same way in a one-language run ({its language: the one directory}) and in the mix of several, with the
+    config each ran with."""
+    from pipeline.stages import InputLabel, StageContext
+
+    for text, label in (("dedup", InputLabel("dedup")), ("hu/dedup", InputLabel("dedup", "hu")),
+                        ("zh-min-nan/filter", InputLabel("filter", "zh-min-nan"))):
+        assert InputLabel.parse(text) == label and str(label) == text
+    one = StageContext(lang="hu", out_dir=tmp_path, inputs={"dedup": tmp_path / "d", "filter": tmp_path / "f"},
+                       cache_dir=tmp_path / "c", input_configs={InputLabel("filter"): {"chars_per_word": 2.0}})
+    assert not one.several_languages and one.by_language("dedup") == {"hu": tmp_path / "d"}
+    assert one.config_by_language("filter") == {"hu": {"chars_per_word": 2.0}}
+    mix = StageContext(lang="fi+hu", out_dir=tmp_path, inputs={"vocab": tmp_path / "v"}, cache_dir=tmp_path / "c",
+                       language_inputs={InputLabel(stage, lang): tmp_path / lang / stage
+                                        for lang in ("fi", "hu") for stage in ("dedup", "filter")},
+                       input_configs={InputLabel("filter", "fi"): {"chars_per_word": None}})
+    assert mix.several_languages and mix.by_language("dedup") == {"fi": tmp_path / "fi" / "dedup",
+                                                                  "hu": tmp_path / "hu" / "dedup"}
+    assert mix.config_by_language("filter") == {"fi": {"chars_per_word": None}, "hu": {}}
+    assert mix.by_language("vocab") == {}
