@@ -91,8 +91,8 @@ def status(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Opt
     then each source's documents, kept tokens, weight and training share (several languages: each language's
     stages, then the mix's and each language's share); with --verify, exit 1 when a finished stage's files no
     longer match their sha256."""
+    from pipeline.funnel import Funnel, language_table, source_table
     from pipeline.runner import DONE, corrupt_stages, read_manifest, status_rows
-    from pipeline.sources import language_table, source_counts, source_table
 
     pcfg = _load(lang, dump, corpus, set_, config)
     corrupt = {}
@@ -104,8 +104,8 @@ def status(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Opt
             typer.echo(f"{name} ({lang_dir}):")
         _echo_table(rows, ["stage", "state", "outputs", "counts", "duration"],
                     lambda r: f"  ({r['reason']})" if r["state"] in ("stale", "failed", "off") else "")
-        done = {r["stage"]: read_manifest(lang_dir / r["stage"]) for r in rows if r["state"] == DONE}
-        for table in (source_table(source_counts(done)), language_table(done.get("shard"))):
+        funnel = Funnel({r["stage"]: read_manifest(lang_dir / r["stage"]) for r in rows if r["state"] == DONE})
+        for table in (source_table(funnel.source_rows()), language_table(funnel)):
             if table:
                 typer.echo("")
                 _echo_table(table, list(table[0]))

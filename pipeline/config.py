@@ -8,11 +8,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wiki2bert_core.config import check_keys, layered, parse_setting, read_yaml, require_mapping
 from wiki2bert_core.errors import ConfigError
-from pipeline.sources import check_weights, idle_stages
+from pipeline.sources import check_source_weights, idle_stages, source_names
+
+if TYPE_CHECKING:
+    from pipeline.stages import InputLabel
 
 # the bundled config: in a checkout a symlink to the repository's stages.yaml, in a wheel a copy of it
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent / "stages.yaml"
@@ -31,18 +34,18 @@ class PipelineConfig:
     # the mix's config of a run of several languages (pipeline/languages.py): each language's own config
     languages: dict[str, PipelineConfig] = dataclasses.field(default_factory=dict)
 
-    def inputs_of(self, name: str) -> list[str]:
-        """The upstream stages `name` reads in this run: its inputs that are in the stage list and have work, by
-        name; in the mix, those of each language's directory as LANG/STAGE (their path in the work directory)."""
-        from pipeline.stages import stage_by_name
+    def inputs_of(self, name: str) -> list[InputLabel]:
+        """The upstream stages `name` reads in this run: its inputs that are in the stage list and have work; in the
+        mix, those of each language's directory (InputLabel(stage, language): <workdir>/<language>/<stage>)."""
+        from pipeline.stages import InputLabel, stage_by_name
 
         stage = stage_by_name(name)
         labels = []
         for up in stage.inputs + (stage.mix_inputs if self.languages else ()):
             if up in self.stage_configs:
-                labels += [] if up in self.idle else [up]
+                labels += [] if up in self.idle else [InputLabel(up)]
             else:
-                labels += [f"{lang}/{up}" for lang, config in self.languages.items()
+                labels += [InputLabel(up, lang) for lang, config in self.languages.items()
                            if up in config.stage_configs and up not in config.idle]
         return labels
 
@@ -61,7 +64,7 @@ def load_pipeline_config(path: Path, lang: str, overrides: list[str] = (),
     sections = [(defaults, "defaults"),
                 (require_mapping(languages[profile] or {}, path, f"languages.{lang}"), f"languages.{profile}")]
     configs = _stage_configs(path, order, stages, sections, overrides, values)
-    check_weights(configs)
+    check_source_weights(getattr(configs.get("shard"), "weights", {}), source_names(configs))
     return PipelineConfig(path=path, lang=lang, stage_order=order, stage_configs=configs,
                           idle=idle_stages(order, stages, configs), profile=profile)
 

@@ -7,7 +7,7 @@ Layout:
 - the stages from `vocab` on (vocab, shard, hdf5) run once, for the mix, in <workdir>/<mix>/, where <mix> is the
   language codes sorted and joined by `+` (hu,fi,et -> et+fi+hu: the same languages in any order make the same
   directory and the same bytes). Their configs are stages.yaml's `defaults` and --set, no language's profile. The
-  mix's vocab and shard stages read each language's dedup output (inputs named LANG/dedup) and mix the languages by
+  mix's vocab and shard stages read each language's dedup output (ctx.by_language) and mix the languages by
   size^alpha (wiki2bert_core/mixture.py; `vocab.alpha`, `shard.alpha`, `shard.language_weights`).
 
 Flags: `--dump LANG=PATH` and `--corpus LANG=[NAME=]PATH[:WEIGHT]` give one language its dump and corpora (a
@@ -27,7 +27,7 @@ from pipeline.config import (LANG_CODE, PipelineConfig, check_language_code, loa
                              read_stages_yaml)
 from pipeline.executors.local import Executor
 from pipeline.runner import run_stages
-from pipeline.sources import flag_values, source_names
+from pipeline.sources import check_source_weights, flag_values, source_names
 
 MIX_FROM = "vocab"  # the first stage that runs once for all languages
 _LANGUAGE_PREFIX = re.compile(r"([a-z][a-z0-9-]*):(.+)", re.S)  # --set LANG:STAGE.KEY=VALUE
@@ -129,11 +129,8 @@ def _check_mix_weights(mix: PipelineConfig) -> None:
         if lang not in mix.languages:
             raise ConfigError(f"shard.language_weights.{lang}: {lang} is not a language of this run "
                               f"({', '.join(mix.languages)})")
-    known = sorted({name for config in mix.languages.values() for name in source_names(config.stage_configs)})
-    for name in sorted(shard.weights):
-        if name not in known:
-            raise ConfigError(f"shard.weights.{name}: no such source in any language (this run's sources: "
-                              f"{', '.join(known)})")
+    check_source_weights(shard.weights, sorted({name for config in mix.languages.values()
+                                                for name in source_names(config.stage_configs)}))
 
 
 def check_local_dumps(pcfg: PipelineConfig) -> None:

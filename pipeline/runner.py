@@ -21,7 +21,8 @@ from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import MANIFEST, atomic_write, read_json, remove_tree, sha256_file, write_json
 from wiki2bert_core.log import progress
 from pipeline.executors.local import Executor
-from pipeline.stages import StageContext, stage_by_name
+from pipeline.funnel import check_counts
+from pipeline.stages import InputLabel, StageContext, stage_by_name
 from pipeline.workdir import raise_if_interrupted
 
 DONE, STALE, MISSING, FAILED = "done", "stale", "missing", "failed"
@@ -67,17 +68,17 @@ def read_manifest(stage_dir: Path) -> dict | None:
     return read_json(stage_dir / MANIFEST, default=None)
 
 
-def input_dir(lang_dir: Path, label: str) -> Path:
-    """The directory of an input of a stage of `lang_dir` (PipelineConfig.inputs_of's label): a stage of the same
-    directory by name, a language's stage of a run of several languages as LANG/STAGE."""
-    return lang_dir.parent / label if "/" in label else lang_dir / label
+def input_dir(lang_dir: Path, label: InputLabel) -> Path:
+    """The directory of an input of a stage of `lang_dir`: a stage of the same directory, or a language's stage of a
+    run of several languages (<workdir>/<lang>/<stage>)."""
+    return lang_dir.parent / label.language / label.stage if label.language else lang_dir / label.stage
 
 
-def _input_config(pcfg: PipelineConfig | None, label: str) -> PipelineConfig | None:
-    """The config that judges the input `label` of a stage of `pcfg`: a language's own for LANG/STAGE."""
-    if pcfg is None or "/" not in label:
+def _input_config(pcfg: PipelineConfig | None, label: InputLabel) -> PipelineConfig | None:
+    """The config that judges the input `label` of a stage of `pcfg`: a language's own for a language's stage."""
+    if pcfg is None or label.language is None:
         return pcfg
-    return pcfg.languages[label.split("/")[0]]
+    return pcfg.languages[label.language]
 
 
 def stage_state(pcfg: PipelineConfig | None, lang_dir: Path, name: str, known: dict[Path, StageState] | None = None,
@@ -99,22 +100,23 @@ def stage_state(pcfg: PipelineConfig | None, lang_dir: Path, name: str, known: d
     failure = _failure_marker(lang_dir, name)
     recorded_inputs = set((manifest or {}).get("inputs", {}))
     inputs = pcfg.inputs_of(name) if pcfg is not None else sorted(
-        label for label in recorded_inputs if label.split("/")[-1] in stage.inputs + stage.mix_inputs)
+        (label for label in map(InputLabel.parse, recorded_inputs) if label.stage in stage.inputs + stage.mix_inputs),
+        key=str)
     if manifest is None:
         state = StageState(name, FAILED if failure.exists() else MISSING,
                            failure.read_text(encoding="utf-8").strip() if failure.exists() else "not run", None)
     elif pcfg is not None and manifest.get("config_hash") != config_hash(pcfg.stage_configs[name]):
         state = StageState(name, STALE, "config changed", manifest)
-    elif recorded_inputs != set(inputs):
-        state = StageState(name, STALE, f"reads {', '.join(inputs)} now, not {', '.join(sorted(recorded_inputs))}",
-                           manifest)
+    elif recorded_inputs != set(map(str, inputs)):
+        state = StageState(name, STALE, f"reads {', '.join(map(str, inputs))} now, not "
+                                        f"{', '.join(sorted(recorded_inputs))}", manifest)
     elif pcfg is not None and manifest.get("output_format", 1) != stage.output_format:
         state = StageState(name, STALE, f"output format changed (now {stage.output_format})", manifest)
     else:
         state = StageState(name, DONE, "", manifest)
         for upstream in inputs:
             up = upstream_state(pcfg, lang_dir, upstream, known, corrupt)
-            if up.state != DONE or manifest.get("inputs", {}).get(upstream) != fingerprint(up.manifest):
+            if up.state != DONE or manifest.get("inputs", {}).get(str(upstream)) != fingerprint(up.manifest):
                 state = StageState(name, STALE, f"input {upstream} changed", manifest)
                 break
         else:
@@ -132,9 +134,9 @@ def stage_state(pcfg: PipelineConfig | None, lang_dir: Path, name: str, known: d
     return state
 
 
-def upstream_state(pcfg: PipelineConfig | None, lang_dir: Path, label: str, known: dict[Path, StageState],
+def upstream_state(pcfg: PipelineConfig | None, lang_dir: Path, label: InputLabel, known: dict[Path, StageState],
                    corrupt: dict[Path, str] | None = None) -> StageState:
-    """The state of input `label` of a stage of `lang_dir` (input_dir's label)."""
+    """The state of input `label` of a stage of `lang_dir`."""
     directory = input_dir(lang_dir, label)
     return stage_state(_input_config(pcfg, label), directory.parent, directory.name, known, corrupt)
 
@@ -175,8 +177,8 @@ def _lang_flag(pcfg: PipelineConfig) -> str:
     return ",".join(pcfg.languages) if pcfg.languages else pcfg.lang
 
 
-def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifests: dict[str, dict], workers: int,
-              quiet: bool, log: logging.Logger, executor: Executor | None = None) -> dict:
+def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifests: dict[InputLabel, dict],
+              workers: int, quiet: bool, log: logging.Logger, executor: Executor | None = None) -> dict:
     stage = stage_by_name(name)
     config = pcfg.stage_configs[name]
     final, tmp, old = lang_dir / name, lang_dir / f".{name}.tmp", lang_dir / f".{name}.old"
@@ -185,13 +187,18 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
     _remove_killed_attempt(lang_dir, name)
     tmp.mkdir(parents=True)
     ctx = StageContext(lang=pcfg.lang, out_dir=tmp,
-                       inputs={label: input_dir(lang_dir, label) for label in upstream_manifests},
+                       inputs={label.stage: input_dir(lang_dir, label) for label in upstream_manifests
+                               if label.language is None},
                        cache_dir=lang_dir / ".cache" / name, workers=max(1, workers), quiet=quiet, log=log,
-                       scratch_dir=scratch, executor=executor)
+                       scratch_dir=scratch, executor=executor,
+                       language_inputs={label: input_dir(lang_dir, label) for label in upstream_manifests
+                                        if label.language is not None},
+                       input_configs={label: m.get("config", {}) for label, m in upstream_manifests.items()})
     started = time.time()
     try:
         sources = stage.sources(config) if stage.sources else {}
-        counts = stage.run(config, ctx) or {}
+        counts = stage.run(config, ctx)
+        check_counts(name, counts, bool(pcfg.languages))
         duration = time.time() - started
         outputs = {str(p.relative_to(tmp)): _output_entry(p)
                    for p in sorted(tmp.rglob("*")) if p.is_file() and p.name != MANIFEST}
@@ -201,10 +208,10 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
             "config": config_to_dict(config),
             "config_hash": config_hash(config),
             "output_format": stage.output_format,
-            "inputs": {up: fingerprint(m) for up, m in upstream_manifests.items()},
+            "inputs": {str(up): fingerprint(m) for up, m in upstream_manifests.items()},
             **({"sources": sources} if sources else {}),
             "outputs": outputs,
-            "counts": counts,
+            "counts": counts.to_dict(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
             "duration_s": round(duration, 3),
             "workers": ctx.workers,
@@ -224,7 +231,7 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
     tmp.rename(final)
     remove_tree(old)
     failure.unlink(missing_ok=True)
-    log.info("%s: done in %.1fs %s", name, duration, _summary(counts))
+    log.info("%s: done in %.1fs %s", name, duration, _summary(counts.to_dict()))
     return manifest
 
 

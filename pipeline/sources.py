@@ -1,5 +1,5 @@
-"""The sources of a run: the Wikipedia dump and text corpora, what the `--corpus` flag means, which stages have work,
-and each source's counts for `pipeline status` and the report.
+"""The sources of a run: the Wikipedia dump and text corpora, what the `--corpus` flag means, which stages have work
+(each source's counts through the stages: pipeline/funnel.py).
 
 - `--corpus [NAME=]PATH[:WEIGHT]` (repeatable) adds a corpus: `corpus.sources.NAME.path` = PATH made absolute, and
   `shard.weights.NAME` = WEIGHT when given. NAME defaults to the file's or directory's name without its extensions
@@ -14,7 +14,7 @@ from __future__ import annotations
 import glob
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from wiki2bert_core.errors import ConfigError
 from pipeline.text_files import WIKIPEDIA_SOURCE as WIKIPEDIA
@@ -121,65 +121,9 @@ def idle_stages(order: list[str], stages: dict[str, Any], configs: dict[str, Any
     return idle
 
 
-def check_weights(configs: dict[str, Any]) -> None:
-    """ConfigError for a shard weight that names no source of the run."""
-    shard = configs.get("shard")
-    known = source_names(configs)
-    for name in sorted(getattr(shard, "weights", {}) or {}):
+def check_source_weights(weights: Mapping[str, float], known: list[str]) -> None:
+    """ConfigError for a shard weight that names no source of the run (`known`: its sources, those of every language
+    in a run of several)."""
+    for name in sorted(weights):
         if name not in known:
             raise ConfigError(f"shard.weights.{name}: no such source (this run's sources: {', '.join(known)})")
-
-
-# --- each source's counts ----------------------------------------------------------------------------------
-
-def source_counts(manifests: dict[str, dict]) -> list[dict[str, Any]]:
-    """One row per source from the counts of the finished stages' manifests ({stage: manifest}): documents read
-    (extract's articles, the corpus stage's documents), documents with text (sentences), after the filter (the
-    documents it wrote: a long one cut into pieces counts once a piece), duplicates (removed by dedup), kept (what
-    the shard stage took in) and their tokens, weight, and the training split's tokens and share (None where a
-    stage is not done, or made before it counted per source). Empty when no stage recorded per-source counts (a
-    work directory made before sources existed)."""
-    if not any(_per_source(manifests, stage) for stage in ("corpus", "sentences", "shard")):
-        return []
-    read: dict[str, int] = {}
-    sentences_inputs = (manifests.get("sentences") or {}).get("inputs", {"extract": None})
-    if "extract" in manifests and "extract" in sentences_inputs:
-        read[WIKIPEDIA] = manifests["extract"]["counts"].get("articles", 0)
-    read.update({name: c["documents"] for name, c in _per_source(manifests, "corpus").items()})
-    split = {name: c["documents"] for name, c in _per_source(manifests, "sentences").items()}
-    filtered = {name: c["documents_written"] for name, c in _per_source(manifests, "filter").items()}
-    duplicates = {name: c["removed"] for name, c in _per_source(manifests, "dedup").items()}
-    shard = _per_source(manifests, "shard")
-    return [{"source": name, "read": read.get(name), "with text": split.get(name), "after filter": filtered.get(name),
-             "duplicates": duplicates.get(name),
-             "kept": shard.get(name, {}).get("documents"), "kept tokens": shard.get(name, {}).get("tokens"),
-             "weight": shard.get(name, {}).get("weight"),
-             "training tokens": shard.get(name, {}).get("training_tokens"),
-             "training share": shard.get(name, {}).get("training_share")}
-            for name in sorted(set(read) | set(split) | set(shard), key=lambda n: (n != WIKIPEDIA, n))]
-
-
-def source_table(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """source_counts' rows as text: counts with thousands separators, the share in percent, blanks for None."""
-    def text(key: str, value) -> str:
-        if value is None:
-            return ""
-        if key == "training share":
-            return f"{value:.1%}"
-        return f"{value:g}" if key == "weight" else f"{value:,}" if isinstance(value, int) else str(value)
-
-    return [{key: text(key, value) for key, value in row.items()} for row in rows]
-
-
-def _per_source(manifests: dict[str, dict], stage: str) -> dict[str, dict]:
-    return ((manifests.get(stage) or {}).get("counts") or {}).get("sources") or {}
-
-
-def language_table(shard_manifest: dict | None) -> list[dict[str, str]]:
-    """The languages of the mix's shard stage (a run of several languages) as text: documents, tokens (each
-    document once), weight, the share aimed at, the training tokens and their share; [] for a one-language run."""
-    languages = ((shard_manifest or {}).get("counts") or {}).get("languages") or {}
-    return [{"language": lang, "documents": f"{c['documents']:,}", "tokens": f"{c['tokens']:,}",
-             "weight": f"{c['weight']:g}", "target share": f"{c['target_share']:.1%}",
-             "training tokens": f"{c['training_tokens']:,}", "training share": f"{c['training_share']:.1%}"}
-            for lang, c in languages.items()]

@@ -72,6 +72,7 @@ def count_words(text: str, chars_per_word: float) -> float:
     return len(rest.split()) + letters / chars_per_word
 
 
-def recorded_chars_per_word(filter_manifest: dict | None) -> float | None:
-    """The chars_per_word the filter ran with, from its manifest: how downstream figures count words the same way."""
-    return ((filter_manifest or {}).get("config") or {}).get("chars_per_word")
+def recorded_chars_per_word(filter_config: dict | None) -> float | None:
+    """The chars_per_word the filter ran with, from its config as its manifest records it: how downstream figures
+    count words the same way."""
+    return (filter_config or {}).get("chars_per_word")

@@ -28,10 +28,11 @@ def check_alpha(alpha: float, key: str = "alpha") -> None:
 
 
 def check_weights(weights: Mapping[str, float], key: str = "language_weights") -> None:
-    """SettingError for a weight that is not a finite number of at least 0."""
-    for language, weight in weights.items():
+    """SettingError for a weight (of a language, or of a source: the shard stage's `weights`) that is not a finite
+    number of at least 0."""
+    for name, weight in weights.items():
         if not (math.isfinite(weight) and weight >= 0):
-            raise SettingError(f"{key}.{language}", f"must be a number of at least 0, got {weight}")
+            raise SettingError(f"{key}.{name}", f"must be a number of at least 0, got {weight}")
 
 
 def language_shares(sizes: Mapping[str, float], alpha: float,

@@ -14,7 +14,8 @@ Two streaming passes, memory independent of the corpus size (O(number of shards)
   of shards works without holding that many files open;
 - each shard has its documents' records beside it (`training_0000.docs.jsonl`: source, id, title, and "copy": k
   for the k-th repeat), so every training document says where it came from;
-- mixing: `weights` repeats or subsamples each source's training documents (`_Mix`), so that the sources' kept
+- source weights: `weights` repeats or subsamples each source's training documents (`_SourceWeighting`), so that
+  the sources' kept
   tokens (whitespace-separated, as the filter counts them) make the stated shares of the training split; the
   copies of a document go to different shards while there are shards enough (a "random next" segment B is not
   drawn from another copy of A's own document). The counts have each source's documents, tokens and training
@@ -43,12 +44,11 @@ import dataclasses
 import hashlib
 import itertools
 import heapq
-import math
 from pathlib import Path
 
 import numpy as np
 
-from wiki2bert_core.config import SettingError, added_later
+from wiki2bert_core.config import added_later
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import write_json
 from wiki2bert_core.mixture import DEFAULT_ALPHA, check_alpha, check_weights, language_shares, rates
@@ -56,7 +56,7 @@ from wiki2bert_core.variant_dir import MIXTURE_FILE, LanguageShare, Mixture, sha
 from wiki2bert_core.wordpiece import load_tokenizer, one_tokenizer_thread, tokenizer_from_json
 from pipeline.text_files import DocumentRecord, iter_documents_with_records, list_parts, records_path
 from wiki2bert_core.log import progress
-from pipeline.stages import Stage, StageContext
+from pipeline.stages import Stage, StageContext, StageCounts
 
 BUFFER_BUDGET = 4 << 20  # bytes of shard text held in memory at most, over all shards
 MIN_SHARD_BUFFER = 16 << 10
@@ -97,9 +97,7 @@ class ShardConfig:
             raise ConfigError("shard.seed: must not be negative")
         if self.min_documents_per_shard < 1:
             raise ConfigError(f"shard.min_documents_per_shard: must be at least 1, got {self.min_documents_per_shard}")
-        for source, weight in self.weights.items():
-            if not (math.isfinite(weight) and weight >= 0):
-                raise SettingError(f"weights.{source}", f"must be a number of at least 0, got {weight}")
+        check_weights(self.weights, "weights")
 
 
 class _ShardSet:
@@ -152,7 +150,7 @@ class _ShardSet:
         return round(max(self.sizes) / mean, 4) if mean else 0.0
 
 
-class _Mix:
+class _SourceWeighting:
     """How many copies of each training document the source weights ask for. int(weight) copies, and one more for
     the documents whose hash of (seed, source, id) falls below the source's threshold: the threshold is set from a
     histogram of the source's tokens over HASH_BUCKETS hash buckets, so that the documents below it hold the
@@ -189,19 +187,19 @@ class _Mix:
         """After the first pass (with the weights, if not given before): each fractional source's threshold;
         returns each source's training documents (copies) and tokens after the weights."""
         self.weights = self.weights if weights is None else weights
-        mixed = {}
+        weighted = {}
         for source, (tokens, documents) in self.training.items():
             whole = int(self.weight(source))
-            mixed[source] = {"training_documents": whole * documents, "training_tokens": whole * tokens}
+            weighted[source] = {"training_documents": whole * documents, "training_tokens": whole * tokens}
         for source, histogram in self.histograms.items():
             if not self.weight(source) % 1:
                 continue
             below = np.concatenate([[0], np.cumsum(histogram[0])])  # tokens in the buckets below each threshold
             target = self.weight(source) % 1 * below[-1]
             self.thresholds[source] = threshold = int(np.argmin(np.abs(below - target)))
-            mixed[source]["training_documents"] += int(histogram[1, :threshold].sum())
-            mixed[source]["training_tokens"] += int(below[threshold])
-        return mixed
+            weighted[source]["training_documents"] += int(histogram[1, :threshold].sum())
+            weighted[source]["training_tokens"] += int(below[threshold])
+        return weighted
 
     def copies(self, record: DocumentRecord) -> int:
         weight = self.weight(record.source)
@@ -220,25 +218,25 @@ def _documents(parts: list[Path], key: bytes, threshold: int):
             yield int.from_bytes(digest, "little") < threshold, record, text, len(doc)
 
 
-def run(config: ShardConfig, ctx: StageContext) -> dict:
-    if ctx.languages("dedup"):
+def run(config: ShardConfig, ctx: StageContext) -> StageCounts:
+    if ctx.several_languages:
         return _run_languages(config, ctx)
     corpus_dir = ctx.inputs["dedup"]
     parts = list_parts(corpus_dir, ".txt")
     key = str(config.seed).encode()
     threshold = int(config.test_fraction * 2 ** 64)
-    mix = _Mix(config.weights, config.seed)
+    weighting = _SourceWeighting(config.weights, config.seed)
     sources: dict[str, dict] = {}
     for is_test, record, text, _ in _documents(parts, key, threshold):
-        _count(sources, mix, record.source, is_test, len(text.split()),
-               None if is_test or not mix.weight(record.source) % 1 else mix.bucket(record.source, record.id))
+        _count(sources, weighting, record.source, is_test, len(text.split()), None
+               if is_test or not weighting.weight(record.source) % 1 else weighting.bucket(record.source, record.id))
     n_training, n_test = _split_sizes(sources)
     if n_training + n_test == 0:
         raise DataError(f"{corpus_dir}: no documents to shard (all parts are empty)")
     for source in sorted(set(config.weights) - set(sources)):
         ctx.log.warning("shard: shard.weights.%s: no documents of that source reach the shard stage", source)
-    for source, mixed in mix.settle().items():
-        sources[source].update(mixed)
+    for source, weighted in weighting.settle().items():
+        sources[source].update(weighted)
     n_copies = sum(c.get("training_documents", 0) for c in sources.values())
     asked_test = _check_splits(corpus_dir, config, n_training, n_test)
     if n_copies == 0:
@@ -249,14 +247,14 @@ def run(config: ShardConfig, ctx: StageContext) -> dict:
     training = _ShardSet(ctx.out_dir, "training", num_shards, buffer_bytes)
     test = _ShardSet(ctx.out_dir, "test", test_shards, buffer_bytes)
     with progress(sum(p.stat().st_size for p in parts), "shard", "B", quiet=ctx.quiet) as bar:
-        sentences = _write(parts, key, threshold, mix, training, test, bar)
-    _finish_sources(sources, mix)
+        sentences = _write(parts, key, threshold, weighting, training, test, bar)
+    _finish_sources(sources, weighting)
     ctx.log.info("shard: %d training documents in %d shards (largest %.3f x mean), %d test documents in %d",
                  n_copies, num_shards, training.balance(), n_test, test_shards)
     if len(sources) > 1 or config.weights:
         ctx.log.info("shard: training token shares: %s", ", ".join(
             f"{s} {c['training_share']:.1%} (weight {c['weight']:g})" for s, c in sorted(sources.items())))
-    return {
+    return StageCounts({
         "documents": n_training + n_test,
         "training_documents": n_copies,
         "test_documents": n_test,
@@ -267,18 +265,18 @@ def run(config: ShardConfig, ctx: StageContext) -> dict:
         "sentences": sentences,
         "training_bytes": sum(training.sizes),
         "test_bytes": sum(test.sizes),
-        "sources": dict(sorted(sources.items())),
-    }
+    }, sources=dict(sorted(sources.items())))
 
 
-def _count(sources: dict[str, dict], mix: _Mix, source: str, is_test: bool, tokens: int, bucket: int | None) -> None:
-    """First pass: a document of `source` into its counts, a training one into the mix."""
+def _count(sources: dict[str, dict], weighting: _SourceWeighting, source: str, is_test: bool, tokens: int,
+           bucket: int | None) -> None:
+    """First pass: a document of `source` into its counts, a training one into the source weighting."""
     counts = sources.setdefault(source, {"documents": 0, "tokens": 0, "test_documents": 0})
     counts["documents"] += 1
     counts["tokens"] += tokens
     counts["test_documents"] += is_test
     if not is_test:
-        mix.observe(source, tokens, bucket)
+        weighting.observe(source, tokens, bucket)
 
 
 def _split_sizes(sources: dict[str, dict]) -> tuple[int, int]:
@@ -298,13 +296,14 @@ def _check_splits(corpus_dir: Path, config: ShardConfig, n_training: int, n_test
     return asked_test
 
 
-def _write(parts: list[Path], key: bytes, threshold: int, mix: _Mix, training: _ShardSet, test: _ShardSet,
-           bar) -> int:
-    """Second pass: each document of `parts` into its split's shards, a training one as many times as the mix says;
+def _write(parts: list[Path], key: bytes, threshold: int, weighting: _SourceWeighting, training: _ShardSet,
+           test: _ShardSet, bar) -> int:
+    """Second pass: each document of `parts` into its split's shards, a training one as many times as the source
+    weights say;
     returns the sentences read."""
     sentences = 0
     for is_test, record, text, doc_sentences in _documents(parts, key, threshold):
-        copies = 1 if is_test else mix.copies(record)
+        copies = 1 if is_test else weighting.copies(record)
         if copies:
             (test if is_test else training).add(text + b"\n\n", record, copies)
         sentences += doc_sentences
@@ -314,13 +313,13 @@ def _write(parts: list[Path], key: bytes, threshold: int, mix: _Mix, training: _
     return sentences
 
 
-def _finish_sources(sources: dict[str, dict], mix: _Mix) -> None:
+def _finish_sources(sources: dict[str, dict], weighting: _SourceWeighting) -> None:
     """Each source's training documents and tokens (0 for one with none), weight and share of the training split."""
     training_tokens = sum(c.get("training_tokens", 0) for c in sources.values())
     for source, counts in sources.items():
         counts.setdefault("training_documents", 0)
         counts.setdefault("training_tokens", 0)
-        counts["weight"] = mix.weight(source)
+        counts["weight"] = weighting.weight(source)
         counts["training_share"] = round(counts["training_tokens"] / max(1, training_tokens), 6)
 
 
@@ -340,7 +339,7 @@ class _CountTask:
 
 def _count_part(task: _CountTask) -> list[tuple[str, bool, int, int | None]]:
     """(source, is a test document, WordPiece tokens, hash bucket of a training one) of each document of a part."""
-    mix = _Mix(None, task.seed, task.language)
+    weighting = _SourceWeighting(None, task.seed, task.language)
     key = str(task.seed).encode()
     counts, documents = [], _documents([task.part], key, task.test_threshold)
     # a batch of documents at a time: an Encoding keeps every token's string and offsets; a whole part's were the
@@ -350,48 +349,49 @@ def _count_part(task: _CountTask) -> list[tuple[str, bool, int, int | None]]:
             encodings = tokenizer_from_json(task.tokenizer_json).encode_batch(
                 [text.decode("utf-8") for _, _, text, _ in batch], add_special_tokens=False)
         counts += [(record.source, is_test, len(encoding.ids),
-                    None if is_test else mix.bucket(record.source, record.id))
+                    None if is_test else weighting.bucket(record.source, record.id))
                    for (is_test, record, _, _), encoding in zip(batch, encodings)]
     return counts
 
 
-def _run_languages(config: ShardConfig, ctx: StageContext) -> dict:
+def _run_languages(config: ShardConfig, ctx: StageContext) -> StageCounts:
     """The shards of a mix of languages (module docstring)."""
-    dirs = ctx.languages("dedup")
+    dirs = ctx.by_language("dedup")
     parts = {lang: list_parts(directory, ".txt") for lang, directory in dirs.items()}
     key = str(config.seed).encode()
     threshold = int(config.test_fraction * 2 ** 64)
     tokenizer = load_tokenizer(ctx.inputs["vocab"])
     tokenizer_json = tokenizer.to_str()
     tokenizer_from_json(tokenizer_json, tokenizer)
-    mixes = {lang: _Mix(None, config.seed, lang) for lang in dirs}
+    weightings = {lang: _SourceWeighting(None, config.seed, lang) for lang in dirs}
     sources: dict[str, dict[str, dict]] = {lang: {} for lang in dirs}
     tasks = [_CountTask(lang, part, tokenizer_json, config.seed, threshold) for lang in dirs for part in parts[lang]]
     with progress(sum(t.part.stat().st_size for t in tasks), "shard: count tokens", "B", quiet=ctx.quiet) as bar:
         for task, documents in zip(tasks, ctx.executor.map(_count_part, tasks)):
             for source, is_test, tokens, bucket in documents:
-                _count(sources[task.language], mixes[task.language], source, is_test, tokens, bucket)
+                _count(sources[task.language], weightings[task.language], source, is_test, tokens, bucket)
             bar.update(task.part.stat().st_size)
     known = {name for per_language in sources.values() for name in per_language}
     for source in sorted(set(config.weights) - known):
         ctx.log.warning("shard: shard.weights.%s: no documents of that source reach the shard stage", source)
-    sizes = {lang: sum(config.weights.get(source, 1.0) * tokens for source, (tokens, _) in mix.training.items())
-             for lang, mix in mixes.items()}
+    sizes = {lang: sum(config.weights.get(source, 1.0) * tokens for source, (tokens, _) in weighting.training.items())
+             for lang, weighting in weightings.items()}
     shares = language_shares(sizes, config.alpha, config.language_weights)
     rate = rates(sizes, shares, sum(sizes.values()))
     asked_test = config.num_test_shards if config.test_fraction > 0 else 0
     languages = {}
-    for lang, mix in mixes.items():
-        mixed = mix.settle({source: config.weights.get(source, 1.0) * rate[lang] for source in mix.training})
-        for source, counts in mixed.items():
+    for lang, weighting in weightings.items():
+        weighted = weighting.settle({source: config.weights.get(source, 1.0) * rate[lang]
+                                     for source in weighting.training})
+        for source, counts in weighted.items():
             sources[lang][source].update(counts)
         n_training, n_test = _split_sizes(sources[lang])
         _check_splits(dirs[lang], config, n_training, n_test)
         languages[lang] = {"documents": n_training + n_test, "tokens": round(sizes[lang]),
                            "weight": config.language_weights.get(lang, 1.0), "target_share": round(shares[lang], 6),
                            "rate": round(rate[lang], 6),
-                           "training_documents": sum(c["training_documents"] for c in mixed.values()),
-                           "training_tokens": sum(c["training_tokens"] for c in mixed.values()),
+                           "training_documents": sum(c["training_documents"] for c in weighted.values()),
+                           "training_tokens": sum(c["training_tokens"] for c in weighted.values()),
                            "test_documents": n_test}
     training_tokens = sum(c["training_tokens"] for c in languages.values())
     if training_tokens == 0:
@@ -410,8 +410,8 @@ def _run_languages(config: ShardConfig, ctx: StageContext) -> dict:
         for lang, counts in languages.items():
             sets[lang] = (_ShardSet(ctx.out_dir, "training", counts["training_shards"], buffer_bytes, lang),
                           _ShardSet(ctx.out_dir, "test", counts["test_shards"], buffer_bytes, lang))
-            counts["sentences"] = _write(parts[lang], key, threshold, mixes[lang], *sets[lang], bar)
-            _finish_sources(sources[lang], mixes[lang])
+            counts["sentences"] = _write(parts[lang], key, threshold, weightings[lang], *sets[lang], bar)
+            _finish_sources(sources[lang], weightings[lang])
             counts["sources"] = dict(sorted(sources[lang].items()))
     mixture = Mixture(config.alpha, dict(sorted(config.language_weights.items())),
                       {lang: LanguageShare(c["tokens"], c["training_tokens"], c["training_share"])
@@ -422,10 +422,8 @@ def _run_languages(config: ShardConfig, ctx: StageContext) -> dict:
     total = {key: sum(c[key] for c in languages.values())
              for key in ("documents", "training_documents", "test_documents", "training_shards", "test_shards",
                          "sentences")}
-    return {**total,
-            "training_bytes": sum(sum(training.sizes) for training, _ in sets.values()),
-            "test_bytes": sum(sum(test.sizes) for _, test in sets.values()),
-            "languages": languages}
+    return StageCounts({**total, "training_bytes": sum(sum(training.sizes) for training, _ in sets.values()),
+                        "test_bytes": sum(sum(test.sizes) for _, test in sets.values())}, languages=languages)
 
 
 def _capped(asked: int, documents: int, config: ShardConfig, name: str, split: str, ctx: StageContext) -> int:

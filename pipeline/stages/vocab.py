@@ -46,8 +46,7 @@ from pipeline.text_files import list_parts
 from wiki2bert_core.config import added_later
 from wiki2bert_core.log import progress
 from wiki2bert_core.mixture import DEFAULT_ALPHA, check_alpha, language_shares, rates
-from pipeline.runner import read_manifest
-from pipeline.stages import Stage, StageContext
+from pipeline.stages import Stage, StageContext, StageCounts
 from pipeline.words import count_words, recorded_chars_per_word
 from wiki2bert_core.wordpiece import (SPECIAL_TOKENS, load_tokenizer, padded_vocab_size, placeholder_token,
                                       special_token_ids, wordpiece_tokenizer, write_tokenizer_dir)
@@ -102,8 +101,8 @@ class VocabConfig:
             raise ConfigError("vocab.limit_alphabet: must be at least 1")
 
 
-def run(config: VocabConfig, ctx: StageContext) -> dict:
-    if ctx.languages("dedup"):
+def run(config: VocabConfig, ctx: StageContext) -> StageCounts:
+    if ctx.several_languages:
         corpus = _MixedSentences(config, ctx)
     else:
         corpus = _CorpusSentences(list_parts(ctx.inputs["dedup"], ".txt"), quiet=ctx.quiet)
@@ -120,10 +119,10 @@ def run(config: VocabConfig, ctx: StageContext) -> dict:
         unk_rate, tokens_per_word = _rates(*(sum(c[f"sample_{key}"] for c in languages.values())
                                              for key in ("unks", "tokens", "words")))
     else:
-        languages = {}
-        unk_rate, tokens_per_word = _rates(*_sample_quality(
-            tokenizer, vocab["[UNK]"], corpus.sample, recorded_chars_per_word(read_manifest(ctx.inputs["filter"]))))
-    return {
+        languages = None
+        chars_per_word = recorded_chars_per_word(ctx.config_by_language("filter").get(ctx.lang))
+        unk_rate, tokens_per_word = _rates(*_sample_quality(tokenizer, vocab["[UNK]"], corpus.sample, chars_per_word))
+    return StageCounts({
         "vocab_size": len(vocab),
         "model_vocab_size": padded_vocab_size(len(vocab)),
         "sentences": corpus.sentences,
@@ -132,8 +131,7 @@ def run(config: VocabConfig, ctx: StageContext) -> dict:
         "sample_tokens_per_word": tokens_per_word,
         "special_token_ids": special_token_ids(vocab),
         **({"sentences_too_long": corpus.too_long} if config.method == "sentencepiece" else {}),
-        **({"languages": languages} if languages else {}),
-    }
+    }, languages=languages)
 
 
 def bert_vocabulary(tokens: Iterable[str], unused_tokens: int = 100, add_characters: bool = True,
@@ -221,10 +219,9 @@ class _MixedSentences(_CorpusSentences):
     pass measures each language, `batches()` yields the sample, the same every time."""
 
     def __init__(self, config: VocabConfig, ctx: StageContext):
-        self.dirs = ctx.languages("dedup")
-        filters = ctx.languages("filter")
-        self.chars_per_word = {lang: recorded_chars_per_word(read_manifest(filters[lang])) if lang in filters
-                               else None for lang in self.dirs}
+        self.dirs = ctx.by_language("dedup")
+        filters = ctx.config_by_language("filter")
+        self.chars_per_word = {lang: recorded_chars_per_word(filters.get(lang)) for lang in self.dirs}
         self.seed = config.seed
         super().__init__([part for d in self.dirs.values() for part in list_parts(d, ".txt")], ctx.quiet)
         self.measured = {lang: self._measure(lang, config.character_coverage) for lang in self.dirs}
@@ -432,7 +429,7 @@ def _alphabet(raw_counts: dict[str, int], normalizer, limit: int) -> list[str]:
 def _sample_quality(tokenizer, unk_id: int, sample: list[str], chars_per_word: float | None
                     ) -> tuple[int, int, float]:
     """[UNK]s, tokens and words of the first sentences of the corpus: words as BERT splits them, punctuation
-    included, or, where the filter counted words of unspaced scripts (`chars_per_word`, read from its manifest), as
+    included, or, where the filter counted words of unspaced scripts (`chars_per_word`, from its config), as
     the filter counted them (BERT makes each Han character a word)."""
     encodings = tokenizer.encode_batch(sample, add_special_tokens=False)
     tokens = sum(len(e.ids) for e in encodings)

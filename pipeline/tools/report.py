@@ -27,9 +27,9 @@ from wiki2bert_core.hdf5_format import INPUT_MASK
 from wiki2bert_core.variant_dir import DOC_SENTENCES, held_out_split, training_files
 from wiki2bert_core.wordpiece import load_tokenizer, read_vocab
 from pipeline.runner import DONE, MANIFEST, StageState, stage_state
-from pipeline.sources import language_table, source_counts, source_table
+from pipeline.funnel import Funnel, language_table, source_table
 from pipeline.stages import stage_by_name
-from pipeline.text_files import PIECE, WIKIPEDIA_SOURCE
+from pipeline.text_files import PIECE
 from pipeline.tools.verify import format_report, verify_path
 from pipeline.words import count_words, recorded_chars_per_word
 
@@ -50,20 +50,21 @@ def write_report(lang_dir: Path, out_dir: Path) -> tuple[Path, list[str], list[s
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     headline, sections = [], []
+    funnel = Funnel(done)
     if "filter" in done:
-        sections.append(_funnel(done, lang_dir, out_dir, headline))
+        sections.append(_funnel(funnel, lang_dir, out_dir, headline))
     if "dedup" in done:
         sections.append(_duplicates(lang_dir, out_dir, headline))
-    if sources := source_counts(done):
+    if sources := funnel.source_rows():
         sections.append(_sources(sources, out_dir))
-    sections.append(_languages(done))
+    sections.append(_languages(funnel))
     if "dedup" in done and "vocab" in done:
         sections.append(_documents(lang_dir, out_dir, headline))
     if "hdf5" in done:
         sections += [_variant(d, out_dir, headline, damaged) for d in sorted((lang_dir / "hdf5").iterdir())
                      if d.is_dir()]
     if "shard" in done and "vocab" in done:
-        sections.append(_coverage(lang_dir, headline, recorded_chars_per_word(done.get("filter"))))
+        sections.append(_coverage(lang_dir, headline, recorded_chars_per_word((done.get("filter") or {}).get("config"))))
     rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in headline)
     stale = ("<h2>Not current</h2><p>These stages' files, or their inputs, are missing or changed since they "
              "finished; their figures are left out (<code>pipeline run</code> makes them again):</p><ul>"
@@ -96,13 +97,12 @@ def _img(path: Path) -> str:
     return f"<img src='{html.escape(path.name)}' alt='{html.escape(path.stem)}'>"
 
 
-def _funnel(done: dict, lang_dir: Path, out_dir: Path, headline: list) -> str:
+def _funnel(funnel: Funnel, lang_dir: Path, out_dir: Path, headline: list) -> str:
     """Documents through the stages (the dump's pages and articles, the corpora's documents, kept by the filter,
     by dedup, in the shards) and the filter's drops: tokens per reason, each bar split by source where the
     manifests count per source."""
-    steps = _document_steps(done)
-    funnel = _stacked_bars(steps, "Documents through the stages, by source", "documents",
-                           out_dir / "funnel.png")
+    steps = funnel.document_steps()
+    chart = _stacked_bars(steps, "Documents through the stages, by source", "documents", out_dir / "funnel.png")
     report = read_json(Path(lang_dir) / "filter" / "report.json")
     per_source = report.get("sources") or {"all sources": report}
     reasons = sorted(report.get("dropped", {}).items(), key=lambda kv: (kv[1].get("tokens", 0),
@@ -113,37 +113,9 @@ def _funnel(done: dict, lang_dir: Path, out_dir: Path, headline: list) -> str:
     why = _stacked_bars(drops, "Dropped by the filter: tokens per reason", "tokens (documents; lines, by line rules)",
                         out_dir / "dropped.png")
     headline += [(name, f"{total:,}") for name, _, total in steps]
-    skipped = ", ".join(f"{k} {v:,}" for k, v in done.get("extract", {}).get("counts", {}).get("skipped", {}).items())
+    skipped = ", ".join(f"{k} {v:,}" for k, v in (funnel.total("extract", "skipped") or {}).items())
     skipped = f"<p>dump pages not made articles: {html.escape(skipped)}</p>" if skipped else ""
-    return f"<h2>Pages to documents</h2>{skipped}{_img(funnel)}{_img(why)}{_drops_table(report)}"
-
-
-def _document_steps(done: dict) -> list[tuple[str, dict[str, int], int]]:
-    """(label, documents per source, total) of each step the finished stages counted, in stage order."""
-    def by_source(stage: str, key: str) -> dict[str, int]:
-        return {name: c[key] for name, c in (done[stage]["counts"].get("sources") or {}).items() if key in c}
-
-    steps = []
-    if "extract" in done:
-        extract = done["extract"]["counts"]
-        steps += [("pages", {WIKIPEDIA_SOURCE: extract["pages"]}, extract["pages"]),
-                  ("articles", {WIKIPEDIA_SOURCE: extract["articles"]}, extract["articles"])]
-    if "corpus" in done:
-        steps.append(("corpus documents", by_source("corpus", "documents"), done["corpus"]["counts"]["documents"]))
-    filtered = done["filter"]["counts"]
-    steps.append(("documents kept", by_source("filter", "documents_kept"), filtered["documents_kept"]))
-    if filtered.get("documents_written", filtered["documents_kept"]) != filtered["documents_kept"]:
-        steps.append(("documents written (long ones cut)", by_source("filter", "documents_written"),
-                      filtered["documents_written"]))
-    if "dedup" in done:
-        steps.append(("documents kept by dedup", by_source("dedup", "documents_kept"),
-                      done["dedup"]["counts"]["documents_kept"]))
-    if "shard" in done:
-        counts = done["shard"]["counts"]
-        steps += [("training documents (weights repeat some)", by_source("shard", "training_documents"),
-                   counts["training_documents"]),
-                  ("test documents", by_source("shard", "test_documents"), counts["test_documents"])]
-    return steps
+    return f"<h2>Pages to documents</h2>{skipped}{_img(chart)}{_img(why)}{_drops_table(report)}"
 
 
 def _stacked_bars(bars: list[tuple[str, dict[str, int], int]], title: str, xlabel: str, path: Path) -> Path:
@@ -196,17 +168,17 @@ def _table(rows: list[dict[str, str]]) -> str:
                       for row in rows) + "</table>")
 
 
-def _languages(done: dict) -> str:
+def _languages(funnel: Funnel) -> str:
     """The mix of a run of several languages: each language's share aimed at and in the training split (`pipeline
     status` prints the same), and its vocabulary figures on its first sentences ([UNK] rate, tokens per word), so
     a script starved of vocabulary shows."""
-    shares = language_table(done.get("shard"))
-    vocab = ((done.get("vocab") or {}).get("counts") or {}).get("languages") or {}
-    if not shares and not vocab:
-        return ""
+    shares = language_table(funnel)
     rows = [{"language": lang, "vocabulary sample share": f"{c['sample_share']:.1%}",
              "[UNK] rate": f"{c['sample_unk_rate']:.4%}", "tokens per word": f"{c['sample_tokens_per_word']:.3f}",
-             "characters for coverage": f"{c['coverage_characters']:,}"} for lang, c in vocab.items()]
+             "characters for coverage": f"{c['coverage_characters']:,}"}
+            for lang, c in funnel.by_language("vocab").items()]
+    if not shares and not rows:
+        return ""
     return ("<h2>Languages</h2>" + (f"<p>the training split's languages (shard.alpha, shard.language_weights)</p>"
                                     f"{_table(shares)}" if shares else "")
             + (f"<p>the vocabulary on each language's first sentences (vocab.alpha)</p>{_table(rows)}" if rows else ""))

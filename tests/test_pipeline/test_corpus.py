@@ -20,6 +20,7 @@ from wiki2bert_core.errors import ConfigError, DataError
 from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
 from pipeline.runner import MANIFEST, read_manifest, run_stages, status_rows
 from pipeline.sources import corpus_flag_values, default_name, parse_corpus_flag
+from pipeline.stages import InputLabel
 from pipeline.stages.corpus.stage import CorpusConfig, CorpusSource, corpus_fingerprints, run
 from pipeline.text_files import iter_jsonl
 
@@ -219,12 +220,12 @@ def test_per_source_settings_and_weights_through_the_config(tmp_path):
     assert pcfg.stage_configs["corpus"].sources["web"] == CorpusSource(str(tmp_path), text_field="content")
     assert pcfg.stage_configs["shard"].weights == {"web": 0.5}  # the flag's weight over --set's
     assert set(pcfg.idle) == {"download", "extract"}  # --corpus without --dump: only the corpus is read
-    assert pcfg.inputs_of("sentences") == ["corpus"]
+    assert pcfg.inputs_of("sentences") == [InputLabel("corpus")]
     with pytest.raises(ConfigError, match=r"shard\.weights\.wikipedia: no such source \(this run's sources: web\)"):
         load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", ["shard.weights.wikipedia=2"], values)
     both = load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", ["shard.weights.wikipedia=2"],
                                 {**values, "download": {"source": "/d.xml.bz2"}})
-    assert both.idle == {} and both.inputs_of("sentences") == ["extract", "corpus"]
+    assert both.idle == {} and both.inputs_of("sentences") == [InputLabel("extract"), InputLabel("corpus")]
     assert both.stage_configs["shard"].weights == {"wikipedia": 2.0, "web": 0.5}
     with pytest.raises(ConfigError, match=r"corpus\.sources\.web\.path: required"):
         load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", ["corpus.sources.web.text_field=content"])

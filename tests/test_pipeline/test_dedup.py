@@ -21,6 +21,7 @@ import pytest
 from wiki2bert_core.errors import DataError
 from pipeline.config import load_pipeline_config
 from pipeline.runner import run_stage
+from pipeline.stages import InputLabel
 from pipeline.stages.dedup import clusters as dedup_clusters
 from pipeline.stages.dedup import minhash, stage as dedup_stage
 from pipeline.stages.dedup.stage import DedupConfig, run
@@ -410,7 +411,7 @@ def test_a_full_disk_while_writing_buckets_is_one_line_and_leaves_nothing(tmp_pa
     resource.setrlimit(resource.RLIMIT_FSIZE, (8 << 10, hard))
     try:
         with pytest.raises(DataError) as error:
-            run_stage(pcfg, lang_dir, "dedup", {"filter": {"stage": "filter", "config_hash": "x", "outputs": {}}}, 1,
+            run_stage(pcfg, lang_dir, "dedup", {InputLabel("filter"): {"stage": "filter", "config_hash": "x", "outputs": {}}}, 1,
                       True, logging.getLogger("wiki2bert"))
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))

@@ -18,6 +18,7 @@ from wiki2bert_core.errors import ConfigError, DataError
 from pipeline.text_files import (PARAGRAPHS, WIKIPEDIA_SOURCE, DocumentRecord, iter_documents, iter_records,
                                  records_path, write_document, write_record)
 from pipeline.runner import run_stage
+from pipeline.stages import InputLabel
 from pipeline.stages.filter.rules import CODE, REASONS, DocumentChecker, RuleSet, piece_starts
 from pipeline.stages.filter.stage import FilterConfig, run
 from pipeline.words import UNSPACED_LETTER, count_words
@@ -483,8 +484,8 @@ def test_runs_in_the_chain_with_the_hungarian_profile(tmp_path):
     lang_dir = tmp_path / "hu"
     write_parts(lang_dir / "sentences", [[("Falu", GOOD), ("Angol", ENGLISH), ("Idegen", CRAFTED["foreign_ratio"])]])
     pcfg = load_pipeline_config(Path(__file__).resolve().parents[2] / "stages.yaml", "hu")
-    manifest = run_stage(pcfg, lang_dir, "filter", {"sentences": {"stage": "sentences", "config_hash": "x",
-                                                                  "outputs": {}}}, 2, True, logging.getLogger("wiki2bert"))
+    manifest = run_stage(pcfg, lang_dir, "filter", {InputLabel("sentences"): {"stage": "sentences", "config_hash": "x",
+                                                                              "outputs": {}}}, 2, True, logging.getLogger("wiki2bert"))
     assert manifest["config"]["word_chars"] == HU
     assert manifest["counts"] == {"documents_in": 3, "documents_kept": 1, "documents_written": 1, "sentences_kept": 5,
                                   "dropped_foreign_ratio": 1, "dropped_language": 1,

@@ -257,7 +257,7 @@ def test_a_weight_for_a_language_or_source_not_in_the_run_is_refused(dumps):
     flags = [f"hu={dumps['hu']}", f"ru={dumps['ru']}"]
     with pytest.raises(ConfigError, match=r"^shard\.language_weights\.fi: fi is not a language of this run \(hu, ru\)$"):
         load_languages_config(STAGES_YAML, ["hu", "ru"], ["shard.language_weights.fi=3"], flags, [])
-    with pytest.raises(ConfigError, match=r"^shard\.weights\.web: no such source in any language"):
+    with pytest.raises(ConfigError, match=r"^shard\.weights\.web: no such source \(this run's sources: wikipedia\)"):
         load_languages_config(STAGES_YAML, ["hu", "ru"], ["shard.weights.web=3"], flags, [])
     with pytest.raises(ConfigError, match=r"^--corpus ru=web=\.\.\.:0\.5: source web has weight 2 in another language"):
         load_languages_config(STAGES_YAML, ["hu", "ru"], [], flags, ["hu=web=/data/a.jsonl:2", "ru=web=/data/b.jsonl:0.5"])

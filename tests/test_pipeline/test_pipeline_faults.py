@@ -164,7 +164,7 @@ def test_full_disk_on_a_small_tmpfs(tmp_path, dump):
 SWALLOWING_STAGE = """
 import os, signal, sys, time, types, dataclasses
 sys.path.insert(0, {repo!r})
-from pipeline.stages import Stage
+from pipeline.stages import Stage, StageCounts
 import pipeline.cli as cli
 
 @dataclasses.dataclass(frozen=True)
@@ -178,7 +178,7 @@ def swallow(config, ctx):
             time.sleep(0.2)
     Slow()
     (ctx.out_dir / "out.txt").write_text("complete-looking")
-    return {{}}
+    return StageCounts({{}})
 
 sys.modules["pipeline.stages.swallow"] = types.SimpleNamespace(STAGE=Stage("swallow", Config, swallow))
 sys.argv = ["pipeline", "stage", "swallow", "--lang", "hu", "--workdir", {work!r}, "--config", {yaml!r}, "--quiet"]

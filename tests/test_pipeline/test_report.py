@@ -21,7 +21,7 @@ from wiki2bert_core.wordpiece import SPECIAL_TOKENS, read_vocab, special_token_i
 from pipeline.cli import main
 from pipeline.runner import fingerprint, read_manifest
 from pipeline.stages import stage_by_name
-from pipeline.tools.report import _document_steps
+from pipeline.funnel import Funnel
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 DEDUP_REPORT = {  # the dedup stage's report.json for the filter output below: one exact duplicate
@@ -184,7 +184,7 @@ def test_a_corpus_only_run_shows_its_documents_and_drops_and_each_sources_share_
     assert "<td>news (web)</td><td>lorem_ipsum</td><td>1</td>" in page
     # source, read, with text, after filter, duplicates, kept (blank: no shard stage), ...
     assert "<tr><td>web</td><td>6</td><td>6</td><td>5</td><td>2</td><td></td>" in page
-    steps = _document_steps({name: read_manifest(lang / name) for name in ("corpus", "filter", "dedup")})
+    steps = Funnel({name: read_manifest(lang / name) for name in ("corpus", "filter", "dedup")}).document_steps()
     assert steps == [("corpus documents", {"web": 6, "news": 4}, 10), ("documents kept", {"news": 3, "web": 4}, 7),
                      ("documents written (long ones cut)", {"news": 3, "web": 5}, 8),
                      ("documents kept by dedup", {"news": 3, "web": 3}, 6)]

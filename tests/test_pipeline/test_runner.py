@@ -19,7 +19,7 @@ from wiki2bert_core.errors import ConfigError
 from pipeline.config import load_pipeline_config
 from wiki2bert_core.errors import DataError
 from pipeline.runner import MANIFEST, corrupt_stages, run_stages, status_rows
-from pipeline.stages import Stage
+from pipeline.stages import Stage, StageCounts
 
 CALLS: list[str] = []
 
@@ -37,20 +37,20 @@ class UpperConfig:
     sleep_s: float = 0.0
 
 
-def make_words(config: MakeConfig, ctx) -> dict:
+def make_words(config: MakeConfig, ctx) -> StageCounts:
     CALLS.append("toy_make")
     (ctx.out_dir / "words.txt").write_text((config.word + "\n") * config.words, encoding="utf-8")
-    return {"words": config.words}
+    return StageCounts({"words": config.words})
 
 
-def upper_words(config: UpperConfig, ctx) -> dict:
+def upper_words(config: UpperConfig, ctx) -> StageCounts:
     CALLS.append("toy_upper")
     if config.fail:
         raise DataError("words.txt: bad input")
     text = (ctx.inputs["toy_make"] / "words.txt").read_text(encoding="utf-8")
     (ctx.out_dir / "upper.txt").write_text(text.upper(), encoding="utf-8")
     time.sleep(config.sleep_s)
-    return {"lines": text.count("\n")}
+    return StageCounts({"lines": text.count("\n")})
 
 
 TOY_STAGES = {
@@ -373,3 +373,93 @@ def test_half_written_files_in_a_stage_cache_go_with_the_next_attempt(tmp_path):
         (cache / name).write_text("x")
     run(tmp_path)
     assert sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file()) == ["kept.part"]
+
+
+@dataclasses.dataclass(frozen=True)
+class _ToyFilterConfig:
+    drop: str = ""  # a count the toy filter leaves out of its result: "total:KEY" or "source:KEY"
+
+
+def toy_filter(config: _ToyFilterConfig, ctx) -> StageCounts:
+    (ctx.out_dir / "part-00000.txt").write_text("alma\n", encoding="utf-8")
+    totals = {"documents_in": 2, "documents_kept": 1, "documents_written": 1}
+    source = {"documents_kept": 1, "documents_written": 1}
+    scope, _, key = config.drop.partition(":")
+    (totals if scope == "total" else source).pop(key, None)
+    return StageCounts(totals, sources={"wikipedia": source})
+
+
+@pytest.mark.parametrize("drop", ["", "total:documents_written", "source:documents_kept"])
+def test_a_stage_that_stops_returning_a_count_the_funnel_reads_fails_its_run(tmp_path, monkeypatch, drop):
+    """The funnel's counts are checked as each stage returns them: a filter whose result lacks one (nothing renamed,
+    only left out) fails its run naming the stage and the count, and leaves no done stage behind; with every count
+    its run is done and `pipeline status`'s reader finds them."""
+    from pipeline.funnel import Funnel
+    from pipeline.runner import read_manifest
+
+    monkeypatch.setitem(sys.modules, "pipeline.stages.filter",
+                        types.SimpleNamespace(STAGE=Stage("filter", _ToyFilterConfig, toy_filter)))
+    config = write_yaml(tmp_path, "stages: [filter]\nlanguages:\n  default: {}\n")
+    pcfg = load_pipeline_config(config, "hu", [f"filter.drop={drop}"] if drop else [])
+    lang_dir = tmp_path / "data" / "hu"
+    if not drop:
+        run_stages(pcfg, lang_dir, ["filter"])
+        funnel = Funnel({"filter": read_manifest(lang_dir / "filter")})
+        assert funnel.document_steps() == [("documents kept", {"wikipedia": 1}, 1)]
+        return
+    key = drop.partition(":")[2]
+    named = key if drop.startswith("total") else f"sources.wikipedia.{key}"
+    with pytest.raises(RuntimeError, match=rf"^stage filter returned no {named}, which the funnel reads"):
+        run_stages(pcfg, lang_dir, ["filter"])
+    assert status_rows(pcfg, lang_dir)[0]["state"] == "failed"
+
+
+def test_every_count_the_funnel_reads_is_checked():
+    """Each figure of FIGURES, left out of an otherwise complete result of its stage, is named by check_counts
+    (a one-language run's per-source figures, the mix's per-language ones)."""
+    from pipeline.funnel import FIGURES, check_counts
+
+    for several_languages in (False, True):
+        for stage in sorted({f.stage for f in FIGURES}):
+            figures = [f for f in FIGURES if f.stage == stage]
+            totals = {f.key: 1 for f in figures if f.total}
+            sources = {f.key: 1 for f in figures if f.per_source}
+            languages = {f.key: 1 for f in figures if f.per_language}
+
+            def counts(without: str = "", scope: str = "") -> StageCounts:
+                return StageCounts({k: v for k, v in totals.items() if (scope, k) != ("total", without)},
+                                   sources={"web": {k: v for k, v in sources.items()
+                                                    if (scope, k) != ("source", without)}},
+                                   languages={"hu": {k: v for k, v in languages.items()
+                                                     if (scope, k) != ("language", without)}})
+
+            check_counts(stage, counts(), several_languages)
+            for figure in figures:
+                checked = [("total", figure.total), ("source", figure.per_source and not several_languages),
+                           ("language", figure.per_language and several_languages)]
+                for scope, _ in filter(lambda c: c[1], checked):
+                    with pytest.raises(RuntimeError, match=rf"stage {stage} returned no \S*{figure.key}\b"):
+                        check_counts(stage, counts(figure.key, scope), several_languages)
+
+
+def test_inputs_are_read_by_language_in_either_kind_of_run(tmp_path):
+    """An input label reads as its manifest writes it (`dedup`, `hu/dedup`); a stage reads its inputs by language
+    the same way in a one-language run ({its language: the one directory}) and in the mix of several, with the
+    config each ran with."""
+    from pipeline.stages import InputLabel, StageContext
+
+    for text, label in (("dedup", InputLabel("dedup")), ("hu/dedup", InputLabel("dedup", "hu")),
+                        ("zh-min-nan/filter", InputLabel("filter", "zh-min-nan"))):
+        assert InputLabel.parse(text) == label and str(label) == text
+    one = StageContext(lang="hu", out_dir=tmp_path, inputs={"dedup": tmp_path / "d", "filter": tmp_path / "f"},
+                       cache_dir=tmp_path / "c", input_configs={InputLabel("filter"): {"chars_per_word": 2.0}})
+    assert not one.several_languages and one.by_language("dedup") == {"hu": tmp_path / "d"}
+    assert one.config_by_language("filter") == {"hu": {"chars_per_word": 2.0}}
+    mix = StageContext(lang="fi+hu", out_dir=tmp_path, inputs={"vocab": tmp_path / "v"}, cache_dir=tmp_path / "c",
+                       language_inputs={InputLabel(stage, lang): tmp_path / lang / stage
+                                        for lang in ("fi", "hu") for stage in ("dedup", "filter")},
+                       input_configs={InputLabel("filter", "fi"): {"chars_per_word": None}})
+    assert mix.several_languages and mix.by_language("dedup") == {"fi": tmp_path / "fi" / "dedup",
+                                                                  "hu": tmp_path / "hu" / "dedup"}
+    assert mix.config_by_language("filter") == {"fi": {"chars_per_word": None}, "hu": {}}
+    assert mix.by_language("vocab") == {}

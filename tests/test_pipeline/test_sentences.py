@@ -12,7 +12,7 @@ from pipeline.config import load_pipeline_config
 from wiki2bert_core.errors import ConfigError, DataError
 from pipeline.text_files import PARAGRAPHS, iter_documents, iter_records
 from pipeline.runner import MANIFEST, run_stage
-from pipeline.stages import StageContext
+from pipeline.stages import InputLabel, StageContext
 from pipeline.stages.sentences.stage import SentencesConfig, run
 from pipeline.stages.sentences.splitters import QuntokenSplitter, RuleSplitter, check_quntoken, normalize_paragraph
 from unspaced_text import JA, ZH, unspaced
@@ -283,8 +283,8 @@ def test_runs_in_the_chain_with_the_hungarian_profile(tmp_path):
     write_parts(lang_dir, [[article("Alma", "Az alma gyümölcs. A fája 3.5 m magas, pl. a kertben.")]])
     pcfg = load_pipeline_config(Path(__file__).resolve().parents[2] / "stages.yaml", "hu",
                                 [] if HAVE_QUNTOKEN else ["sentences.splitter=rules"])
-    manifest = run_stage(pcfg, lang_dir, "sentences", {"extract": {"stage": "extract", "config_hash": "x",
-                                                                    "outputs": {}}}, 1, True, logging.getLogger("wiki2bert"))
+    manifest = run_stage(pcfg, lang_dir, "sentences", {InputLabel("extract"): {"stage": "extract", "config_hash": "x",
+                                                                                "outputs": {}}}, 1, True, logging.getLogger("wiki2bert"))
     assert manifest["config"]["splitter"] == ("quntoken" if HAVE_QUNTOKEN else "rules")
     assert manifest["counts"]["sentences"] == 2
     assert set(manifest["outputs"]) == {"part-00000.txt", "part-00000.docs.jsonl"}

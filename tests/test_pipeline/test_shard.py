@@ -18,7 +18,7 @@ from wiki2bert_core.errors import DataError
 from pipeline.text_files import (DocumentRecord, iter_documents, iter_documents_with_records, list_parts, records_path,
                                  write_record)
 from pipeline.runner import read_manifest, run_stages
-from pipeline.stages import Stage
+from pipeline.stages import Stage, StageCounts
 from pipeline.stages import shard
 from pipeline.stages.shard import ShardConfig, run
 
@@ -160,13 +160,14 @@ class _ToyFilterConfig:
 
 @pytest.fixture(scope="session")
 def toy_filter(make_corpus):
-    def toy_filter(config: _ToyFilterConfig, ctx) -> dict:
+    def toy_filter(config: _ToyFilterConfig, ctx) -> StageCounts:
         make_corpus(ctx.out_dir, config.documents, parts=2)
         for part in list_parts(ctx.out_dir, ".txt"):
             with open(records_path(part), "w", encoding="utf-8") as records:
                 for n, _ in enumerate(iter_documents(part)):
                     write_record(records, DocumentRecord("wikipedia", f"{part.stem}-{n}"))
-        return {"documents": config.documents}
+        kept = {"documents_kept": config.documents, "documents_written": config.documents}
+        return StageCounts(kept, sources={"wikipedia": kept})
     return toy_filter
 
 

@@ -2,6 +2,7 @@
 determinism, and bad input answered with one clear line."""
 from __future__ import annotations
 
+import dataclasses
 import io
 import random
 from pathlib import Path
@@ -12,11 +13,10 @@ from tokenizers import normalizers, pre_tokenizers
 
 from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.errors import DataError
+from pipeline.stages import InputLabel
 from pipeline.stages.vocab import (VocabConfig, bert_normalization_rules, bert_vocabulary, run,
                                    sentencepiece_to_wordpiece)
-from wiki2bert_core.files import write_json
 from wiki2bert_core.wordpiece import load_tokenizer, read_vocab, special_token_ids
-from pipeline.runner import MANIFEST
 from pipeline.words import count_words
 from unspaced_text import JA, unspaced
 
@@ -84,13 +84,15 @@ def test_sentencepiece_sees_the_words_the_bert_tokenizer_sees(tmp_path, lowercas
         assert processor.normalize(line).split("▁")[1:] == expected, line
 
 
-def test_tokens_per_word_counts_unspaced_words_as_the_filter_did(tmp_path, write_document_parts, run_vocab):
-    """A Japanese corpus whose filter counted chars_per_word characters a word: tokens per word is per such word,
-    not per BERT word (BERT makes every kanji a word of its own and a run of kana another)."""
+def test_tokens_per_word_counts_unspaced_words_as_the_filter_did(tmp_path, write_document_parts, stage_context):
+    """A Japanese corpus whose filter counted chars_per_word characters a word (the config the runner hands the
+    vocab stage): tokens per word is per such word, not per BERT word (BERT makes every kanji a word of its own and
+    a run of kana another)."""
     documents = [unspaced(sentences) for sentences in JA.values()] * 5
     filter_dir = write_document_parts(tmp_path / "filter", documents, 1)
-    write_json(filter_dir / MANIFEST, {"stage": "filter", "config": {"chars_per_word": 1.7}})
-    out, counts = run_vocab(tmp_path, filter_dir, vocab_size=300)
+    ctx = dataclasses.replace(stage_context(tmp_path, {"dedup": filter_dir, "filter": filter_dir}),
+                              input_configs={InputLabel("filter"): {"chars_per_word": 1.7}})
+    out, counts = ctx.out_dir, run(VocabConfig(vocab_size=300), ctx)
     sentences = [s for d in documents for s in d]
     tokens = sum(len(e.ids) for e in load_tokenizer(out).encode_batch(sentences, add_special_tokens=False))
     assert counts["sample_tokens_per_word"] == round(tokens / sum(count_words(s, 1.7) for s in sentences), 4)

@@ -20,7 +20,7 @@ from wiki2bert_core.config import SettingError
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import file_fingerprint
 from wiki2bert_core.log import progress
-from pipeline.stages import Stage, StageContext
+from pipeline.stages import Stage, StageContext, StageCounts
 from pipeline.stages.corpus.readers import Fields, ReadTask, find_files, read_documents, read_tasks
 from pipeline.text_files import WIKIPEDIA_SOURCE, PartWriter
 from pipeline.sources import SOURCE_NAME, corpus_idle
@@ -58,7 +58,7 @@ class CorpusConfig:
             raise SettingError("documents_per_part", f"must be at least 1, got {self.documents_per_part}")
 
 
-def run(config: CorpusConfig, ctx: StageContext) -> dict:
+def run(config: CorpusConfig, ctx: StageContext) -> StageCounts:
     if not config.sources:
         raise ConfigError("corpus: no sources to read (--corpus PATH)")
     tasks: list[tuple[str, int, ReadTask, str, int]] = []  # (source, task number, task, out_dir, per_part)
@@ -77,10 +77,10 @@ def run(config: CorpusConfig, ctx: StageContext) -> dict:
             raise DataError(f"{source.path}: no documents (corpus source {name!r}: {totals[name]['files']} file(s), "
                             f"{totals[name]['empty']} empty texts)")
     ctx.log.info("corpus: %s", ", ".join(f"{name} {t['documents']:,} documents" for name, t in sorted(totals.items())))
-    return {"documents": sum(t["documents"] for t in totals.values()),
-            "files": sum(t["files"] for t in totals.values()),
-            "parts": sum(t["parts"] for t in totals.values()),
-            "sources": dict(sorted(totals.items()))}
+    return StageCounts({"documents": sum(t["documents"] for t in totals.values()),
+                        "files": sum(t["files"] for t in totals.values()),
+                        "parts": sum(t["parts"] for t in totals.values())},
+                       sources=dict(sorted(totals.items())))
 
 
 def source_tasks(name: str, source: CorpusSource, ctx: StageContext) -> list[ReadTask]:

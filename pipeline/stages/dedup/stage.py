@@ -46,7 +46,7 @@ from wiki2bert_core.config import SettingError, changeable
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import atomic_write, remove_tree, sha256_file, write_json
 from wiki2bert_core.log import progress
-from pipeline.stages import Stage, StageContext
+from pipeline.stages import Stage, StageContext, StageCounts
 from pipeline.stages.dedup.clusters import (PART_SHIFT, PartFiles, SignatureReader, candidate_pairs, components,
                                             docids, kept_copies, local_of, part_of, unique_pairs)
 from pipeline.stages.dedup.minhash import Shingler, estimated_jaccard, exact_key
@@ -136,7 +136,7 @@ class _WriteTask:
     signature_parts: dict  # part index -> PartFiles, for the estimated Jaccard of removed and kept
 
 
-def run(config: DedupConfig, ctx: StageContext) -> dict:
+def run(config: DedupConfig, ctx: StageContext) -> StageCounts:
     parts = list_parts(ctx.inputs["filter"], ".txt")
     cache = ctx.cache_dir / "signatures"
     cache.mkdir(parents=True, exist_ok=True)
@@ -180,11 +180,11 @@ def run(config: DedupConfig, ctx: StageContext) -> dict:
     totals = report["documents"]
     ctx.log.info("dedup: kept %d of %d documents; removed %d exact and %d near duplicates in %d clusters",
                  totals["kept"], totals["in"], totals["exact"], totals["near"], report["clusters"]["count"])
-    return {"documents_in": totals["in"], "documents_kept": totals["kept"], "removed_exact": totals["exact"],
-            "removed_near": totals["near"], "clusters": report["clusters"]["count"],
-            "largest_cluster": report["clusters"]["largest"],
-            "sources": {name: {"documents_kept": row["documents_kept"], "removed": row["exact"] + row["near"]}
-                        for name, row in report["sources"].items()}}
+    return StageCounts({"documents_in": totals["in"], "documents_kept": totals["kept"],
+                        "removed_exact": totals["exact"], "removed_near": totals["near"],
+                        "clusters": report["clusters"]["count"], "largest_cluster": report["clusters"]["largest"]},
+                       sources={name: {"documents_kept": row["documents_kept"], "removed": row["exact"] + row["near"]}
+                                for name, row in report["sources"].items()})
 
 
 def _settings_key(config: DedupConfig) -> str:

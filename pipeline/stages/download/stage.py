@@ -38,7 +38,7 @@ from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import file_fingerprint, remove_tree, write_json
 from pipeline.stages.download.http import HttpClient, RetryPolicy, NotFound, NotReady, RemoteFile, check_magic
 from pipeline.sources import download_idle
-from pipeline.stages import Stage, StageContext
+from pipeline.stages import Stage, StageContext, StageCounts
 from pipeline.stages.extract.dump import bz2_end_problem
 
 DUMP_SUFFIX = "-pages-articles-multistream.xml.bz2"
@@ -69,7 +69,7 @@ class DownloadConfig:
             raise SettingError("chunk_bytes", f"must be at least 1, got {self.chunk_bytes}")
 
 
-def run(config: DownloadConfig, ctx: StageContext) -> dict:
+def run(config: DownloadConfig, ctx: StageContext) -> StageCounts:
     source = config.source
     if source is not None and urllib.parse.urlparse(source).scheme not in ("http", "https"):
         return use_local_dump(_local_path(source), config, ctx)
@@ -78,14 +78,14 @@ def run(config: DownloadConfig, ctx: StageContext) -> dict:
 
 # ---- local dumps -------------------------------------------------------------------------------------
 
-def use_local_dump(path: Path, config: DownloadConfig, ctx: StageContext) -> dict:
+def use_local_dump(path: Path, config: DownloadConfig, ctx: StageContext) -> StageCounts:
     files = _local_files(path)
     if not files:
         raise DataError(f"{path}: dump file not found")
     check_magic(files[0], files[0].name, str(files[0]))
     info = {"dump": str(files[0]), "index": str(files[1]) if len(files) > 1 else None, "source": str(files[0])}
     write_json(ctx.out_dir / "dump.json", info)
-    return {"files": len(files), "bytes": sum(f.stat().st_size for f in files)}
+    return StageCounts({"files": len(files), "bytes": sum(f.stat().st_size for f in files)})
 
 
 def local_sources(config: DownloadConfig) -> dict:
@@ -119,7 +119,7 @@ def _local_path(source: str) -> Path:
 
 # ---- remote dumps ------------------------------------------------------------------------------------
 
-def download_dump(config: DownloadConfig, ctx: StageContext) -> dict:
+def download_dump(config: DownloadConfig, ctx: StageContext) -> StageCounts:
     client = HttpClient(RetryPolicy(config.retries, config.backoff_s, config.timeout_s, config.chunk_bytes),
                         ctx.log, ctx.quiet)
     remotes = _remotes_from_url(config.source) if config.source else resolve_wikimedia_dump(config, ctx.lang, client, ctx.log)
@@ -132,9 +132,9 @@ def download_dump(config: DownloadConfig, ctx: StageContext) -> dict:
     remove_tree(ctx.cache_dir)  # also drops .part files of earlier, abandoned sources
     outputs = [ctx.out_dir / r.name for r in fetched]
     _write_dump_json(ctx.out_dir, outputs, config.source or fetched[0].url, sha1=fetched[0].sha1)
-    return {"files": len(fetched), "bytes": sum(p.stat().st_size for p in outputs),
-            "bytes_downloaded": client.bytes_downloaded, "bytes_resumed": client.bytes_resumed,
-            "retries": client.retries}
+    return StageCounts({"files": len(fetched), "bytes": sum(p.stat().st_size for p in outputs),
+                        "bytes_downloaded": client.bytes_downloaded, "bytes_resumed": client.bytes_resumed,
+                        "retries": client.retries})
 
 
 def _check_the_end(part: Path, remote: RemoteFile) -> None:

@@ -44,7 +44,7 @@ from pipeline.stages.extract.dump import TEMPLATE_NS, DumpFile, RawPage, SiteInf
 from pipeline.text_files import PartWriter
 from pipeline.executors.local import Executor
 from pipeline.stages.extract.template_files import BLOBS, MappedTemplates, write_templates
-from pipeline.stages import Stage, StageContext
+from pipeline.stages import Stage, StageContext, StageCounts
 
 PAGES_PER_BATCH = 200  # sequential dumps: pages per worker task
 BATCHES_PER_WINDOW = 8  # sequential dumps: tasks in flight per worker, bounds memory while the reader runs ahead
@@ -93,7 +93,7 @@ class _ExtractedArticles:
     truncated: list[str] = dataclasses.field(default_factory=list)  # where a dump without </mediawiki> stops
 
 
-def run(config: ExtractConfig, ctx: StageContext) -> dict:
+def run(config: ExtractConfig, ctx: StageContext) -> StageCounts:
     dump, index = read_download_manifest(ctx.inputs["download"])
     dump_file = DumpFile(dump, index)
     site = dump_file.site
@@ -131,7 +131,7 @@ def run(config: ExtractConfig, ctx: StageContext) -> dict:
         ctx.log.warning("extract: %s; its complete pages are kept (extract.allow_truncated)", truncated[0])
     if counts["articles"] == 0:
         raise DataError(f"{dump}: no articles found ({counts['pages']} pages, none in namespace 0 with text)")
-    return {
+    return StageCounts({
         "pages": counts["pages"],
         "articles": counts["articles"],
         "templates": counts["templates"],
@@ -142,7 +142,7 @@ def run(config: ExtractConfig, ctx: StageContext) -> dict:
         "dump_date": "-".join(dump_date),
         "dump_date_from": dump_date_from,
         **({"truncated": truncated[0]} if truncated else {}),
-    }
+    })
 
 
 def read_download_manifest(download_dir: Path) -> tuple[Path, Path | None]:

@@ -36,7 +36,7 @@ from wiki2bert_core.config import SettingError
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import atomic_write, write_json
 from wiki2bert_core.log import progress
-from pipeline.stages import Stage, StageContext
+from pipeline.stages import Stage, StageContext, StageCounts
 from pipeline.stages.filter.rules import CODE, KEPT, REASONS, DocumentChecker, RuleSet, identifier
 from pipeline.text_files import (PARAGRAPHS, PIECE, WIKIPEDIA_SOURCE, DocumentRecord, iter_documents_with_records,
                                  list_parts, records_path, write_document, write_record)
@@ -106,7 +106,7 @@ class FilterConfig:
         return self.rules.get(source, self.rules["default"])
 
 
-def run(config: FilterConfig, ctx: StageContext) -> dict:
+def run(config: FilterConfig, ctx: StageContext) -> StageCounts:
     parts = list_parts(ctx.inputs["sentences"], ".txt")
     language = config.language or ctx.lang
     check_language, language_note = _language_check(config, language, ctx)
@@ -139,12 +139,13 @@ def run(config: FilterConfig, ctx: StageContext) -> dict:
     ctx.log.info("filter: kept %d of %d documents (written as %d); dropped %s", documents[KEPT], documents.sum(),
                  report["documents"]["written"],
                  ", ".join(f"{reason} {d['documents']}" for reason, d in dropped.items() if d["documents"]) or "none")
-    return {"documents_in": report["documents"]["in"], "documents_kept": report["documents"]["kept"],
-            "documents_written": report["documents"]["written"], "sentences_kept": report["sentences"]["kept"],
-            **{f"dropped_{reason}": d["documents"] for reason, d in dropped.items() if d["documents"]},
-            "sources": {name: {"documents_kept": figures["documents"]["kept"],
-                               "documents_written": figures["documents"]["written"]}
-                        for name, figures in report["sources"].items()}}
+    return StageCounts({"documents_in": report["documents"]["in"], "documents_kept": report["documents"]["kept"],
+                        "documents_written": report["documents"]["written"],
+                        "sentences_kept": report["sentences"]["kept"],
+                        **{f"dropped_{reason}": d["documents"] for reason, d in dropped.items() if d["documents"]}},
+                       sources={name: {"documents_kept": figures["documents"]["kept"],
+                                       "documents_written": figures["documents"]["written"]}
+                                for name, figures in report["sources"].items()})
 
 
 def _language_check(config: FilterConfig, language: str, ctx: StageContext) -> tuple[bool, str]:

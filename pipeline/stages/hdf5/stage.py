@@ -51,7 +51,7 @@ from wiki2bert_core.log import LOGGER_NAME, progress
 from wiki2bert_core.masking import Masking, MaskingVocab
 from pipeline.stages.hdf5.malloc import reuse_freed_memory
 from pipeline.stages.hdf5.tokenize import TokenFiles, id_dtype, token_batches
-from pipeline.stages import Stage, StageContext
+from pipeline.stages import Stage, StageContext, StageCounts
 from wiki2bert_core.variant_dir import (MIXTURE_FILE, SEGMENT_PAIR, SEQUENCE_KINDS, SPLITS, TEST, TRAINING, Mixture,
                                         VariantParams, file_language, split_file, write_variant_files)
 from wiki2bert_core.wordpiece import (load_tokenizer, one_tokenizer_thread, read_vocab, special_token_ids,
@@ -140,7 +140,7 @@ class _TokenizeTask:
     tokens_dir: Path  # where the shard's TokenFiles go
 
 
-def run(config: Hdf5Config, ctx: StageContext) -> dict:
+def run(config: Hdf5Config, ctx: StageContext) -> StageCounts:
     shard_dir, vocab_dir = Path(ctx.inputs["shard"]), Path(ctx.inputs["vocab"])
     shards = _list_shards(shard_dir)
     vocab = read_vocab(vocab_dir / "vocab.txt")
@@ -193,8 +193,8 @@ def run(config: Hdf5Config, ctx: StageContext) -> dict:
         ctx.log.info("hdf5: %s: %s training + %s test instances, short targets %.3f, random next %.3f",
                      variant_dir.name, f"{summary['training_instances']:,}", f"{summary['test_instances']:,}",
                      summary["short_target_share"], summary["random_next_share"])
-    return {**totals, "instances": sum(v["training_instances"] + v["test_instances"] for v in variants.values()),
-            "variants": variants}
+    return StageCounts({**totals, "instances": sum(v["training_instances"] + v["test_instances"]
+                                                   for v in variants.values()), "variants": variants})
 
 
 def _tokenize_shards(shards: list[tuple[str, Path]], tokenizer: Tokenizer, tokenizer_json: str,
@@ -240,7 +240,7 @@ def _file_keys(config: Hdf5Config, shards: list[tuple[str, Path]], files: dict, 
 
 def run_standalone(config: Hdf5Config, inputs: Path, vocab: Path, out: Path, lowercase: bool | None = None,
                    strip_accents: bool | None = None, workers: int = 1, force: bool = False, quiet: bool = False,
-                   log: logging.Logger | None = None) -> dict:
+                   log: logging.Logger | None = None) -> StageCounts:
     """The stage on the user's own sentence-per-line text (a file, or a directory of *.txt files or of
     training_*/test_* shards) and vocabulary (a vocab.txt, or a directory with vocab.txt + tokenizer.json).
     `<out>.partial/` keeps the files finished by a killed run for the next run of the same command, which

@@ -22,7 +22,7 @@ from wiki2bert_core.files import atomic_write
 from pipeline.text_files import (PARAGRAPHS, WIKIPEDIA_SOURCE, DocumentRecord, iter_jsonl, list_parts, records_path,
                                  write_document, write_record)
 from wiki2bert_core.log import progress
-from pipeline.stages import Stage, StageContext
+from pipeline.stages import Stage, StageContext, StageCounts
 from pipeline.stages.sentences.splitters import (blank_line_runs, check_quntoken, make_splitter, normalize_paragraph,
                                                  split_paragraphs)
 
@@ -40,7 +40,7 @@ class SentencesConfig:
     extra_abbreviations: list[str] = dataclasses.field(default_factory=list)
 
 
-def run(config: SentencesConfig, ctx: StageContext) -> dict:
+def run(config: SentencesConfig, ctx: StageContext) -> StageCounts:
     if config.splitter == "quntoken":
         check_quntoken()
     language = config.language or ctx.lang
@@ -62,7 +62,7 @@ def run(config: SentencesConfig, ctx: StageContext) -> dict:
     if totals["documents"] == 0:
         raise DataError(f"{', '.join(map(str, ctx.inputs.values()))}: no article text in {len(parts)} part file(s) "
                         f"({totals['articles']} articles, all empty)")
-    return {**totals, "sources": dict(sorted(sources.items()))}
+    return StageCounts(totals, sources=dict(sorted(sources.items())))
 
 
 def _split_part(task) -> dict:
