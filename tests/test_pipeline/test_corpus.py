@@ -151,6 +151,10 @@ def test_directories_globs_and_fields(tmp_path, run_corpus, caplog):
      DataError, r"no documents \(corpus source 'web': 1 file\(s\), 1 empty texts\)"),
     ("unknown format", lambda d: (d / "a.csv").write_text("text\nx\n"),
      ConfigError, r"corpus\.sources\.web: .*a\.csv: unknown corpus format .*set corpus\.sources\.web\.format"),
+    ("Parquet text column of lists", lambda d: pq.write_table(pa.table({"id": ["1"], "text": [["a", "b"]]}),
+                                                              d / "a.parquet"),
+     ConfigError, r"a\.parquet: column 'text' is of type list<.*string>, not a string"),
+    ("FIFO", lambda d: os.mkfifo(d / "a.jsonl"), ConfigError, r"a\.jsonl: not a regular file"),
 ])
 def test_bad_input_is_one_line_naming_the_file(tmp_path, run_corpus, name, write, error, message):
     data = tmp_path / "data"
@@ -160,6 +164,24 @@ def test_bad_input_is_one_line_naming_the_file(tmp_path, run_corpus, name, write
     with pytest.raises(error, match=message) as raised:
         run_corpus(tmp_path, {"web": {"path": str(path)}})
     assert "\n" not in str(raised.value) and str(path) in str(raised.value)
+
+
+def test_a_fifo_in_a_corpus_directory_is_not_a_regular_file(tmp_path, run_corpus):
+    write_jsonl(tmp_path / "data" / "a.jsonl", DOCUMENTS)
+    os.mkfifo(tmp_path / "data" / "b.jsonl")
+    with pytest.raises(ConfigError, match=r"corpus\.sources\.web: .*b\.jsonl: not a regular file"):
+        run_corpus(tmp_path, {"web": {"path": str(tmp_path / "data")}})
+
+
+def test_a_utf8_byte_order_mark_is_stripped_in_plain_text_and_json_lines(tmp_path, run_corpus):
+    bom = "\ufeff".encode("utf-8")
+    (tmp_path / "a.txt").write_bytes(bom + "Első bekezdés.\n\nMásodik.\n".encode("utf-8"))
+    (tmp_path / "b.jsonl").write_bytes(bom + b'{"id": "x", "text": "Els\\u0151 sor."}\n{"text": "M\\u00e1sodik."}\n')
+    out, _ = run_corpus(tmp_path, {"txt": {"path": str(tmp_path / "a.txt")},
+                                   "jsonl": {"path": str(tmp_path / "b.jsonl")}})
+    documents = corpus_documents(out)
+    assert [text for _, _, text in documents["txt"]] == ["Első bekezdés.", "Második."]
+    assert [text for _, _, text in documents["jsonl"]] == ["Első sor.", "Második."]
 
 
 def test_a_path_that_names_nothing_is_a_usage_error(tmp_path, run_corpus):
@@ -211,6 +233,35 @@ def test_corpus_flag_syntax(tmp_path, monkeypatch):
         corpus_flag_values(["/y/b.jsonl", "/z/b.parquet"])
     with pytest.raises(ConfigError, match="'wikipedia' is the dump's source name"):
         corpus_flag_values(["/y/wikipedia.jsonl"])
+
+
+@pytest.mark.parametrize("weight", ["-1", "nan", "inf", "abc", ""])
+def test_a_corpus_weight_that_is_not_a_number_of_at_least_0_is_refused_as_a_weight(tmp_path, weight):
+    (tmp_path / "web.jsonl").write_text('{"text": "x"}\n')
+    flag = f"web={tmp_path / 'web.jsonl'}:{weight}"
+    with pytest.raises(ConfigError, match=re.escape(f"--corpus {flag}: the weight {weight!r} must be a number of at "
+                                                    "least 0")):
+        parse_corpus_flag(flag)
+
+
+def test_a_weight_is_parsed_unless_it_is_part_of_an_existing_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "web.jsonl").write_text('{"text": "x"}\n')
+    (tmp_path / "odd:2").mkdir()
+    (tmp_path / "a=b.jsonl").write_text('{"text": "x"}\n')
+    assert parse_corpus_flag("web=web.jsonl:1e3") == ("web", str(tmp_path / "web.jsonl"), 1000.0)
+    assert parse_corpus_flag("odd:2") == ("odd_2", str(tmp_path / "odd:2"), None)  # a directory named odd:2
+    assert parse_corpus_flag("x=odd:2:0.5") == ("x", str(tmp_path / "odd:2"), 0.5)
+    assert parse_corpus_flag("a=b.jsonl") == ("a_b", str(tmp_path / "a=b.jsonl"), None)  # an existing file's name
+    assert parse_corpus_flag("s3=missing/x:1/y.jsonl") == ("s3", str(tmp_path / "missing/x:1/y.jsonl"), None)
+
+
+def test_a_source_name_that_is_not_lowercase_is_refused_as_a_name(tmp_path):
+    (tmp_path / "good.jsonl").write_text('{"text": "x"}\n')
+    for flag in (f"Web={tmp_path / 'good.jsonl'}", f"2web={tmp_path / 'good.jsonl'}:2"):
+        with pytest.raises(ConfigError, match=re.escape(f"--corpus {flag}: a source name is a lowercase letter, then "
+                                                        "lowercase letters, digits, '_' or '-'")):
+            parse_corpus_flag(flag)
 
 
 def test_per_source_settings_and_weights_through_the_config(tmp_path):

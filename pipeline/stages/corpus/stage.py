@@ -23,7 +23,7 @@ from wiki2bert_core.log import progress
 from pipeline.stages import Stage, StageContext, StageCounts
 from pipeline.stages.corpus.readers import Fields, ReadTask, find_files, read_documents, read_tasks
 from pipeline.text_files import WIKIPEDIA_SOURCE, PartWriter
-from pipeline.sources import SOURCE_NAME, corpus_idle
+from pipeline.sources import SOURCE_NAME, SOURCE_NAME_RULE, corpus_idle
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,8 +52,7 @@ class CorpusConfig:
     def __post_init__(self):
         for name in self.sources:
             if not SOURCE_NAME.fullmatch(name) or name == WIKIPEDIA_SOURCE:
-                raise SettingError(f"sources.{name}", "a source name is a lowercase letter, then lowercase letters, "
-                                   f"digits, '_' or '-', and not {WIKIPEDIA_SOURCE!r} (the dump's)")
+                raise SettingError(f"sources.{name}", SOURCE_NAME_RULE)
         if self.documents_per_part < 1:
             raise SettingError("documents_per_part", f"must be at least 1, got {self.documents_per_part}")
 
