@@ -6,6 +6,7 @@ import collections
 import gzip
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -60,12 +61,13 @@ def write_text(path: Path, records: list[dict]) -> Path:
     return path
 
 
-def corpus_documents(out_dir: Path) -> dict[str, list[tuple]]:
-    """source -> [(id, title, text)] of the corpus stage's parts, in order."""
+def corpus_documents(out_dir: Path, key: str = "record_id") -> dict[str, list[tuple]]:
+    """source -> [(the record's `key`: its own id, or "id" where it is, title, text)] of the corpus stage's parts, in
+    order."""
     documents: dict[str, list[tuple]] = {}
     for part in sorted(out_dir.glob("part-*.jsonl")):
         for record in iter_jsonl(part):
-            documents.setdefault(record["source"], []).append((record["id"], record["title"], record["text"]))
+            documents.setdefault(record["source"], []).append((record.get(key), record["title"], record["text"]))
     return documents
 
 
@@ -89,13 +91,15 @@ def test_each_format_reads_to_the_same_documents(tmp_path, run_corpus):
     documents = corpus_documents(out)
     expected = [("d1", "Első", DOCUMENTS[0]["text"]), ("7", "Második", DOCUMENTS[1]["text"]),
                 ("d3", "", DOCUMENTS[2]["text"])]
+    located = corpus_documents(out, "id")
     for name in ("plain", "gzipped", "zstd", "parquet"):
         file = files[name].name
-        assert documents[name] == expected + [(f"{file}:5", "Negyedik", DOCUMENTS[4]["text"])], name
+        assert documents[name] == expected + [(None, "Negyedik", DOCUMENTS[4]["text"])], name
+        assert [i for i, _, _ in located[name]] == [f"{file}:{n}" for n in (1, 2, 3, 5)]  # named by line (or row)
         assert counts["sources"][name]["documents"] == 4 and counts["sources"][name]["empty"] == 1
     assert [(t, text) for _, t, text in documents["text"]] == [("", text) for _, _, text in expected] + [
         ("", DOCUMENTS[4]["text"])]
-    assert [i for i, _, _ in documents["text"]] == ["docs.txt:1", "docs.txt:4", "docs.txt:8", "docs.txt:10"]
+    assert [i for i, _, _ in located["text"]] == ["docs.txt:1", "docs.txt:4", "docs.txt:8", "docs.txt:10"]
     assert counts["documents"] == 20 and counts["files"] == 5
     assert sorted(p.name for p in out.glob("part-parquet-*")) == [
         "part-parquet-00000-00000.jsonl", "part-parquet-00001-00000.jsonl", "part-parquet-00002-00000.jsonl"]
@@ -111,7 +115,9 @@ def test_same_bytes_whatever_the_workers_and_the_order_of_the_sources(tmp_path, 
     names = sorted(p.name for p in one.iterdir())
     assert names == sorted(p.name for p in two.iterdir()) and len(names) == 11  # 9 row groups, 2 files
     assert all((one / n).read_bytes() == (two / n).read_bytes() for n in names)
-    assert [i for i, _, _ in corpus_documents(one)["news"]] == ["d1", "7", "d3", "a.jsonl:5", "d1", "7"]
+    assert [i for i, _, _ in corpus_documents(one)["news"]] == ["d1", "7", "d3", None, "d1", "7"]
+    assert [i for i, _, _ in corpus_documents(one, "id")["news"]] == ["a.jsonl:1", "a.jsonl:2", "a.jsonl:3",
+                                                                       "a.jsonl:5", "b/c.jsonl.gz:1", "b/c.jsonl.gz:2"]
 
 
 def test_directories_globs_and_fields(tmp_path, run_corpus, caplog):
@@ -123,7 +129,7 @@ def test_directories_globs_and_fields(tmp_path, run_corpus, caplog):
     fields = {"text_field": "content", "title_field": "url"}
     out, counts = run_corpus(tmp_path, {"dir": {"path": str(root), **fields},
                                         "glob": {"path": str(root / "**" / "*.jsonl"), **fields}})
-    documents = corpus_documents(out)
+    documents = corpus_documents(out, "id")
     assert documents["dir"] == [("2024/a.jsonl:1", "https://a.hu/1", "Első oldal."),
                                 ("2025/b.jsonl:1", "https://a.hu/2", "Második oldal.")]
     assert documents["glob"] == documents["dir"]  # ** crosses directories; hidden directories are left out...
@@ -285,6 +291,39 @@ def test_per_source_settings_and_weights_through_the_config(tmp_path):
                              corpus_flag_values([f"web={tmp_path}"]))
     with pytest.raises(ConfigError, match=r"corpus\.sources\.Web: a source name is a lowercase letter"):
         load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", [f"corpus.sources.Web.path={tmp_path}"])
+
+
+def test_repeated_ids_are_counted_once_in_a_warning_and_documents_are_named_by_where_they_are(
+        tmp_path, run_corpus, caplog):
+    numbered = [{"id": n, "text": f"Az {n}. oldal."} for n in range(3)]
+    write_jsonl(tmp_path / "web" / "a.jsonl", numbered)  # files that each number from 0
+    write_jsonl(tmp_path / "web" / "b.jsonl", numbered + [{"id": 0, "text": "Még egy nulladik."}, {"text": "Id nélkül."}])
+    write_jsonl(tmp_path / "news.jsonl", [{"id": "same", "text": f"Hír {n}."} for n in range(4)])
+    out, counts = run_corpus(tmp_path, {"web": {"path": str(tmp_path / "web")},
+                                        "news": {"path": str(tmp_path / "news.jsonl")}}, workers=2)
+    assert counts["sources"]["web"]["duplicate_ids"] == 4 and counts["sources"]["news"]["duplicate_ids"] == 3
+    warnings = [r.getMessage() for r in caplog.records if "repeats an earlier one" in r.getMessage()]
+    assert len(warnings) == 1 and "news 3 of 4 (id_field 'id'), web 4 of 8 (id_field 'id')" in warnings[0]
+    ids = [i for documents in corpus_documents(out, "id").values() for i, _, _ in documents]
+    assert len(ids) == len(set(ids)) == 12
+    assert [i for i, _, _ in corpus_documents(out)["news"]] == ["same"] * 4  # each keeps its own id as record_id
+
+
+def test_a_source_whose_records_all_carry_one_id_gets_its_weighted_share(tmp_path):
+    """The shard stage picks the fractional part of a weight by a hash of (seed, source, id): with ids repeated by
+    the records, every document used to share one fate (weight 0.5: all or none of the source)."""
+    words = ["alma", "körte", "szilva", "virág", "ház", "kert", "folyó", "hegy", "város", "könyv", "asztal", "ablak"]
+    rng = random.Random(3)
+    pages = [{"id": "same", "text": "\n".join(" ".join(rng.choices(words, k=rng.randint(6, 14))).capitalize() + "."
+                                              for _ in range(rng.randint(3, 8)))} for _ in range(300)]
+    write_jsonl(tmp_path / "web.jsonl", pages)
+    values = corpus_flag_values([f"web={tmp_path / 'web.jsonl'}:0.5"])
+    pcfg = load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", [
+        "filter.rules.web=wikipedia", "filter.langid=none", "dedup.method=none", "vocab.vocab_size=150",
+        "shard.num_shards=2", "shard.test_fraction=0"], values)
+    run_stages(pcfg, tmp_path / "w" / "hu", ["corpus", "sentences", "filter", "dedup", "vocab", "shard"], quiet=True)
+    web = read_manifest(tmp_path / "w" / "hu" / "shard")["counts"]["sources"]["web"]
+    assert web["documents"] > 250 and 0.4 < web["training_tokens"] / web["tokens"] < 0.6, web
 
 
 def test_corpus_runs_stages_judge_their_inputs_and_corpus_files_are_fingerprinted(tmp_path):

@@ -18,7 +18,8 @@ def pages(pages_dir: Path) -> dict[str, tuple[str, str, str]]:
     """id -> (file, title, text) of a sample corpus, read as the corpus stage reads it."""
     files, root = find_files(str(pages_dir))
     tasks, _ = read_tasks(files, root, Fields(), "auto")
-    return {ident: (Path(task.path).name, title, text) for task in tasks for ident, title, text in read_documents(task)}
+    return {document.record_id: (Path(task.path).name, document.title, document.text)
+            for task in tasks for document in read_documents(task)}
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,12 @@ glob, and cut into read tasks (a file, or one Parquet row group) that run in any
   `BATCH_ROWS` rows of the needed columns only (pyarrow), so memory is bounded by a batch, not by the file.
 - plain text (`.txt`, `.text`, compressed as above): a blank line between documents, each line a paragraph.
 A UTF-8 byte-order mark at the start of a JSON Lines or plain-text file is dropped.
-A document without an id gets `<file>:<line>` (`<file>:<row>` in Parquet, rows counted from 1), the file named
-relative to the source's directory (or glob root). Bad input raises one line naming the file and the line or row:
-DataError for data (invalid JSON, not UTF-8, a record without its text, damaged compressed data), ConfigError for
-what a setting decides (no such file, not a regular file, an unknown format, a Parquet file without a text column
-of a string type).
+Each document is named by where it is, `<file>:<line>` (`<file>:<row>` in Parquet, rows counted from 1; a plain
+text document by its first line), the file named relative to the source's directory (or glob root): unique in its
+source by construction, where the records' own ids (`Document.record_id`) may repeat. Bad input raises one line
+naming the file and the line or row: DataError for data (invalid JSON, not UTF-8, a record without its text, damaged
+compressed data), ConfigError for what a setting decides (no such file, not a regular file, an unknown format, a
+Parquet file without a text column of a string type).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ import lzma
 import os
 import zlib
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Iterator, NamedTuple
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.utf8_paths import utf8_names
@@ -57,6 +58,13 @@ class ReadTask:
     row_group: int | None = None  # Parquet only
     first_row: int = 0  # Parquet: rows of the file before this row group
     size: int = 0  # bytes of input this task reads (for progress)
+
+
+class Document(NamedTuple):
+    location: str  # "<file>:<line>" ("<file>:<row>" in Parquet): unique in its source
+    record_id: str | None  # the value of the record's id field; None where it has none (plain text, a null)
+    title: str
+    text: str
 
 
 def find_files(pattern: str) -> tuple[list[Path], Path]:
@@ -164,8 +172,8 @@ def _is_text_type(arrow_type) -> bool:
                                                types.is_binary, types.is_large_binary, types.is_binary_view))
 
 
-def read_documents(task: ReadTask) -> Iterator[tuple[str, str, str]]:
-    """(id, title, text) of each document of the task, in file order."""
+def read_documents(task: ReadTask) -> Iterator[Document]:
+    """The documents of the task, in file order."""
     if task.format == "parquet":
         yield from _parquet_documents(task)
     elif task.format == "jsonl":
@@ -217,7 +225,7 @@ except ImportError:  # zstandard is a dependency; this keeps the module importab
         pass
 
 
-def _jsonl_documents(task: ReadTask) -> Iterator[tuple[str, str, str]]:
+def _jsonl_documents(task: ReadTask) -> Iterator[Document]:
     path, fields = Path(task.path), task.fields
     for line_no, line in _lines(path):
         if not line.strip():
@@ -233,10 +241,10 @@ def _jsonl_documents(task: ReadTask) -> Iterator[tuple[str, str, str]]:
             what = "no field" if fields.text not in record else f"a {type(text).__name__}, not a string, in field"
             raise DataError(f"{path}: line {line_no}: {what} {fields.text!r} (fields: {', '.join(record)}); "
                             f"set the source's text_field")
-        yield _id(record.get(fields.id), task.name, line_no), _title(record.get(fields.title)), text
+        yield Document(f"{task.name}:{line_no}", _id(record.get(fields.id)), _title(record.get(fields.title)), text)
 
 
-def _text_documents(task: ReadTask) -> Iterator[tuple[str, str, str]]:
+def _text_documents(task: ReadTask) -> Iterator[Document]:
     paragraphs: list[str] = []
     first = 0
     for line_no, line in _lines(Path(task.path)):
@@ -246,13 +254,13 @@ def _text_documents(task: ReadTask) -> Iterator[tuple[str, str, str]]:
                 first = line_no
             paragraphs.append(line)
         elif paragraphs:
-            yield f"{task.name}:{first}", "", "\n".join(paragraphs)
+            yield Document(f"{task.name}:{first}", None, "", "\n".join(paragraphs))
             paragraphs = []
     if paragraphs:
-        yield f"{task.name}:{first}", "", "\n".join(paragraphs)
+        yield Document(f"{task.name}:{first}", None, "", "\n".join(paragraphs))
 
 
-def _parquet_documents(task: ReadTask) -> Iterator[tuple[str, str, str]]:
+def _parquet_documents(task: ReadTask) -> Iterator[Document]:
     path, fields = Path(task.path), task.fields
     parquet = _parquet_file(path)
     names = parquet.schema_arrow.names
@@ -272,12 +280,12 @@ def _parquet_documents(task: ReadTask) -> Iterator[tuple[str, str, str]]:
                 raise DataError(f"{path}: row {row}: column {fields.text!r} is {_describe(text)}, not text")
             ident = values[fields.id][i] if fields.id in values else None
             title = values[fields.title][i] if fields.title in values else None
-            yield _id(ident, task.name, row), _title(title), text
+            yield Document(f"{task.name}:{row}", _id(ident), _title(title), text)
 
 
-def _id(value, file_name: str, position: int) -> str:
+def _id(value) -> str | None:
     if value is None or value == "":
-        return f"{file_name}:{position}"
+        return None
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
