@@ -154,7 +154,7 @@ def test_directories_globs_and_fields(tmp_path, run_corpus, caplog):
     ("damaged gzip", lambda d: (d / "a.jsonl.gz").write_bytes(gzip.compress(b'{"text": "x"}\n' * 50)[:-20]),
      DataError, r"a\.jsonl\.gz: after line \d+: damaged or cut compressed data"),
     ("empty corpus", lambda d: (d / "a.jsonl").write_text('{"text": "  "}\n'),
-     DataError, r"no documents \(corpus source 'web': 1 file\(s\), 1 empty texts\)"),
+     DataError, r"no documents \(corpus source 'web': 1 file\(s\), 1 empty texts, 0 over corpus\.max_document_bytes\)"),
     ("unknown format", lambda d: (d / "a.csv").write_text("text\nx\n"),
      ConfigError, r"corpus\.sources\.web: .*a\.csv: unknown corpus format .*set corpus\.sources\.web\.format"),
     ("Parquet text column of lists", lambda d: pq.write_table(pa.table({"id": ["1"], "text": [["a", "b"]]}),
@@ -297,7 +297,8 @@ def test_repeated_ids_are_counted_once_in_a_warning_and_documents_are_named_by_w
         tmp_path, run_corpus, caplog):
     numbered = [{"id": n, "text": f"Az {n}. oldal."} for n in range(3)]
     write_jsonl(tmp_path / "web" / "a.jsonl", numbered)  # files that each number from 0
-    write_jsonl(tmp_path / "web" / "b.jsonl", numbered + [{"id": 0, "text": "Még egy nulladik."}, {"text": "Id nélkül."}])
+    write_jsonl(tmp_path / "web" / "b.jsonl", numbered + [{"id": 0, "text": "Még egy nulladik."},
+                                                          {"text": "Id nélkül."}])
     write_jsonl(tmp_path / "news.jsonl", [{"id": "same", "text": f"Hír {n}."} for n in range(4)])
     out, counts = run_corpus(tmp_path, {"web": {"path": str(tmp_path / "web")},
                                         "news": {"path": str(tmp_path / "news.jsonl")}}, workers=2)
@@ -307,6 +308,28 @@ def test_repeated_ids_are_counted_once_in_a_warning_and_documents_are_named_by_w
     ids = [i for documents in corpus_documents(out, "id").values() for i, _, _ in documents]
     assert len(ids) == len(set(ids)) == 12
     assert [i for i, _, _ in corpus_documents(out)["news"]] == ["same"] * 4  # each keeps its own id as record_id
+
+
+def test_documents_over_max_document_bytes_are_left_out_counted_and_warned_of_once(tmp_path, run_corpus, caplog):
+    long_text = "Hosszú mondat ez itt. " * 100  # 2,300 bytes
+    write_jsonl(tmp_path / "web.jsonl", [{"text": "Rövid."}, {"text": long_text}, {"text": "Ő" * 600},
+                                         {"text": long_text + "Még."}])
+    write_text(tmp_path / "books.txt", [{"text": "Egy rövid könyv."}, {"text": long_text}])
+    out, counts = run_corpus(tmp_path, {"web": {"path": str(tmp_path / "web.jsonl")},
+                                        "books": {"path": str(tmp_path / "books.txt")}}, max_document_bytes=1200)
+    assert [text for _, _, text in corpus_documents(out)["web"]] == ["Rövid.", "Ő" * 600]  # 1,200 bytes: kept
+    assert counts["sources"]["web"]["too_long"] == 2 and counts["sources"]["web"]["longest_left_out"] == 2305
+    assert counts["sources"]["books"]["too_long"] == 1 and counts["sources"]["web"]["documents"] == 2
+    warnings = [r.getMessage() for r in caplog.records if "max_document_bytes" in r.getMessage()]
+    assert warnings == ["corpus: documents longer than corpus.max_document_bytes (1,200 bytes) left out: books 1 (the "
+                        "longest 2,300 bytes), web 2 (the longest 2,305 bytes)"]
+    with pytest.raises(DataError, match=r"no documents \(corpus source 'web': 1 file\(s\), 0 empty texts, 1 over "
+                                        r"corpus\.max_document_bytes\)"):
+        run_corpus(tmp_path, {"web": {"path": str(write_jsonl(tmp_path / "one.jsonl", [{"text": long_text}]))}},
+                   "only_long", max_document_bytes=1200)
+    with pytest.raises(ConfigError, match=r"corpus\.max_document_bytes: must be at least 1, got 0"):
+        load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", ["corpus.max_document_bytes=0"],
+                             corpus_flag_values([f"web={tmp_path / 'web.jsonl'}"]))
 
 
 def test_a_source_whose_records_all_carry_one_id_gets_its_weighted_share(tmp_path):

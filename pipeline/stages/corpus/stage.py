@@ -3,7 +3,8 @@
 Each source of `sources` (the CLI's `--corpus [NAME=]PATH[:WEIGHT]`) is a file, a directory or a glob of JSON
 Lines, Parquet or plain text files (`readers.py`). Its documents become `part-<source>-<task>-00000.jsonl`, ... of
 `documents_per_part` lines {"id", "title", "text", "source"}, the extract stage's format with the source's name, which
-the `sentences` stage reads beside extract's parts; documents whose text is only whitespace are counted, not written.
+the `sentences` stage reads beside extract's parts; documents whose text is only whitespace (`empty`), or longer than
+`max_document_bytes` (`too_long`), are counted, not written.
 A document's "id" is where it is, `<file>:<line>` (or row): unique in its source by construction, so every choice
 made by a hash of (source, id) later (the shard stage's fractional weights) is the document's own, and every record
 that names a document (dedup's removed.jsonl, the shards' docs.jsonl) names one. The record's own id (`id_field`),
@@ -59,6 +60,12 @@ class CorpusConfig:
     # --set corpus.sources.NAME.KEY=VALUE sets one of its keys; a source's weight is shard.weights.NAME
     sources: dict[str, CorpusSource] = dataclasses.field(default_factory=dict)
     documents_per_part: int = 2000  # documents per part-<source>-*.jsonl (the parts later stages parallelize over)
+    # a document whose text is longer (UTF-8 bytes) is left out, counted (`too_long`) and warned of once: the
+    # sentences and filter stages hold ~PEAK_FACTOR times a document's bytes at once (docs/pipeline.md, measured by
+    # bench/document_memory.py), and web dumps hold lines of hundreds of MB (tables, logs, base64), not prose.
+    # 8 MiB keeps every Wikipedia article (the longest are ~1 MB of text) and long books, and bounds a worker at ~1
+    # GiB of document memory. Cutting instead would keep the head of a text that is mostly not prose at that size.
+    max_document_bytes: int = 8 << 20
 
     def __post_init__(self):
         for name in self.sources:
@@ -66,30 +73,41 @@ class CorpusConfig:
                 raise SettingError(f"sources.{name}", SOURCE_NAME_RULE)
         if self.documents_per_part < 1:
             raise SettingError("documents_per_part", f"must be at least 1, got {self.documents_per_part}")
+        if self.max_document_bytes < 1:
+            raise SettingError("max_document_bytes", f"must be at least 1, got {self.max_document_bytes}")
 
 
 def run(config: CorpusConfig, ctx: StageContext) -> StageCounts:
     if not config.sources:
         raise ConfigError("corpus: no sources to read (--corpus PATH)")
-    tasks: list[tuple[str, int, ReadTask, str, int]] = []  # (source, task number, task, out_dir, per_part)
+    # (source, task number, task, out_dir, documents per part, max document bytes)
+    tasks: list[tuple[str, int, ReadTask, str, int, int]] = []
     for name, source in sorted(config.sources.items()):
         for number, task in enumerate(source_tasks(name, source, ctx)):
-            tasks.append((name, number, task, str(ctx.out_dir), config.documents_per_part))
-    totals = {name: {"files": len({t.path for n, _, t, _, _ in tasks if n == name}), "documents": 0, "empty": 0,
-                     "bytes": 0, "parts": 0, "duplicate_ids": 0} for name in config.sources}
+            tasks.append((name, number, task, str(ctx.out_dir), config.documents_per_part, config.max_document_bytes))
+    totals = {name: {"files": len({t[2].path for t in tasks if t[0] == name}), "documents": 0, "empty": 0,
+                     "too_long": 0, "longest_left_out": 0, "bytes": 0, "parts": 0, "duplicate_ids": 0}
+              for name in config.sources}
     id_hashes: dict[str, list[np.ndarray]] = {name: [] for name in config.sources}
-    with progress(sum(t.size for _, _, t, _, _ in tasks), "corpus", unit="B", quiet=ctx.quiet) as bar:
-        for (name, _, task, _, _), (counts, hashes) in zip(tasks, ctx.executor.map(_read_task, tasks)):
+    with progress(sum(t[2].size for t in tasks), "corpus", unit="B", quiet=ctx.quiet) as bar:
+        for (name, _, task, *_), (counts, hashes) in zip(tasks, ctx.executor.map(_read_task, tasks)):
             for key, value in counts.items():
-                totals[name][key] += value
+                totals[name][key] = max(totals[name][key], value) if key == "longest_left_out" else \
+                    totals[name][key] + value
             id_hashes[name].append(hashes)
             bar.update(task.size)
     for name, source in config.sources.items():
         if totals[name]["documents"] == 0:
             raise DataError(f"{source.path}: no documents (corpus source {name!r}: {totals[name]['files']} file(s), "
-                            f"{totals[name]['empty']} empty texts)")
+                            f"{totals[name]['empty']} empty texts, {totals[name]['too_long']} over "
+                            f"corpus.max_document_bytes)")
         everyone = np.sort(np.concatenate(id_hashes.pop(name)))
         totals[name]["duplicate_ids"] += int(np.count_nonzero(everyone[1:] == everyone[:-1]))
+    if too_long := {name: t for name, t in sorted(totals.items()) if t["too_long"]}:
+        ctx.log.warning("corpus: documents longer than corpus.max_document_bytes (%s bytes) left out: %s",
+                        f"{config.max_document_bytes:,}", ", ".join(
+                            f"{name} {t['too_long']:,} (the longest {t['longest_left_out']:,} bytes)"
+                            for name, t in too_long.items()))
     if repeated := {name: t for name, t in sorted(totals.items()) if t["duplicate_ids"]}:
         ctx.log.warning("corpus: documents whose id repeats an earlier one of their source: %s; each document is "
                         "named by its file and line (or row) instead, and keeps its own id as record_id",
@@ -125,13 +143,18 @@ def source_tasks(name: str, source: CorpusSource, ctx: StageContext) -> list[Rea
 def _read_task(task) -> tuple[dict, np.ndarray]:
     """Write the documents of one read task as JSONL parts; (their counts, the distinct hashes of their record ids,
     sorted: `duplicate_ids` counts the repeats within the task)."""
-    name, number, read, out_dir, per_part = task
-    counts = {"documents": 0, "empty": 0, "bytes": 0, "parts": 0}
+    name, number, read, out_dir, per_part, max_bytes = task
+    counts = {"documents": 0, "empty": 0, "too_long": 0, "longest_left_out": 0, "bytes": 0, "parts": 0}
     hashes = []
     with PartWriter(Path(out_dir), per_part, f"part-{name}-{number:05d}-") as writer:
         for document in read_documents(read):
             if not document.text.strip():
                 counts["empty"] += 1
+                continue
+            size = len(document.text.encode("utf-8", "surrogatepass"))
+            if size > max_bytes:
+                counts["too_long"] += 1
+                counts["longest_left_out"] = max(counts["longest_left_out"], size)
                 continue
             record = {"id": document.location, "title": document.title, "text": document.text, "source": name}
             if document.record_id is not None:
@@ -139,7 +162,7 @@ def _read_task(task) -> tuple[dict, np.ndarray]:
                 hashes.append(_id_hash(document.record_id))
             writer.write(json.dumps(record, ensure_ascii=False))
             counts["documents"] += 1
-            counts["bytes"] += len(document.text.encode("utf-8", "surrogatepass"))
+            counts["bytes"] += size
         counts["parts"] = writer.parts
     distinct = np.unique(np.array(hashes, dtype=np.uint64))
     counts["duplicate_ids"] = len(hashes) - len(distinct)
