@@ -60,11 +60,11 @@ class CorpusConfig:
     # --set corpus.sources.NAME.KEY=VALUE sets one of its keys; a source's weight is shard.weights.NAME
     sources: dict[str, CorpusSource] = dataclasses.field(default_factory=dict)
     documents_per_part: int = 2000  # documents per part-<source>-*.jsonl (the parts later stages parallelize over)
-    # a document whose text is longer (UTF-8 bytes) is left out, counted (`too_long`) and warned of once: the
-    # sentences and filter stages hold ~PEAK_FACTOR times a document's bytes at once (docs/pipeline.md, measured by
-    # bench/document_memory.py), and web dumps hold lines of hundreds of MB (tables, logs, base64), not prose.
-    # 8 MiB keeps every Wikipedia article (the longest are ~1 MB of text) and long books, and bounds a worker at ~1
-    # GiB of document memory. Cutting instead would keep the head of a text that is mostly not prose at that size.
+    # a document whose text is longer (UTF-8 bytes) is left out, counted (`too_long`) and warned of once: the filter
+    # stage holds ~40 times a document's bytes at once, sentences ~10 (bench/document_memory.py, docs/pipeline.md),
+    # and web dumps hold lines of hundreds of MB (tables, logs, encoded data), rarely prose. 8 MiB keeps every
+    # Wikipedia article (the longest hold ~1 MB of text) and whole books, and bounds a filter worker's peak at ~0.5
+    # GiB; cutting such a text instead would keep the head of what is at that size mostly not prose.
     max_document_bytes: int = 8 << 20
 
     def __post_init__(self):
