@@ -62,7 +62,7 @@ def parse_corpus_flag(flag: str) -> tuple[str, str, float | None]:
     if not sep or "/" in name or _names_a_path(flag):
         name, rest = "", flag
     elif not SOURCE_NAME.fullmatch(name):
-        raise ConfigError(f"--corpus {flag}: {SOURCE_NAME_RULE}, not {name!r}")
+        raise ConfigError(f"--corpus {flag}: {name!r}: {SOURCE_NAME_RULE}")
     weight = None
     head, colon, tail = rest.rpartition(":")
     if colon and "/" not in tail and not _names_a_path(rest):

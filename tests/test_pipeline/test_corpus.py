@@ -264,9 +264,9 @@ def test_a_weight_is_parsed_unless_it_is_part_of_an_existing_path(tmp_path, monk
 
 def test_a_source_name_that_is_not_lowercase_is_refused_as_a_name(tmp_path):
     (tmp_path / "good.jsonl").write_text('{"text": "x"}\n')
-    for flag in (f"Web={tmp_path / 'good.jsonl'}", f"2web={tmp_path / 'good.jsonl'}:2"):
-        with pytest.raises(ConfigError, match=re.escape(f"--corpus {flag}: a source name is a lowercase letter, then "
-                                                        "lowercase letters, digits, '_' or '-'")):
+    for name, flag in (("Web", f"Web={tmp_path / 'good.jsonl'}"), ("2web", f"2web={tmp_path / 'good.jsonl'}:2")):
+        with pytest.raises(ConfigError, match=re.escape(f"--corpus {flag}: {name!r}: a source name is a lowercase "
+                                                        "letter, then lowercase letters, digits, '_' or '-'")):
             parse_corpus_flag(flag)
 
 
