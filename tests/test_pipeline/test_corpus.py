@@ -334,19 +334,26 @@ def test_documents_over_max_document_bytes_are_left_out_counted_and_warned_of_on
 
 def test_a_source_whose_records_all_carry_one_id_gets_its_weighted_share(tmp_path):
     """The shard stage picks the fractional part of a weight by a hash of (seed, source, id): with ids repeated by
-    the records, every document used to share one fate (weight 0.5: all or none of the source)."""
+    the records, every document used to share one fate (weight 0.5: all or none of the source), and dedup's
+    removed.jsonl named a copy and the document kept in its place alike."""
     words = ["alma", "körte", "szilva", "virág", "ház", "kert", "folyó", "hegy", "város", "könyv", "asztal", "ablak"]
     rng = random.Random(3)
     pages = [{"id": "same", "text": "\n".join(" ".join(rng.choices(words, k=rng.randint(6, 14))).capitalize() + "."
                                               for _ in range(rng.randint(3, 8)))} for _ in range(300)]
-    write_jsonl(tmp_path / "web.jsonl", pages)
+    write_jsonl(tmp_path / "web.jsonl", pages + pages[:3])  # 3 exact copies
     values = corpus_flag_values([f"web={tmp_path / 'web.jsonl'}:0.5"])
     pcfg = load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", [
-        "filter.rules.web=wikipedia", "filter.langid=none", "dedup.method=none", "vocab.vocab_size=150",
+        "filter.rules.web=wikipedia", "filter.langid=none", "dedup.method=exact", "vocab.vocab_size=150",
         "shard.num_shards=2", "shard.test_fraction=0"], values)
     run_stages(pcfg, tmp_path / "w" / "hu", ["corpus", "sentences", "filter", "dedup", "vocab", "shard"], quiet=True)
     web = read_manifest(tmp_path / "w" / "hu" / "shard")["counts"]["sources"]["web"]
     assert web["documents"] > 250 and 0.4 < web["training_tokens"] / web["tokens"] < 0.6, web
+    removed = list(iter_jsonl(tmp_path / "w" / "hu" / "dedup" / "removed.jsonl"))
+    assert [(r["id"], r["kept_id"]) for r in removed] == [(f"web.jsonl:{301 + n}", f"web.jsonl:{1 + n}")
+                                                          for n in range(3)]
+    records = [json.loads(line) for shard in (tmp_path / "w" / "hu" / "shard").glob("training_*.docs.jsonl")
+               for line in shard.read_text(encoding="utf-8").splitlines()]
+    assert len({r["id"] for r in records}) == len(records) and {r["record_id"] for r in records} == {"same"}
 
 
 def test_corpus_runs_stages_judge_their_inputs_and_corpus_files_are_fingerprinted(tmp_path):
