@@ -441,14 +441,16 @@ def sample_truth(truth: Path, filter_dir: Path) -> tuple[dict[str, list[tuple[in
                                                          dict[str, int]]:
     """The copies `pipeline sample-corpus` planted, by kind ("exact copy", "near copy 0.9", ...): the pairs whose
     page and original both left the filter whole, (original's position, copy's position, the Jaccard planted, the
-    Jaccard of the filtered texts); and per kind the pairs the filter dropped a page of. Pages are found by id."""
-    from pipeline.text_files import PIECE, iter_records
+    Jaccard of the filtered texts); and per kind the pairs the filter dropped a page of. Pages are found by their
+    own id (the records' record_id)."""
+    from pipeline.text_files import PIECE, RECORD_ID, iter_records
 
     position, duplicate_ids = {}, set()
     for n, record in enumerate(r for part in sorted(filter_dir.glob("part-*.txt")) for r in iter_records(part)):
         if PIECE not in record.extra:
-            duplicate_ids |= {record.id} & position.keys()
-            position[record.id] = n
+            page_id = record.extra.get(RECORD_ID, record.id)
+            duplicate_ids |= {page_id} & position.keys()
+            position[page_id] = n
     if duplicate_ids:
         sys.exit(f"{filter_dir}: ids of several sources, e.g. {min(duplicate_ids)}: which is the sample corpus's?")
     pages = json.loads(truth.read_text(encoding="utf-8"))["pages"]

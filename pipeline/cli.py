@@ -229,7 +229,8 @@ def sample_dump(out_dir: Path = typer.Argument(..., callback=utf8_path, help="Di
 
 @app.command("sample-corpus")
 def sample_corpus(out_dir: Path = typer.Argument(..., callback=utf8_path,
-                                                 help="Directory for the pages (OUT_DIR/pages) and truth.json"),
+                                                 help="Directory for the pages (OUT_DIR/pages) and truth.json: "
+                                                 "new, empty or an earlier sample's (replaced whole)"),
                   docs: int = typer.Option(300, "--docs", min=1, help="Pages (each kind in every 100)"),
                   files: int = typer.Option(2, "--files", min=1, help="Files the pages are spread over"),
                   fmt: str = typer.Option("jsonl", "--format", help="jsonl or parquet (row groups of 64 pages)"),

@@ -12,6 +12,8 @@
 from __future__ import annotations
 
 import glob
+import math
+import os
 import re
 from pathlib import Path
 from typing import Any, Mapping
@@ -20,7 +22,8 @@ from wiki2bert_core.errors import ConfigError
 from pipeline.text_files import WIKIPEDIA_SOURCE as WIKIPEDIA
 
 SOURCE_NAME = re.compile(r"[a-z][a-z0-9_-]*")  # a corpus's name: in records, file names and settings
-_WEIGHT = re.compile(r":(\d+(?:\.\d*)?|\.\d+)$")
+SOURCE_NAME_RULE = (f"a source name is a lowercase letter, then lowercase letters, digits, '_' or '-', and not "
+                    f"{WIKIPEDIA!r} (the dump's)")
 
 
 def corpus_flag_values(flags: list[str]) -> dict[str, dict[str, Any]]:
@@ -51,13 +54,19 @@ def flag_values(dump: str | None, corpus: list[str] | None) -> dict[str, dict[st
 
 
 def parse_corpus_flag(flag: str) -> tuple[str, str, float | None]:
-    """(name, absolute path or glob, weight or None) of `[NAME=]PATH[:WEIGHT]`."""
+    """(name, absolute path or glob, weight or None) of `[NAME=]PATH[:WEIGHT]`. Text before the first `=` is a
+    name unless it holds a `/` or the whole flag names an existing path; text after the last `:` is a weight unless
+    it holds a `/` or the path with it names an existing one (a file `a:1`). ConfigError for a name that breaks
+    SOURCE_NAME_RULE and a weight that is not a finite number of at least 0."""
     name, sep, rest = flag.partition("=")
-    if not sep or not SOURCE_NAME.fullmatch(name):
+    if not sep or "/" in name or _names_a_path(flag):
         name, rest = "", flag
+    elif not SOURCE_NAME.fullmatch(name):
+        raise ConfigError(f"--corpus {flag}: {name!r}: {SOURCE_NAME_RULE}")
     weight = None
-    if match := _WEIGHT.search(rest):
-        weight, rest = float(match.group(1)), rest[:match.start()]
+    head, colon, tail = rest.rpartition(":")
+    if colon and "/" not in tail and not _names_a_path(rest):
+        weight, rest = _weight(flag, tail), head
     if not rest:
         raise ConfigError(f"--corpus {flag}: no path (--corpus [NAME=]PATH[:WEIGHT])")
     path = str(Path(rest).expanduser().absolute())
@@ -66,6 +75,23 @@ def parse_corpus_flag(flag: str) -> tuple[str, str, float | None]:
         raise ConfigError(f"--corpus {flag}: {WIKIPEDIA!r} is the dump's source name: name the corpus "
                           "(--corpus NAME=PATH)")
     return name, path, weight
+
+
+def _names_a_path(text: str) -> bool:
+    """Whether `text` is an existing file or directory (a link too), or a glob that matches one."""
+    path = os.path.expanduser(text)
+    return os.path.lexists(path) or (glob.has_magic(path) and bool(glob.glob(path, recursive=True)))
+
+
+def _weight(flag: str, text: str) -> float:
+    try:
+        weight = float(text)
+    except ValueError:
+        weight = math.nan
+    if not (math.isfinite(weight) and weight >= 0):
+        raise ConfigError(f"--corpus {flag}: the weight {text!r} must be a number of at least 0 "
+                          "(--corpus [NAME=]PATH[:WEIGHT])")
+    return weight
 
 
 def default_name(path: str) -> str:

@@ -2,12 +2,12 @@
 
 Formats between stages:
 - JSONL parts (`part-00000.jsonl`): one document per line, {"id", "title", "url", "text"} (+ "source" where the
-  document does not come from the Wikipedia dump).
+  document does not come from the Wikipedia dump, and RECORD_ID where a corpus record had an id of its own).
 - document text (`*.txt`): one sentence per line, one blank line after each document.
 - document records (`*.docs.jsonl`, beside a document-text file of the same stem): one JSON object per document of
-  that file, in the same order: where it came from ({"source", "id", "title"}, `DocumentRecord`) and what stages
-  learnt of it on the way (e.g. "cluster_size"). The text file alone stays the plain format other tools read.
-  `sentences` adds PARAGRAPHS to the records of documents not from the dump: [[2, 1], [3]] is a document of two
+  that file, in the same order: where it came from ({"source", "id", "title"}, `DocumentRecord`; RECORD_ID) and
+  what stages learnt of it on the way (e.g. "cluster_size"). The text file alone stays the plain format other tools
+  read. `sentences` adds PARAGRAPHS to the records of documents not from the dump: [[2, 1], [3]] is a document of two
   paragraphs (runs of lines between blank lines), the first of two lines (2 sentences, then 1), the second of one
   line of 3 sentences. The filter reads it (its line rules) and leaves it out of the records it writes.
 """
@@ -109,6 +109,7 @@ def write_document(f: IO[str], sentences: Iterable[str]) -> None:
 WIKIPEDIA_SOURCE = "wikipedia"  # the source name of the documents of the Wikipedia dump
 PARAGRAPHS = "paragraphs"  # the record key of a document's lines and paragraphs (module docstring)
 PIECE = "piece"  # the record key of a piece of a document the filter cut (1, 2, ...; absent: the whole document)
+RECORD_ID = "record_id"  # the record key of a corpus document's own id (its id_field), which may repeat
 RECORDS_SUFFIX = ".docs.jsonl"
 
 
@@ -122,7 +123,7 @@ def records_path(text_path: Path) -> Path:
 class DocumentRecord:
     """Where a document came from; `extra` holds what later stages add (kept in the file as top-level keys)."""
     source: str  # the corpus's name (WIKIPEDIA_SOURCE for the dump)
-    id: str  # its id in the source (the article id; a corpus's id field, else "<file>:<line>")
+    id: str  # unique in its source: the dump's page id; a corpus document's "<file>:<line>" (or row)
     title: str = ""
     extra: dict = dataclasses.field(default_factory=dict)
 

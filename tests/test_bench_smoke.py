@@ -20,6 +20,7 @@ EXPECTED = {
                 r"\| 1\.0 \(exact\) \| \d+ \| 1\.000 \| 1\.000 \| 1\.000 \|(.|\n)*"
                 r"\| exact copy \| \d+ \| 0 \| 1\.000 \| 1\.000 \| 1\.000 \| 1\.000 \| 1\.000 \|",
     "corpus.py": r"web \dx / wikipedia 2x CPU per MB \([\d.]+ / [\d.]+ MB\): \d+\.\d\d\nwikipedia peak RSS 2x / 1x: \d",
+    "document_memory.py": r"\| filter \| [\d,]+ MiB \| [\d,]+ MiB \| \d+\.\d \| -?\d+\.\d \|",
     "estimate_memory.py": r"tiny +1 +\d+ +\d+ +\d+\.\d\d",
     "eval_cost.py": r"held-out instance / training sequence: \d+\.\d\d \(time_plan\.EVAL_INSTANCE_COST",
     "extract.py": r"extract stage, 2 workers +[\d.]+ +\d+ +[\d.]+ +\d+ ",

@@ -23,7 +23,8 @@ hold the kinds below in a seeded order, so that any corpus of DECK pages or more
 Similarity: word 5-gram sets, words the `\\w+` runs of the casefolded text (`word_shingles`, `jaccard`).
 `OUT/truth.json` lists each page: id, file (in OUT/pages), line (or Parquet row), kind, words, and copy_of / level /
 jaccard / boilerplate_lines where they apply. Pages are generated and written one at a time (copies come from a
-bounded pool of recent pages), so memory does not grow with --docs; the same seed gives the same bytes.
+bounded pool of recent pages), so memory does not grow with --docs; the same seed gives the same bytes. An earlier
+sample in OUT is replaced whole; a non-empty OUT holding anything else is refused.
 """
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from wiki2bert_core.files import atomic_write
+from wiki2bert_core.errors import ConfigError
+from wiki2bert_core.files import atomic_write, remove_tree
 from wiki2bert_core.log import progress
 from pipeline.tools.sample_dump import (ADJECTIVES, NOUNS, REGIONS, TOWNS, _ProseGenerator, english_sentences,
                                         inflect)
@@ -51,6 +53,7 @@ DECK = (["prose"] * 34 + ["boilerplate"] * 16 + ["exact_copy"] * 6 + ["near_copy
 COPYABLE = ("prose", "boilerplate")
 POOL = 64  # recent copyable pages that copies are made of
 ROW_GROUP_ROWS = 64  # Parquet output: rows per row group (so that small corpora have several)
+SAMPLE_PAGE_FILE = re.compile(r"web-\d{5}\.(jsonl|parquet)(\.tmp)?")  # what pages/ of a sample holds
 
 SITES = ["varosi-hirek", "utazas-blog", "kerti-naplo", "helyi-kronika", "muzeumi-lap", "falusi-elet",
          "borvidek-magazin", "termeszetjaro", "regi-kepek", "konyv-ajanlo"]
@@ -246,6 +249,7 @@ def write_sample_corpus(out_dir: Path, docs: int = 300, seed: int = 0, files: in
     .parquet) and out_dir/truth.json; returns the pages directory (the corpus to read)."""
     out_dir = Path(out_dir)
     pages_dir = out_dir / "pages"
+    _remove_earlier_sample(out_dir)
     pages_dir.mkdir(parents=True, exist_ok=True)
     files = max(1, min(files, docs))
     pages = iter_pages(docs, seed)
@@ -268,6 +272,27 @@ def write_sample_corpus(out_dir: Path, docs: int = 300, seed: int = 0, files: in
                     bar.update(1)
         truth.write("\n]}\n")
     return pages_dir
+
+
+def _remove_earlier_sample(out_dir: Path) -> None:
+    """Remove an earlier sample in `out_dir` (pages/web-*.jsonl or .parquet, truth.json, their .tmp files), so that
+    none of its pages outlives it beside the new truth.json; ConfigError for a directory that holds anything else
+    (nothing of the user's is removed)."""
+    if not out_dir.is_dir():
+        if out_dir.exists():
+            raise ConfigError(f"{out_dir}: not a directory")
+        return
+    pages_dir = out_dir / "pages"
+    foreign = [entry for entry in out_dir.iterdir() if entry.name not in ("pages", "truth.json", "truth.json.tmp")
+               or (entry.name == "pages" and not entry.is_dir())]
+    if not foreign and pages_dir.is_dir():
+        foreign = [page for page in pages_dir.iterdir() if not SAMPLE_PAGE_FILE.fullmatch(page.name)]
+    if foreign:
+        raise ConfigError(f"{out_dir}: holds {foreign[0].relative_to(out_dir)}, not only an earlier sample-corpus "
+                          "output (pages/, truth.json); give an empty or new directory")
+    remove_tree(pages_dir)
+    for name in ("truth.json", "truth.json.tmp"):
+        (out_dir / name).unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

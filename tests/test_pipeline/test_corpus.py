@@ -6,6 +6,7 @@ import collections
 import gzip
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -60,12 +61,13 @@ def write_text(path: Path, records: list[dict]) -> Path:
     return path
 
 
-def corpus_documents(out_dir: Path) -> dict[str, list[tuple]]:
-    """source -> [(id, title, text)] of the corpus stage's parts, in order."""
+def corpus_documents(out_dir: Path, key: str = "record_id") -> dict[str, list[tuple]]:
+    """source -> [(the record's `key`: its own id, or "id" where it is, title, text)] of the corpus stage's parts, in
+    order."""
     documents: dict[str, list[tuple]] = {}
     for part in sorted(out_dir.glob("part-*.jsonl")):
         for record in iter_jsonl(part):
-            documents.setdefault(record["source"], []).append((record["id"], record["title"], record["text"]))
+            documents.setdefault(record["source"], []).append((record.get(key), record["title"], record["text"]))
     return documents
 
 
@@ -89,13 +91,15 @@ def test_each_format_reads_to_the_same_documents(tmp_path, run_corpus):
     documents = corpus_documents(out)
     expected = [("d1", "Első", DOCUMENTS[0]["text"]), ("7", "Második", DOCUMENTS[1]["text"]),
                 ("d3", "", DOCUMENTS[2]["text"])]
+    located = corpus_documents(out, "id")
     for name in ("plain", "gzipped", "zstd", "parquet"):
         file = files[name].name
-        assert documents[name] == expected + [(f"{file}:5", "Negyedik", DOCUMENTS[4]["text"])], name
+        assert documents[name] == expected + [(None, "Negyedik", DOCUMENTS[4]["text"])], name
+        assert [i for i, _, _ in located[name]] == [f"{file}:{n}" for n in (1, 2, 3, 5)]  # named by line (or row)
         assert counts["sources"][name]["documents"] == 4 and counts["sources"][name]["empty"] == 1
     assert [(t, text) for _, t, text in documents["text"]] == [("", text) for _, _, text in expected] + [
         ("", DOCUMENTS[4]["text"])]
-    assert [i for i, _, _ in documents["text"]] == ["docs.txt:1", "docs.txt:4", "docs.txt:8", "docs.txt:10"]
+    assert [i for i, _, _ in located["text"]] == ["docs.txt:1", "docs.txt:4", "docs.txt:8", "docs.txt:10"]
     assert counts["documents"] == 20 and counts["files"] == 5
     assert sorted(p.name for p in out.glob("part-parquet-*")) == [
         "part-parquet-00000-00000.jsonl", "part-parquet-00001-00000.jsonl", "part-parquet-00002-00000.jsonl"]
@@ -111,7 +115,9 @@ def test_same_bytes_whatever_the_workers_and_the_order_of_the_sources(tmp_path, 
     names = sorted(p.name for p in one.iterdir())
     assert names == sorted(p.name for p in two.iterdir()) and len(names) == 11  # 9 row groups, 2 files
     assert all((one / n).read_bytes() == (two / n).read_bytes() for n in names)
-    assert [i for i, _, _ in corpus_documents(one)["news"]] == ["d1", "7", "d3", "a.jsonl:5", "d1", "7"]
+    assert [i for i, _, _ in corpus_documents(one)["news"]] == ["d1", "7", "d3", None, "d1", "7"]
+    assert [i for i, _, _ in corpus_documents(one, "id")["news"]] == ["a.jsonl:1", "a.jsonl:2", "a.jsonl:3",
+                                                                       "a.jsonl:5", "b/c.jsonl.gz:1", "b/c.jsonl.gz:2"]
 
 
 def test_directories_globs_and_fields(tmp_path, run_corpus, caplog):
@@ -123,7 +129,7 @@ def test_directories_globs_and_fields(tmp_path, run_corpus, caplog):
     fields = {"text_field": "content", "title_field": "url"}
     out, counts = run_corpus(tmp_path, {"dir": {"path": str(root), **fields},
                                         "glob": {"path": str(root / "**" / "*.jsonl"), **fields}})
-    documents = corpus_documents(out)
+    documents = corpus_documents(out, "id")
     assert documents["dir"] == [("2024/a.jsonl:1", "https://a.hu/1", "Első oldal."),
                                 ("2025/b.jsonl:1", "https://a.hu/2", "Második oldal.")]
     assert documents["glob"] == documents["dir"]  # ** crosses directories; hidden directories are left out...
@@ -148,9 +154,13 @@ def test_directories_globs_and_fields(tmp_path, run_corpus, caplog):
     ("damaged gzip", lambda d: (d / "a.jsonl.gz").write_bytes(gzip.compress(b'{"text": "x"}\n' * 50)[:-20]),
      DataError, r"a\.jsonl\.gz: after line \d+: damaged or cut compressed data"),
     ("empty corpus", lambda d: (d / "a.jsonl").write_text('{"text": "  "}\n'),
-     DataError, r"no documents \(corpus source 'web': 1 file\(s\), 1 empty texts\)"),
+     DataError, r"no documents \(corpus source 'web': 1 file\(s\), 1 empty texts, 0 over corpus\.max_document_bytes\)"),
     ("unknown format", lambda d: (d / "a.csv").write_text("text\nx\n"),
      ConfigError, r"corpus\.sources\.web: .*a\.csv: unknown corpus format .*set corpus\.sources\.web\.format"),
+    ("Parquet text column of lists", lambda d: pq.write_table(pa.table({"id": ["1"], "text": [["a", "b"]]}),
+                                                              d / "a.parquet"),
+     ConfigError, r"a\.parquet: column 'text' is of type list<.*string>, not a string"),
+    ("FIFO", lambda d: os.mkfifo(d / "a.jsonl"), ConfigError, r"a\.jsonl: not a regular file"),
 ])
 def test_bad_input_is_one_line_naming_the_file(tmp_path, run_corpus, name, write, error, message):
     data = tmp_path / "data"
@@ -160,6 +170,24 @@ def test_bad_input_is_one_line_naming_the_file(tmp_path, run_corpus, name, write
     with pytest.raises(error, match=message) as raised:
         run_corpus(tmp_path, {"web": {"path": str(path)}})
     assert "\n" not in str(raised.value) and str(path) in str(raised.value)
+
+
+def test_a_fifo_in_a_corpus_directory_is_not_a_regular_file(tmp_path, run_corpus):
+    write_jsonl(tmp_path / "data" / "a.jsonl", DOCUMENTS)
+    os.mkfifo(tmp_path / "data" / "b.jsonl")
+    with pytest.raises(ConfigError, match=r"corpus\.sources\.web: .*b\.jsonl: not a regular file"):
+        run_corpus(tmp_path, {"web": {"path": str(tmp_path / "data")}})
+
+
+def test_a_utf8_byte_order_mark_is_stripped_in_plain_text_and_json_lines(tmp_path, run_corpus):
+    bom = "\ufeff".encode("utf-8")
+    (tmp_path / "a.txt").write_bytes(bom + "Első bekezdés.\n\nMásodik.\n".encode("utf-8"))
+    (tmp_path / "b.jsonl").write_bytes(bom + b'{"id": "x", "text": "Els\\u0151 sor."}\n{"text": "M\\u00e1sodik."}\n')
+    out, _ = run_corpus(tmp_path, {"txt": {"path": str(tmp_path / "a.txt")},
+                                   "jsonl": {"path": str(tmp_path / "b.jsonl")}})
+    documents = corpus_documents(out)
+    assert [text for _, _, text in documents["txt"]] == ["Első bekezdés.", "Második."]
+    assert [text for _, _, text in documents["jsonl"]] == ["Első sor.", "Második."]
 
 
 def test_a_path_that_names_nothing_is_a_usage_error(tmp_path, run_corpus):
@@ -213,6 +241,35 @@ def test_corpus_flag_syntax(tmp_path, monkeypatch):
         corpus_flag_values(["/y/wikipedia.jsonl"])
 
 
+@pytest.mark.parametrize("weight", ["-1", "nan", "inf", "abc", ""])
+def test_a_corpus_weight_that_is_not_a_number_of_at_least_0_is_refused_as_a_weight(tmp_path, weight):
+    (tmp_path / "web.jsonl").write_text('{"text": "x"}\n')
+    flag = f"web={tmp_path / 'web.jsonl'}:{weight}"
+    with pytest.raises(ConfigError, match=re.escape(f"--corpus {flag}: the weight {weight!r} must be a number of at "
+                                                    "least 0")):
+        parse_corpus_flag(flag)
+
+
+def test_a_weight_is_parsed_unless_it_is_part_of_an_existing_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "web.jsonl").write_text('{"text": "x"}\n')
+    (tmp_path / "odd:2").mkdir()
+    (tmp_path / "a=b.jsonl").write_text('{"text": "x"}\n')
+    assert parse_corpus_flag("web=web.jsonl:1e3") == ("web", str(tmp_path / "web.jsonl"), 1000.0)
+    assert parse_corpus_flag("odd:2") == ("odd_2", str(tmp_path / "odd:2"), None)  # a directory named odd:2
+    assert parse_corpus_flag("x=odd:2:0.5") == ("x", str(tmp_path / "odd:2"), 0.5)
+    assert parse_corpus_flag("a=b.jsonl") == ("a_b", str(tmp_path / "a=b.jsonl"), None)  # an existing file's name
+    assert parse_corpus_flag("s3=missing/x:1/y.jsonl") == ("s3", str(tmp_path / "missing/x:1/y.jsonl"), None)
+
+
+def test_a_source_name_that_is_not_lowercase_is_refused_as_a_name(tmp_path):
+    (tmp_path / "good.jsonl").write_text('{"text": "x"}\n')
+    for name, flag in (("Web", f"Web={tmp_path / 'good.jsonl'}"), ("2web", f"2web={tmp_path / 'good.jsonl'}:2")):
+        with pytest.raises(ConfigError, match=re.escape(f"--corpus {flag}: {name!r}: a source name is a lowercase "
+                                                        "letter, then lowercase letters, digits, '_' or '-'")):
+            parse_corpus_flag(flag)
+
+
 def test_per_source_settings_and_weights_through_the_config(tmp_path):
     values = corpus_flag_values([f"web={tmp_path}:0.5"])
     pcfg = load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", ["corpus.sources.web.text_field=content",
@@ -234,6 +291,69 @@ def test_per_source_settings_and_weights_through_the_config(tmp_path):
                              corpus_flag_values([f"web={tmp_path}"]))
     with pytest.raises(ConfigError, match=r"corpus\.sources\.Web: a source name is a lowercase letter"):
         load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", [f"corpus.sources.Web.path={tmp_path}"])
+
+
+def test_repeated_ids_are_counted_once_in_a_warning_and_documents_are_named_by_where_they_are(
+        tmp_path, run_corpus, caplog):
+    numbered = [{"id": n, "text": f"Az {n}. oldal."} for n in range(3)]
+    write_jsonl(tmp_path / "web" / "a.jsonl", numbered)  # files that each number from 0
+    write_jsonl(tmp_path / "web" / "b.jsonl", numbered + [{"id": 0, "text": "Még egy nulladik."},
+                                                          {"text": "Id nélkül."}])
+    write_jsonl(tmp_path / "news.jsonl", [{"id": "same", "text": f"Hír {n}."} for n in range(4)])
+    out, counts = run_corpus(tmp_path, {"web": {"path": str(tmp_path / "web")},
+                                        "news": {"path": str(tmp_path / "news.jsonl")}}, workers=2)
+    assert counts["sources"]["web"]["duplicate_ids"] == 4 and counts["sources"]["news"]["duplicate_ids"] == 3
+    warnings = [r.getMessage() for r in caplog.records if "repeats an earlier one" in r.getMessage()]
+    assert len(warnings) == 1 and "news 3 of 4 (id_field 'id'), web 4 of 8 (id_field 'id')" in warnings[0]
+    ids = [i for documents in corpus_documents(out, "id").values() for i, _, _ in documents]
+    assert len(ids) == len(set(ids)) == 12
+    assert [i for i, _, _ in corpus_documents(out)["news"]] == ["same"] * 4  # each keeps its own id as record_id
+
+
+def test_documents_over_max_document_bytes_are_left_out_counted_and_warned_of_once(tmp_path, run_corpus, caplog):
+    long_text = "Hosszú mondat ez itt. " * 100  # 2,300 bytes
+    write_jsonl(tmp_path / "web.jsonl", [{"text": "Rövid."}, {"text": long_text}, {"text": "Ő" * 600},
+                                         {"text": long_text + "Még."}])
+    write_text(tmp_path / "books.txt", [{"text": "Egy rövid könyv."}, {"text": long_text}])
+    out, counts = run_corpus(tmp_path, {"web": {"path": str(tmp_path / "web.jsonl")},
+                                        "books": {"path": str(tmp_path / "books.txt")}}, max_document_bytes=1200)
+    assert [text for _, _, text in corpus_documents(out)["web"]] == ["Rövid.", "Ő" * 600]  # 1,200 bytes: kept
+    assert counts["sources"]["web"]["too_long"] == 2 and counts["sources"]["web"]["longest_left_out"] == 2305
+    assert counts["sources"]["books"]["too_long"] == 1 and counts["sources"]["web"]["documents"] == 2
+    warnings = [r.getMessage() for r in caplog.records if "max_document_bytes" in r.getMessage()]
+    assert warnings == ["corpus: documents longer than corpus.max_document_bytes (1,200 bytes) left out: books 1 (the "
+                        "longest 2,300 bytes), web 2 (the longest 2,305 bytes)"]
+    with pytest.raises(DataError, match=r"no documents \(corpus source 'web': 1 file\(s\), 0 empty texts, 1 over "
+                                        r"corpus\.max_document_bytes\)"):
+        run_corpus(tmp_path, {"web": {"path": str(write_jsonl(tmp_path / "one.jsonl", [{"text": long_text}]))}},
+                   "only_long", max_document_bytes=1200)
+    with pytest.raises(ConfigError, match=r"corpus\.max_document_bytes: must be at least 1, got 0"):
+        load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", ["corpus.max_document_bytes=0"],
+                             corpus_flag_values([f"web={tmp_path / 'web.jsonl'}"]))
+
+
+def test_a_source_whose_records_all_carry_one_id_gets_its_weighted_share(tmp_path):
+    """The shard stage picks the fractional part of a weight by a hash of (seed, source, id): with ids repeated by
+    the records, every document used to share one fate (weight 0.5: all or none of the source), and dedup's
+    removed.jsonl named a copy and the document kept in its place alike."""
+    words = ["alma", "körte", "szilva", "virág", "ház", "kert", "folyó", "hegy", "város", "könyv", "asztal", "ablak"]
+    rng = random.Random(3)
+    pages = [{"id": "same", "text": "\n".join(" ".join(rng.choices(words, k=rng.randint(6, 14))).capitalize() + "."
+                                              for _ in range(rng.randint(3, 8)))} for _ in range(300)]
+    write_jsonl(tmp_path / "web.jsonl", pages + pages[:3])  # 3 exact copies
+    values = corpus_flag_values([f"web={tmp_path / 'web.jsonl'}:0.5"])
+    pcfg = load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", [
+        "filter.rules.web=wikipedia", "filter.langid=none", "dedup.method=exact", "vocab.vocab_size=150",
+        "shard.num_shards=2", "shard.test_fraction=0"], values)
+    run_stages(pcfg, tmp_path / "w" / "hu", ["corpus", "sentences", "filter", "dedup", "vocab", "shard"], quiet=True)
+    web = read_manifest(tmp_path / "w" / "hu" / "shard")["counts"]["sources"]["web"]
+    assert web["documents"] > 250 and 0.4 < web["training_tokens"] / web["tokens"] < 0.6, web
+    removed = list(iter_jsonl(tmp_path / "w" / "hu" / "dedup" / "removed.jsonl"))
+    assert [(r["id"], r["kept_id"]) for r in removed] == [(f"web.jsonl:{301 + n}", f"web.jsonl:{1 + n}")
+                                                          for n in range(3)]
+    records = [json.loads(line) for shard in (tmp_path / "w" / "hu" / "shard").glob("training_*.docs.jsonl")
+               for line in shard.read_text(encoding="utf-8").splitlines()]
+    assert len({r["id"] for r in records}) == len(records) and {r["record_id"] for r in records} == {"same"}
 
 
 def test_corpus_runs_stages_judge_their_inputs_and_corpus_files_are_fingerprinted(tmp_path):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from wiki2bert_core.errors import ConfigError
 from pipeline.stages.corpus.readers import Fields, find_files, read_documents, read_tasks
 from pipeline.tools.sample_corpus import (DECK, LONG_ARTICLE_WORDS, NEAR_COPY_LEVELS, jaccard, word_shingles,
                                           write_sample_corpus)
@@ -17,7 +18,8 @@ def pages(pages_dir: Path) -> dict[str, tuple[str, str, str]]:
     """id -> (file, title, text) of a sample corpus, read as the corpus stage reads it."""
     files, root = find_files(str(pages_dir))
     tasks, _ = read_tasks(files, root, Fields(), "auto")
-    return {ident: (Path(task.path).name, title, text) for task in tasks for ident, title, text in read_documents(task)}
+    return {document.record_id: (Path(task.path).name, document.title, document.text)
+            for task in tasks for document in read_documents(task)}
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +89,20 @@ def test_same_seed_same_bytes_and_parquet_holds_the_same_pages(tmp_path, corpus)
     assert [(i, t, x) for i, (_, t, x) in pages(parquet).items()] == \
         [(i, t, x) for i, (_, t, x) in pages(first).items()]
     assert other != first
+
+
+def test_an_earlier_sample_is_replaced_whole_and_other_contents_are_refused(tmp_path):
+    out = tmp_path / "web"
+    write_sample_corpus(out, docs=30, files=3, seed=1)
+    pages_dir = write_sample_corpus(out, docs=10, files=1, seed=1, fmt="parquet")
+    assert sorted(p.name for p in pages_dir.iterdir()) == ["web-00000.parquet"]
+    truth = json.loads((out / "truth.json").read_text(encoding="utf-8"))
+    assert len(pages(pages_dir)) == len(truth["pages"]) == 10
+    (out / "notes.txt").write_text("mine\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"web: holds notes\.txt, not only an earlier sample-corpus output"):
+        write_sample_corpus(out, docs=10)
+    (out / "notes.txt").unlink()
+    (pages_dir / "mine.jsonl").write_text("{}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"web: holds pages/mine\.jsonl"):
+        write_sample_corpus(out, docs=10)
+    assert (pages_dir / "mine.jsonl").exists() and (pages_dir / "web-00000.parquet").exists()  # nothing removed

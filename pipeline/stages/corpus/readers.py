@@ -7,10 +7,13 @@ glob, and cut into read tasks (a file, or one Parquet row group) that run in any
 - Parquet (`.parquet`, FineWeb-2 and CulturaX as published): read one row group per task, in batches of
   `BATCH_ROWS` rows of the needed columns only (pyarrow), so memory is bounded by a batch, not by the file.
 - plain text (`.txt`, `.text`, compressed as above): a blank line between documents, each line a paragraph.
-A document without an id gets `<file>:<line>` (`<file>:<row>` in Parquet, rows counted from 1), the file named
-relative to the source's directory (or glob root). Bad input raises one line naming the file and the line or row:
-DataError for data (invalid JSON, not UTF-8, a record without its text, damaged compressed data), ConfigError for
-what a setting decides (no such file, an unknown format, a Parquet file without the text column).
+A UTF-8 byte-order mark at the start of a JSON Lines or plain-text file is dropped.
+Each document is named by where it is, `<file>:<line>` (`<file>:<row>` in Parquet, rows counted from 1; a plain
+text document by its first line), the file named relative to the source's directory (or glob root): unique in its
+source by construction, where the records' own ids (`Document.record_id`) may repeat. Bad input raises one line
+naming the file and the line or row: DataError for data (invalid JSON, not UTF-8, a record without its text, damaged
+compressed data), ConfigError for what a setting decides (no such file, not a regular file, an unknown format, a
+Parquet file without a text column of a string type).
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ import lzma
 import os
 import zlib
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Iterator, NamedTuple
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.utf8_paths import utf8_names
@@ -34,6 +37,7 @@ EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet
               ".text": "text"}
 COMPRESSIONS = (".gz", ".zst", ".zstd", ".bz2", ".xz")
 BATCH_ROWS = 1024  # Parquet rows decoded at a time
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,24 +60,42 @@ class ReadTask:
     size: int = 0  # bytes of input this task reads (for progress)
 
 
+class Document(NamedTuple):
+    location: str  # "<file>:<line>" ("<file>:<row>" in Parquet): unique in its source
+    record_id: str | None  # the value of the record's id field; None where it has none (plain text, a null)
+    title: str
+    text: str
+
+
 def find_files(pattern: str) -> tuple[list[Path], Path]:
     """(the files `pattern` names, sorted; the directory their ids are relative to): a file, a directory (every file
-    under it, hidden ones left out) or a glob (`**` crosses directories). ConfigError when it names nothing."""
+    under it, hidden ones left out) or a glob (`**` crosses directories). ConfigError when it names nothing, or names
+    something that is neither a regular file nor a directory (a FIFO, a device: its bytes cannot be read twice)."""
     path = Path(pattern)
     if glob.has_magic(pattern):
-        files = sorted(Path(p) for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
+        files = sorted(Path(p) for p in glob.glob(pattern, recursive=True) if _regular_file(Path(p)))
         root = Path(*[part for part in _until_magic(path.parts)]) if path.parts else Path(".")
     elif path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file()
-                       and not any(part.startswith(".") for part in p.relative_to(path).parts))
+        files = sorted(p for p in path.rglob("*") if not any(part.startswith(".") for part in p.relative_to(path).parts)
+                       and _regular_file(p))
         root = path
-    elif path.is_file():
+    elif _regular_file(path):
         files, root = [path], path.parent
     else:
         raise ConfigError(f"{pattern}: no such file or directory")
     if not files:
         raise ConfigError(f"{pattern}: no files")
     return utf8_names(files), root
+
+
+def _regular_file(path: Path) -> bool:
+    """True for a regular file (or a link to one), False for a directory or a dangling link; ConfigError for anything
+    else."""
+    if path.is_file():
+        return True
+    if path.is_dir() or not path.exists():
+        return False
+    raise ConfigError(f"{path}: not a regular file (a FIFO, socket or device); give a file, a directory or a glob")
 
 
 def _until_magic(parts: tuple[str, ...]) -> Iterator[str]:
@@ -110,10 +132,15 @@ def read_tasks(files: list[Path], root: Path, fields: Fields, setting: str) -> t
         if kind != "parquet":
             tasks.append(ReadTask(str(path), name, kind, fields, size=path.stat().st_size))
             continue
-        metadata = _parquet_file(path).metadata
-        if fields.text not in metadata.schema.names:
-            raise ConfigError(f"{path}: no column {fields.text!r} (columns: {', '.join(metadata.schema.names)}); "
+        parquet = _parquet_file(path)
+        metadata, schema = parquet.metadata, parquet.schema_arrow
+        if fields.text not in schema.names:
+            raise ConfigError(f"{path}: no column {fields.text!r} (columns: {', '.join(schema.names)}); "
                               f"set the source's text_field")
+        text_type = schema.field(fields.text).type
+        if not _is_text_type(text_type):
+            raise ConfigError(f"{path}: column {fields.text!r} is of type {text_type}, not a string; set the "
+                              "source's text_field to a string column")
         size, rows = path.stat().st_size, max(1, metadata.num_rows)
         first = 0
         for group in range(metadata.num_row_groups):
@@ -133,8 +160,20 @@ def _parquet_file(path: Path):
         raise DataError(f"{path}: not a Parquet file ({str(e).splitlines()[0]})") from None
 
 
-def read_documents(task: ReadTask) -> Iterator[tuple[str, str, str]]:
-    """(id, title, text) of each document of the task, in file order."""
+def _is_text_type(arrow_type) -> bool:
+    """Whether a Parquet column of this Arrow type holds one text per row (a string or binary, maybe dictionary
+    encoded)."""
+    import pyarrow
+
+    if pyarrow.types.is_dictionary(arrow_type):
+        arrow_type = arrow_type.value_type
+    types = pyarrow.types
+    return any(check(arrow_type) for check in (types.is_string, types.is_large_string, types.is_string_view,
+                                               types.is_binary, types.is_large_binary, types.is_binary_view))
+
+
+def read_documents(task: ReadTask) -> Iterator[Document]:
+    """The documents of the task, in file order."""
     if task.format == "parquet":
         yield from _parquet_documents(task)
     elif task.format == "jsonl":
@@ -150,6 +189,8 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
     try:
         with _open_binary(path) as f:
             for line_no, raw in enumerate(f, 1):
+                if line_no == 1 and raw.startswith(UTF8_BOM):  # Windows tools start UTF-8 files with one
+                    raw = raw[len(UTF8_BOM):]
                 try:
                     yield line_no, raw.decode("utf-8")
                 except UnicodeDecodeError as e:
@@ -184,7 +225,7 @@ except ImportError:  # zstandard is a dependency; this keeps the module importab
         pass
 
 
-def _jsonl_documents(task: ReadTask) -> Iterator[tuple[str, str, str]]:
+def _jsonl_documents(task: ReadTask) -> Iterator[Document]:
     path, fields = Path(task.path), task.fields
     for line_no, line in _lines(path):
         if not line.strip():
@@ -200,10 +241,10 @@ def _jsonl_documents(task: ReadTask) -> Iterator[tuple[str, str, str]]:
             what = "no field" if fields.text not in record else f"a {type(text).__name__}, not a string, in field"
             raise DataError(f"{path}: line {line_no}: {what} {fields.text!r} (fields: {', '.join(record)}); "
                             f"set the source's text_field")
-        yield _id(record.get(fields.id), task.name, line_no), _title(record.get(fields.title)), text
+        yield Document(f"{task.name}:{line_no}", _id(record.get(fields.id)), _title(record.get(fields.title)), text)
 
 
-def _text_documents(task: ReadTask) -> Iterator[tuple[str, str, str]]:
+def _text_documents(task: ReadTask) -> Iterator[Document]:
     paragraphs: list[str] = []
     first = 0
     for line_no, line in _lines(Path(task.path)):
@@ -213,16 +254,16 @@ def _text_documents(task: ReadTask) -> Iterator[tuple[str, str, str]]:
                 first = line_no
             paragraphs.append(line)
         elif paragraphs:
-            yield f"{task.name}:{first}", "", "\n".join(paragraphs)
+            yield Document(f"{task.name}:{first}", None, "", "\n".join(paragraphs))
             paragraphs = []
     if paragraphs:
-        yield f"{task.name}:{first}", "", "\n".join(paragraphs)
+        yield Document(f"{task.name}:{first}", None, "", "\n".join(paragraphs))
 
 
-def _parquet_documents(task: ReadTask) -> Iterator[tuple[str, str, str]]:
+def _parquet_documents(task: ReadTask) -> Iterator[Document]:
     path, fields = Path(task.path), task.fields
     parquet = _parquet_file(path)
-    names = parquet.metadata.schema.names
+    names = parquet.schema_arrow.names
     columns = [c for c in dict.fromkeys((fields.text, fields.id, fields.title)) if c in names]
     row = task.first_row
     for batch in parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=[task.row_group], columns=columns):
@@ -239,12 +280,12 @@ def _parquet_documents(task: ReadTask) -> Iterator[tuple[str, str, str]]:
                 raise DataError(f"{path}: row {row}: column {fields.text!r} is {_describe(text)}, not text")
             ident = values[fields.id][i] if fields.id in values else None
             title = values[fields.title][i] if fields.title in values else None
-            yield _id(ident, task.name, row), _title(title), text
+            yield Document(f"{task.name}:{row}", _id(ident), _title(title), text)
 
 
-def _id(value, file_name: str, position: int) -> str:
+def _id(value) -> str | None:
     if value is None or value == "":
-        return f"{file_name}:{position}"
+        return None
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 

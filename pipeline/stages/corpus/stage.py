@@ -3,7 +3,14 @@
 Each source of `sources` (the CLI's `--corpus [NAME=]PATH[:WEIGHT]`) is a file, a directory or a glob of JSON
 Lines, Parquet or plain text files (`readers.py`). Its documents become `part-<source>-<task>-00000.jsonl`, ... of
 `documents_per_part` lines {"id", "title", "text", "source"}, the extract stage's format with the source's name, which
-the `sentences` stage reads beside extract's parts; documents whose text is only whitespace are counted, not written.
+the `sentences` stage reads beside extract's parts; documents whose text is only whitespace (`empty`), or longer than
+`max_document_bytes` (`too_long`), are counted, not written.
+A document's "id" is where it is, `<file>:<line>` (or row): unique in its source by construction, so every choice
+made by a hash of (source, id) later (the shard stage's fractional weights) is the document's own, and every record
+that names a document (dedup's removed.jsonl, the shards' docs.jsonl) names one. The record's own id (`id_field`),
+which corpora repeat (a constant column, files that each number from 0), is kept as "record_id"; the documents
+whose record_id repeats an earlier one of their source are counted (`duplicate_ids`, one warning for the run),
+from 8-byte hashes of the ids: 8 bytes per document with an id in the main process.
 Sources are read in name order, each file (or Parquet row group) a task of `ctx.executor.map`, so the bytes do not
 depend on the number of workers, the executor or the order of the flags. A run without corpora has no work here:
 the runner leaves the stage out (pipeline/sources.py). The files read are fingerprinted (`sources`: size, mtime and
@@ -12,9 +19,12 @@ the first and last MiB), so a corpus file replaced at the same path makes the st
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from pathlib import Path
 from typing import Literal
+
+import numpy as np
 
 from wiki2bert_core.config import SettingError
 from wiki2bert_core.errors import ConfigError, DataError
@@ -22,8 +32,8 @@ from wiki2bert_core.files import file_fingerprint
 from wiki2bert_core.log import progress
 from pipeline.stages import Stage, StageContext, StageCounts
 from pipeline.stages.corpus.readers import Fields, ReadTask, find_files, read_documents, read_tasks
-from pipeline.text_files import WIKIPEDIA_SOURCE, PartWriter
-from pipeline.sources import SOURCE_NAME, corpus_idle
+from pipeline.text_files import RECORD_ID, WIKIPEDIA_SOURCE, PartWriter
+from pipeline.sources import SOURCE_NAME, SOURCE_NAME_RULE, corpus_idle
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +44,9 @@ class CorpusSource:
     # .parquet, .txt, .text; plain or .gz, .zst, .bz2, .xz)
     format: Literal["auto", "jsonl", "parquet", "text"] = "auto"
     text_field: str = "text"  # the JSON key or Parquet column of a document's text
-    id_field: str = "id"  # the key or column of its id; missing or null: <file>:<line> (<file>:<row> in Parquet)
+    # the key or column of its own id, kept as the document's "record_id" (documents are named by <file>:<line>, or
+    # <file>:<row> in Parquet, which is unique where ids may repeat); missing or null: none
+    id_field: str = "id"
     title_field: str = "title"  # the key or column of its title (for examples in reports); missing: none (e.g. url)
 
     def __post_init__(self):
@@ -48,34 +60,59 @@ class CorpusConfig:
     # --set corpus.sources.NAME.KEY=VALUE sets one of its keys; a source's weight is shard.weights.NAME
     sources: dict[str, CorpusSource] = dataclasses.field(default_factory=dict)
     documents_per_part: int = 2000  # documents per part-<source>-*.jsonl (the parts later stages parallelize over)
+    # a document whose text is longer (UTF-8 bytes) is left out, counted (`too_long`) and warned of once: the filter
+    # stage holds ~40 times a document's bytes at once, sentences ~10 (bench/document_memory.py, docs/pipeline.md),
+    # and web dumps hold lines of hundreds of MB (tables, logs, encoded data), rarely prose. 8 MiB keeps every
+    # Wikipedia article (the longest hold ~1 MB of text) and whole books, and bounds a filter worker's peak at ~0.5
+    # GiB; cutting such a text instead would keep the head of what is at that size mostly not prose.
+    max_document_bytes: int = 8 << 20
 
     def __post_init__(self):
         for name in self.sources:
             if not SOURCE_NAME.fullmatch(name) or name == WIKIPEDIA_SOURCE:
-                raise SettingError(f"sources.{name}", "a source name is a lowercase letter, then lowercase letters, "
-                                   f"digits, '_' or '-', and not {WIKIPEDIA_SOURCE!r} (the dump's)")
+                raise SettingError(f"sources.{name}", SOURCE_NAME_RULE)
         if self.documents_per_part < 1:
             raise SettingError("documents_per_part", f"must be at least 1, got {self.documents_per_part}")
+        if self.max_document_bytes < 1:
+            raise SettingError("max_document_bytes", f"must be at least 1, got {self.max_document_bytes}")
 
 
 def run(config: CorpusConfig, ctx: StageContext) -> StageCounts:
     if not config.sources:
         raise ConfigError("corpus: no sources to read (--corpus PATH)")
-    tasks: list[tuple[str, int, ReadTask, str, int]] = []  # (source, task number, task, out_dir, per_part)
+    # (source, task number, task, out_dir, documents per part, max document bytes)
+    tasks: list[tuple[str, int, ReadTask, str, int, int]] = []
     for name, source in sorted(config.sources.items()):
         for number, task in enumerate(source_tasks(name, source, ctx)):
-            tasks.append((name, number, task, str(ctx.out_dir), config.documents_per_part))
-    totals = {name: {"files": len({t.path for n, _, t, _, _ in tasks if n == name}), "documents": 0, "empty": 0,
-                     "bytes": 0, "parts": 0} for name in config.sources}
-    with progress(sum(t.size for _, _, t, _, _ in tasks), "corpus", unit="B", quiet=ctx.quiet) as bar:
-        for (name, _, task, _, _), counts in zip(tasks, ctx.executor.map(_read_task, tasks)):
+            tasks.append((name, number, task, str(ctx.out_dir), config.documents_per_part, config.max_document_bytes))
+    totals = {name: {"files": len({t[2].path for t in tasks if t[0] == name}), "documents": 0, "empty": 0,
+                     "too_long": 0, "longest_left_out": 0, "bytes": 0, "parts": 0, "duplicate_ids": 0}
+              for name in config.sources}
+    id_hashes: dict[str, list[np.ndarray]] = {name: [] for name in config.sources}
+    with progress(sum(t[2].size for t in tasks), "corpus", unit="B", quiet=ctx.quiet) as bar:
+        for (name, _, task, *_), (counts, hashes) in zip(tasks, ctx.executor.map(_read_task, tasks)):
             for key, value in counts.items():
-                totals[name][key] += value
+                totals[name][key] = max(totals[name][key], value) if key == "longest_left_out" else \
+                    totals[name][key] + value
+            id_hashes[name].append(hashes)
             bar.update(task.size)
     for name, source in config.sources.items():
         if totals[name]["documents"] == 0:
             raise DataError(f"{source.path}: no documents (corpus source {name!r}: {totals[name]['files']} file(s), "
-                            f"{totals[name]['empty']} empty texts)")
+                            f"{totals[name]['empty']} empty texts, {totals[name]['too_long']} over "
+                            f"corpus.max_document_bytes)")
+        everyone = np.sort(np.concatenate(id_hashes.pop(name)))
+        totals[name]["duplicate_ids"] += int(np.count_nonzero(everyone[1:] == everyone[:-1]))
+    if too_long := {name: t for name, t in sorted(totals.items()) if t["too_long"]}:
+        ctx.log.warning("corpus: documents longer than corpus.max_document_bytes (%s bytes) left out: %s",
+                        f"{config.max_document_bytes:,}", ", ".join(
+                            f"{name} {t['too_long']:,} (the longest {t['longest_left_out']:,} bytes)"
+                            for name, t in too_long.items()))
+    if repeated := {name: t for name, t in sorted(totals.items()) if t["duplicate_ids"]}:
+        ctx.log.warning("corpus: documents whose id repeats an earlier one of their source: %s; each document is "
+                        "named by its file and line (or row) instead, and keeps its own id as record_id",
+                        ", ".join(f"{name} {t['duplicate_ids']:,} of {t['documents']:,} "
+                                  f"(id_field {config.sources[name].id_field!r})" for name, t in repeated.items()))
     ctx.log.info("corpus: %s", ", ".join(f"{name} {t['documents']:,} documents" for name, t in sorted(totals.items())))
     return StageCounts({"documents": sum(t["documents"] for t in totals.values()),
                         "files": sum(t["files"] for t in totals.values()),
@@ -103,21 +140,38 @@ def source_tasks(name: str, source: CorpusSource, ctx: StageContext) -> list[Rea
     return tasks
 
 
-def _read_task(task) -> dict:
-    """Write the documents of one read task as JSONL parts; their counts."""
-    name, number, read, out_dir, per_part = task
-    counts = {"documents": 0, "empty": 0, "bytes": 0, "parts": 0}
+def _read_task(task) -> tuple[dict, np.ndarray]:
+    """Write the documents of one read task as JSONL parts; (their counts, the distinct hashes of their record ids,
+    sorted: `duplicate_ids` counts the repeats within the task)."""
+    name, number, read, out_dir, per_part, max_bytes = task
+    counts = {"documents": 0, "empty": 0, "too_long": 0, "longest_left_out": 0, "bytes": 0, "parts": 0}
+    hashes = []
     with PartWriter(Path(out_dir), per_part, f"part-{name}-{number:05d}-") as writer:
-        for ident, title, text in read_documents(read):
-            if not text.strip():
+        for document in read_documents(read):
+            if not document.text.strip():
                 counts["empty"] += 1
                 continue
-            line = json.dumps({"id": ident, "title": title, "text": text, "source": name}, ensure_ascii=False)
-            writer.write(line)
+            size = len(document.text.encode("utf-8", "surrogatepass"))
+            if size > max_bytes:
+                counts["too_long"] += 1
+                counts["longest_left_out"] = max(counts["longest_left_out"], size)
+                continue
+            record = {"id": document.location, "title": document.title, "text": document.text, "source": name}
+            if document.record_id is not None:
+                record[RECORD_ID] = document.record_id
+                hashes.append(_id_hash(document.record_id))
+            writer.write(json.dumps(record, ensure_ascii=False))
             counts["documents"] += 1
-            counts["bytes"] += len(text.encode("utf-8", "surrogatepass"))
+            counts["bytes"] += size
         counts["parts"] = writer.parts
-    return counts
+    distinct = np.unique(np.array(hashes, dtype=np.uint64))
+    counts["duplicate_ids"] = len(hashes) - len(distinct)
+    return counts, distinct
+
+
+def _id_hash(record_id: str) -> int:
+    return int.from_bytes(hashlib.blake2b(record_id.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
+                          "little")
 
 
 def corpus_fingerprints(config: CorpusConfig) -> dict:
@@ -135,4 +189,4 @@ def corpus_fingerprints(config: CorpusConfig) -> dict:
 
 
 STAGE = Stage("corpus", CorpusConfig, run, tools=("pyarrow", "zstandard"), sources=corpus_fingerprints,
-              idle=corpus_idle)
+              idle=corpus_idle, output_format=2)  # 2: documents named by file and line, their own ids record_id
