@@ -36,7 +36,7 @@ def measure(data_dir: Path, preset: str, micro_batch: int, steps: int, rounds: i
     from pretrain.data.loader import BatchPlan, BatchReader, make_loader, open_data
     from pretrain.data.masking import DynamicMasking
     from wiki2bert_core.masking import MaskingVocab, default_max_predictions
-    from pretrain.model.bert import BertForPreTraining
+    from pretrain.model.bert.model import BertForPreTraining
     from pretrain.optim.optimizers import build_optimizer
 
     vocab = read_vocab(find_vocab_file(data_dir))

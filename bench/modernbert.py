@@ -92,7 +92,7 @@ def build(name: str, preset: str, vocab_size: int, micro_batch: int):
 
     from pretrain.config import load_train_config, model_config
     from pretrain.data.packing import pack_batch
-    from pretrain.model.architectures import pretraining_model
+    from pretrain.model.arch import pretraining_model
     from pretrain.model.hf_config import hf_config
     from pretrain.optim.optimizers import build_optimizer
     from pretrain.run.deepspeed_settings import deepspeed_config, single_process_env

@@ -42,7 +42,7 @@ def measure(hdf5_dir: Path, seq_len: int, micro_batch: int, batches: int, rounds
     from wiki2bert_core.variant_dir import find_vocab_file
     from pretrain.data.loader import make_loader, open_data
     from pretrain.config import model_config
-    from pretrain.model.bert import BertForPreTraining
+    from pretrain.model.bert.model import BertForPreTraining
     from pretrain.optim.optimizers import build_optimizer
     from pretrain.data.packing import pack_batch
 

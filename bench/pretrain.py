@@ -80,7 +80,7 @@ def compare_models(run_dir: Path, data: Path, vocab_size: int, micro_batch: int,
     from pretrain.data.loader import make_loader, open_data
     from pretrain.model.hf_config import hf_config
     from pretrain.config import ModelConfig
-    from pretrain.model.bert import BertForPreTraining
+    from pretrain.model.bert.model import BertForPreTraining
     from pretrain.optim.optimizers import build_optimizer
     from pretrain.run.deepspeed_settings import single_process_env
 
