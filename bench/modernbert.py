@@ -1,5 +1,5 @@
 """Benchmark of ModernBERT pretraining on CPU: real (non-padding) tokens/s and peak memory of our ModernBERT
-(pretrain/model/modernbert.py: packed rows, the head on the masked positions only) against
+(pretrain/model/modernbert/model.py: packed rows, the head on the masked positions only) against
 `transformers.ModernBertForMaskedLM` of the same config and weights, on the same micro-batches, with the same optimizer
 (AdamW, ModernBERT's recipe) under the same DeepSpeed config, in one process, in alternating rounds (load on a shared
 machine hits all alike). transformers runs twice: as it comes (logits at every position) and with its own

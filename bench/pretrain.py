@@ -138,7 +138,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps-per-round", type=int, default=4)
     parser.add_argument("--cli-steps", type=int, default=20)
-    parser.add_argument("--preset", default="mini", help="model size (pretrain/model/bert.py PRESETS)")
+    parser.add_argument("--preset", default="mini", help="model size (pretrain/model/bert/ PRESETS)")
     parser.add_argument("--smoke", action="store_true", help="random data over 1,024 tokens, tiny, micro-batch 4, "
                                                              "3 CLI steps (2 warm-up), 1 round of 1 step")
     args = parser.parse_args()

@@ -108,8 +108,8 @@ class TrainConfig:
     # of this arch
     arch: str = DEFAULT_ARCH
     # model size: tiny, mini, small (CPU, tests), base, large, 1.5b, 5b (--preset), of the arch (its presets,
-    # pretrain/model/<arch>/); phase 2 and --init keep the model they start from and its preset (a Hugging Face model need not have
-    # a preset's shape: hparams.json's `model`)
+    # pretrain/model/<arch>/); phase 2 and --init keep the model they start from and its preset (a Hugging Face
+    # model need not have a preset's shape: hparams.json's `model`)
     preset: str = "base"
     model: dict[str, Any] = dataclasses.field(default_factory=dict)  # ModelConfig overrides
     # what the model learns: mlm+nsp, masked LM and next-sentence prediction (BERT's, NVIDIA's), or mlm, masked LM

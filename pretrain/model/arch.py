@@ -84,8 +84,7 @@ _registry: dict[str, ArchSpec] = {}
 def register(arch: ArchSpec) -> None:
     """Adds an architecture; ValueError if its name or model_type is taken."""
     _load_folders()
-    taken = next((a for a in _registry.values() if arch.model_type == a.model_type), None)
-    if arch.name in _registry or taken:
+    if arch.name in _registry or arch.model_type in {a.model_type for a in _registry.values()}:
         raise ValueError(f"arch {arch.name!r} (model_type {arch.model_type!r}): already registered")
     _registry[arch.name] = arch
 
@@ -107,7 +106,7 @@ def spec(name: str) -> ArchSpec:
 def of_model_type(model_type: str) -> ArchSpec | None:
     """The architecture of a config.json's model_type (None: not one of ours)."""
     _load_folders()
-    return next((a for a in _registry.values() if a.model_type == model_type), None)
+    return {a.model_type: a for a in _registry.values()}.get(model_type)
 
 
 def _load_folders() -> None:

@@ -238,7 +238,7 @@ def _continued_model(source: ModelDir, config: TrainConfig, preset_flag: str | N
         if preset is None and preset_flag is None:
             preset = config.preset
     what = phase.replace("phase", "phase ")
-    if continued.arch != config.arch:
+    if saved["arch"] != config.arch:
         raise ConfigError(f"arch {config.arch}: {what} continues the {continued.arch} model of {source.path}; set "
                           f"arch {continued.arch} (--set arch={continued.arch}), which also picks its recipe")
     if preset_flag is not None and preset_flag != preset:

@@ -22,7 +22,7 @@ from pretrain.model.arch import names, spec
 REPO = Path(__file__).resolve().parents[2]
 LINE = re.compile(r"^(?P<key>[\w.]+): (?P<value>.+?)  # (?P<description>.+)$")
 
-# the recipes as they were written out in full (pretrain/configs/phase{1,2}.yaml before they held only differences);
+# the recipes as they were written out in full (BERT's phase{1,2}.yaml before they held only differences);
 # seq_len is left out: the data decides it
 PHASE1 = dict(arch="bert", preset="base", model={}, objective=None, global_batch=65536, micro_batch=64, pack_sequences=True, steps=7038,
               steps_this_run=None, lr=6.0e-3, warmup=0.2843, schedule="poly", decay_power=0.5, cooldown=0.0, optimizer="lamb", betas=[0.9, 0.999],
