@@ -197,9 +197,14 @@ class TrainConfig:
         """The model's settings but vocab_size (which comes from the vocabulary) and those of the other archs: the
         arch's and the preset's, `model` over them."""
         arch = spec(self.arch)
-        others = {key for other in names() if other != self.arch for key in spec(other).own_settings}
+        others = _settings_of_others(self.arch)
         defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name not in {"vocab_size", *others}}
         return {**defaults, **arch.defaults, **arch.presets[self.preset], "arch": self.arch, **self.model}
+
+
+def _settings_of_others(arch: str) -> set[str]:
+    """The model settings other archs have and `arch` has not."""
+    return {key for name in names() for key in spec(name).own_settings} - set(spec(arch).own_settings)
 
 
 def phase_of_length(seq_len: int, arch: str = DEFAULT_ARCH) -> str:
@@ -288,7 +293,7 @@ def _check(c: TrainConfig) -> None:
     for key, value in c.model.items():
         if key not in settable:
             fail(f"model.{key}", "not a model setting" + fixed.get(key, f" (known: {', '.join(settable)})"))
-        other = next((name for name in names() if key in spec(name).own_settings and name != c.arch), None)
-        if other:
-            fail(f"model.{key}", f"applies to arch {other} only (this is arch {c.arch})")
+        if key in _settings_of_others(c.arch):
+            having = " and ".join(name for name in names() if key in spec(name).own_settings)
+            fail(f"model.{key}", f"applies to arch {having} only (this is arch {c.arch})")
         c.model[key] = coerce(value, hints[key], f"model.{key}")

@@ -37,7 +37,9 @@ class ArchSpec:
     presets: dict[str, dict[str, Any]]
     # its model settings that are not the shape, over the ModelConfig defaults
     defaults: dict[str, Any]
-    own_settings: tuple[str, ...]  # the ModelConfig fields only this architecture has (refused with another)
+    # the ModelConfig fields not every architecture has that this one uses (refused with an arch that lists others
+    # and not them; the fields every arch uses are listed by none)
+    own_settings: tuple[str, ...]
     phase1_length: int  # the sequence length of its phase-1 recipe; longer sequences are phase 2's
     recipe_dir: Path  # its recipes: <recipe_dir>/<phase>.yaml, what each phase changes from the TrainConfig defaults
     # (config, attention kernel, nsp_head) -> its pretraining model (pretraining.py), imported only when called
