@@ -219,7 +219,8 @@ def test_a_model_type_a_command_cannot_read_is_one_line(kinds, data, task_dir, t
         assert (code, err) == (2, ours.format(other=other, model_type=model_type, command=command)), err
     if model_type == "gpt2":
         with pytest.raises(ConfigError, match=rf"^{other}/config\.json: model_type 'gpt2', but pretrain finetune "
-                                              rf"takes only BERT-family encoders \(model_type bert, roberta, "):
+                                              rf"takes only BERT-family encoders \(model_type bert, modernbert, "
+                                              rf"roberta, "):
             finetune([other], [task_dir], tmp_path / "ft")
     assert sorted(p.name for p in tmp_path.iterdir()) == [model_type]
 
