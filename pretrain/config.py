@@ -1,4 +1,4 @@
-"""The settings of a pretraining phase (`TrainConfig`) and of the model (`ModelConfig`, its size presets).
+"""The settings of a pretraining phase (`TrainConfig`) and of the model (`ModelConfig`, sized by its arch's presets).
 
 The `TrainConfig` defaults are the phase-1 recipe; a phase's effective settings are those defaults <- its arch's recipe
 (`pretrain/model/<arch>/<phase>.yaml`: what differs) <- `--config FILE` <- `--set KEY=VALUE` <- flags such as

@@ -6,7 +6,8 @@ A weights file (pretrain/model/model_dir.py finds it) is read as stored: `model.
 or the shards an `.index.json` names. Our parameter names are those of transformers' BertForPreTraining and
 ModernBertForMaskedLM, so most names are kept; a bare base model's (BertModel's `embeddings.*`, `encoder.*`,
 `pooler.*`; ModernBertModel's `embeddings.*`, `layers.*`, `final_norm.*`) get the encoder's prefix (`bert.`,
-`model.`: arch.py), and the LayerNorm `gamma`/`beta` of older BERT checkpoints become `weight`/`bias`. Loading copies each tensor into the parameter of its name
+`model.`: arch.py), and the LayerNorm `gamma`/`beta` of older BERT checkpoints become `weight`/`bias`. Loading copies
+each tensor into the parameter of its name
 (a tied parameter under either of its names) and says which parameters none came for (a head the directory does not
 hold: left as our model initialised it) and which tensors fit nothing (a task head, a head the model leaves out). A
 directory's vocabulary rows (the tokenizer's, as the export keeps them) fill the first rows of ours, which pads the
