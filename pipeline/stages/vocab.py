@@ -41,7 +41,7 @@ import numpy as np
 import sentencepiece as spm
 from tokenizers import normalizers, trainers
 
-from wiki2bert_core.errors import ConfigError, DataError, first_line
+from wiki2bert_core.errors import ConfigError, DataError, first_line, not_utf8
 from pipeline.text_files import list_parts
 from wiki2bert_core.config import added_later
 from wiki2bert_core.log import progress
@@ -193,10 +193,7 @@ class _CorpusSentences:
                         try:
                             text = data.decode("utf-8")
                         except UnicodeDecodeError as e:
-                            bad_line = line_no + data.count(b"\n", 0, e.start) + 1
-                            column = e.start - (data.rfind(b"\n", 0, e.start) + 1)
-                            raise DataError(f"{path}: line {bad_line}: not UTF-8 (byte {column} of the line)"
-                                                ) from None
+                            raise not_utf8(path, data, e, line_no + 1) from None
                         line_no += len(lines)
                         bar.update(len(data))
                         # BERT's normalizer drops NUL; sentencepiece cannot have a rule for it (a C string's end)
