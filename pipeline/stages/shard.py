@@ -88,15 +88,15 @@ class ShardConfig:
         check_alpha(self.alpha)
         check_weights(self.language_weights)
         if self.num_shards < 1:
-            raise ConfigError(f"shard.num_shards: must be at least 1, got {self.num_shards}")
+            raise SettingError("num_shards", f"must be at least 1, got {self.num_shards}")
         if not 0.0 <= self.test_fraction < 1.0:
-            raise ConfigError(f"shard.test_fraction: {self.test_fraction} is not in [0, 1)")
+            raise SettingError("test_fraction", f"{self.test_fraction} is not in [0, 1)")
         if self.test_fraction > 0 and self.num_test_shards < 1:
-            raise ConfigError("shard.num_test_shards: must be at least 1 when shard.test_fraction is above 0")
+            raise SettingError("num_test_shards", "must be at least 1 when shard.test_fraction is above 0")
         if self.seed < 0:
-            raise ConfigError("shard.seed: must not be negative")
+            raise SettingError("seed", f"must not be negative, got {self.seed}")
         if self.min_documents_per_shard < 1:
-            raise ConfigError(f"shard.min_documents_per_shard: must be at least 1, got {self.min_documents_per_shard}")
+            raise SettingError("min_documents_per_shard", f"must be at least 1, got {self.min_documents_per_shard}")
         for source, weight in self.weights.items():
             if not (math.isfinite(weight) and weight >= 0):
                 raise SettingError(f"weights.{source}", f"must be a number of at least 0, got {weight}")
