@@ -43,7 +43,7 @@ from tokenizers import normalizers, trainers
 
 from wiki2bert_core.errors import DataError, first_line, not_utf8
 from pipeline.text_files import list_parts
-from wiki2bert_core.config import SettingError, added_later
+from wiki2bert_core.config import SettingError, added_later, check_minimum
 from wiki2bert_core.log import progress
 from wiki2bert_core.mixture import DEFAULT_ALPHA, check_alpha, language_shares, rates
 from pipeline.runner import read_manifest
@@ -86,21 +86,10 @@ class VocabConfig:
 
     def __post_init__(self):
         check_alpha(self.alpha)
-        if self.vocab_size < 1:
-            raise SettingError("vocab_size", f"must be at least 1, got {self.vocab_size}")
-        if self.unused_tokens < 0:
-            raise SettingError("unused_tokens", f"must not be negative, got {self.unused_tokens}")
+        check_minimum(self, 1, "vocab_size", "limit_alphabet")
+        check_minimum(self, 0, "unused_tokens", "input_sentence_size", "seed", "min_frequency")
         if not 0.0 < self.character_coverage <= 1.0:
             raise SettingError("character_coverage", f"{self.character_coverage} is not in (0, 1]")
-        if self.input_sentence_size < 0:
-            raise SettingError("input_sentence_size",
-                               f"must not be negative (0 = all sentences), got {self.input_sentence_size}")
-        if self.seed < 0:
-            raise SettingError("seed", f"must not be negative, got {self.seed}")
-        if self.min_frequency < 0:
-            raise SettingError("min_frequency", f"must not be negative, got {self.min_frequency}")
-        if self.limit_alphabet < 1:
-            raise SettingError("limit_alphabet", f"must be at least 1, got {self.limit_alphabet}")
 
 
 def run(config: VocabConfig, ctx: StageContext) -> dict:

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from wiki2bert_core.config import SettingError
+from wiki2bert_core.config import SettingError, check_minimum
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import file_fingerprint
 from wiki2bert_core.log import progress
@@ -54,8 +54,7 @@ class CorpusConfig:
             if not SOURCE_NAME.fullmatch(name) or name == WIKIPEDIA_SOURCE:
                 raise SettingError(f"sources.{name}", "a source name is a lowercase letter, then lowercase letters, "
                                    f"digits, '_' or '-', and not {WIKIPEDIA_SOURCE!r} (the dump's)")
-        if self.documents_per_part < 1:
-            raise SettingError("documents_per_part", f"must be at least 1, got {self.documents_per_part}")
+        check_minimum(self, 1, "documents_per_part")
 
 
 def run(config: CorpusConfig, ctx: StageContext) -> dict:

@@ -41,7 +41,7 @@ import numpy as np
 import tokenizers
 from tokenizers import Tokenizer, normalizers
 
-from wiki2bert_core.config import SettingError, added_later, hashed_values
+from wiki2bert_core.config import SettingError, added_later, check_minimum, hashed_values
 from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import read_json, remove_tree, sha256_file
@@ -113,14 +113,10 @@ class Hdf5Config:
             raise SettingError("masked_lm_prob", f"{self.masked_lm_prob} is not between 0 and 1")
         if not 0.0 <= self.short_seq_prob <= 1.0:
             raise SettingError("short_seq_prob", f"{self.short_seq_prob} is not between 0 and 1")
-        if self.dupe_factor < 1:
-            raise SettingError("dupe_factor", f"must be at least 1, got {self.dupe_factor}")
-        if self.random_seed < 0:
-            raise SettingError("random_seed", f"must not be negative, got {self.random_seed}")
+        check_minimum(self, 1, "dupe_factor", "window_tokens")
+        check_minimum(self, 0, "random_seed")
         if not 0 <= self.gzip_level <= 9:
             raise SettingError("gzip_level", f"must be in 0..9, got {self.gzip_level}")
-        if self.window_tokens < 1:
-            raise SettingError("window_tokens", f"must be at least 1, got {self.window_tokens}")
 
 
 def variant_params(config: Hdf5Config, variant: Variant, lower_case: bool, vocab: dict[str, int],
