@@ -1,5 +1,6 @@
 """What a character and a word are: the one table of code-point classes (the filter's counts and words, dedup's
-tokens), the one word hash, and words in scripts written without spaces (the filter's rules, tokens-per-word figures).
+tokens, BERT's CJK characters for the vocab stage), the one word hash, and words in scripts written without spaces
+(the filter's rules, tokens-per-word figures).
 
 TurkuNLP's rules count whitespace-separated tokens and words, which in Japanese, Chinese or Thai are whole clauses
 or sentences. In such a script (Han, Hiragana, Katakana, Thai, Lao, Khmer, Myanmar), a word is counted as
@@ -34,6 +35,10 @@ UNSPACED_BLOCKS = (
     (0xFF66, 0xFF9F),  # halfwidth Katakana
     (0x20000, 0x323AF),  # CJK Unified Ideographs Extensions B-H, Compatibility Ideographs Supplement
 )
+# The blocks BERT's tokenizer takes for CJK characters, each a word of its own (BertNormalizer's handle_chinese_chars,
+# transformers' _is_chinese_char): the ideographs of UNSPACED_BLOCKS less extensions G, H and some of B-F's gaps.
+BERT_CJK_BLOCKS = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
+                   (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
 
 
 def _char_class(codes: list[int]) -> str:
@@ -56,8 +61,9 @@ UNSPACED_LETTER = re.compile(UNSPACED_LETTER_CLASS)  # one letter (or combining 
 # = a word character that is not a decimal digit or "_" (regex [^\W\d_]), a word character = regex \w) ...
 UPPER, DIGIT, PUNCT, LETTER, WORD = 1, 2, 4, 8, 16
 # ... a decimal digit (category Nd), a letter, mark or number (L, M, N: what a token is made of), a letter or mark
-# of a script written without spaces (UNSPACED_LETTER_CODES), a punctuation mark of any script (category P)
-DECIMAL, TOKEN, UNSPACED, UNICODE_PUNCT = 32, 64, 128, 256
+# of a script written without spaces (UNSPACED_LETTER_CODES), a punctuation mark of any script (category P), a CJK
+# character to BERT (BERT_CJK_BLOCKS)
+DECIMAL, TOKEN, UNSPACED, UNICODE_PUNCT, BERT_CJK = 32, 64, 128, 256, 512
 
 
 @functools.cache
@@ -84,6 +90,8 @@ def character_flags() -> np.ndarray:
     flags[ord("_")] |= WORD
     flags[[ord(c) for c in string.punctuation]] |= PUNCT
     flags[UNSPACED_LETTER_CODES] |= UNSPACED
+    for first, last in BERT_CJK_BLOCKS:
+        flags[first:last + 1] |= BERT_CJK
     return flags
 
 

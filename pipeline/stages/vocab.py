@@ -48,7 +48,7 @@ from wiki2bert_core.log import progress
 from wiki2bert_core.mixture import DEFAULT_ALPHA, check_alpha, language_shares, rates
 from pipeline.runner import read_manifest
 from pipeline.stages import Stage, StageContext
-from pipeline.words import count_words, recorded_chars_per_word
+from pipeline.words import BERT_CJK, character_flags, count_words, recorded_chars_per_word
 from wiki2bert_core.wordpiece import (SPECIAL_TOKENS, load_tokenizer, padded_vocab_size, placeholder_token,
                                       special_token_ids, wordpiece_tokenizer, write_tokenizer_dir)
 
@@ -324,10 +324,6 @@ def _round_down(n: int) -> int:
     return max(1, n // step * step)
 
 
-_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
-               (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
-
-
 def bert_normalization_rules(lowercase: bool, strip_accents: bool) -> str:
     """sentencepiece normalization rules (TSV: source code point, tab, target code points, in hex) that do to each
     character what BertNormalizer and BertPreTokenizer do: control and format characters removed, whitespace to a
@@ -335,8 +331,8 @@ def bert_normalization_rules(lowercase: bool, strip_accents: bool) -> str:
     then the optional accent stripping (NFD, combining marks dropped) and lowercasing. sentencepiece applies them
     in C++ while it reads the sentences, at no measurable cost (the same in Python was a large share of training time).
     Outside the CJK blocks, only planes 0, 1 and 14 hold characters that these rules change."""
-    rules = [f"{code:X}\t20 {code:X} 20\n" for lo, hi in _CJK_RANGES for code in range(lo, hi + 1)]
-    cjk = {code for lo, hi in _CJK_RANGES if hi < 0x20000 for code in range(lo, hi + 1)}
+    cjk = set(np.flatnonzero(character_flags() & BERT_CJK).tolist())
+    rules = [f"{code:X}\t20 {code:X} 20\n" for code in sorted(cjk)]
     for code in itertools.chain(range(1, 0x20000), range(0xE0000, 0xE1000)):
         if code == 0x0A or code in cjk:  # "\n" never reaches sentencepiece
             continue

@@ -28,6 +28,8 @@ def test_character_flags_say_what_unicode_and_str_say_of_every_code_point():
     for flag, column in expected.items():
         assert np.array_equal((flags & flag) != 0, column), flag
     assert np.flatnonzero(flags & words.UNSPACED).tolist() == words.UNSPACED_LETTER_CODES
+    assert np.flatnonzero(flags & words.BERT_CJK).tolist() == sorted(
+        code for first, last in words.BERT_CJK_BLOCKS for code in range(first, last + 1))
 
 
 def test_a_character_is_a_token_of_its_own_in_dedup_where_it_is_a_word_of_its_own_in_the_filter():
