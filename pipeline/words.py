@@ -36,7 +36,7 @@ UNSPACED_BLOCKS = (
     (0x20000, 0x323AF),  # CJK Unified Ideographs Extensions B-H, Compatibility Ideographs Supplement
 )
 # The blocks BERT's tokenizer takes for CJK characters, each a word of its own (BertNormalizer's handle_chinese_chars,
-# transformers' _is_chinese_char): the ideographs of UNSPACED_BLOCKS less extensions G, H and some of B-F's gaps.
+# transformers' _is_chinese_char): ideographs of UNSPACED_BLOCKS, in BERT's list of 2018, which stops at extension E.
 BERT_CJK_BLOCKS = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
                    (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
 

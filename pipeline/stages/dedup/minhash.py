@@ -7,10 +7,10 @@
   (`pipeline.words`: Han, kana, Thai, ...) is a token of its own, so an n-gram is n such letters; the rest of the
   text still splits into words.
 - A token's hash is the word hash of its code points (`pipeline.words.word_hashes`: a polynomial mod 2^64, as the
-  filter's), summed per token with `np.add.reduceat` over the
-  whole batch at once and then mixed (murmur3's fmix64); a shingle's hash mixes the hashes of its n tokens, each
-  times its own odd constant. So every character is touched by a handful of array operations, never by Python,
-  where datatrove calls xxhash once per shingle from Python.
+  filter's), summed per token with `np.add.reduceat` over the whole batch at once and then mixed (murmur3's
+  fmix64); a shingle's hash mixes the hashes of its n tokens, each times its own odd constant. So every character
+  is touched by a handful of array operations, never by Python, where datatrove calls xxhash once per shingle from
+  Python.
 - The k-th of the `bands * rows` hash functions is h_k(x) = a_k * x + b_k (mod 2^64), a_k odd: multiply-shift,
   Dietzfelbinger's universal family, on shingle hashes that are already mixed. Its minimum over a document's
   shingles (taken on all 64 bits; the top 32 are kept) is one signature value. That is one multiply, one add and
