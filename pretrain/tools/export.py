@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from wiki2bert_core.errors import ConfigError, DataError
-from wiki2bert_core.files import read_json, remove_tree, write_json
+from wiki2bert_core.files import read_json, remove_tree, replace_dir, write_json
 from wiki2bert_core.wordpiece import (SPECIAL_TOKENS_MAP, TOKENIZER_FILES, copy_tokenizer_files, read_vocab,
                                       special_token_ids)
 from pretrain.model.arch import export_class, takes_token_types
@@ -82,11 +82,7 @@ def export_hf(model_dir: Path, out_dir: Path, force: bool = False, within: Path 
             raise DataError(f"{out_dir}: writing the export failed ({e}); "
                             f"{shutil.disk_usage(place.parent).free / 2 ** 30:.1f} GiB free there; {out_dir} is "
                             f"left as it was") from None
-        old = place.with_name(f".{place.name}.old-{os.getpid()}")
-        if place.exists() or place.is_symlink():
-            os.replace(place, old)
-        os.replace(tmp, place)
-        remove_tree(old)
+        replace_dir(tmp, place)
     finally:
         remove_tree(tmp)
     return out_dir
