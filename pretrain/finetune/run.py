@@ -49,7 +49,7 @@ from pretrain.finetune.recipe import Recipe, load_recipes
 from pretrain.finetune.task import Task
 from pretrain.finetune.train import ModelSource
 from pretrain.model.model_dir import HF_CONFIG, PRETRAINING_CONFIG, HuggingFaceDir, PhaseDir, open_model_dir
-from pretrain.run.checkpoint import META, MODEL_CONFIG
+from pretrain.model.checkpoint_files import META, MODEL_CONFIG
 
 SETTINGS_FILE = "settings.json"
 LOG_FILE = "finetune.log"

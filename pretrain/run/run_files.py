@@ -13,7 +13,7 @@ from wiki2bert_core.config import config_to_dict
 from wiki2bert_core.files import write_json
 from wiki2bert_core.wordpiece import copy_tokenizer_files
 from pretrain.model.model_dir import HPARAMS, TOKENIZER_DIR
-from pretrain.run.checkpoint import write_model_config
+from pretrain.model.checkpoint_files import write_model_config
 from pretrain.run.prepare import Run
 
 

@@ -40,5 +40,5 @@ def wait_for_rows(phase_dir: Path, rows: int, proc: subprocess.Popen, timeout: f
 
 def tags(phase_dir: Path) -> list[str]:
     """The checkpoint tags a phase directory holds."""
-    from pretrain.run import checkpoint
-    return sorted(d.name for d in checkpoint.checkpoint_dir(phase_dir).iterdir() if d.is_dir())
+    from pretrain.model import checkpoint_files
+    return sorted(d.name for d in checkpoint_files.checkpoint_dir(phase_dir).iterdir() if d.is_dir())

@@ -18,6 +18,7 @@ from pretrain.cli import main
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.wordpiece import write_tokenizer_dir
+from pretrain.model import checkpoint_files
 from pretrain.run import checkpoint
 from pretrain.model.model_dir import read_our_model
 from pretrain.tools.export import export_hf, fill_mask
@@ -217,14 +218,14 @@ def test_flipped_bytes_in_a_checkpoint_are_found_by_export_and_eval(exported, tm
 
         def save_checkpoint(self, save_dir, tag, client_state, save_latest):
             (Path(save_dir) / tag).mkdir(parents=True)
-            torch.save({"module": model.state_dict()}, Path(save_dir) / tag / checkpoint.MODEL_STATES)
+            torch.save({"module": model.state_dict()}, Path(save_dir) / tag / checkpoint_files.MODEL_STATES)
 
     phase = tmp_path / "phase1"
     write_phase_dir(phase, model)  # a checkpoint of before the checksums (no sha256 in meta.json) still loads
     for step in (8, 9):
         checkpoint.save(Engine(), phase, step, {"world_size": 1}, {}, keep=3)
     export_hf(phase, tmp_path / "hf")
-    states = phase / "checkpoints" / "step00000009" / checkpoint.MODEL_STATES
+    states = phase / "checkpoints" / "step00000009" / checkpoint_files.MODEL_STATES
     with open(states, "r+b") as f:  # one byte of a weight: torch.load reads it without complaint
         f.seek(states.stat().st_size // 2)
         byte = f.read(1)
