@@ -26,7 +26,7 @@ from pretrain.run import checkpoint
 from pretrain.run.checkpointer import Checkpointer
 from pretrain.model.attention import choose_attention
 from pretrain.config import TrainConfig
-from pretrain.data.loader import DataState, make_loader, redistribute
+from pretrain.data.loader import DataState, make_loader, model_inputs, redistribute
 from pretrain.run.deepspeed_settings import autocast_dtype, deepspeed_config, single_process_env, zero_stage_for
 from pretrain.run.evaluate import HeldOut, evaluate, format_figures
 from pretrain.model.hf_weights import load_matching, module_names
@@ -275,9 +275,7 @@ def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int, stop:
         start = time.perf_counter()
         batch = next(batches)
         wait = time.perf_counter() - start
-        data_state, problem = batch.pop("data_state"), batch.pop("problem")
-        if problem:
-            raise DataError(problem)
+        batch, data_state = model_inputs(batch)
         counts = batch_counts(batch)
         batch = {k: v.to(engine.device, non_blocking=True) for k, v in batch.items()}
         out = engine(**batch)

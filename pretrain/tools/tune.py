@@ -37,7 +37,7 @@ from typing import Callable, Iterator
 import torch
 
 from wiki2bert_core.config import parse_setting
-from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.errors import ConfigError
 from pretrain.model.attention import available_kernels
 from pretrain.config import load_train_config, model_config, phase_of_length
 from pretrain.model.architectures import architecture, pretraining_model
@@ -454,15 +454,11 @@ def _batches(spec: dict, config) -> Iterator[dict]:
 
     micro_batch = config.micro_batch
     if spec["data"] is not None:
-        from pretrain.data.loader import make_loader, open_data
+        from pretrain.data.loader import make_loader, model_inputs, open_data
 
         data = open_data(Path(spec["data"]), config.seq_len, spec["vocab_size"])
         for batch in make_loader(data, micro_batch, spec["vocab_size"], workers=0, pack=config.pack_sequences):
-            batch.pop("data_state")
-            problem = batch.pop("problem")
-            if problem:
-                raise DataError(problem)
-            yield batch
+            yield model_inputs(batch)[0]
         return
     generator = torch.Generator().manual_seed(config.seed)
     length, vocab_size = spec["seq_len"], spec["vocab_size"]

@@ -32,6 +32,7 @@ def data(tmp_path_factory, write_dataset) -> Path:
 SAME_BYTES_SCRIPT = """
 import sys
 from pathlib import Path
+from pretrain.data.loader import model_inputs
 from pretrain.run import checkpoint
 from pretrain.run import train
 from pretrain.config import load_train_config
@@ -46,8 +47,7 @@ batches = iter(train.make_loader(run.data, 4, run.vocab_size, 0, 1, config.seed,
 saver = checkpoint.BackgroundSaver(engine, out / "background", keep=2, world_size=1)
 for step in (1, 2):  # the second copy goes into the memory of the first
     for micro in range(2):
-        batch = next(batches)
-        batch = {k: v for k, v in batch.items() if k not in ("data_state", "problem")}
+        batch, _ = model_inputs(next(batches))
         engine.backward(engine(**batch).loss)
         engine.step()
     client = {"step": step, "ranks": [{"rng": checkpoint.rng_state()}]}
