@@ -4,7 +4,6 @@ import json
 import os
 import resource
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ import transformers
 
 import model_dirs
 from pretrain.cli import main
+from pretrain_cli import rank_envs
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.wordpiece import write_tokenizer_dir
@@ -274,13 +274,8 @@ def test_export_of_a_real_deepspeed_checkpoint(tmp_path, zero_stage):
     pytest.importorskip("deepspeed")
     phase = tmp_path / "phase1"
     phase.mkdir()
-    with socket.socket() as s:  # a free port for the one-process gloo group
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": "0", "LOCAL_RANK": "0",
-           "WORLD_SIZE": "1"}
     result = subprocess.run([sys.executable, "-c", DEEPSPEED_SCRIPT, str(phase), str(zero_stage)],
-                            env=env, capture_output=True, text=True, timeout=300)
+                            env=rank_envs(1)[0], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     (phase / "tokenizer").mkdir()
     write_tokenizer_dir(phase / "tokenizer", TOKENS)

@@ -30,7 +30,7 @@ from pretrain.model import checkpoint_files
 from pretrain.config import load_train_config
 from pretrain.run.prepare import prepare
 from hdf5_edits import rechunk
-from pretrain_cli import ENV, TINY, metrics, pretrain, wait_for_rows
+from pretrain_cli import ENV, TINY, metrics, pretrain, torchrun, wait_for_rows
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -116,9 +116,8 @@ def test_a_signal_to_one_rank_stops_both_at_the_same_micro_batch(data, tmp_path)
     out = tmp_path / "two"
     args = ["phase1", "--data", str(data), "--out", str(out), *TINY, *LARGE_ACCUMULATION, "--set", "steps=50",
             "--set", "checkpoint_every=100"]
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                "-m", "pretrain.cli"]
-    proc = subprocess.Popen(torchrun + args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    launch = [*torchrun(2), "-m", "pretrain.cli"]
+    proc = subprocess.Popen(launch + args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
         wait_for_rows(out / "phase1", 1, proc)
@@ -208,9 +207,8 @@ def test_a_signal_to_one_rank_during_evaluation_stops_both_within_seconds(data, 
     args = ["phase1", "--data", str(data), "--out", str(out), *TINY, "--set", "micro_batch=2", "--set", "steps=50",
             "--set", "eval_every=1",
             "--eval-data", str(long_held_out), "--set", "eval_samples=60001", "--set", "checkpoint_every=100"]
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                "-m", "pretrain.cli"]
-    proc = subprocess.Popen(torchrun + args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    launch = [*torchrun(2), "-m", "pretrain.cli"]
+    proc = subprocess.Popen(launch + args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
         assert wait_for_evaluation(out / "phase1" / "train.log", proc) == 1
@@ -414,16 +412,15 @@ def test_eval_and_plot_of_a_running_phase_are_not_blocked_by_its_lock(data, two_
 @pytest.mark.slow
 def test_only_global_rank_0_takes_the_lock_and_its_refusal_stops_every_rank(data, tmp_path):
     phase_dir = tmp_path / "run" / "phase1"
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(tmp_path / "run"), *TINY,
-                "--set", "steps=1"]
+    launch = [*torchrun(2), "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(tmp_path / "run"),
+              *TINY, "--set", "steps=1"]
     with held_lock(phase_dir) as holder:
         started = time.monotonic()
-        refused = subprocess.run(torchrun, env=ENV, capture_output=True, text=True, timeout=300)
+        refused = subprocess.run(launch, env=ENV, capture_output=True, text=True, timeout=300)
     assert refused.returncode != 0 and time.monotonic() - started < 120
     assert refused.stderr.count(f"another pretraining run (pid {holder.pid} on ") == 1  # rank 0's line alone
     assert sorted(p.name for p in phase_dir.iterdir()) == [".lock"]
-    done = subprocess.run(torchrun, env=ENV, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(launch, env=ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr  # rank 1 never takes the lock rank 0 holds
     assert [row["step"] for row in metrics(phase_dir)] == [1]
 

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ from pretrain.run.metrics import metrics_step
 from pretrain.run.prepare import prepare
 from pretrain.optim.schedule import WarmupPolyDecay
 from pretrain.run.time_plan import scale_warning
-from pretrain_cli import ENV, TINY, metrics, pretrain, tags
+from pretrain_cli import ENV, TINY, metrics, pretrain, rank_envs, tags, torchrun
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -145,9 +144,8 @@ def test_two_processes_split_the_files_stop_on_sigterm_and_resume(data, tmp_path
     out = tmp_path / "two"
     args = ["phase1", "--data", str(data), "--out", str(out), *TINY, "--set", "steps=200",
             "--set", "checkpoint_every=100"]
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                "-m", "pretrain.cli"]
-    proc = subprocess.Popen(torchrun + args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    launch = [*torchrun(2), "-m", "pretrain.cli"]
+    proc = subprocess.Popen(launch + args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 240
         while not ((out / "phase1" / "metrics.jsonl").is_file() and len(metrics(out / "phase1")) >= 2):
@@ -167,7 +165,7 @@ def test_two_processes_split_the_files_stop_on_sigterm_and_resume(data, tmp_path
     files = [set(rank["data"]["files"]) for rank in client["ranks"]]
     assert not files[0] & files[1] and files[0] | files[1] == {p.name for p in (data / "training").iterdir()}
 
-    resumed = subprocess.run(torchrun + args + ["--set", "steps_this_run=2"], env=ENV, capture_output=True,
+    resumed = subprocess.run(launch + args + ["--set", "steps_this_run=2"], env=ENV, capture_output=True,
                              text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert [m["step"] for m in metrics(out / "phase1")][-3:] == [stopped_at, stopped_at + 1, stopped_at + 2]
@@ -283,12 +281,8 @@ def test_each_rank_checks_a_share_of_the_checksums_and_all_report_a_damage(tmp_p
     damaged = checkpoint_files.checkpoint_dir(tmp_path) / "step00000002" / "zero_pp_rank_1_mp_rank_00_optim_states.pt"
 
     def both_ranks() -> list[str]:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
         ranks = [subprocess.Popen([sys.executable, "-c", VERIFY_SCRIPT, str(tmp_path)], stdout=subprocess.PIPE,
-                                  text=True, env={**ENV, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                                                  "RANK": str(rank), "WORLD_SIZE": "2"}) for rank in range(2)]
+                                  text=True, env=env) for env in rank_envs(2)]
         return [p.communicate(timeout=120)[0].strip() for p in ranks]
 
     assert both_ranks() == ["intact", "intact"]

@@ -17,6 +17,7 @@ from pretrain.tools import tune
 from pretrain.cli import app, main
 from pretrain.config import load_train_config
 from pretrain.tools.tune import Candidate, Trial, estimated_peak, make_setup
+from pretrain_cli import ENV
 
 PINNED = ["--set", "attention=mask", "--set", "model.activation_checkpointing=false"]
 
@@ -279,7 +280,7 @@ def test_a_trial_ends_with_tune_whatever_signal_stops_it(signum):
     command = [sys.executable, "-m", "pretrain.cli", "tune", "--preset", "tiny", "--precision", "fp32", "--budget",
                "600", "--set", "micro_batch=64", *PINNED]  # a trial of micro-batch 64 takes a minute here
     tuner = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+                             env=ENV)
     trial = None
     try:
         deadline = time.monotonic() + 60
