@@ -137,7 +137,7 @@ def measure_memory(args) -> None:
     """The child process of peak_memory: prints {"peak_bytes": ...}."""
     import deepspeed  # noqa: F401  (its libraries are loaded before the footprint is taken)
 
-    from pretrain.tools.tune import PeakMemory
+    from pretrain.run.tune import PeakMemory
 
     batches, vocab_size = batches_of(args, args.memory_steps)
     memory = PeakMemory(cuda=False)

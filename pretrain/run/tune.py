@@ -1,7 +1,7 @@
 """`pretrain tune`: the fastest micro-batch, attention kernel and activation checkpointing that fit this device,
 measured rather than estimated.
 
-Each candidate setting is a trial in a fresh process (`python -m pretrain.tools.tune_trial SPEC`), which ends with
+Each candidate setting is a trial in a fresh process (`python -m pretrain.run.tune_trial SPEC`), which ends with
 this one: the run's model and DeepSpeed engine (train.build_engine, the same config `pretrain phase1/phase2` would
 use, on one rank), WARMUP_STEPS then TIMED_STEPS steps of forward, backward and optimizer step on synthetic
 full-length rows (or micro-batches of --data, read and packed as training reads them). A trial reports the peak
@@ -297,7 +297,7 @@ def run_trial(setup: Setup, candidate: Candidate, timeout: float) -> Trial:
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     try:
-        done = _run_dying_with_us([sys.executable, "-m", "pretrain.tools.tune_trial", json.dumps(spec)], env, timeout)
+        done = _run_dying_with_us([sys.executable, "-m", "pretrain.run.tune_trial", json.dumps(spec)], env, timeout)
     except subprocess.TimeoutExpired:
         return Trial(candidate, "stopped at the budget")
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
