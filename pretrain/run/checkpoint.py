@@ -34,6 +34,7 @@ from wiki2bert_core.files import atomic_write, remove_tree, sha256_file, write_j
 from wiki2bert_core.log import LOGGER_NAME
 from pretrain.model.checkpoint_files import (LATEST, META, Checkpoint, checkpoint_dir, previous_good, unloadable,
                                              verify)
+from pretrain.run.snapshot import Snapshot
 
 UNIVERSAL = "universal"  # <tag>/universal/: the checkpoint as DeepSpeed's universal checkpoint, for other rank counts
 ABANDONED = "abandoned"  # what a rank reports of a background write it abandoned
@@ -72,8 +73,6 @@ class BackgroundSaver:
     leaves a directory without meta.json, never `latest` pointing at it."""
 
     def __init__(self, engine, phase_dir: Path, keep: int, world_size: int):
-        from pretrain.run.snapshot import Snapshot
-
         self.engine, self.phase_dir, self.keep = engine, Path(phase_dir), keep
         self._collecting = _collecting_engine(engine._config)
         self._snapshot = Snapshot()
