@@ -96,7 +96,9 @@ class PhaseDir(ModelDir):
 
     def find_checkpoint(self, purpose: str, tag: str | None = None) -> Checkpoint:
         """Checkpoint `tag`, or the latest; ConfigError if there is none (`purpose`: "export", ...)."""
-        return checkpoint_files.by_tag(self.path, tag) if tag else checkpoint_files.require_latest(self.path, f"to {purpose}")
+        if tag:
+            return checkpoint_files.by_tag(self.path, tag)
+        return checkpoint_files.require_latest(self.path, f"to {purpose}")
 
 
 class HuggingFaceDir(ModelDir):
@@ -153,8 +155,8 @@ def open_model_dir(path: Path) -> ModelDir:
         raise ConfigError(f"{path}: no such model directory")
     phases = sorted(child.name for child in path.iterdir() if child.is_dir() and is_phase_dir(child))
     hint = f"; it is a run directory: name one of its phases ({', '.join(phases)})" if phases else ""
-    raise ConfigError(f"{path}: neither a pretraining phase directory ({checkpoint_files.MODEL_CONFIG}) nor a Hugging Face "
-                      f"model directory ({HF_CONFIG}){hint}")
+    raise ConfigError(f"{path}: neither a pretraining phase directory ({checkpoint_files.MODEL_CONFIG}) nor a Hugging "
+                      f"Face model directory ({HF_CONFIG}){hint}")
 
 
 def encoder_weights(names: list[str], encoder: str) -> list[str]:

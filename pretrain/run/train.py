@@ -227,7 +227,8 @@ def _exit_code(run: Run, step: int, saved: int, stop_signum: int | None) -> int:
         log.info("stopped after step %d of %d (steps_this_run); re-run the same command to continue", step,
                  run.config.steps)
     else:
-        log.info("%s complete: %d steps, checkpoint in %s", run.phase, step, checkpoint_files.checkpoint_dir(run.phase_dir))
+        log.info("%s complete: %d steps, checkpoint in %s", run.phase, step,
+                 checkpoint_files.checkpoint_dir(run.phase_dir))
     return 0
 
 

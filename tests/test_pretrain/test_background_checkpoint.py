@@ -64,7 +64,8 @@ def test_a_background_save_writes_the_bytes_of_a_blocking_one(data, tmp_path, ze
                           env=ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     for tag in ("step00000001", "step00000002"):
-        blocking, background = (checkpoint_files.checkpoint_dir(tmp_path / mode) / tag for mode in ("blocking", "background"))
+        blocking, background = (checkpoint_files.checkpoint_dir(tmp_path / mode) / tag
+                                for mode in ("blocking", "background"))
         names = sorted(p.name for p in blocking.iterdir())
         assert names == sorted(p.name for p in background.iterdir()) and checkpoint_files.META in names
         assert len(names) == (2 if zero_stage == 0 else 3), names  # under ZeRO, the optimizer's shard too

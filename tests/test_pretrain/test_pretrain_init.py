@@ -77,7 +77,8 @@ def test_phase1_starts_from_an_export_and_such_a_run_resumes_exactly(data, expor
     assert (hparams["config"]["objective"], hparams["config"]["preset"]) == ("mlm+nsp", "tiny")
     log = (phase / "train.log").read_text()
     assert f"phase1 starts from {exported.resolve()} (Hugging Face)" in log and "initialised fresh" not in log
-    assert_rows_equal(checkpoint_files.load_weights(checkpoint_files.latest(phase)), HuggingFaceDir(exported).weights())  # lr ~0
+    trained = checkpoint_files.load_weights(checkpoint_files.latest(phase))
+    assert_rows_equal(trained, HuggingFaceDir(exported).weights())  # lr ~0
 
     parts = tmp_path / "parts" / "phase1"
     assert pretrain(*args, "--out", str(parts.parent), "--set", "steps_this_run=2").returncode == 0

@@ -287,9 +287,10 @@ def test_each_rank_checks_a_share_of_the_checksums_and_all_report_a_damage(tmp_p
 
     assert both_ranks() == ["intact", "intact"]
     damaged.write_bytes(b"ba" * 100)  # the second of the two files: rank 1's share
+    ckpt = checkpoint_files.checkpoint_dir(tmp_path)
     expected = (f"{damaged}: its sha256 differs from the one saved with the checkpoint (changed on disk since); the "
-                f"previous complete checkpoint is {checkpoint_files.checkpoint_dir(tmp_path) / 'step00000001'}: to go on "
-                f"from it, write 'step00000001' into {checkpoint_files.checkpoint_dir(tmp_path) / 'latest'}")
+                f"previous complete checkpoint is {ckpt / 'step00000001'}: to go on from it, write 'step00000001' into "
+                f"{ckpt / 'latest'}")
     assert both_ranks() == [expected, expected]
 
 
