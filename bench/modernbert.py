@@ -61,14 +61,13 @@ def random_batches(seq_len: int, micro_batch: int, count: int, vocab_size: int, 
 def data_batches(data: Path, micro_batch: int, count: int) -> tuple[list[dict], int]:
     from wiki2bert_core.variant_dir import find_vocab_file
     from wiki2bert_core.wordpiece import read_vocab
-    from pretrain.data.loader import make_loader, open_data
+    from pretrain.data.loader import make_loader, model_inputs, open_data
 
     vocab_size = len(read_vocab(find_vocab_file(data)))
     batches = []
     for batch, _ in zip(make_loader(open_data(data, None, vocab_size), micro_batch, vocab_size, workers=0),
                         range(count)):
-        batch.pop("data_state"), batch.pop("problem")
-        batches.append(batch)
+        batches.append(model_inputs(batch)[0])
     return batches, vocab_size
 
 
@@ -138,7 +137,7 @@ def measure_memory(args) -> None:
     """The child process of peak_memory: prints {"peak_bytes": ...}."""
     import deepspeed  # noqa: F401  (its libraries are loaded before the footprint is taken)
 
-    from pretrain.tools.tune import PeakMemory
+    from pretrain.run.tune import PeakMemory
 
     batches, vocab_size = batches_of(args, args.memory_steps)
     memory = PeakMemory(cuda=False)

@@ -40,7 +40,7 @@ def measure(hdf5_dir: Path, seq_len: int, micro_batch: int, batches: int, rounds
 
     from wiki2bert_core.wordpiece import read_vocab
     from wiki2bert_core.variant_dir import find_vocab_file
-    from pretrain.data.loader import make_loader, open_data
+    from pretrain.data.loader import make_loader, model_inputs, open_data
     from pretrain.config import model_config
     from pretrain.model.bert.model import BertForPreTraining
     from pretrain.optim.optimizers import build_optimizer
@@ -51,8 +51,7 @@ def measure(hdf5_dir: Path, seq_len: int, micro_batch: int, batches: int, rounds
     data = open_data(variant, seq_len, vocab_size)
     unpacked = []
     for batch, _ in zip(make_loader(data, micro_batch, vocab_size, seed=1, workers=0), range(batches)):
-        batch.pop("data_state"), batch.pop("problem")
-        unpacked.append(batch)
+        unpacked.append(model_inputs(batch)[0])
     inputs = {name: [pack_batch(b) if packed else b for b in unpacked] for name, (packed, _) in layouts.items()}
     real_tokens = sum(int(b["attention_mask"].sum()) for b in unpacked)
     torch.manual_seed(0)

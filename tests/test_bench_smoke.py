@@ -3,13 +3,14 @@ that a change to an internal API a benchmark uses fails here, not when someone n
 are found by glob: a new one needs a --smoke mode and a line in EXPECTED."""
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from pretrain_cli import ENV
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = sorted(p.name for p in (REPO / "bench").glob("[!_]*.py"))  # bench/_*.py: the scripts' helpers
@@ -48,17 +49,15 @@ EXPECTED = {
     "zero_optimizer.py": r"lamb +2 +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+",
 }
 FAST = {"extract.py", "splitter_agreement.py", "vocab_memory.py", "vocab_shard.py"}  # ~1-3 s each; the rest slow
-# One thread a process: several of these start a few processes, which on two cores otherwise oversubscribe them
-# (bench/preemption.py: ~4x slower). CPU only, whatever the machine has.
-ENV = {**{k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                                                           "MASTER_PORT")},
-       "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+# CPU only, whatever the machine has; one thread a process (ENV): several of these start a few processes, which on two
+# cores otherwise oversubscribe them (bench/preemption.py: ~4x slower)
+BENCH_ENV = {**ENV, "CUDA_VISIBLE_DEVICES": ""}
 
 
 @pytest.mark.parametrize("script", [s if s in FAST else pytest.param(s, marks=pytest.mark.slow) for s in SCRIPTS])
 def test_bench_script_smoke(script, tmp_path):
     assert script in EXPECTED, f"bench/{script}: add a pattern of its --smoke output to EXPECTED"
     done = subprocess.run([sys.executable, str(REPO / "bench" / script), "--smoke"], cwd=tmp_path,
-                          env={**ENV, "TMPDIR": str(tmp_path)}, capture_output=True, text=True, timeout=300)
+                          env={**BENCH_ENV, "TMPDIR": str(tmp_path)}, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"bench/{script} --smoke exited {done.returncode}:\n{done.stderr[-3000:]}"
     assert re.search(EXPECTED[script], done.stdout), f"bench/{script} --smoke printed:\n{done.stdout[-3000:]}"

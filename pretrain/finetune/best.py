@@ -23,6 +23,7 @@ from pathlib import Path
 
 from wiki2bert_core.files import atomic_write, read_json, remove_tree, replace_dir, write_json
 from wiki2bert_core.wordpiece import copy_tokenizer_files
+from pretrain.finetune.results_dir import finished_seeds, result_path, writing
 from pretrain.finetune.task import Task
 from pretrain.finetune.train import AUTO_CLASSES, ModelSource
 
@@ -46,8 +47,6 @@ def wanted(out: Path, source: ModelSource, task: Task, save: bool) -> bool:
 
 def best_seed(out: Path, source: ModelSource, task: Task) -> tuple[int, dict[str, float]] | None:
     """The best finished seed and its dev figures; None before the first has finished."""
-    from pretrain.finetune.run import finished_seeds, result_path
-
     seeds = finished_seeds(out, source.name, task.name).get((source.name, task.name), [])
     figures = {seed: read_json(result_path(out, source.name, task.name, seed))["metrics"] for seed in seeds}
     if not figures:
@@ -74,8 +73,6 @@ def write(out: Path, source: ModelSource, task: Task, seed: int, model, test_lab
     saved before), the test files filled in with `test_labels` (one a test example); refit: the main figure of
     the seed fine-tuned again (None: the model is that of its finished run)."""
     from safetensors import SafetensorError
-
-    from pretrain.finetune.run import result_path, writing
 
     place = best_dir(out, source, task)
     keep_model = save or bool(_recorded(out, source, task).get("model_dir"))

@@ -12,9 +12,9 @@ from wiki2bert_core.config import changeable_fields, config_to_dict
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json
 from wiki2bert_core.wordpiece import padded_vocab_size, read_vocab, vocab_difference
-from pretrain.run import checkpoint
 from pretrain.model.attention import available_kernels
-from pretrain.run.checkpoint import Checkpoint
+from pretrain.model import checkpoint_files
+from pretrain.model.checkpoint_files import Checkpoint
 from pretrain.config import ModelConfig, TrainConfig, model_config, preset_of
 from pretrain.model.arch import DEFAULT_ARCH, spec
 from pretrain.data.loader import DataDirectory, open_data
@@ -60,7 +60,7 @@ class InitFrom:
         """Its weights under our parameter names (fp32 from a checkpoint, as stored from a Hugging Face directory)."""
         if self.hugging_face:
             return self.model_dir.weights()
-        return checkpoint.load_weights(checkpoint.by_tag(self.path, self.tag))
+        return checkpoint_files.load_weights(checkpoint_files.by_tag(self.path, self.tag))
 
     def __str__(self) -> str:
         return f"{self.path} (Hugging Face)" if self.hugging_face else f"{self.path}, step {self.step}"
@@ -104,7 +104,7 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
     vocab_dir = find_vocab_file(data_dir, vocab_dir).parent
     vocab = read_vocab(vocab_dir / "vocab.txt")
 
-    resume = checkpoint.latest(phase_dir)
+    resume = checkpoint_files.latest(phase_dir)
     if resume is not None and not (phase_dir / HPARAMS).is_file():
         raise DataError(f"{phase_dir / HPARAMS}: missing, so the checkpoint's settings are unknown")
     hparams = read_json(phase_dir / HPARAMS) if resume else None

@@ -4,7 +4,6 @@ import json
 import os
 import resource
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,9 +14,11 @@ import transformers
 
 import model_dirs
 from pretrain.cli import main
+from pretrain_cli import rank_envs
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.wordpiece import write_tokenizer_dir
+from pretrain.model import checkpoint_files
 from pretrain.run import checkpoint
 from pretrain.model.model_dir import read_our_model
 from pretrain.tools.export import export_hf, fill_mask
@@ -217,14 +218,14 @@ def test_flipped_bytes_in_a_checkpoint_are_found_by_export_and_eval(exported, tm
 
         def save_checkpoint(self, save_dir, tag, client_state, save_latest):
             (Path(save_dir) / tag).mkdir(parents=True)
-            torch.save({"module": model.state_dict()}, Path(save_dir) / tag / checkpoint.MODEL_STATES)
+            torch.save({"module": model.state_dict()}, Path(save_dir) / tag / checkpoint_files.MODEL_STATES)
 
     phase = tmp_path / "phase1"
     write_phase_dir(phase, model)  # a checkpoint of before the checksums (no sha256 in meta.json) still loads
     for step in (8, 9):
         checkpoint.save(Engine(), phase, step, {"world_size": 1}, {}, keep=3)
     export_hf(phase, tmp_path / "hf")
-    states = phase / "checkpoints" / "step00000009" / checkpoint.MODEL_STATES
+    states = phase / "checkpoints" / "step00000009" / checkpoint_files.MODEL_STATES
     with open(states, "r+b") as f:  # one byte of a weight: torch.load reads it without complaint
         f.seek(states.stat().st_size // 2)
         byte = f.read(1)
@@ -273,13 +274,8 @@ def test_export_of_a_real_deepspeed_checkpoint(tmp_path, zero_stage):
     pytest.importorskip("deepspeed")
     phase = tmp_path / "phase1"
     phase.mkdir()
-    with socket.socket() as s:  # a free port for the one-process gloo group
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": "0", "LOCAL_RANK": "0",
-           "WORLD_SIZE": "1"}
     result = subprocess.run([sys.executable, "-c", DEEPSPEED_SCRIPT, str(phase), str(zero_stage)],
-                            env=env, capture_output=True, text=True, timeout=300)
+                            env=rank_envs(1)[0], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     (phase / "tokenizer").mkdir()
     write_tokenizer_dir(phase / "tokenizer", TOKENS)

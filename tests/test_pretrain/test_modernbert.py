@@ -403,7 +403,7 @@ def test_finetune_takes_a_modernbert_on_every_task_kind(tmp_path):
 
 
 def test_tune_tries_the_kernels_that_take_a_window_with_the_recipe_of_the_length():
-    from pretrain.tools import tune
+    from pretrain.run import tune
 
     setup, pinned = tune.make_setup("tiny", 1024, 0, "fp32", 0.5, ["arch=modernbert"], None)
     assert (setup.arch, setup.phase, setup.optimizer) == ("modernbert", "phase1", "adamw")
