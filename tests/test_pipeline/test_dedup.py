@@ -209,6 +209,28 @@ def test_a_shared_boilerplate_header_alone_does_not_merge(tmp_path, run_stage_fu
     assert counts["documents_kept"] == 30 and removed_lines(out) == []
 
 
+def test_an_ngram_no_document_reaches_and_preferred_sources_not_in_the_run_are_warned_of(tmp_path,
+                                                                                          run_stage_function, caplog):
+    """Both silently decided nothing: near duplicates were not looked for, no kept copy was chosen by source."""
+    words = Words(17)
+    short = write_corpus(tmp_path / "short", [[(DocumentRecord("web", f"d{n}"), sentences_of(words(4)))
+                                               for n in range(20)]])
+    with caplog.at_level(logging.WARNING):
+        run_stage_function(run, DedupConfig(prefer_sources=["news", "books"]), tmp_path, {"filter": short})
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        "dedup: dedup.ngram is 5 and no document has more tokens (the longest: 4): each is one shingle, its whole "
+        "text, so only copies with the same tokens merge and near-duplicate detection is off; lower dedup.ngram",
+        "dedup: dedup.prefer_sources names no source of this run (news, books; its sources: web): it decides no "
+        "cluster's kept copy"]
+    caplog.clear()
+    long = write_corpus(tmp_path / "long", [[(DocumentRecord("web", f"d{n}"), sentences_of(words(6)))
+                                             for n in range(20)]])
+    with caplog.at_level(logging.WARNING):  # the default preference (wikipedia) in a run without a dump: no warning
+        run_stage_function(run, DedupConfig(), tmp_path, {"filter": long}, "default")
+        run_stage_function(run, DedupConfig(ngram=3, prefer_sources=["web"]), tmp_path, {"filter": short}, "fits")
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+
+
 def test_the_kept_copy_is_the_preferred_source_then_the_longest_then_the_first(tmp_path, run_stage_function):
     words = Words(5)
     text = words(300)

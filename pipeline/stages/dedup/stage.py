@@ -153,6 +153,7 @@ def run(config: DedupConfig, ctx: StageContext) -> StageCounts:
         raise DataError(f"{ctx.inputs['filter']}: {documents:,} documents; dedup numbers them in 32 bits: at most "
                         f"{(1 << 32) - 1:,} a run")
     files = [t.files for t in tasks]
+    _warn_of_settings_that_decide_nothing(config, files, {name for r in signed for name in r["sources"]}, ctx)
     numbers = InputNumbers([r["documents"] for r in signed])
 
     pair_keys, pair_counts = _merged_pairs(config, files, numbers, sum(r["records"] for r in signed), ctx)
@@ -187,6 +188,24 @@ def run(config: DedupConfig, ctx: StageContext) -> StageCounts:
                         "clusters": report["clusters"]["count"], "largest_cluster": report["clusters"]["largest"]},
                        sources={name: {"documents_kept": row["documents_kept"], "removed": row["exact"] + row["near"]}
                                 for name, row in report["sources"].items()})
+
+
+def _warn_of_settings_that_decide_nothing(config: DedupConfig, files: list[PartFiles], sources: set[str],
+                                          ctx: StageContext) -> None:
+    """A warning for an `ngram` no document reaches (each document is then one shingle, its whole text: only copies
+    with the same tokens merge) and for a `prefer_sources` (other than the default) that names no source here."""
+    if config.method == "minhash":
+        longest = 0
+        for part in files:
+            with np.load(part.info) as info:
+                longest = max(longest, int(info["tokens"].max(initial=0)))
+        if longest <= config.ngram:
+            ctx.log.warning("dedup: dedup.ngram is %d and no document has more tokens (the longest: %d): each is one "
+                            "shingle, its whole text, so only copies with the same tokens merge and near-duplicate "
+                            "detection is off; lower dedup.ngram", config.ngram, longest)
+    if config.prefer_sources not in ([], DedupConfig().prefer_sources) and not sources & set(config.prefer_sources):
+        ctx.log.warning("dedup: dedup.prefer_sources names no source of this run (%s; its sources: %s): it decides "
+                        "no cluster's kept copy", ", ".join(config.prefer_sources), ", ".join(sorted(sources)))
 
 
 def _settings_key(config: DedupConfig) -> str:
