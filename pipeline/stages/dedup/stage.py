@@ -20,8 +20,10 @@ Passes, each parallel over `ctx.executor` but the third:
 5. per part: the kept documents and their records, and the removed ones' lines of `removed.jsonl`.
 Memory: in pass 1, a part's signatures and records (~700 bytes a document) and the arrays of one batch of text
 (~70 bytes a character of BATCH_CHARS, or of one longer document); in pass 2, a partition's records
-(`partition_mib`); in pass 3, 16 bytes per merged pair, ~50 per document in a cluster and the source and id of
-each cluster's kept copy: it grows with the duplicates, never with the documents that have none.
+(`partition_mib`) in its task, and in the main process the merged pairs, each once (8 bytes: a pair is found in up
+to bands + 1 partitions, and the repeats are dropped as they come in); in pass 3, ~50 bytes per document in a
+cluster (~90 while the clusters are made) and the name of each cluster's kept copy as JSON (~50 bytes): the main
+process grows with the duplicates, never with the documents that have none (docs/performance.md#dedup).
 
 Outputs: the kept documents (`part-*.txt` + `part-*.docs.jsonl`, the parts of the input), `removed.jsonl` (per
 removed document in input order: its source, id (and piece, where the filter cut a long document) and title, the
