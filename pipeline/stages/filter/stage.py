@@ -121,7 +121,7 @@ def run(config: FilterConfig, ctx: StageContext) -> StageCounts:
     if documents.sum() == 0:
         raise DataError(f"{ctx.inputs['sentences']}: no documents in {len(parts)} part file(s)")
     if documents[KEPT] == 0:
-        raise DataError(f"filter: all {documents.sum():,} documents were dropped ("
+        raise DataError(f"filter: all {documents.sum():,} documents of language {ctx.lang} were dropped ("
                         + ", ".join(f"{REASONS[i - 1]} {n:,}" for i, n in enumerate(documents) if i and n)
                         + "): check --lang and the filter thresholds in stages.yaml")
 
@@ -146,11 +146,16 @@ def run(config: FilterConfig, ctx: StageContext) -> StageCounts:
                                 for name, figures in report["sources"].items()})
 
 
+def unknown_to_langid(config: FilterConfig, language: str) -> bool:
+    """Whether the language identifier config.langid does not know `language`: the language check is then off."""
+    return config.langid != "none" and language not in identifier(config.langid)[1]
+
+
 def _language_check(config: FilterConfig, language: str, ctx: StageContext) -> tuple[bool, str]:
     """(whether documents are checked for `language`, what report.json says about it)."""
     if config.langid == "none":
         return False, "off"
-    if language not in identifier(config.langid)[1]:
+    if unknown_to_langid(config, language):
         note = f"skipped: {config.langid} does not know language {language!r} (set filter.language or filter.langid)"
         ctx.log.warning("filter: language check %s", note)
         return False, note
