@@ -90,9 +90,9 @@ def default_max_predictions(rate: float, seq_len: int) -> int:
 
 def original_tokens(input_ids: np.ndarray, masked_lm_positions: np.ndarray, masked_lm_ids: np.ndarray) -> np.ndarray:
     """Rows' tokens before their stored masks: input_ids with masked_lm_ids put back at masked_lm_positions (slots of
-    position 0 or id 0 are padding)."""
+    position 0 are padding; an id 0 in a used slot is a token, e.g. a SentencePiece model's <unk>)."""
     tokens = input_ids.copy()
-    used = used_positions(masked_lm_positions) & (masked_lm_ids != 0)
+    used = used_positions(masked_lm_positions)
     rows = np.broadcast_to(np.arange(len(tokens))[:, None], used.shape)
     tokens[rows[used], masked_lm_positions[used]] = masked_lm_ids[used]
     return tokens
