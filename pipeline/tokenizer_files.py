@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from wiki2bert_core.errors import DataError, first_line
+from wiki2bert_core.errors import ConfigError, DataError, first_line
 from wiki2bert_core.files import atomic_write, sha256_file, write_json
 from wiki2bert_core.wordpiece import (ROBERTA_SPECIAL_TOKENS, SPECIAL_TOKENS, SPECIAL_TOKENS_FILE, SPECIAL_TOKENS_MAP,
                                       read_vocab, special_token_names, transformers_name, wordpiece_tokenizer, write_tokenizer_files)
@@ -68,11 +68,12 @@ def fingerprints(source: str | None) -> dict:
 
 def adopt(source: Path, out_dir: Path, lowercase: bool, strip_accents: bool) -> tuple[Tokenizer, str]:
     """Write the tokenizer `source` as a tokenizer directory `out_dir`; returns it and its kind. DataError naming
-    `source` for one that cannot be read or does not fit."""
+    `source` for one that cannot be read, ConfigError for one that does not fit (another tokenizer, or
+    vocab.lowercase, fixes it)."""
     source = Path(source)
     where = f"--tokenizer {source}"
     if not source.exists():
-        raise DataError(f"{where}: does not exist")
+        raise ConfigError(f"{where}: does not exist")
     folder = source if source.is_dir() else None
     files = source_files(source)
     json_file = next((f for f in files if f.name == "tokenizer.json" or (folder is None and f.suffix == ".json")), None)
@@ -89,7 +90,7 @@ def adopt(source: Path, out_dir: Path, lowercase: bool, strip_accents: bool) -> 
         write_tokenizer_files(out_dir, vocab, lowercase=lowercase, strip_accents=strip_accents)
         return wordpiece_tokenizer(vocab, lowercase, strip_accents), "wordpiece"
     else:
-        raise DataError(f"{where}: no tokenizer.json, SentencePiece .model or vocab.txt in it")
+        raise ConfigError(f"{where}: no tokenizer.json, SentencePiece .model or vocab.txt in it")
     kind = tokenizer_kind(tokenizer, where)
     names = special_token_names(folder) if folder is not None and (folder / SPECIAL_TOKENS_FILE).is_file() \
         else _names_by_spelling(tokenizer)
@@ -97,9 +98,9 @@ def adopt(source: Path, out_dir: Path, lowercase: bool, strip_accents: bool) -> 
     missing = [f"{transformers_name(role)} ({_spellings(role, names)})" for role in SPECIAL_TOKENS
                if names.get(role) not in vocab]
     if missing:
-        raise DataError(f"{where}: no {', no '.join(missing)} in its vocabulary")
+        raise ConfigError(f"{where}: no {', no '.join(missing)} in its vocabulary")
     if lowercases(tokenizer) != lowercase:
-        raise DataError(f"{where}: {'lowercases' if lowercases(tokenizer) else 'keeps the case of'} the text, but "
+        raise ConfigError(f"{where}: {'lowercases' if lowercases(tokenizer) else 'keeps the case of'} the text, but "
                         f"vocab.lowercase is {str(lowercase).lower()}; set vocab.lowercase={str(not lowercase).lower()}")
     write_tokenizer_dir(out_dir, tokenizer, names, folder)
     return tokenizer, kind

@@ -194,7 +194,7 @@ def test_learnt_method_through_hdf5_loads_in_autotokenizer(base, tmp_path, metho
 def test_tokenizer_without_mask_is_one_line(base, tmp_path):
     folder = byte_level_folder(base[1], tmp_path / "nomask", special=["<s>", "<pad>", "</s>", "<unk>"])
     _, result = run_with(base, tmp_path, "--tokenizer", folder)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert result.stderr.strip() == f"error: --tokenizer {folder}: no mask_token ([MASK] or <mask>) in its vocabulary"
 
 
@@ -205,7 +205,7 @@ def test_lowercasing_that_disagrees_is_one_line(base, tmp_path):
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.save(str(folder / "tokenizer.json"))
     _, result = run_with(base, tmp_path, "--tokenizer", folder)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert result.stderr.strip() == (f"error: --tokenizer {folder}: lowercases the text, but vocab.lowercase is "
                                      "false; set vocab.lowercase=true")
 
