@@ -19,6 +19,7 @@ from pipeline.stages.hdf5.tokenize import id_dtype, token_batches
 from pipeline.text_files import iter_documents
 from pipeline.tools.verify import verify_path
 from wiki2bert_core.masking import MaskingVocab, original_tokens
+from wiki2bert_core.wordpiece import read_vocab
 
 SETTINGS = ["--set", "shard.num_shards=2", "--set", "hdf5.dupe_factor=1", "--set", "vocab.vocab_size=1500",
             "--set", "hdf5.variants=[{max_seq_length: 64, max_predictions_per_seq: 10}]"]
@@ -175,6 +176,9 @@ def test_byte_level_bpe_folder_and_a_changed_tokenizer(base, tmp_path):
 def test_learnt_method_through_hdf5_loads_in_autotokenizer(base, tmp_path, method, word_start):
     from transformers import AutoTokenizer
 
+    from pretrain.config import TrainConfig
+    from pretrain.run.prepare import _dynamic_masking
+
     work, result = run_with(base, tmp_path, "--set", f"vocab.method={method}")
     assert result.returncode == 0, result.stderr
     vocab_dir = work / "hu" / "vocab"
@@ -184,6 +188,14 @@ def test_learnt_method_through_hdf5_loads_in_autotokenizer(base, tmp_path, metho
     assert 1000 < tokenizer.get_vocab_size() <= 1500
     check_through_hdf5(work, tokenizer, dict(zip(("[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"), ROBERTA)),
                        method, word_start)
+    variant = variant_of(work)
+    loader_masking = _dynamic_masking(TrainConfig(), read_vocab(variant / "vocab.txt"), variant, variant, 64)
+    assert (loader_masking.vocab.cls_id, loader_masking.vocab.pad_id, loader_masking.vocab.mask_id) == (0, 1, 4)
+    pieces = tokenizer.encode("Budapest fővárosa", add_special_tokens=False).tokens
+    assert loader_masking.vocab.continues_word[tokenizer.encode("Budapest fővárosa",
+                                                                add_special_tokens=False).ids].tolist() == [
+        not piece.startswith(word_start) for piece in pieces]
+    assert not set(loader_masking.vocab.replacement_ids.tolist()) & {0, 1, 2, 3, 4}
     auto = AutoTokenizer.from_pretrained(str(vocab_dir))
     sentence = "Budapest Magyarország fővárosa."
     assert auto(sentence).input_ids == tokenizer.encode(sentence).ids
