@@ -249,3 +249,14 @@ def test_masking_vocab_of_a_word_start_marker():
     assert masking.replacement_ids.tolist() == [5, 6, 7, 8]
     assert np.flatnonzero(masking.continues_word).tolist() == [6, 8]
     assert (masking.cls_id, masking.sep_id, masking.pad_id, masking.mask_id) == (0, 2, 1, 4)
+
+
+def test_several_languages_adopt_it_for_the_mix(tmp_path):
+    """--tokenizer is the mix's vocab setting (one vocabulary for all languages), made absolute."""
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "tokenizer.json").write_text("{}")
+    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "config", "--lang", "hu,fi", "--tokenizer", "tok"],
+                            capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if "vocab.tokenizer:" in line]
+    assert [line.split("  #")[0] for line in lines] == [f'vocab.tokenizer: "{tmp_path / "tok"}"']
