@@ -43,7 +43,7 @@ def worker(arch: str, preset: str, zero_stage: int, micro_batch: int, precision:
     import deepspeed
 
     from pretrain.config import model_config
-    from pretrain.model.architectures import pretraining_model
+    from pretrain.model.arch import pretraining_model
     from pretrain.optim.optimizers import build_optimizer
     from pretrain.optim.zero_partitions import use_tensor_trust_ratios
 

@@ -53,7 +53,7 @@ def measure(data: Path, out: Path, preset: str, global_batch: int, micro_batch: 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, help="an HDF5 variant directory with a test/ split (default: generated)")
-    parser.add_argument("--preset", default="tiny", help="model size (pretrain/config.py PRESETS)")
+    parser.add_argument("--preset", default="tiny", help="model size (pretrain/model/bert/ PRESETS)")
     parser.add_argument("--global-batch", type=int, default=64)
     parser.add_argument("--micro-batch", type=int, default=32, help="sequences per micro-batch (evaluation's too)")
     parser.add_argument("--eval-samples", type=int, default=1000, help="held-out instances evaluated")

@@ -170,7 +170,7 @@ def run_case(arch: str, preset: str, seq_len: int, args, device, dtype) -> dict[
     import torch
 
     from pretrain.config import model_config
-    from pretrain.model.architectures import architecture, pretraining_model
+    from pretrain.model.arch import pretraining_model, spec
     from pretrain.optim.optimizers import build_optimizer
 
     base_mb = args.micro_batch or MICRO_BATCH.get((preset, seq_len) if arch == "bert" else (arch, preset, seq_len), 8)
@@ -180,7 +180,7 @@ def run_case(arch: str, preset: str, seq_len: int, args, device, dtype) -> dict[
                 dict(max_position_embeddings=max(8192, seq_len)))
     best: dict[str, tuple[Variant, dict]] = {}
     cache: dict[int, tuple[list[dict], int]] = {}
-    for variant in variants(device, base_mb, args.smoke, architecture(arch).windows):
+    for variant in variants(device, base_mb, args.smoke, spec(arch).windows):
         if variant.micro_batch not in cache:
             cache[variant.micro_batch] = (hdf5_batches(args.hdf5, seq_len, variant.micro_batch, args.batches)
                                           if args.hdf5 else

@@ -36,7 +36,7 @@ def measure(data_dir: Path, preset: str, micro_batch: int, steps: int, rounds: i
     from pretrain.data.loader import BatchPlan, BatchReader, make_loader, open_data
     from pretrain.data.masking import DynamicMasking
     from wiki2bert_core.masking import MaskingVocab, default_max_predictions
-    from pretrain.model.bert import BertForPreTraining
+    from pretrain.model.bert.model import BertForPreTraining
     from pretrain.optim.optimizers import build_optimizer
 
     vocab = read_vocab(find_vocab_file(data_dir))
@@ -82,7 +82,7 @@ def measure(data_dir: Path, preset: str, micro_batch: int, steps: int, rounds: i
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, help="an HDF5 variant directory at seq 128 (default: generated)")
-    parser.add_argument("--preset", default="mini", help="model size (pretrain/config.py PRESETS)")
+    parser.add_argument("--preset", default="mini", help="model size (pretrain/model/bert/ PRESETS)")
     parser.add_argument("--micro-batch", type=int, default=32, help="sequences per micro-batch")
     parser.add_argument("--steps", type=int, default=20, help="measured steps per mode and round")
     parser.add_argument("--rounds", type=int, default=3)

@@ -1,5 +1,5 @@
 """Benchmark of ModernBERT pretraining on CPU: real (non-padding) tokens/s and peak memory of our ModernBERT
-(pretrain/model/modernbert.py: packed rows, the head on the masked positions only) against
+(pretrain/model/modernbert/model.py: packed rows, the head on the masked positions only) against
 `transformers.ModernBertForMaskedLM` of the same config and weights, on the same micro-batches, with the same optimizer
 (AdamW, ModernBERT's recipe) under the same DeepSpeed config, in one process, in alternating rounds (load on a shared
 machine hits all alike). transformers runs twice: as it comes (logits at every position) and with its own
@@ -92,7 +92,7 @@ def build(name: str, preset: str, vocab_size: int, micro_batch: int):
 
     from pretrain.config import load_train_config, model_config
     from pretrain.data.packing import pack_batch
-    from pretrain.model.architectures import pretraining_model
+    from pretrain.model.arch import pretraining_model
     from pretrain.model.hf_config import hf_config
     from pretrain.optim.optimizers import build_optimizer
     from pretrain.run.deepspeed_settings import deepspeed_config, single_process_env

@@ -42,7 +42,7 @@ def measure(hdf5_dir: Path, seq_len: int, micro_batch: int, batches: int, rounds
     from wiki2bert_core.variant_dir import find_vocab_file
     from pretrain.data.loader import make_loader, open_data
     from pretrain.config import model_config
-    from pretrain.model.bert import BertForPreTraining
+    from pretrain.model.bert.model import BertForPreTraining
     from pretrain.optim.optimizers import build_optimizer
     from pretrain.data.packing import pack_batch
 
@@ -88,7 +88,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seq", type=int, nargs="+", default=[128, 512])
     parser.add_argument("--nested", action="store_true", help="also the packed batch through the nested kernel")
-    parser.add_argument("--preset", default="mini", help="model size (pretrain/model/bert.py PRESETS)")
+    parser.add_argument("--preset", default="mini", help="model size (pretrain/model/bert/ PRESETS)")
     parser.add_argument("--smoke", action="store_true",
                         help="generated data, tiny, seq 512, 1 micro-batch of 2, 1 round, --nested")
     args = parser.parse_args()

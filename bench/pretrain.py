@@ -80,7 +80,7 @@ def compare_models(run_dir: Path, data: Path, vocab_size: int, micro_batch: int,
     from pretrain.data.loader import make_loader, open_data
     from pretrain.model.hf_config import hf_config
     from pretrain.config import ModelConfig
-    from pretrain.model.bert import BertForPreTraining
+    from pretrain.model.bert.model import BertForPreTraining
     from pretrain.optim.optimizers import build_optimizer
     from pretrain.run.deepspeed_settings import single_process_env
 
@@ -138,7 +138,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps-per-round", type=int, default=4)
     parser.add_argument("--cli-steps", type=int, default=20)
-    parser.add_argument("--preset", default="mini", help="model size (pretrain/model/bert.py PRESETS)")
+    parser.add_argument("--preset", default="mini", help="model size (pretrain/model/bert/ PRESETS)")
     parser.add_argument("--smoke", action="store_true", help="random data over 1,024 tokens, tiny, micro-batch 4, "
                                                              "3 CLI steps (2 warm-up), 1 round of 1 step")
     args = parser.parse_args()

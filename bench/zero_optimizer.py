@@ -48,7 +48,7 @@ def measure(preset: str, optimizer_name: str, stage: int, precision: str, micro_
     import deepspeed
 
     from pretrain.config import model_config
-    from pretrain.model.bert import BertForPreTraining
+    from pretrain.model.bert.model import BertForPreTraining
     from pretrain.optim.optimizers import build_optimizer
     from pretrain.optim.zero_partitions import use_tensor_trust_ratios
 

@@ -14,6 +14,7 @@ import typer
 
 from wiki2bert_core.errors import ConfigError, run_cli
 from wiki2bert_core.utf8_paths import utf8_path, utf8_text
+from pretrain.model.arch import DEFAULT_ARCH
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
 
@@ -56,7 +57,7 @@ def phase1(data: Path = typer.Option(..., "--data", callback=utf8_path,
            set_: Optional[list[str]] = SetOpt, deepspeed_config: Optional[Path] = DsOpt,
            vocab: Optional[Path] = VocabOpt, eval_data: Optional[Path] = EvalDataOpt) -> None:
     """Phase 1: sequence length 128 (ModernBERT: 1,024) from random weights, or from those of --init, with a fresh
-    schedule and optimizer (recipe: pretrain/configs/phase1.yaml, or modernbert-phase1.yaml)."""
+    schedule and optimizer (recipe: pretrain/model/<arch>/phase1.yaml)."""
     _train("phase1", data, out, preset, config, set_, deepspeed_config, vocab, init, eval_data)
 
 
@@ -72,7 +73,7 @@ def phase2(data: Path = typer.Option(..., "--data", callback=utf8_path,
            set_: Optional[list[str]] = SetOpt, deepspeed_config: Optional[Path] = DsOpt,
            vocab: Optional[Path] = VocabOpt, eval_data: Optional[Path] = EvalDataOpt) -> None:
     """Phase 2: sequence length 512 (ModernBERT: 8,192, the global layers' RoPE base raised) from phase 1's weights,
-    with a fresh schedule and optimizer (recipe: pretrain/configs/phase2.yaml, or modernbert-phase2.yaml)."""
+    with a fresh schedule and optimizer (recipe: pretrain/model/<arch>/phase2.yaml)."""
     _train("phase2", data, out, preset, config, set_, deepspeed_config, vocab, init, eval_data)
 
 
@@ -206,7 +207,8 @@ def estimate(preset: str = typer.Option("large", "--preset", help="Model size"),
              optimizer: str = typer.Option("lamb", "--optimizer", help="lamb, lans or adamw"),
              activation_checkpointing: bool = typer.Option(False, "--activation-checkpointing"),
              vocab_size: int = typer.Option(30522, "--vocab-size", min=1, help="Tokens in vocab.txt"),
-             arch: str = typer.Option("bert", "--arch", help="bert or modernbert"),
+             arch: str = typer.Option(DEFAULT_ARCH, "--arch", help="Architecture: bert, modernbert (a folder of "
+                                      "pretrain/model/)"),
              attention: str = typer.Option("mask", "--attention",
                                            help="Attention kernel: mask (its score matrices counted: the most it "
                                            "can take) or flash (none stored)")) -> None:
@@ -215,9 +217,9 @@ def estimate(preset: str = typer.Option("large", "--preset", help="Model size"),
     from pretrain.config import load_train_config, phase_of_length
     from pretrain.tools.estimate import estimate_memory, format_estimate
 
-    if micro_batch is None:
-        micro_batch = load_train_config(phase_of_length(seq, arch), values={"arch": arch}).micro_batch
     try:
+        if micro_batch is None:
+            micro_batch = load_train_config(phase_of_length(seq, arch), values={"arch": arch}).micro_batch
         result = estimate_memory(preset, vocab_size, zero, gpus, micro_batch, seq, precision=precision,
                                  optimizer=optimizer, activation_checkpointing=activation_checkpointing, arch=arch,
                                  attention=attention)

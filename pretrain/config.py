@@ -1,11 +1,12 @@
-"""The settings of a pretraining phase (`TrainConfig`) and of the model (`ModelConfig`, its size presets).
+"""The settings of a pretraining phase (`TrainConfig`) and of the model (`ModelConfig`, sized by its arch's presets).
 
-The `TrainConfig` defaults are the phase-1 recipe; a phase's effective settings are those defaults <- its recipe
-(`configs/phase1.yaml`, `configs/phase2.yaml`: what differs) <- `--config FILE` <- `--set KEY=VALUE` <- flags such as
+The `TrainConfig` defaults are the phase-1 recipe; a phase's effective settings are those defaults <- its arch's recipe
+(`pretrain/model/<arch>/<phase>.yaml`: what differs) <- `--config FILE` <- `--set KEY=VALUE` <- flags such as
 --preset, layered and type-checked by `wiki2bert_core.config.layered`, so a mistake is one ConfigError line naming
 the file (or flag) and the key, exactly as for stages.yaml. `pretrain config` prints them with their descriptions (the
 comments on the fields). Fields declared `changeable` may differ in a resumed run (`TrainConfig`) or in phase 2 from
 phase 1's model (`ModelConfig`); the others are checked against the run or model being continued (prepare.py).
+What differs by arch (presets, defaults, own settings, checks, recipes) is the arch's (pretrain/model/arch.py).
 No torch here: `pretrain config` runs in a plain install.
 """
 from __future__ import annotations
@@ -19,21 +20,18 @@ from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.config import SettingError, changeable, coerce, layered, parse_setting, read_yaml
 from wiki2bert_core.mixture import check_alpha, check_weights
 from wiki2bert_core.wordpiece import padded_vocab_size
+from pretrain.model.arch import DEFAULT_ARCH, names, spec
 
-RECIPE_DIR = Path(__file__).resolve().parent / "configs"
 PHASES = ("phase1", "phase2")
-
-
-ARCHS = ("bert", "modernbert")
 
 
 @dataclasses.dataclass
 class ModelConfig:
     vocab_size: int  # tokens of vocab.txt padded to a multiple of 8 (from the vocabulary, not a setting)
-    # bert: BERT (post-LayerNorm, absolute position embeddings, GELU, biases: model/bert.py); modernbert: ModernBERT
-    # (pre-LayerNorm, rotary positions, GeGLU, no biases, global and sliding-window layers: model/modernbert.py).
+    # bert: BERT (post-LayerNorm, absolute position embeddings, GELU, biases: model/bert/); modernbert: ModernBERT
+    # (pre-LayerNorm, rotary positions, GeGLU, no biases, global and sliding-window layers: model/modernbert/).
     # The phase's `arch` sets it
-    arch: Literal["bert", "modernbert"] = "bert"
+    arch: str = DEFAULT_ARCH
     hidden_size: int = 768  # width of the encoder
     num_hidden_layers: int = 12  # Transformer layers
     num_attention_heads: int = 12  # attention heads per layer (hidden_size must be a multiple)
@@ -53,7 +51,7 @@ class ModelConfig:
     local_attention: int = 128
     global_attn_every_n_layers: int = 3  # modernbert: layers 0, n, 2n, ... attend globally, the others locally
     # modernbert: RoPE base of the global layers; raising it extends the context (ModernBERT: 10,000 at 1,024
-    # tokens, 160,000 for 8,192: configs/modernbert-phase2.yaml)
+    # tokens, 160,000 for 8,192: model/modernbert/phase2.yaml)
     global_rope_theta: float = changeable(10000.0)
     local_rope_theta: float = 10000.0  # modernbert: RoPE base of the local layers
     initializer_range: float = changeable(0.02)  # standard deviation of the initial weights
@@ -73,92 +71,45 @@ class ModelConfig:
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"model config: pad_token_id {self.pad_token_id} outside the vocabulary "
                              f"(size {self.vocab_size})")
-        if self.arch not in ARCHS:
-            raise ValueError(f"model config: unknown arch {self.arch!r} (known: {', '.join(ARCHS)})")
-        if self.arch == "modernbert":
-            head_dim = self.hidden_size // self.num_attention_heads
-            if head_dim % 2:
-                raise ValueError(f"model config: head dimension {head_dim} (hidden_size {self.hidden_size} / "
-                                 f"num_attention_heads {self.num_attention_heads}) is odd; RoPE rotates pairs of "
-                                 f"dimensions, so it must be even")
-            if self.local_attention < 2 or self.global_attn_every_n_layers < 1:
-                raise ValueError(f"model config: local_attention must be at least 2 and global_attn_every_n_layers "
-                                 f"at least 1, got {self.local_attention} and {self.global_attn_every_n_layers}")
-            if not (self.global_rope_theta > 0 and self.local_rope_theta > 0):
-                raise ValueError(f"model config: the RoPE bases must be positive, got global_rope_theta "
-                                 f"{self.global_rope_theta} and local_rope_theta {self.local_rope_theta}")
+        try:
+            arch = spec(self.arch)
+        except ValueError as e:
+            raise ValueError(f"model config: {e}") from None
+        arch.check_model(self)
 
     def is_global_layer(self, layer: int) -> bool:
         """ModernBERT: whether layer `layer` (0-based) attends globally (else within its window)."""
         return layer % self.global_attn_every_n_layers == 0
 
 
-# tiny/mini/small follow Google's BERT miniatures (for CPU runs and tests); base and large are BERT's own;
-# 1.5b and 5b are the sizes of Habana's large-scale DeepSpeed BERT runs.
-PRESETS: dict[str, dict] = {
-    "tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512),
-    "mini": dict(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, intermediate_size=1024),
-    "small": dict(num_hidden_layers=4, hidden_size=512, num_attention_heads=8, intermediate_size=2048),
-    "base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072),
-    "large": dict(num_hidden_layers=24, hidden_size=1024, num_attention_heads=16, intermediate_size=4096),
-    "1.5b": dict(num_hidden_layers=48, hidden_size=1600, num_attention_heads=25, intermediate_size=6400),
-    "5b": dict(num_hidden_layers=63, hidden_size=2560, num_attention_heads=40, intermediate_size=10240),
-}
-# base and large are ModernBERT-base's and -large's published shapes (22 and 28 layers); the others keep the BERT
-# preset's layers, width and heads, with a GeGLU as wide as gives the same feed-forward parameters as BERT's
-# (3 x intermediate x hidden = 2 x 4 x hidden^2, rounded to a multiple of 64), so that the two of one name compare
-MODERNBERT_PRESETS: dict[str, dict] = {
-    "tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=320),
-    "mini": dict(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, intermediate_size=704),
-    "small": dict(num_hidden_layers=4, hidden_size=512, num_attention_heads=8, intermediate_size=1344),
-    "base": dict(num_hidden_layers=22, hidden_size=768, num_attention_heads=12, intermediate_size=1152),
-    "large": dict(num_hidden_layers=28, hidden_size=1024, num_attention_heads=16, intermediate_size=2624),
-    "1.5b": dict(num_hidden_layers=48, hidden_size=1600, num_attention_heads=25, intermediate_size=4288),
-    "5b": dict(num_hidden_layers=63, hidden_size=2560, num_attention_heads=40, intermediate_size=6848),
-}
-ARCH_PRESETS: dict[str, dict[str, dict]] = {"bert": PRESETS, "modernbert": MODERNBERT_PRESETS}
-# the model settings of each arch that are not its shape (over the ModelConfig defaults): ModernBERT's published
-# configs (no dropout, LayerNorm epsilon 1e-5, 8,192 positions)
-ARCH_DEFAULTS: dict[str, dict] = {
-    "bert": {},
-    "modernbert": dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, layer_norm_eps=1e-5,
-                       max_position_embeddings=8192),
-}
-# the model settings only one arch has
-ARCH_SETTINGS: dict[str, tuple[str, ...]] = {
-    "bert": ("type_vocab_size",),
-    "modernbert": ("local_attention", "global_attn_every_n_layers", "global_rope_theta", "local_rope_theta"),
-}
-
-
-def model_config(preset: str, vocab_size: int, arch: str = "bert", **overrides) -> ModelConfig:
-    if arch not in ARCH_PRESETS:
-        raise ValueError(f"unknown arch {arch!r}; choose one of {', '.join(ARCH_PRESETS)}")
-    if preset not in ARCH_PRESETS[arch]:
-        raise ValueError(f"unknown model preset {preset!r}; choose one of {', '.join(ARCH_PRESETS[arch])}")
+def model_config(preset: str, vocab_size: int, arch: str = DEFAULT_ARCH, **overrides) -> ModelConfig:
+    presets = spec(arch).presets
+    if preset not in presets:
+        raise ValueError(f"unknown model preset {preset!r}; choose one of {', '.join(presets)}")
     known = {f.name for f in dataclasses.fields(ModelConfig)} - {"vocab_size", "arch"}
     unknown = sorted(set(overrides) - known)
     if unknown:
         raise ValueError(f"unknown model config key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     return ModelConfig(vocab_size=padded_vocab_size(vocab_size), arch=arch,
-                       **{**ARCH_DEFAULTS[arch], **ARCH_PRESETS[arch][preset], **overrides})
+                       **{**spec(arch).defaults, **presets[preset], **overrides})
 
 
 def preset_of(config: ModelConfig) -> str | None:
     """The preset whose shape `config` has (of its arch), if one has it."""
     shape = dataclasses.asdict(config)
-    return next((name for name, preset in ARCH_PRESETS[config.arch].items()
+    return next((name for name, preset in spec(config.arch).presets.items()
                  if all(shape[k] == v for k, v in preset.items())), None)
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    # the model: bert (BERT) or modernbert (ModernBERT, MLM-only); it also picks the phase's recipe
-    # (configs/<phase>.yaml, configs/modernbert-<phase>.yaml). Phase 2 and --init must continue a model of this arch
-    arch: Literal["bert", "modernbert"] = "bert"
-    # model size: tiny, mini, small (CPU, tests), base, large, 1.5b, 5b (--preset), of the arch (config.py's
-    # presets); phase 2 and --init keep the model they start from and its preset (a Hugging Face model need not have
-    # a preset's shape: hparams.json's `model`)
+    # the model: bert (BERT) or modernbert (ModernBERT, MLM-only), each a folder pretrain/model/<arch>/ that holds
+    # its model, presets and phase recipes (<phase>.yaml: this picks them). Phase 2 and --init must continue a model
+    # of this arch
+    arch: str = DEFAULT_ARCH
+    # model size: tiny, mini, small (CPU, tests), base, large, 1.5b, 5b (--preset), of the arch (its presets,
+    # pretrain/model/<arch>/); phase 2 and --init keep the model they start from and its preset (a Hugging Face
+    # model need not have a preset's shape: hparams.json's `model`)
     preset: str = "base"
     model: dict[str, Any] = dataclasses.field(default_factory=dict)  # ModelConfig overrides
     # what the model learns: mlm+nsp, masked LM and next-sentence prediction (BERT's, NVIDIA's), or mlm, masked LM
@@ -245,24 +196,20 @@ class TrainConfig:
     def model_settings(self) -> dict[str, Any]:
         """The model's settings but vocab_size (which comes from the vocabulary) and those of the other archs: the
         arch's and the preset's, `model` over them."""
-        others = {key for arch, keys in ARCH_SETTINGS.items() if arch != self.arch for key in keys}
+        arch = spec(self.arch)
+        others = _settings_of_others(self.arch)
         defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name not in {"vocab_size", *others}}
-        return {**defaults, **ARCH_DEFAULTS[self.arch], **ARCH_PRESETS[self.arch][self.preset], "arch": self.arch,
-                **self.model}
+        return {**defaults, **arch.defaults, **arch.presets[self.preset], "arch": self.arch, **self.model}
 
 
-# the sequence length of each arch's phase 1 (its recipe's data); longer sequences are phase 2's
-PHASE1_LENGTH = {"bert": 128, "modernbert": 1024}
+def _settings_of_others(arch: str) -> set[str]:
+    """The model settings other archs have and `arch` has not."""
+    return {key for name in names() for key in spec(name).own_settings} - set(spec(arch).own_settings)
 
 
-def phase_of_length(seq_len: int, arch: str = "bert") -> str:
+def phase_of_length(seq_len: int, arch: str = DEFAULT_ARCH) -> str:
     """The phase whose recipe trains at `seq_len` (for `pretrain estimate` and `tune`)."""
-    return "phase2" if seq_len > PHASE1_LENGTH.get(arch, 128) else "phase1"
-
-
-def recipe_path(phase: str, arch: str = "bert") -> Path:
-    """The phase's recipe of the arch: what it changes from the TrainConfig defaults."""
-    return RECIPE_DIR / (f"{phase}.yaml" if arch == "bert" else f"{arch}-{phase}.yaml")
+    return spec(arch).phase_of_length(seq_len)
 
 
 def load_train_config(phase: str, config_file: Path | None = None, overrides: list[str] = (),
@@ -280,8 +227,8 @@ def load_train_config(phase: str, config_file: Path | None = None, overrides: li
     if values:
         layers.append((values, f"command line: {phase}"))
     # the recipe is the arch's that the layers above it set (an unknown arch is refused by `layered`)
-    arch = next((layer["arch"] for layer, _ in reversed(layers) if layer.get("arch") in ARCH_PRESETS), "bert")
-    recipe = recipe_path(phase, arch)
+    arch = next((layer["arch"] for layer, _ in reversed(layers) if layer.get("arch") in names()), DEFAULT_ARCH)
+    recipe = spec(arch).recipe(phase)
     return layered(TrainConfig, [(read_yaml(recipe), f"{recipe}: {phase}"), *layers])
 
 
@@ -289,12 +236,15 @@ def _check(c: TrainConfig) -> None:
     def fail(key: str, problem: str):
         raise SettingError(key, problem)
 
-    if c.preset not in ARCH_PRESETS[c.arch]:
-        fail("preset", f"unknown preset {c.preset!r} (known: {', '.join(ARCH_PRESETS[c.arch])})")
-    if c.arch == "modernbert" and c.objective == "mlm+nsp":
-        fail("objective", "mlm+nsp: ModernBERT has no next-sentence prediction (it trains MLM-only); use mlm")
-    if c.arch == "modernbert" and c.attention == "nested":
-        fail("attention", "nested takes no window for ModernBERT's local layers; use auto, mask or flash")
+    if c.arch not in names():
+        fail("arch", f"{c.arch!r} is not one of {', '.join(map(repr, names()))}")
+    arch = spec(c.arch)
+    if c.preset not in arch.presets:
+        fail("preset", f"unknown preset {c.preset!r} (known: {', '.join(arch.presets)})")
+    if arch.nsp_head is None and c.objective == "mlm+nsp":
+        fail("objective", f"mlm+nsp: {arch.title} has no next-sentence prediction (it trains MLM-only); use mlm")
+    if arch.windows and c.attention == "nested":
+        fail("attention", f"nested takes no window for {arch.title}'s local layers; use auto, mask or flash")
     if c.seq_len is not None and c.seq_len < 1:
         fail("seq_len", f"must be at least 1 or null (the data's), got {c.seq_len}")
     for key in ("global_batch", "micro_batch", "steps", "checkpoint_every", "keep_checkpoints", "log_every"):
@@ -343,7 +293,7 @@ def _check(c: TrainConfig) -> None:
     for key, value in c.model.items():
         if key not in settable:
             fail(f"model.{key}", "not a model setting" + fixed.get(key, f" (known: {', '.join(settable)})"))
-        other = next((arch for arch, keys in ARCH_SETTINGS.items() if key in keys and arch != c.arch), None)
-        if other:
-            fail(f"model.{key}", f"applies to arch {other} only (this is arch {c.arch})")
+        if key in _settings_of_others(c.arch):
+            having = " and ".join(name for name in names() if key in spec(name).own_settings)
+            fail(f"model.{key}", f"applies to arch {having} only (this is arch {c.arch})")
         c.model[key] = coerce(value, hints[key], f"model.{key}")

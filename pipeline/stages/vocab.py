@@ -43,13 +43,13 @@ import numpy as np
 import sentencepiece as spm
 from tokenizers import normalizers, trainers
 
-from wiki2bert_core.errors import ConfigError, DataError, first_line
+from wiki2bert_core.errors import DataError, first_line, not_utf8
 from pipeline.text_files import list_parts
-from wiki2bert_core.config import added_later
+from wiki2bert_core.config import SettingError, added_later, check_minimum
 from wiki2bert_core.log import progress
 from wiki2bert_core.mixture import DEFAULT_ALPHA, check_alpha, language_shares, rates
 from pipeline.stages import Stage, StageContext, StageCounts
-from pipeline.words import count_words, recorded_chars_per_word
+from pipeline.words import BERT_CJK, character_flags, count_words, recorded_chars_per_word
 from pipeline.tokenizer_files import adopt, finish_learnt, fingerprints, learnt_tokenizer, trainer
 from wiki2bert_core.wordpiece import (SPECIAL_TOKENS, load_tokenizer, padded_vocab_size, placeholder_token, read_vocab,
                                       special_token_ids, special_token_names, wordpiece_tokenizer, write_tokenizer_dir)
@@ -95,20 +95,10 @@ class VocabConfig:
 
     def __post_init__(self):
         check_alpha(self.alpha)
-        if self.vocab_size < 1:
-            raise ConfigError(f"vocab.vocab_size: must be at least 1, got {self.vocab_size}")
-        if self.unused_tokens < 0:
-            raise ConfigError(f"vocab.unused_tokens: must not be negative, got {self.unused_tokens}")
+        check_minimum(self, 1, "vocab_size", "limit_alphabet")
+        check_minimum(self, 0, "unused_tokens", "input_sentence_size", "seed", "min_frequency")
         if not 0.0 < self.character_coverage <= 1.0:
-            raise ConfigError(f"vocab.character_coverage: {self.character_coverage} is not in (0, 1]")
-        if self.input_sentence_size < 0:
-            raise ConfigError("vocab.input_sentence_size: must not be negative (0 = all sentences)")
-        if self.seed < 0:
-            raise ConfigError("vocab.seed: must not be negative")
-        if self.min_frequency < 0:
-            raise ConfigError("vocab.min_frequency: must not be negative")
-        if self.limit_alphabet < 1:
-            raise ConfigError("vocab.limit_alphabet: must be at least 1")
+            raise SettingError("character_coverage", f"{self.character_coverage} is not in (0, 1]")
 
 
 def run(config: VocabConfig, ctx: StageContext) -> StageCounts:
@@ -230,10 +220,7 @@ class _CorpusSentences:
                         try:
                             text = data.decode("utf-8")
                         except UnicodeDecodeError as e:
-                            bad_line = line_no + data.count(b"\n", 0, e.start) + 1
-                            column = e.start - (data.rfind(b"\n", 0, e.start) + 1)
-                            raise DataError(f"{path}: line {bad_line}: not UTF-8 (byte {column} of the line)"
-                                                ) from None
+                            raise not_utf8(path, data, e, line_no + 1) from None
                         line_no += len(lines)
                         bar.update(len(data))
                         # BERT's normalizer drops NUL; sentencepiece cannot have a rule for it (a C string's end)
@@ -373,10 +360,6 @@ def _round_down(n: int) -> int:
     return max(1, n // step * step)
 
 
-_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
-               (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
-
-
 def bert_normalization_rules(lowercase: bool, strip_accents: bool) -> str:
     """sentencepiece normalization rules (TSV: source code point, tab, target code points, in hex) that do to each
     character what BertNormalizer and BertPreTokenizer do: control and format characters removed, whitespace to a
@@ -384,8 +367,8 @@ def bert_normalization_rules(lowercase: bool, strip_accents: bool) -> str:
     then the optional accent stripping (NFD, combining marks dropped) and lowercasing. sentencepiece applies them
     in C++ while it reads the sentences, at no measurable cost (the same in Python was a large share of training time).
     Outside the CJK blocks, only planes 0, 1 and 14 hold characters that these rules change."""
-    rules = [f"{code:X}\t20 {code:X} 20\n" for lo, hi in _CJK_RANGES for code in range(lo, hi + 1)]
-    cjk = {code for lo, hi in _CJK_RANGES if hi < 0x20000 for code in range(lo, hi + 1)}
+    cjk = set(np.flatnonzero(character_flags() & BERT_CJK).tolist())
+    rules = [f"{code:X}\t20 {code:X} 20\n" for code in sorted(cjk)]
     for code in itertools.chain(range(1, 0x20000), range(0xE0000, 0xE1000)):
         if code == 0x0A or code in cjk:  # "\n" never reaches sentencepiece
             continue

@@ -21,7 +21,7 @@ import logging
 import os
 from pathlib import Path
 
-from wiki2bert_core.files import atomic_write, read_json, remove_tree, write_json
+from wiki2bert_core.files import atomic_write, read_json, remove_tree, replace_dir, write_json
 from wiki2bert_core.wordpiece import copy_tokenizer_files
 from pretrain.finetune.task import Task
 from pretrain.finetune.train import AUTO_CLASSES, ModelSource
@@ -112,11 +112,7 @@ def write(out: Path, source: ModelSource, task: Task, seed: int, model, test_lab
                 "model_dir": MODEL_DIR if keep_model else None, "auto_class": AUTO_CLASSES[task.kind],
                 "test": [f"{TEST_DIR}/{test_file.name}" for test_file in task.test_files],
                 "test_digest": _test_digest(task)})
-        old = place.with_name(f".{place.name}.old-{os.getpid()}")
-        if place.exists():
-            os.replace(place, old)
-        os.replace(tmp, place)
-        remove_tree(old)
+        replace_dir(tmp, place)
     finally:
         remove_tree(tmp)
     log.info("%s %s: best seed %d (%s %.4f) in %s", source.name, task.name, seed, task.main_metric,

@@ -16,7 +16,7 @@ import torch
 
 from wiki2bert_core.errors import DataError, first_line
 from pretrain.finetune.encode import Encoded, collate
-from pretrain.model.architectures import takes_token_types
+from pretrain.model.arch import takes_token_types
 from pretrain.model.model_dir import HF_CONFIG, encoder_weights, refuse_fresh
 from pretrain.finetune.recipe import Recipe
 from pretrain.finetune.task import Task

@@ -6,7 +6,8 @@ A weights file (pretrain/model/model_dir.py finds it) is read as stored: `model.
 or the shards an `.index.json` names. Our parameter names are those of transformers' BertForPreTraining and
 ModernBertForMaskedLM, so most names are kept; a bare base model's (BertModel's `embeddings.*`, `encoder.*`,
 `pooler.*`; ModernBertModel's `embeddings.*`, `layers.*`, `final_norm.*`) get the encoder's prefix (`bert.`,
-`model.`: architectures.py), and the LayerNorm `gamma`/`beta` of older BERT checkpoints become `weight`/`bias`. Loading copies each tensor into the parameter of its name
+`model.`: arch.py), and the LayerNorm `gamma`/`beta` of older BERT checkpoints become `weight`/`bias`. Loading copies
+each tensor into the parameter of its name
 (a tied parameter under either of its names) and says which parameters none came for (a head the directory does not
 hold: left as our model initialised it) and which tensors fit nothing (a task head, a head the model leaves out). A
 directory's vocabulary rows (the tokenizer's, as the export keeps them) fill the first rows of ours, which pads the
@@ -21,13 +22,13 @@ from pathlib import Path
 import torch
 
 from wiki2bert_core.errors import ConfigError, DataError, first_line
-from pretrain.model.architectures import Architecture
+from pretrain.model.arch import ArchSpec
 
 INDEX_SUFFIX = ".index.json"  # a shard index: {"weight_map": {tensor name: shard file name}}
 _LEGACY = {".gamma": ".weight", ".beta": ".bias"}
 
 
-def tensor_names(weights_file: Path, arch: Architecture) -> set[str]:
+def tensor_names(weights_file: Path, arch: ArchSpec) -> set[str]:
     """Our names of the tensors of a weights file (or of the shards its index names) of a model of `arch`, read
     without their values."""
     if weights_file.name.endswith(INDEX_SUFFIX):
@@ -35,7 +36,7 @@ def tensor_names(weights_file: Path, arch: Architecture) -> set[str]:
     return set(_read(weights_file, arch, values=False))
 
 
-def read_tensors(weights_file: Path, arch: Architecture) -> dict[str, torch.Tensor]:
+def read_tensors(weights_file: Path, arch: ArchSpec) -> dict[str, torch.Tensor]:
     """The tensors of a weights file (or of the shards its index names) of a model of `arch` under our names;
     DataError naming the file if one does not load."""
     if weights_file.name.endswith(INDEX_SUFFIX):
@@ -51,7 +52,7 @@ def shard_files(index_file: Path) -> list[Path]:
     return [index_file.parent / name for name in sorted(set(_index(index_file).values()))]
 
 
-def our_name(name: str, arch: Architecture) -> str:
+def our_name(name: str, arch: ArchSpec) -> str:
     if name.startswith(arch.base_model_parts):
         name = f"{arch.encoder}.{name}"
     return next((name.removesuffix(old) + new for old, new in _LEGACY.items() if name.endswith(old)), name)
@@ -65,7 +66,7 @@ def _index(path: Path) -> dict[str, str]:
     return weight_map
 
 
-def _read(path: Path, arch: Architecture, values: bool = True) -> dict[str, torch.Tensor | None]:
+def _read(path: Path, arch: ArchSpec, values: bool = True) -> dict[str, torch.Tensor | None]:
     from safetensors import SafetensorError, safe_open
 
     try:

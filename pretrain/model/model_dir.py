@@ -7,7 +7,7 @@
         hparams.json            the run's settings (pretrain/run/run_files.py)
         tokenizer/              the data's vocab.txt and tokenizer files
     <Hugging Face dir>/         what transformers' `save_pretrained` writes, `pretrain export` included
-        config.json             its model_type says which model it is (MODEL_TYPES)
+        config.json             its model_type says which model it is (model_types)
         model.safetensors | pytorch_model.bin, or shards (model-00001-of-00003.safetensors, ...) named by
                                 model.safetensors.index.json | pytorch_model.bin.index.json (WEIGHT_FILES)
         vocab.txt, tokenizer.json, ...  its tokenizer
@@ -32,7 +32,7 @@ from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json
 from wiki2bert_core.variant_dir import VOCAB_FILE
 from pretrain.config import ModelConfig
-from pretrain.model.architectures import Architecture, architecture, of_model_type, pretraining_model
+from pretrain.model.arch import ArchSpec, names, of_model_type, pretraining_model, spec
 from pretrain.model.hf_config import read_hf_config
 from pretrain.run import checkpoint
 from pretrain.run.checkpoint import Checkpoint
@@ -47,12 +47,16 @@ PRETRAINING_CONFIG = "pretraining_config.json"
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
 WEIGHT_SHARDS = ("model-*-of-*.safetensors", "pytorch_model-*-of-*.bin")
-# config.json's model_type, by what reads the model: our models (eval, --init, export) compute BERT and ModernBERT
-# (pretrain/model/architectures.py, hf_config.py); fine-tuning runs transformers' Auto classes, which take the
-# BERT-family encoders that have all three task classes (pretrain/finetune/train.py passes token type ids to those
-# that take them)
-MODEL_TYPES = {"ours": ("bert", "modernbert"),
-               "finetune": ("bert", "roberta", "xlm-roberta", "camembert", "electra", "deberta-v2", "modernbert")}
+# fine-tuning runs transformers' Auto classes, which take the BERT-family encoders that have all three task classes
+# (pretrain/finetune/train.py passes token type ids to those that take them): ours and these
+OTHER_FINETUNE_TYPES = ("roberta", "xlm-roberta", "camembert", "electra", "deberta-v2")
+
+
+def model_types(reader: str) -> tuple[str, ...]:
+    """config.json's model_types that `reader` takes: "ours" (eval, --init, export: our models, pretrain/model/arch.py)
+    or "finetune"."""
+    ours = tuple(spec(name).model_type for name in names())
+    return ours if reader == "ours" else tuple(dict.fromkeys((*ours, *OTHER_FINETUNE_TYPES)))
 
 
 def is_phase_dir(path: Path) -> bool:
@@ -101,17 +105,17 @@ class PhaseDir(ModelDir):
 
 class HuggingFaceDir(ModelDir):
     def model_type(self, reader: str, command: str) -> str:
-        """config.json's model_type; ConfigError if it is not one of MODEL_TYPES[reader] (`command` reads it)."""
+        """config.json's model_type; ConfigError if it is not one of model_types(reader) (`command` reads it)."""
         path = self.path / HF_CONFIG
         config = read_json(path)
         model_type = config.get("model_type") if isinstance(config, dict) else None
-        accepted = MODEL_TYPES[reader]
+        accepted = model_types(reader)
         if model_type not in accepted:
             raise ConfigError(f"{path}: model_type {model_type!r}, but {command} takes only BERT-family encoders "
                               f"(model_type {', '.join(accepted)})")
         return model_type
 
-    def architecture(self, command: str) -> Architecture:
+    def architecture(self, command: str) -> ArchSpec:
         """The architecture of our models it holds; ConfigError if it holds another model."""
         return of_model_type(self.model_type("ours", command))
 
@@ -181,14 +185,14 @@ def require_encoder_weights(model_dir: HuggingFaceDir, config: ModelConfig) -> N
     with torch.device("meta"):
         model = pretraining_model(config)
     fresh, _ = match_names(model, model_dir.weight_names())
-    refuse_fresh(model_dir.path, encoder_weights(fresh, architecture(config.arch).encoder), HF_CONFIG)
+    refuse_fresh(model_dir.path, encoder_weights(fresh, spec(config.arch).encoder), HF_CONFIG)
 
 
 @dataclasses.dataclass
 class OurModel:
     """A model directory read into our model (`read_our_model`)."""
     model_dir: ModelDir
-    model: torch.nn.Module  # a pretraining model (architectures.py) with the heads the directory holds
+    model: torch.nn.Module  # a pretraining model (arch.py) with the heads the directory holds
     vocab_tokens: int  # the tokenizer's tokens (a Hugging Face directory's: its config's vocab_size)
     checkpoint: Checkpoint | None  # the phase directory's checkpoint read; None for a Hugging Face directory
 
@@ -217,7 +221,7 @@ def read_our_model(path: Path, command: str, purpose: str, tag: str | None = Non
         found, config_file = None, HF_CONFIG
         config = model_dir.model_config(command)
         state, source, tokens = model_dir.weights(), model_dir.path, config.vocab_size
-    arch = architecture(config.arch)
+    arch = spec(config.arch)
     if arch.mlm_head not in state:
         raise ConfigError(f"{source}: holds no masked-LM head ({arch.mlm_head}), so there is nothing to {purpose}")
     model = pretraining_model(config, nsp_head=arch.nsp_head in state)

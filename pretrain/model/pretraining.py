@@ -1,4 +1,4 @@
-"""What the pretraining models (bert.py, modernbert.py) share: `PretrainingModel`, their interface to the runner;
+"""What the pretraining models (each arch's model.py) share: `PretrainingModel`, their interface to the runner;
 their inputs' defaults for rows of one instance, where in the encoder's output the [CLS] and masked positions are,
 and the losses and counts of a batch (`PretrainOutput`).
 

@@ -16,6 +16,7 @@ from pretrain.run import checkpoint
 from pretrain.model.attention import available_kernels
 from pretrain.run.checkpoint import Checkpoint
 from pretrain.config import ModelConfig, TrainConfig, model_config, preset_of
+from pretrain.model.arch import DEFAULT_ARCH, spec
 from pretrain.data.loader import DataDirectory, open_data
 from pretrain.run.deepspeed_settings import choose_precision, read_user_ds_config
 from pretrain.model.model_dir import (HPARAMS, HuggingFaceDir, ModelDir, PhaseDir, is_phase_dir, open_model_dir,
@@ -124,8 +125,8 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
             raise ConfigError(f"model: {e}") from None
     if config.objective is None:  # that of the model continued
         source = PhaseDir(phase_dir) if resume else init.model_dir if init else None
-        fresh = "mlm" if config.arch == "modernbert" else "mlm+nsp"
-        config = dataclasses.replace(config, objective=_objective_of(source) if source else fresh)
+        config = dataclasses.replace(config, objective=_objective_of(source) if source
+                                     else spec(config.arch).default_objective)
     if resume:
         _check_resumable(resume, hparams, config)
     if config.objective == "mlm+nsp":
@@ -138,10 +139,9 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
         raise ConfigError("attention flash: needs a CUDA GPU and the flash-attn package; use auto, mask or nested")
     data = open_data(data_dir, config.seq_len, len(vocab), world_size, config.language_alpha, config.language_weights)
     data.check_positions(model.max_position_embeddings)
-    if model.arch == "modernbert" and model.local_attention > data.seq_len:
-        raise ConfigError(f"model.local_attention {model.local_attention}: the local layers' window is wider than the "
-                          f"data's sequences ({data.seq_len} tokens), so they would attend like the global ones; "
-                          f"set it at most {data.seq_len} or train on longer sequences")
+    problem = spec(model.arch).check_data(model, data.seq_len)
+    if problem:
+        raise ConfigError(problem)
     user_ds = read_user_ds_config(deepspeed_config)
     stage = user_ds.get("zero_optimization", {}).get("stage", config.zero_stage)
     if stage == 3 and config.optimizer in ("lamb", "lans"):
@@ -185,7 +185,7 @@ def _held_out_files(config: TrainConfig, data_dir: Path) -> list[Path]:
 def _check_resumable(resume: Checkpoint, hparams: dict, config: TrainConfig) -> None:
     # runs from before the objective and arch settings trained BERT with mlm+nsp, those from before the language
     # settings all languages as the files held them
-    before = {"objective": "mlm+nsp", "arch": "bert", "language_alpha": None, "language_weights": {},
+    before = {"objective": "mlm+nsp", "arch": DEFAULT_ARCH, "language_alpha": None, "language_weights": {},
               **hparams["config"]}
     now = config_to_dict(config)
     changeable = changeable_fields(TrainConfig)
@@ -243,7 +243,7 @@ def _continued_model(source: ModelDir, config: TrainConfig, preset_flag: str | N
         if preset is None and preset_flag is None:
             preset = config.preset
     what = phase.replace("phase", "phase ")
-    if continued.arch != config.arch:
+    if saved["arch"] != config.arch:
         raise ConfigError(f"arch {config.arch}: {what} continues the {continued.arch} model of {source.path}; set "
                           f"arch {continued.arch} (--set arch={continued.arch}), which also picks its recipe")
     if preset_flag is not None and preset_flag != preset:

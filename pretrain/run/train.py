@@ -30,7 +30,7 @@ from pretrain.run.deepspeed_settings import autocast_dtype, deepspeed_config, si
 from pretrain.run.evaluate import HeldOut, evaluate, format_figures
 from pretrain.model.hf_weights import load_matching, module_names
 from pretrain.run.metrics import STEP_STATS, MetricsLog, batch_counts, step_stats
-from pretrain.model.architectures import architecture, pretraining_model
+from pretrain.model.arch import pretraining_model, spec
 from pretrain.run.profiling import profiling
 from pretrain.run.prepare import Run
 from pretrain.run.run_files import write_run_files
@@ -343,7 +343,7 @@ def _attention_kernel(run: Run, model: torch.nn.Module, rank: int, log: logging.
         model.zero_grad(set_to_none=True)
 
     with torch.random.fork_rng(devices=[device]):
-        kernel, seconds = choose_attention(step, device, windows=architecture(run.model.arch).windows)
+        kernel, seconds = choose_attention(step, device, windows=spec(run.model.arch).windows)
     log.info("attention kernel: %s (fastest of %s)", kernel,
              ", ".join(f"{k} {1000 * s:.1f} ms" for k, s in seconds.items()))
     return kernel

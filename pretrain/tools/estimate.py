@@ -11,16 +11,13 @@ Model states, bytes per parameter (Rajbhandari et al., ZeRO, 2020), each GPU's s
   reduce_bucket_size (5e8) elements, fp32 in stage 1 and 16-bit in stage 2.
 
 Transient memory, in three phases that do not overlap (the peak is the largest):
-- forward/backward: activations. Per BERT layer (Korthikanti et al., "Reducing Activation Recomputation in Large
-  Transformer Models", 2022) s*b*h*(34 + 5*a*s/h) bytes in 16 bits, for s tokens, b sequences, hidden h, a heads;
-  torch.autocast keeps the residual stream and LayerNorm inputs in fp32: 38 instead of 34. The 5*a*s/h part is the
-  attention score matrix: the "mask" kernel's (SDPA with a mask may store it), which the unpadded kernels
-  (flash-attention, nested) never store (`attention`). In fp32 the 2-byte tensors take 4 bytes: s*b*h*(66 + 9*a*s/h).
-  A ModernBERT layer (pretrain/model/modernbert.py, counted the same way from what autograd keeps) holds
-  11 h + 4 i values a token (i: the GeGLU's width): the two LayerNorms' inputs and outputs, the fused QKV output
-  (kept whole by V, a view of it), the rotated Q and K, the attention output and Wo's input, the GeGLU's input
-  projection (2 i), GELU's output and the product; plus the same score matrix in its local layers too (the mask
-  kernel computes every pair and masks those outside the window). With activation checkpointing only each layer's input is kept,
+- forward/backward: activations. Per layer, the arch's formula (`layer_activation_bytes` in pretrain/model/<arch>/):
+  for BERT (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", 2022)
+  s*b*h*(34 + 5*a*s/h) bytes in 16 bits, for s tokens, b sequences, hidden h, a heads; torch.autocast keeps the
+  residual stream and LayerNorm inputs in fp32: 38 instead of 34. The 5*a*s/h part is the attention score matrix:
+  the "mask" kernel's (SDPA with a mask may store it), which the unpadded kernels (flash-attention, nested) never
+  store (`attention`). In fp32 the 2-byte tensors take 4 bytes: s*b*h*(66 + 9*a*s/h). ModernBERT's is counted the
+  same way from what autograd keeps. With activation checkpointing only each layer's input is kept,
   plus one layer's full activations while it is recomputed. Embeddings (LayerNorm input, dropout mask) and the MLM
   head on the masked positions (transform inputs; logits, their fp32 copy, log-softmax and its gradient) come on
   top, and the autocast weight copies.
@@ -38,8 +35,8 @@ import math
 
 import torch
 
-from pretrain.config import ModelConfig, model_config
-from pretrain.model.architectures import pretraining_model
+from pretrain.config import ModelConfig, load_train_config, model_config, phase_of_length
+from pretrain.model.arch import DEFAULT_ARCH, pretraining_model, spec
 from pretrain.model.attention import KERNELS
 from pretrain.optim.optimizers import BUCKET_NUMEL, OPTIMIZERS
 
@@ -60,7 +57,7 @@ PHASES = {
 
 
 @functools.lru_cache
-def parameter_sizes(preset: str, vocab_size: int, arch: str = "bert") -> tuple[int, int]:
+def parameter_sizes(preset: str, vocab_size: int, arch: str = DEFAULT_ARCH) -> tuple[int, int]:
     """(number of parameters, elements of the largest tensor)."""
     with torch.device("meta"):  # shapes only, no memory
         model = pretraining_model(model_config(preset, vocab_size, arch))
@@ -91,13 +88,7 @@ def activation_bytes(config: ModelConfig, micro_batch: int, seq_len: int, max_pr
     sbh = seq_len * micro_batch * hidden
     attention_ratio = config.num_attention_heads * seq_len / hidden * scores
     value_bytes = 4 if precision == "fp32" else 2
-    if config.arch == "modernbert":
-        values = 11 + 4 * config.intermediate_size / hidden
-        per_layer = sbh * (value_bytes * values + 4 * autocast + (9 if value_bytes == 4 else 5) * attention_ratio)
-    elif precision == "fp32":
-        per_layer = sbh * (66 + 9 * attention_ratio)
-    else:
-        per_layer = sbh * ((38 if autocast else 34) + 5 * attention_ratio)
+    per_layer = spec(config.arch).layer_activation_bytes(config, sbh, value_bytes, autocast, attention_ratio)
     if activation_checkpointing:
         encoder = layers * sbh * value_bytes + per_layer
     else:
@@ -110,9 +101,10 @@ def activation_bytes(config: ModelConfig, micro_batch: int, seq_len: int, max_pr
 
 def estimate_memory(preset: str, vocab_size: int, zero_stage: int, gpus: int, micro_batch: int, seq_len: int,
                     precision: str = "bf16", optimizer: str = "lamb", activation_checkpointing: bool = False,
-                    max_predictions: int | None = None, arch: str = "bert", attention: str = "mask") -> dict:
-    """Memory per GPU, in bytes, by kind. max_predictions defaults to 15% of seq_len (30% for modernbert, its
-    recipe's rate), rounded up; `attention`: the kernel (mask stores the attention scores, the others do not)."""
+                    max_predictions: int | None = None, arch: str = DEFAULT_ARCH, attention: str = "mask") -> dict:
+    """Memory per GPU, in bytes, by kind. max_predictions defaults to the mask_rate of the arch's recipe for seq_len
+    (15% for BERT, 30% for ModernBERT) times seq_len, rounded up; `attention`: the kernel (mask stores the attention
+    scores, the others do not)."""
     config = model_config(preset, vocab_size, arch)
     if zero_stage not in (0, 1, 2, 3):
         raise ValueError(f"ZeRO stage must be 0, 1, 2 or 3, got {zero_stage}")
@@ -127,7 +119,8 @@ def estimate_memory(preset: str, vocab_size: int, zero_stage: int, gpus: int, mi
     if attention not in KERNELS:
         raise ValueError(f"unknown attention kernel {attention!r}; choose one of {', '.join(KERNELS)}")
     if max_predictions is None:
-        max_predictions = math.ceil((0.3 if arch == "modernbert" else 0.15) * seq_len)
+        max_predictions = math.ceil(load_train_config(phase_of_length(seq_len, arch), values={"arch": arch}).mask_rate
+                                    * seq_len)
 
     parameters, largest_tensor = parameter_sizes(preset, vocab_size, arch)
     per_parameter = model_state_bytes_per_parameter(precision, zero_stage, gpus)

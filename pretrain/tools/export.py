@@ -3,7 +3,7 @@ BERT or ModernBERT directory) as a Hugging Face model directory in our form: one
 files, `pretraining_config.json`.
 
 The model's parameter names are those of `transformers.BertForPreTraining` (of `BertForMaskedLM` for a BERT trained
-MLM-only, which has no NSP head) or of `ModernBertForMaskedLM` (pretrain/model/architectures.py), so the export loads
+MLM-only, which has no NSP head) or of `ModernBertForMaskedLM` (pretrain/model/arch.py), so the export loads
 our state dict into that class and lets `save_pretrained` write `config.json` and `model.safetensors` (it stores the
 decoder weight, tied to the word embeddings, once, as `from_pretrained` expects). `AutoModelForMaskedLM` loads
 either. The model's vocabulary rows are padded to
@@ -29,10 +29,10 @@ from pathlib import Path
 import torch
 
 from wiki2bert_core.errors import ConfigError, DataError
-from wiki2bert_core.files import read_json, remove_tree, write_json
+from wiki2bert_core.files import read_json, remove_tree, replace_dir, write_json
 from wiki2bert_core.wordpiece import (SPECIAL_TOKENS_MAP, TOKENIZER_FILES, copy_tokenizer_files, read_vocab,
                                       special_token_ids)
-from pretrain.model.architectures import export_class, takes_token_types
+from pretrain.model.arch import export_class, takes_token_types
 from pretrain.model.hf_config import hf_config
 from pretrain.model.model_dir import HF_CONFIG, PRETRAINING_CONFIG, WEIGHT_FILES, WEIGHT_SHARDS, read_our_model
 from pretrain.out_dirs import EXPORT, check_out_dir
@@ -82,11 +82,7 @@ def export_hf(model_dir: Path, out_dir: Path, force: bool = False, within: Path 
             raise DataError(f"{out_dir}: writing the export failed ({e}); "
                             f"{shutil.disk_usage(place.parent).free / 2 ** 30:.1f} GiB free there; {out_dir} is "
                             f"left as it was") from None
-        old = place.with_name(f".{place.name}.old-{os.getpid()}")
-        if place.exists() or place.is_symlink():
-            os.replace(place, old)
-        os.replace(tmp, place)
-        remove_tree(old)
+        replace_dir(tmp, place)
     finally:
         remove_tree(tmp)
     return out_dir

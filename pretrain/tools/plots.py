@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from wiki2bert_core.charts import new_figure, save_png
-from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.errors import ConfigError, DataError, not_utf8
 from pretrain.config import PHASES
 from pretrain.out_dirs import check_out_dir
 from pretrain.run.evaluate import PER_LANGUAGE
@@ -68,7 +68,7 @@ def read_rows(path: Path) -> list[dict]:
             if number == len(lines):
                 break
             if isinstance(e, UnicodeDecodeError):
-                raise DataError(f"{path}: line {number}: not UTF-8 text") from None
+                raise not_utf8(path, line, e, number) from None
             row = None
         if not isinstance(row, dict):
             raise DataError(f"{path}: line {number}: not a JSON object")

@@ -40,7 +40,7 @@ from wiki2bert_core.config import parse_setting
 from wiki2bert_core.errors import ConfigError, DataError
 from pretrain.model.attention import available_kernels
 from pretrain.config import load_train_config, model_config, phase_of_length
-from pretrain.model.architectures import architecture, pretraining_model
+from pretrain.model.arch import pretraining_model, spec as arch_spec
 from pretrain.run.deepspeed_settings import choose_precision, zero_stage_for
 from pretrain.tools.estimate import GIB, estimate_memory, parameter_sizes
 
@@ -182,7 +182,7 @@ def start_index(setup: Setup, sizes: list[int], checkpointing: bool) -> int:
 def groups(setup: Setup, pinned: dict) -> list[tuple[str, bool]]:
     """(attention kernel, activation checkpointing) in the order they are searched: without checkpointing first."""
     kernels = [pinned["attention"]] if "attention" in pinned else available_kernels(
-        torch.device("cuda" if torch.cuda.is_available() else "cpu"), architecture(setup.arch).windows)
+        torch.device("cuda" if torch.cuda.is_available() else "cpu"), arch_spec(setup.arch).windows)
     checkpointing = ([pinned["model.activation_checkpointing"]] if "model.activation_checkpointing" in pinned
                      else [False, True])
     return [(kernel, ac) for ac in checkpointing for kernel in kernels]

@@ -5,7 +5,7 @@ import torch
 
 from pretrain.tools.estimate import GIB, estimate_memory, format_estimate, parameter_sizes
 from pretrain.config import model_config
-from pretrain.model.bert import BertForPreTraining
+from pretrain.model.bert.model import BertForPreTraining
 from pretrain.optim.optimizers import build_optimizer
 
 STATES = ("parameters", "gradients", "optimizer states", "fp32 gradient partition")

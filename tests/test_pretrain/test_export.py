@@ -23,7 +23,7 @@ from pretrain.model.model_dir import read_our_model
 from pretrain.tools.export import export_hf, fill_mask
 from pretrain.config import model_config
 from pretrain.model.hf_config import hf_config, model_config_of
-from pretrain.model.bert import BertForPreTraining
+from pretrain.model.bert.model import BertForPreTraining
 
 WORDS = ["the", "cat", "dog", "sat", "on", "a", "mat", "and", "ran", "home", "##s", "."]
 TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS  # 17 tokens, model vocabulary 24
@@ -244,7 +244,7 @@ import json, dataclasses, sys
 from pathlib import Path
 import torch, deepspeed
 from pretrain.config import model_config
-from pretrain.model.bert import BertForPreTraining
+from pretrain.model.bert.model import BertForPreTraining
 from pretrain.run import checkpoint
 from pretrain.optim.optimizers import build_optimizer
 phase, zero_stage = Path(sys.argv[1]), int(sys.argv[2])

@@ -17,7 +17,7 @@ from wiki2bert_core.mixture import language_shares
 from wiki2bert_core.variant_dir import LanguageShare, Mixture, VariantParams, held_out_files, write_variant_files
 from pretrain.config import model_config
 from pretrain.data.loader import BatchPlan, DataState, open_data, redistribute
-from pretrain.model.bert import BertForPreTraining
+from pretrain.model.bert.model import BertForPreTraining
 from pretrain.run.evaluate import HeldOut, evaluate
 from pretrain.tools.plots import plot_run
 

@@ -20,7 +20,7 @@ from pretrain.cli import app, main
 from pretrain.config import load_train_config, model_config
 from pretrain.run.evaluate import EVAL_KEYS, NSP_KEYS
 from pretrain.tools.export import fill_mask
-from pretrain.model.bert import BertForPreTraining
+from pretrain.model.bert.model import BertForPreTraining
 from pretrain.run.prepare import prepare
 from pretrain_cli import metrics, pretrain
 

@@ -7,8 +7,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from wiki2bert_core.wordpiece import padded_vocab_size
-from pretrain.config import PRESETS, ModelConfig, model_config
-from pretrain.model.bert import BertForPreTraining
+from pretrain.config import ModelConfig, model_config
+from pretrain.model.arch import spec
+from pretrain.model.bert.model import BertForPreTraining
 
 VOCAB = 203  # padded to 208
 
@@ -204,7 +205,7 @@ def test_flops_per_sequence_by_hand_for_base():
 
 
 def test_presets_and_config_errors():
-    assert set(PRESETS) == {"tiny", "mini", "small", "base", "large", "1.5b", "5b"}
+    assert set(spec("bert").presets) == {"tiny", "mini", "small", "base", "large", "1.5b", "5b"}
     base = model_config("base", 30522)
     assert (base.num_hidden_layers, base.hidden_size, base.num_attention_heads, base.intermediate_size) == \
         (12, 768, 12, 3072)

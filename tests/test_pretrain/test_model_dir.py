@@ -18,7 +18,7 @@ from wiki2bert_core.wordpiece import SPECIAL_TOKENS
 from pretrain.cli import main
 from pretrain.config import load_train_config, model_config
 from pretrain.finetune.run import finetune
-from pretrain.model.bert import BertForPreTraining
+from pretrain.model.bert.model import BertForPreTraining
 from pretrain.model.hf_config import hf_config
 from pretrain.model.hf_weights import load_matching
 from pretrain.run.prepare import prepare
@@ -103,7 +103,7 @@ def test_eval_takes_every_kind(kinds, data, kind, monkeypatch, capsys):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_init_takes_every_kind(kinds, data, kind, tmp_path):
-    from pretrain.model.architectures import architecture
+    from pretrain.model.arch import spec
     from pretrain.model.model_dir import encoder_weights
 
     path, reference = kinds[kind]
@@ -111,7 +111,7 @@ def test_init_takes_every_kind(kinds, data, kind, tmp_path):
     assert run.init.hugging_face == (kind != "phase dir") and run.model.vocab_size == 64
     model = BertForPreTraining(run.model)  # as the training loop loads --init (train.py _load_init)
     fresh, _ = load_matching(model, run.init.weights(), run.init.path)
-    assert encoder_weights(fresh, architecture("bert").encoder) == []
+    assert encoder_weights(fresh, spec("bert").encoder) == []
     assert_same_encoder(model.state_dict(), reference)
     assert not (tmp_path / "out").exists()
 
@@ -219,7 +219,8 @@ def test_a_model_type_a_command_cannot_read_is_one_line(kinds, data, task_dir, t
         assert (code, err) == (2, ours.format(other=other, model_type=model_type, command=command)), err
     if model_type == "gpt2":
         with pytest.raises(ConfigError, match=rf"^{other}/config\.json: model_type 'gpt2', but pretrain finetune "
-                                              rf"takes only BERT-family encoders \(model_type bert, roberta, "):
+                                              rf"takes only BERT-family encoders \(model_type bert, modernbert, "
+                                              rf"roberta, "):
             finetune([other], [task_dir], tmp_path / "ft")
     assert sorted(p.name for p in tmp_path.iterdir()) == [model_type]
 
@@ -229,13 +230,13 @@ FINETUNE_TYPES = ["bert", "roberta", "xlm-roberta", "camembert", "electra", "deb
 
 @pytest.mark.parametrize("model_type", FINETUNE_TYPES)
 def test_every_model_type_finetune_takes_runs_each_task_kind(model_type):
-    """MODEL_TYPES["finetune"] holds only types whose three task classes take the batches encode.py makes (as
+    """model_types("finetune") holds only types whose three task classes take the batches encode.py makes (as
     train.py passes them: token type ids only to a model that takes them)."""
     from pretrain.finetune.encode import Encoded, collate
     from pretrain.finetune.train import AUTO_CLASSES, model_inputs
-    from pretrain.model.model_dir import MODEL_TYPES
+    from pretrain.model.model_dir import model_types
 
-    assert model_type in MODEL_TYPES["finetune"]
+    assert model_type in model_types("finetune")
     sizes = dict(vocab_size=60, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37,
                  num_labels=2)
     if model_type == "modernbert":  # no token types (and its config takes no unknown keys); [PAD] etc. in the vocab
@@ -251,4 +252,4 @@ def test_every_model_type_finetune_takes_runs_each_task_kind(model_type):
         else:
             batch = collate([pair if kind == "choice" else Encoded(pair.rows[:1], pair.segments[:1], 1)], kind, 0)
         assert torch.isfinite(model(**model_inputs(model, batch, torch.device("cpu"))).loss), (model_type, kind)
-    assert set(MODEL_TYPES["finetune"]) == set(FINETUNE_TYPES)
+    assert set(model_types("finetune")) == set(FINETUNE_TYPES)

@@ -23,15 +23,15 @@ from finetune_tasks import TOKENS as TASK_TOKENS, make_tasks
 from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.wordpiece import SPECIAL_TOKENS
 from pretrain.cli import app, main
-from pretrain.config import ARCH_PRESETS, load_train_config, model_config
+from pretrain.config import load_train_config, model_config
 from pretrain.data.packing import pack_batch
 from pretrain.finetune.recipe import load_recipes
 from pretrain.finetune.run import model_sources, run_tasks
 from pretrain.finetune.train import AUTO_CLASSES
-from pretrain.model.architectures import pretraining_model
+from pretrain.model.arch import pretraining_model, spec
 from pretrain.model.attention import token_layout
 from pretrain.model.hf_config import hf_config, model_config_of
-from pretrain.model.modernbert import ModernBertForPreTraining, rotary_tables
+from pretrain.model.modernbert.model import ModernBertForPreTraining, rotary_tables
 from pretrain.optim.optimizers import parameter_groups
 from pretrain.optim.schedule import WarmupStableDecay, lr_schedule
 from pretrain.run.prepare import prepare
@@ -190,8 +190,8 @@ def test_the_presets_at_base_and_large_are_modernberts_published_shapes():
     head); the smaller presets keep BERT's layers, width and heads."""
     assert parameter_sizes("base", 50368, "modernbert")[0] == 149_655_232
     assert parameter_sizes("large", 50368, "modernbert")[0] == 395_881_664
-    for name, shape in ARCH_PRESETS["modernbert"].items():
-        bert = ARCH_PRESETS["bert"][name]
+    for name, shape in spec("modernbert").presets.items():
+        bert = spec("bert").presets[name]
         if name not in ("base", "large"):
             assert {k: shape[k] for k in ("num_hidden_layers", "hidden_size", "num_attention_heads")} == \
                    {k: bert[k] for k in ("num_hidden_layers", "hidden_size", "num_attention_heads")}

@@ -7,7 +7,7 @@ import torch
 
 from pretrain.optim import optimizers
 from pretrain.config import model_config
-from pretrain.model.bert import BertForPreTraining
+from pretrain.model.bert.model import BertForPreTraining
 from pretrain.optim.optimizers import Lamb, Lans, build_optimizer, parameter_groups
 
 LR, BETAS, EPS, WD = 0.01, (0.9, 0.999), 1e-6, 0.01

@@ -17,7 +17,7 @@ from wiki2bert_core.wordpiece import SPECIAL_TOKENS
 from pretrain.cli import main
 from pretrain.config import model_config
 from pretrain.finetune.run import finetune
-from pretrain.model.bert import BertForPreTraining
+from pretrain.model.bert.model import BertForPreTraining
 from pretrain.tools.export import export_hf
 
 TOKENS = [*SPECIAL_TOKENS, *(f"w{i}" for i in range(60 - len(SPECIAL_TOKENS)))]  # write_vocab_dir's 60 tokens

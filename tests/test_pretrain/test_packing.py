@@ -6,7 +6,7 @@ import torch
 
 from pretrain.model.attention import instance_lengths, token_layout
 from pretrain.config import model_config
-from pretrain.model.bert import BertForPreTraining
+from pretrain.model.bert.model import BertForPreTraining
 from pretrain.data.packing import pack_batch, plan_rows
 from pretrain_batches import nvidia_rows
 

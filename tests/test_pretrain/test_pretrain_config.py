@@ -16,13 +16,13 @@ from typer.testing import CliRunner
 from wiki2bert_core.config import read_yaml
 from wiki2bert_core.errors import ConfigError
 from pretrain.cli import app
-from pretrain.config import (ARCH_PRESETS, ARCH_SETTINGS, PHASES, ModelConfig, TrainConfig, load_train_config,
-                             model_config, recipe_path)
+from pretrain.config import PHASES, ModelConfig, TrainConfig, load_train_config, model_config
+from pretrain.model.arch import names, spec
 
 REPO = Path(__file__).resolve().parents[2]
 LINE = re.compile(r"^(?P<key>[\w.]+): (?P<value>.+?)  # (?P<description>.+)$")
 
-# the recipes as they were written out in full (pretrain/configs/phase{1,2}.yaml before they held only differences);
+# the recipes as they were written out in full (BERT's phase{1,2}.yaml before they held only differences);
 # seq_len is left out: the data decides it
 PHASE1 = dict(arch="bert", preset="base", model={}, objective=None, global_batch=65536, micro_batch=64, pack_sequences=True, steps=7038,
               steps_this_run=None, lr=6.0e-3, warmup=0.2843, schedule="poly", decay_power=0.5, cooldown=0.0, optimizer="lamb", betas=[0.9, 0.999],
@@ -53,19 +53,19 @@ def test_each_phase_gives_the_recipe_values():
 def test_recipes_hold_only_what_differs_from_the_defaults():
     fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
     defaults = dataclasses.asdict(TrainConfig())
-    for phase, arch in ((phase, arch) for phase in PHASES for arch in ARCH_PRESETS):
-        recipe = recipe_path(phase, arch)
+    for phase, arch in ((phase, arch) for phase in PHASES for arch in names()):
+        recipe = spec(arch).recipe(phase)
         for key, value in read_yaml(recipe).items():
             assert key in fields, f"{recipe.name}: {key} is not a TrainConfig field"
             assert value != defaults[key], f"{recipe.name}: {key} repeats the default"
         assert "seq_len" not in read_yaml(recipe)  # the data decides
-    assert read_yaml(recipe_path("phase1")) == {}  # the defaults are phase 1's recipe
+    assert read_yaml(spec("bert").recipe("phase1")) == {}  # the defaults are phase 1's recipe
 
 
 def test_config_command_prints_every_setting_with_its_description():
     printed = show()
     model_keys = [f"model.{f.name}" for f in dataclasses.fields(ModelConfig)
-                  if f.name != "vocab_size" and f.name not in ARCH_SETTINGS["modernbert"]]
+                  if f.name != "vocab_size" and f.name not in spec("modernbert").own_settings]
     assert list(printed) == [f.name for f in dataclasses.fields(TrainConfig)] + model_keys
     assert all(description.strip() for _, description in printed.values())
     assert printed["global_batch"] == (65536, "sequences per optimizer step, all ranks together")

@@ -15,7 +15,7 @@ from pretrain.cli import main
 from pretrain.config import load_train_config, model_config
 from pretrain.model.hf_weights import load_matching, module_names
 from pretrain.model.model_dir import HuggingFaceDir
-from pretrain.model.bert import BertForPreTraining
+from pretrain.model.bert.model import BertForPreTraining
 from pretrain.run.prepare import prepare
 from pretrain_cli import metrics, pretrain
 

@@ -42,7 +42,7 @@ from typing import Literal
 
 import numpy as np
 
-from wiki2bert_core.config import SettingError, changeable
+from wiki2bert_core.config import SettingError, changeable, check_minimum
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import atomic_write, remove_tree, sha256_file, write_json
 from wiki2bert_core.log import progress
@@ -85,15 +85,10 @@ class DedupConfig:
     examples: int = 10  # clusters shown in report.json (the largest, and the largest with near duplicates)
 
     def __post_init__(self):
-        for name in ("ngram", "bands", "rows", "partition_mib"):
-            if getattr(self, name) < 1:
-                raise SettingError(name, f"must be at least 1, got {getattr(self, name)}")
+        check_minimum(self, 1, "ngram", "bands", "rows", "partition_mib")
+        check_minimum(self, 0, "seed", "examples")
         if self.min_jaccard is not None and not 0.0 <= self.min_jaccard <= 1.0:
             raise SettingError("min_jaccard", f"{self.min_jaccard} is not between 0 and 1 (or null)")
-        if self.seed < 0:
-            raise SettingError("seed", "must not be negative")
-        if self.examples < 0:
-            raise SettingError("examples", f"must not be negative, got {self.examples}")
 
 
 @dataclasses.dataclass(frozen=True)

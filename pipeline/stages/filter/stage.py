@@ -32,7 +32,7 @@ from typing import Literal
 
 import numpy as np
 
-from wiki2bert_core.config import SettingError
+from wiki2bert_core.config import SettingError, check_minimum
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import atomic_write, write_json
 from wiki2bert_core.log import progress
@@ -92,10 +92,8 @@ class FilterConfig:
                                    f"{', '.join(sorted(self.rule_sets))})")
         for name, rule_set in self.rule_sets.items():
             rule_set.check_ranges(f"rule_sets.{name}.")
-        if self.examples < 0:
-            raise SettingError("examples", f"must not be negative, got {self.examples}")
-        if self.langid_chars < 1:
-            raise SettingError("langid_chars", f"must be at least 1, got {self.langid_chars}")
+        check_minimum(self, 0, "examples")
+        check_minimum(self, 1, "langid_chars")
         if self.chars_per_word is not None and not self.chars_per_word > 0:
             raise SettingError("chars_per_word", f"must be positive (or null), got {self.chars_per_word}")
 

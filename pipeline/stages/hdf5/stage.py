@@ -41,7 +41,7 @@ import numpy as np
 import tokenizers
 from tokenizers import Tokenizer
 
-from wiki2bert_core.config import added_later, hashed_values
+from wiki2bert_core.config import SettingError, added_later, check_minimum, hashed_values
 from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import read_json, remove_tree, sha256_file
@@ -96,34 +96,29 @@ class Hdf5Config:
 
     def __post_init__(self):
         if not self.variants:
-            raise ConfigError("hdf5.variants: at least one variant is needed")
+            raise SettingError("variants", "at least one variant is needed")
         for i, v in enumerate(self.variants):
             if v.sequence_kind not in SEQUENCE_KINDS:
-                raise ConfigError(f"hdf5.variants[{i}].sequence_kind: {v.sequence_kind!r} is not one of "
-                                  f"{', '.join(SEQUENCE_KINDS)}")
+                raise SettingError(f"variants[{i}].sequence_kind",
+                                   f"{v.sequence_kind!r} is not one of {', '.join(SEQUENCE_KINDS)}")
             layout = "[CLS] A [SEP] B [SEP]" if v.sequence_kind == SEGMENT_PAIR else "[CLS] sentences [SEP]"
             special = 3 if v.sequence_kind == SEGMENT_PAIR else 2  # the [CLS] and [SEP]s of the layout
             shortest = len(layout.split())
             if v.max_seq_length < shortest:
-                raise ConfigError(f"hdf5.variants[{i}].max_seq_length: {v.max_seq_length} is less than {shortest} "
-                                  f"({layout})")
+                raise SettingError(f"variants[{i}].max_seq_length",
+                                   f"{v.max_seq_length} is less than {shortest} ({layout})")
             if not 1 <= v.max_predictions_per_seq <= v.max_seq_length - special:
-                raise ConfigError(f"hdf5.variants[{i}].max_predictions_per_seq: must be in "
-                                  f"1..max_seq_length-{special}")
+                raise SettingError(f"variants[{i}].max_predictions_per_seq", f"must be in 1..max_seq_length-{special}")
         if len(set(self.variants)) < len(self.variants):
-            raise ConfigError("hdf5.variants: the same variant is listed twice")
+            raise SettingError("variants", "the same variant is listed twice")
         if not 0.0 < self.masked_lm_prob < 1.0:
-            raise ConfigError(f"hdf5.masked_lm_prob: {self.masked_lm_prob} is not between 0 and 1")
+            raise SettingError("masked_lm_prob", f"{self.masked_lm_prob} is not between 0 and 1")
         if not 0.0 <= self.short_seq_prob <= 1.0:
-            raise ConfigError(f"hdf5.short_seq_prob: {self.short_seq_prob} is not between 0 and 1")
-        if self.dupe_factor < 1:
-            raise ConfigError("hdf5.dupe_factor: must be at least 1")
-        if self.random_seed < 0:
-            raise ConfigError("hdf5.random_seed: must not be negative")
+            raise SettingError("short_seq_prob", f"{self.short_seq_prob} is not between 0 and 1")
+        check_minimum(self, 1, "dupe_factor", "window_tokens")
+        check_minimum(self, 0, "random_seed")
         if not 0 <= self.gzip_level <= 9:
-            raise ConfigError("hdf5.gzip_level: must be in 0..9")
-        if self.window_tokens < 1:
-            raise ConfigError("hdf5.window_tokens: must be at least 1")
+            raise SettingError("gzip_level", f"must be in 0..9, got {self.gzip_level}")
 
 
 def variant_params(config: Hdf5Config, variant: Variant, lower_case: bool, vocab: dict[str, int],

@@ -6,7 +6,7 @@ has no next-sentence prediction.
 Module and parameter names are exactly those of `transformers.ModernBertForMaskedLM` (`model.embeddings`,
 `model.layers.N.attn.Wqkv`, ..., `head`, `decoder`, the decoder's weight tied to the token embeddings), so a state
 dict of this model loads there unchanged and the export is a plain save; the computation is that class's (the same
-logits: tests/test_pretrain/test_modernbert.py). What differs is for speed, as in our BERT (bert.py): the kernels of
+logits: tests/test_pretrain/test_modernbert.py). What differs is for speed, as in our BERT (bert/): the kernels of
 attention.py (SDPA with a mask, windowed by a band in the local layers, or flash-attention's varlen kernel with its
 window over the real tokens only), the head and decoder on the masked positions only, gathered first (the final
 LayerNorm too), and rows holding several instances (packing.py), each with its own positions from 0 for RoPE.
