@@ -41,7 +41,7 @@ from typing import Iterable, Iterator, Literal
 
 import numpy as np
 import sentencepiece as spm
-from tokenizers import normalizers, trainers
+from tokenizers import normalizers, pre_tokenizers, trainers
 
 from wiki2bert_core.errors import DataError, first_line, not_utf8
 from pipeline.text_files import list_parts
@@ -448,15 +448,21 @@ def _alphabet(raw_counts: dict[str, int], normalizer, limit: int) -> list[str]:
 
 # --- quality figures -----------------------------------------------------------------------------------------------
 
+_BERT_TEXT = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=False,
+                                        lowercase=False)
+_BERT_WORDS = pre_tokenizers.BertPreTokenizer()
+
+
 def _sample_quality(tokenizer, unk_id: int, sample: list[str], chars_per_word: float | None
                     ) -> tuple[int, int, float]:
     """[UNK]s, tokens and words of the first sentences of the corpus: words as BERT splits them, punctuation
-    included, or, where the filter counted words of unspaced scripts (`chars_per_word`, from its config), as
-    the filter counted them (BERT makes each Han character a word)."""
+    included, whatever the tokenizer (a Unigram or BPE tokenizer's own words keep punctuation on them, which would
+    make its tokens per word incomparable), or, where the filter counted words of unspaced scripts
+    (`chars_per_word`, from its config), as the filter counted them (BERT makes each Han character a word)."""
     encodings = tokenizer.encode_batch(sample, add_special_tokens=False)
     tokens = sum(len(e.ids) for e in encodings)
-    words = (sum(e.word_ids[-1] + 1 for e in encodings if e.word_ids) if chars_per_word is None else
-             sum(count_words(s, chars_per_word) for s in sample))
+    words = (sum(len(_BERT_WORDS.pre_tokenize_str(_BERT_TEXT.normalize_str(s))) for s in sample)
+             if chars_per_word is None else sum(count_words(s, chars_per_word) for s in sample))
     unks = sum(e.ids.count(unk_id) for e in encodings)
     return unks, tokens, words
 
