@@ -89,13 +89,13 @@ def stage(name: str = typer.Argument(..., help="Stage to run"), lang: str = Lang
 
 @app.command()
 def status(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Optional[list[str]] = CorpusOpt,
-           tokenizer: Optional[Path] = TokenizerOpt, workdir: Path = WorkdirOpt, set_: Optional[list[str]] = SetOpt, config: Optional[Path] = ConfigOpt,
-           verify: bool = VerifyOpt) -> None:
+           tokenizer: Optional[Path] = TokenizerOpt, workdir: Path = WorkdirOpt, set_: Optional[list[str]] = SetOpt,
+           config: Optional[Path] = ConfigOpt, verify: bool = VerifyOpt) -> None:
     """Print each stage's state (done / stale / missing / failed / off: no work with these flags) against the
-    config that the same --dump, --corpus, --tokenizer, --set and --config would run, with outputs, key counts and duration,
-    then each source's documents, kept tokens, weight and training share (several languages: each language's
-    stages, then the mix's and each language's share); with --verify, exit 1 when a finished stage's files no
-    longer match their sha256."""
+    config that the same --dump, --corpus, --tokenizer, --set and --config would run, with outputs, key counts and
+    duration, then each source's documents, kept tokens, weight and training share (several languages: each
+    language's stages, then the mix's and each language's share); with --verify, exit 1 when a finished stage's
+    files no longer match their sha256."""
     from pipeline.funnel import Funnel, language_table, source_table
     from pipeline.runner import DONE, corrupt_stages, read_manifest, status_rows
 

@@ -17,7 +17,8 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 from wiki2bert_core.errors import ConfigError, DataError, first_line
 from wiki2bert_core.files import atomic_write, sha256_file, write_json
 from wiki2bert_core.wordpiece import (ROBERTA_SPECIAL_TOKENS, SPECIAL_TOKENS, SPECIAL_TOKENS_FILE, SPECIAL_TOKENS_MAP,
-                                      read_vocab, special_token_names, transformers_name, wordpiece_tokenizer, write_tokenizer_files)
+                                      read_vocab, special_token_names, transformers_name, wordpiece_tokenizer,
+                                      write_tokenizer_files)
 
 KINDS = {models.WordPiece: "wordpiece", models.Unigram: "unigram", models.BPE: "bpe"}
 # the special tokens of a learnt Unigram or BPE tokenizer, in XLM-R's order (<s> 0, <pad> 1, </s> 2, <unk> 3), <mask> 4
@@ -101,7 +102,8 @@ def adopt(source: Path, out_dir: Path, lowercase: bool, strip_accents: bool) -> 
         raise ConfigError(f"{where}: no {', no '.join(missing)} in its vocabulary")
     if lowercases(tokenizer) != lowercase:
         raise ConfigError(f"{where}: {'lowercases' if lowercases(tokenizer) else 'keeps the case of'} the text, but "
-                        f"vocab.lowercase is {str(lowercase).lower()}; set vocab.lowercase={str(not lowercase).lower()}")
+                          f"vocab.lowercase is {str(lowercase).lower()}; "
+                          f"set vocab.lowercase={str(not lowercase).lower()}")
     write_tokenizer_dir(out_dir, tokenizer, names, folder)
     return tokenizer, kind
 

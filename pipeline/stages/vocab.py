@@ -65,7 +65,8 @@ SAMPLE_SENTENCES = 1_000  # sentences tokenized with the result to report [UNK] 
 class VocabConfig:
     # sentencepiece (BPE converted as TurkuNLP's sent2wordpiece) or tokenizers (HF WordPiece): BERT's WordPiece; unigram
     # (SentencePiece's Unigram, as XLM-R and mmBERT) or bpe (byte-level BPE, as RoBERTa and ModernBERT): a Hugging Face
-    # tokenizer with <s> <pad> </s> <unk> <mask> (ids 0-4), trained by `tokenizers` (docs/pipeline.md, Learnt Unigram and byte-level BPE)
+    # tokenizer with <s> <pad> </s> <unk> <mask> (ids 0-4), trained by `tokenizers` (docs/pipeline.md, Learnt
+    # Unigram and byte-level BPE)
     method: Literal["sentencepiece", "tokenizers", "unigram", "bpe"] = "sentencepiece"
     # a tokenizer to adopt instead of learning one (`--tokenizer`): a Hugging Face tokenizer folder, a tokenizer.json,
     # a SentencePiece Unigram .model or a vocab.txt; `method` and the training settings then do not apply, and its

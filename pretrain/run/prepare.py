@@ -147,7 +147,8 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
     if stage == 3 and config.optimizer in ("lamb", "lans"):
         raise ConfigError(f"zero_stage 3: {config.optimizer} needs whole tensors for its trust ratios and ZeRO-3 "
                           f"does not give them; use zero_stage 1 or 2 (same per-tensor ratios) or adamw")
-    masking = _dynamic_masking(config, vocab, vocab_dir, data_dir, data.seq_len) if config.masking == "dynamic" else None
+    masking = (_dynamic_masking(config, vocab, vocab_dir, data_dir, data.seq_len) if config.masking == "dynamic"
+               else None)
     eval_files = _held_out_files(config, data_dir)
     return Run(phase=phase, phase_dir=phase_dir, config=config, model=model, data=data, vocab_dir=vocab_dir,
                vocab_size=len(vocab), init=init, resume=resume, world_size=world_size,

@@ -102,7 +102,8 @@ def check_through_hdf5(work: Path, tokenizer: Tokenizer, special: dict[str, str]
     for shard in (work / "hu" / "shard").glob("*.txt"):
         for document in iter_documents(shard):
             encoded = [e.ids for e in tokenizer.encode_batch(document, add_special_tokens=False)]
-            streams[shard.stem] = streams.get(shard.stem, "") + "|," + ",".join(str(i) for e in encoded for i in e) + ","
+            flat = ",".join(str(i) for e in encoded for i in e)
+            streams[shard.stem] = streams.get(shard.stem, "") + f"|,{flat},"
     excluded = set(ids.values()) | set(tokenizer.get_added_tokens_decoder())
     masked = as_mask = same = 0
     for path in variant.glob("*/*.hdf5"):
