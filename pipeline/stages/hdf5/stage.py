@@ -122,13 +122,13 @@ class Hdf5Config:
 
 
 def variant_params(config: Hdf5Config, variant: Variant, lower_case: bool, vocab: dict[str, int],
-                   mixture: Mixture | None = None, special_ids: dict[str, int] | None = None,
-                   tokenizer_kind: str = "wordpiece", word_start: str = "") -> VariantParams:
+                   mixture: Mixture | None, special_ids: dict[str, int], tokenizer_kind: str,
+                   word_start: str) -> VariantParams:
     short_seq_prob = config.short_seq_prob if variant.sequence_kind == SEGMENT_PAIR else 0.0  # none injected
     return VariantParams(variant.max_seq_length, variant.max_predictions_per_seq, config.masked_lm_prob,
                          config.dupe_factor, short_seq_prob, config.random_seed, config.whole_word_masking,
-                         lower_case, len(vocab), special_ids or special_token_ids(vocab), variant.sequence_kind,
-                         mixture, tokenizer_kind, word_start)
+                         lower_case, len(vocab), special_ids, variant.sequence_kind, mixture, tokenizer_kind,
+                         word_start)
 
 
 @dataclasses.dataclass(frozen=True)
