@@ -39,6 +39,7 @@ EXPECTED = {
     "scale.py": r"\| total \| \d+\.\d\d, \d+\.\d\d \| \d+\.\d\d, \d+\.\d\d \|",
     "sentences_filter.py": r"web rules for every document +[\d,]+( +[\d.]+){5} +\d+\n(?s:.*)"
                            r"langdetect +[\d.]+% +[\d.]+% +[\d,]+ +[\d.]+",
+    "tokenizer_kinds.py": r"bpe +bpe +[\d,]+ +\d+\.\d\d +[\d,]+",
     "two_rank_exits.py": r"exit codes: 0: 2\nfailed workers: 0; 'terminate called' lines: 0",
     "unspaced_filter.py": r"\| zh: our prose \+ garbage \| `zh` profile \| 9 \| 4 \| \d+ \| \d+ \|(.|\n)*"
                           r"\| ja \| this checkout \| \d+ \| 0 \| 0 \| 0 \| 0 \| 0 \| \d+ \|(.|\n)*"

@@ -11,7 +11,7 @@ import torch
 from wiki2bert_core.config import changeable_fields, config_to_dict
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json
-from wiki2bert_core.wordpiece import padded_vocab_size, read_vocab, vocab_difference
+from wiki2bert_core.wordpiece import added_token_ids, padded_vocab_size, read_vocab, vocab_difference
 from pretrain.model.attention import available_kernels
 from pretrain.model import checkpoint_files
 from pretrain.model.checkpoint_files import Checkpoint
@@ -147,7 +147,8 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
     if stage == 3 and config.optimizer in ("lamb", "lans"):
         raise ConfigError(f"zero_stage 3: {config.optimizer} needs whole tensors for its trust ratios and ZeRO-3 "
                           f"does not give them; use zero_stage 1 or 2 (same per-tensor ratios) or adamw")
-    masking = _dynamic_masking(config, vocab, data.seq_len) if config.masking == "dynamic" else None
+    masking = (_dynamic_masking(config, vocab, vocab_dir, data_dir, data.seq_len) if config.masking == "dynamic"
+               else None)
     eval_files = _held_out_files(config, data_dir)
     return Run(phase=phase, phase_dir=phase_dir, config=config, model=model, data=data, vocab_dir=vocab_dir,
                vocab_size=len(vocab), init=init, resume=resume, world_size=world_size,
@@ -155,16 +156,21 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
                user_ds_config=user_ds, eval_files=eval_files, masking=masking)
 
 
-def _dynamic_masking(config: TrainConfig, vocab: dict[str, int], seq_len: int) -> DynamicMasking:
-    """ConfigError if max_predictions is below what mask_rate needs in a sequence of the data's length."""
+def _dynamic_masking(config: TrainConfig, vocab: dict[str, int], vocab_dir: Path, data_dir: Path,
+                     seq_len: int) -> DynamicMasking:
+    """The special ids and word-start marker as the data's variant.json records them (without one, BERT's WordPiece),
+    the added tokens of the vocabulary's tokenizer.json. ConfigError if max_predictions is below what mask_rate needs
+    in a sequence of the data's length."""
     needed = int(predictions_needed(config.mask_rate, seq_len))
     if config.max_predictions is not None and config.max_predictions < needed:
         raise ConfigError(f"max_predictions {config.max_predictions}: mask_rate {config.mask_rate} needs {needed} "
                           f"in a sequence of {seq_len} tokens; raise it or leave it null (ceil(mask_rate * seq_len))")
     cap = (config.max_predictions if config.max_predictions is not None
            else default_max_predictions(config.mask_rate, seq_len))
-    return DynamicMasking(MaskingVocab.from_vocab(vocab), config.mask_rate, cap, config.whole_word_masking,
-                          config.seed)
+    params = read_params(data_dir)
+    masking_vocab = MaskingVocab.from_vocab(vocab, params.special_token_ids if params else None,
+                                            params.word_start if params else "", added_token_ids(vocab_dir))
+    return DynamicMasking(masking_vocab, config.mask_rate, cap, config.whole_word_masking, config.seed)
 
 
 def _held_out_files(config: TrainConfig, data_dir: Path) -> list[Path]:

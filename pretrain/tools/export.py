@@ -31,7 +31,7 @@ import torch
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json, remove_tree, replace_dir, write_json
 from wiki2bert_core.wordpiece import (SPECIAL_TOKENS_MAP, TOKENIZER_FILES, copy_tokenizer_files, read_vocab,
-                                      special_token_ids)
+                                      special_token_ids, special_token_names)
 from pretrain.model.arch import export_class, takes_token_types
 from pretrain.model.hf_config import hf_config
 from pretrain.model.model_dir import HF_CONFIG, PRETRAINING_CONFIG, WEIGHT_FILES, WEIGHT_SHARDS, read_our_model
@@ -58,7 +58,7 @@ def export_hf(model_dir: Path, out_dir: Path, force: bool = False, within: Path 
     if len(vocab) > config.vocab_size:
         raise DataError(f"{vocab_file}: {len(vocab)} tokens, more than the model's {config.vocab_size}")
     architecture = export_class(read.model)
-    special = special_token_ids(vocab)
+    special = special_token_ids(vocab, special_token_names(vocab_file.parent))
     model = getattr(transformers, architecture)(hf_config(config, len(vocab), special["[PAD]"], architecture,
                                                           special["[CLS]"], special["[SEP]"]))
     expected = model.state_dict()

@@ -312,3 +312,26 @@ def test_a_hugging_face_model_ours_cannot_compute_is_refused_with_one_line(expor
                                           rf"{key} .*$") as e:
         read_our_model(other, "pretrain eval", "evaluate")
     assert "\n" not in str(e.value)
+
+
+def test_export_of_a_unigram_vocabulary_takes_its_special_ids(tmp_path):
+    """A model trained on data of a Unigram tokenizer (<s> 0, <pad> 1, </s> 2, <unk> 3, <mask> 4): the export's
+    config has its pad id, and transformers' fill-mask answers through its tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    from pipeline.tokenizer_files import LEARNT_SPECIAL, finish_learnt
+
+    pieces = LEARNT_SPECIAL + ["▁" + w for w in WORDS[:-2]] + ["s", "."]
+    torch.manual_seed(0)
+    model = BertForPreTraining(model_config("tiny", len(pieces))).eval()
+    write_phase_dir(tmp_path / "phase1", model)
+    shutil.rmtree(tmp_path / "phase1" / "tokenizer")
+    tokenizer = Tokenizer(models.Unigram([(p, -1.0) for p in pieces], unk_id=3))
+    tokenizer.pre_tokenizer, tokenizer.decoder = pre_tokenizers.Metaspace(), decoders.Metaspace()
+    tokenizer.add_special_tokens(LEARNT_SPECIAL)
+    finish_learnt(tokenizer, tmp_path / "phase1" / "tokenizer")
+    out = export_hf(tmp_path / "phase1", tmp_path / "hf")
+    assert json.loads((out / "config.json").read_text())["pad_token_id"] == 1
+    pipe = transformers.pipeline("fill-mask", model=str(out), tokenizer=str(out), device="cpu")
+    predictions = pipe("the cat <mask> on the mat .", top_k=3)
+    assert len(predictions) == 3 and all(p["sequence"].startswith("the cat") for p in predictions)

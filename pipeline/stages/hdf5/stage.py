@@ -39,7 +39,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import tokenizers
-from tokenizers import Tokenizer, normalizers
+from tokenizers import Tokenizer
 
 from wiki2bert_core.config import SettingError, added_later, check_minimum, hashed_values
 from wiki2bert_core.errors import ConfigError
@@ -54,8 +54,10 @@ from pipeline.stages.hdf5.tokenize import TokenFiles, id_dtype, token_batches
 from pipeline.stages import Stage, StageContext, StageCounts
 from wiki2bert_core.variant_dir import (MIXTURE_FILE, SEGMENT_PAIR, SEQUENCE_KINDS, SPLITS, TEST, TRAINING, Mixture,
                                         VariantParams, file_language, split_file, write_variant_files)
+from pipeline.tokenizer_files import lowercases, tokenizer_kind
 from wiki2bert_core.wordpiece import (load_tokenizer, one_tokenizer_thread, read_vocab, special_token_ids,
-                                     tokenizer_from_json, write_tokenizer_files)
+                                     special_token_names, tokenizer_from_json, word_start_marker,
+                                     write_tokenizer_files)
 
 # the version of how the files' bytes are made (masking, wiki2bert_core/masking.py, included): a change to it must raise
 # it. Part of each finished file's key (resume) and the stage's output_format (work directories made before show the
@@ -120,11 +122,13 @@ class Hdf5Config:
 
 
 def variant_params(config: Hdf5Config, variant: Variant, lower_case: bool, vocab: dict[str, int],
-                   mixture: Mixture | None = None) -> VariantParams:
+                   mixture: Mixture | None, special_ids: dict[str, int], tokenizer_kind: str,
+                   word_start: str) -> VariantParams:
     short_seq_prob = config.short_seq_prob if variant.sequence_kind == SEGMENT_PAIR else 0.0  # none injected
     return VariantParams(variant.max_seq_length, variant.max_predictions_per_seq, config.masked_lm_prob,
                          config.dupe_factor, short_seq_prob, config.random_seed, config.whole_word_masking,
-                         lower_case, len(vocab), special_token_ids(vocab), variant.sequence_kind, mixture)
+                         lower_case, len(vocab), special_ids, variant.sequence_kind, mixture, tokenizer_kind,
+                         word_start)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,12 +143,16 @@ def run(config: Hdf5Config, ctx: StageContext) -> StageCounts:
     shard_dir, vocab_dir = Path(ctx.inputs["shard"]), Path(ctx.inputs["vocab"])
     shards = _list_shards(shard_dir)
     vocab = read_vocab(vocab_dir / "vocab.txt")
+    special_ids = special_token_ids(vocab, special_token_names(vocab_dir))
     tokenizer = load_tokenizer(vocab_dir)
     _check_tokenizer_matches(tokenizer, vocab, vocab_dir)
-    lower_case = _lowercases(tokenizer)
+    lower_case = lowercases(tokenizer)
+    kind = tokenizer_kind(tokenizer, vocab_dir / "tokenizer.json")
+    word_start = "" if kind == "wordpiece" else word_start_marker(vocab)
     mixture = (Mixture.from_dict(read_json(shard_dir / MIXTURE_FILE), shard_dir / MIXTURE_FILE)
                if (shard_dir / MIXTURE_FILE).is_file() else None)
-    params = {v: variant_params(config, v, lower_case, vocab, mixture) for v in config.variants}
+    params = {v: variant_params(config, v, lower_case, vocab, mixture, special_ids, kind, word_start)
+              for v in config.variants}
     variant_dirs = {v: ctx.out_dir / p.dir_name for v, p in params.items()}
     files = {(v, split, path): f"{variant_dirs[v].name}/{split_file(split, path.stem)}"
              for v in config.variants for split, path in shards}
@@ -158,12 +166,12 @@ def run(config: Hdf5Config, ctx: StageContext) -> StageCounts:
         ctx.log.info("hdf5: reusing %d of %d files finished by an earlier attempt", len(reused), len(files))
     to_tokenize = [(split, path) for split, path in shards if any((v, split, path) not in reused for v in variant_dirs)]
     shard_counts = {path: c["shard"] for (_, _, path), c in reused.items()}
-    shard_counts.update(_tokenize_shards(to_tokenize, tokenizer, tokenizer_json, special_token_ids(vocab), ctx))
+    shard_counts.update(_tokenize_shards(to_tokenize, tokenizer, tokenizer_json, special_ids, ctx))
     totals = {"shards": len(shards), **{key: sum(c[key] for c in shard_counts.values())
                                         for key in ("documents", "sentences", "input_tokens")}}
     if totals["input_tokens"] == 0:
         raise DataError(f"{shard_dir}: the shards hold no text to make instances from")
-    masking_vocab = MaskingVocab.from_vocab(vocab)
+    masking_vocab = MaskingVocab.from_vocab(vocab, special_ids, word_start, tokenizer.get_added_tokens_decoder())
     tasks = [InstanceFile(path.stem, ctx.scratch() / "tokens" / path.stem, finished.root, relative,
                           keys[(v, split, path)], shard_counts[path],
                           Masking(masking_vocab, config.masked_lm_prob, v.max_predictions_per_seq,
@@ -303,23 +311,13 @@ def _list_shards(shard_dir: Path) -> list[tuple[str, Path]]:
 
 
 def _check_tokenizer_matches(tokenizer, vocab: dict[str, int], vocab_dir: Path) -> None:
-    for token, token_id in special_token_ids(vocab).items():
+    for token, token_id in ((token, vocab[token]) for token in special_token_names(vocab_dir).values()):
         if tokenizer.token_to_id(token) != token_id:
             raise DataError(f"{vocab_dir}: tokenizer.json gives {token} id {tokenizer.token_to_id(token)}, "
                                 f"vocab.txt {token_id}")
     if tokenizer.get_vocab_size() != len(vocab):
         raise DataError(f"{vocab_dir}: tokenizer.json has {tokenizer.get_vocab_size()} tokens, "
                             f"vocab.txt {len(vocab)}")
-
-
-def _lowercases(tokenizer) -> bool:
-    """Whether the tokenizer's normalizer lowercases (BertNormalizer's flag, or a Lowercase step)."""
-    def walk(normalizer) -> bool:
-        if isinstance(normalizer, normalizers.Sequence):
-            return any(walk(child) for child in normalizer)
-        return isinstance(normalizer, normalizers.Lowercase) or \
-            (isinstance(normalizer, normalizers.BertNormalizer) and normalizer.lowercase)
-    return walk(tokenizer.normalizer)
 
 
 def _tokenize_shard(task: _TokenizeTask) -> dict:
