@@ -38,41 +38,49 @@ warnings.filterwarnings("ignore", message="The PyTorch API of nested tensors is 
 
 @dataclasses.dataclass
 class TokenLayout:
-    """Where a batch's tokens are, for the encoder: padded rows ("mask") or the real tokens only (unpadded)."""
+    """Where a batch's tokens are for the encoder: every kernel computes the real tokens only, [T, H] (T = real
+    tokens of the batch, row-major); "mask" puts them back into their rows [R, L] for attention only."""
     kernel: str
+    real: Tensor  # [T] flat (row-major) indices of the real tokens in the rows
+    rows: int
+    length: int
     mask: Tensor | None = None  # "mask": [R, 1, 1 or L, L] bool, True where a query may attend to a key
-    real: Tensor | None = None  # unpadded: [T] flat (row-major) indices of the real tokens
-    offsets: Tensor | None = None  # unpadded: [K + 1] start of each instance in the real tokens, then T
-    max_len: int = 0  # unpadded: the longest instance
+    instances: Tensor | None = None  # "mask": the batch's attention_mask [R, L] (instance numbers, 0 = padding)
+    offsets: Tensor | None = None  # nested, flash: [K + 1] start of each instance in the real tokens, then T
+    max_len: int = 0  # nested, flash: the longest instance
     windowed: dict = dataclasses.field(default_factory=dict)  # "mask": window -> its mask, made once a batch
 
-    @property
-    def unpadded(self) -> bool:
-        return self.kernel != "mask"
-
-    def flat_index(self, flat_positions: Tensor, rows: int, length: int) -> Tensor:
-        """Indices into the encoder's output [N, H] of row-major positions r * L + c (real tokens only when
-        unpadded)."""
-        if not self.unpadded:
-            return flat_positions
-        lookup = torch.zeros(rows * length, dtype=torch.long, device=flat_positions.device)
+    def flat_index(self, flat_positions: Tensor) -> Tensor:
+        """Indices into the encoder's output [T, H] of row-major positions r * L + c of real tokens."""
+        lookup = torch.zeros(self.rows * self.length, dtype=torch.long, device=flat_positions.device)
         lookup[self.real] = torch.arange(self.real.numel(), device=lookup.device)
         return lookup[flat_positions]
+
+    def to_rows(self, t: Tensor) -> Tensor:
+        """[T, ...] -> [R, L, ...], zeros at the padding."""
+        rows = t.new_zeros(self.rows * self.length, *t.shape[1:]).index_copy(0, self.real, t)
+        return rows.view(self.rows, self.length, *t.shape[1:])
+
+    def from_rows(self, t: Tensor) -> Tensor:
+        """[R, L, ...] -> [T, ...]: the real tokens."""
+        return t.reshape(self.rows * self.length, *t.shape[2:]).index_select(0, self.real)
 
 
 def token_layout(attention_mask: Tensor, packed: bool, kernel: str) -> TokenLayout:
     if kernel not in KERNELS:
         raise ValueError(f"unknown attention kernel {kernel!r}; known: {', '.join(KERNELS)}")
+    rows, length = attention_mask.shape
+    real = torch.nonzero(attention_mask.reshape(-1), as_tuple=True)[0]
     if kernel == "mask":
         if packed:
             mask = attention_mask[:, None, :, None] == attention_mask[:, None, None, :]
         else:
             mask = attention_mask.bool()[:, None, None, :]
-        return TokenLayout(kernel, mask=mask)
-    real = torch.nonzero(attention_mask.reshape(-1), as_tuple=True)[0]
+        return TokenLayout(kernel, real, rows, length, mask=mask, instances=attention_mask)
     lengths = instance_lengths(attention_mask)
     offsets = F.pad(lengths.cumsum(0), (1, 0))
-    return TokenLayout(kernel, real=real, offsets=offsets, max_len=int(lengths.max()) if lengths.numel() else 0)
+    return TokenLayout(kernel, real, rows, length, offsets=offsets,
+                       max_len=int(lengths.max()) if lengths.numel() else 0)
 
 
 def instance_lengths(attention_mask: Tensor) -> Tensor:
@@ -89,22 +97,62 @@ def window_mask(layout: TokenLayout, window: int) -> Tensor:
     """The "mask" layout's mask [R, 1, L, L] limited to keys at most `window` columns from the query, and always
     the query's own."""
     if window not in layout.windowed:
-        length = layout.mask.size(-1)
-        columns = torch.arange(length, device=layout.mask.device)
+        columns = torch.arange(layout.length, device=layout.mask.device)
         distance = (columns[:, None] - columns[None, :]).abs()
         layout.windowed[window] = (layout.mask & (distance <= window)) | (distance == 0)
     return layout.windowed[window]
 
 
+def band_mask(layout: TokenLayout, window: int) -> Tensor:
+    """The mask [R * B, 1, window, 3 * window] of `banded_attention`'s blocks: a query may attend to a key of its
+    own instance at most `window` columns away, and always to its own."""
+    if ("band", window) not in layout.windowed:
+        blocks = -(-layout.length // window)
+        tail = blocks * window - layout.length
+        # columns outside the row are instance -1: no query's
+        instances = F.pad(layout.instances, (0, tail), value=-1)
+        queries = instances.view(layout.rows, blocks, window)
+        keys = F.pad(instances, (window, window), value=-1).unfold(1, 3 * window, window)  # [R, B, 3 * window]
+        offset = torch.arange(3 * window, device=instances.device) - window - torch.arange(window, device=instances.device)[:, None]
+        mask = ((queries[..., None] == keys[..., None, :]) & (offset.abs() <= window)) | (offset == 0)
+        layout.windowed[("band", window)] = mask.view(layout.rows * blocks, 1, window, 3 * window)
+    return layout.windowed[("band", window)]
+
+
+def banded_attention(q: Tensor, k: Tensor, v: Tensor, layout: TokenLayout, dropout_p: float, window: int) -> Tensor:
+    """Windowed attention of rows [R, L, heads, d] computed block by block: the queries of each block of `window`
+    columns against the keys of that block and of its neighbours on both sides (3 * window keys), which hold every
+    key within `window` of them; the mask of the whole rows would make SDPA compute all L keys of each query."""
+    rows, length, heads, d = q.shape
+    blocks = -(-length // window)
+    tail = blocks * window - length
+
+    def query_blocks(t: Tensor) -> Tensor:  # [R * B, heads, window, d]
+        t = F.pad(t, (0, 0, 0, 0, 0, tail)).view(rows, blocks, window, heads, d)
+        return t.permute(0, 1, 3, 2, 4).reshape(rows * blocks, heads, window, d)
+
+    def key_blocks(t: Tensor) -> Tensor:  # [R * B, heads, 3 * window, d]
+        t = F.pad(t, (0, 0, 0, 0, window, tail + window)).unfold(1, 3 * window, window)  # [R, B, heads, d, 3w]
+        return t.permute(0, 1, 2, 4, 3).reshape(rows * blocks, heads, 3 * window, d)
+
+    y = F.scaled_dot_product_attention(query_blocks(q), key_blocks(k), key_blocks(v),
+                                       attn_mask=band_mask(layout, window), dropout_p=dropout_p)
+    y = y.view(rows, blocks, heads, window, d).permute(0, 1, 3, 2, 4).reshape(rows, blocks * window, heads, d)
+    return y[:, :length]
+
+
 def attend(q: Tensor, k: Tensor, v: Tensor, layout: TokenLayout, dropout_p: float, window: int | None = None
            ) -> Tensor:
-    """q, k, v: [R, L, heads, d] (padded rows) or [T, heads, d] (unpadded); the output has the same shape. `window`:
-    each query attends only to the keys at most this many positions away (None: to all of its instance)."""
+    """q, k, v: [T, heads, d], the real tokens; the output has the same shape. `window`: each query attends only to
+    the keys at most this many positions away (None: to all of its instance)."""
     if layout.kernel == "mask":
+        q, k, v = (layout.to_rows(t) for t in (q, k, v))
+        if window is not None and 3 * window < layout.length:
+            return layout.from_rows(banded_attention(q, k, v, layout, dropout_p, window))
         mask = layout.mask if window is None else window_mask(layout, window)
         y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                            attn_mask=mask, dropout_p=dropout_p)
-        return y.transpose(1, 2)
+        return layout.from_rows(y.transpose(1, 2))
     if layout.kernel == "flash":
         from flash_attn import flash_attn_varlen_func
 
