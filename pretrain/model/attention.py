@@ -1,20 +1,25 @@
 """Self-attention kernels over rows that hold one or several whole instances, and the choice among them.
 
 A batch's `attention_mask` [R, L] numbers the instances of each row 1, 2, ... (a row read from the HDF5 files holds
-one instance, numbered 1) and marks padding 0; an instance is a contiguous run of one number. Attention never
-crosses from one instance to another, whatever the kernel:
+one instance, numbered 1) and marks padding 0; an instance is a contiguous run of one number. Whatever the kernel,
+the encoder holds the real tokens only, [T, H] (T = real tokens of the batch, row-major), so its embeddings,
+projections, feed-forward blocks and norms spend nothing on padding; and attention never crosses from one instance
+to another:
 
-- "mask": `scaled_dot_product_attention` over the padded rows [R, L, H] with a boolean mask: a key-padding mask
-  for rows of one instance, a block-diagonal one for packed rows (padding attends to padding only, so no query row
-  is empty). Runs everywhere; every position of every row is computed.
-- "nested": the real tokens only, [T, H] (T = real tokens of the batch), attention over PyTorch's nested jagged
-  tensors, one ragged sequence per instance; no FLOPs go to padding.
-- "flash": the same unpadded layout through flash-attention's varlen kernel (when the package is importable, CUDA).
+- "mask": the queries, keys and values put back into their rows [R, L] (zeros at the padding) for
+  `scaled_dot_product_attention` with a boolean mask: a key-padding mask for rows of one instance, a block-diagonal
+  one for packed rows (padding attends to padding only, so no query row is empty); the real tokens' outputs taken
+  back. Runs everywhere; attention computes every column of every row.
+- "nested": attention over PyTorch's nested jagged tensors, one ragged sequence per instance; no FLOPs go to
+  padding.
+- "flash": flash-attention's varlen kernel over the same (when the package is importable, CUDA).
 
-A window (ModernBERT's local layers) limits each query to the keys at most `window` positions away: "mask" adds a
-band to the mask (and each position's own key, so that no padding query is left without one), "flash" passes it
-as flash-attention's window_size; "nested" takes none. Within a row an instance's tokens are contiguous, so the
-distance between columns is the distance between positions.
+A window (ModernBERT's local layers) limits each query to the keys at most `window` positions away: "mask" computes
+the rows block by block when the window is under a third of the row (each block of `window` queries against the
+3 * `window` keys around it, `banded_attention`), else adds a band to the whole rows' mask (with each position's own
+key, so that no padding query is left without one); "flash" passes it as flash-attention's window_size; "nested"
+takes none. Within a row an instance's tokens are contiguous, so the distance between columns is the distance
+between positions.
 
 `choose_attention` measures the kernels that run on the device and keeps the fastest (the training loop does so on
 GPU; on CPU it takes "mask": there the nested kernel goes through a slow per-sequence fallback).
@@ -113,7 +118,8 @@ def band_mask(layout: TokenLayout, window: int) -> Tensor:
         instances = F.pad(layout.instances, (0, tail), value=-1)
         queries = instances.view(layout.rows, blocks, window)
         keys = F.pad(instances, (window, window), value=-1).unfold(1, 3 * window, window)  # [R, B, 3 * window]
-        offset = torch.arange(3 * window, device=instances.device) - window - torch.arange(window, device=instances.device)[:, None]
+        columns = torch.arange(3 * window, device=instances.device)
+        offset = columns - window - columns[:window, None]  # key column - query column
         mask = ((queries[..., None] == keys[..., None, :]) & (offset.abs() <= window)) | (offset == 0)
         layout.windowed[("band", window)] = mask.view(layout.rows * blocks, 1, window, 3 * window)
     return layout.windowed[("band", window)]
@@ -128,17 +134,17 @@ def banded_attention(q: Tensor, k: Tensor, v: Tensor, layout: TokenLayout, dropo
     tail = blocks * window - length
 
     def query_blocks(t: Tensor) -> Tensor:  # [R * B, heads, window, d]
-        t = F.pad(t, (0, 0, 0, 0, 0, tail)).view(rows, blocks, window, heads, d)
-        return t.permute(0, 1, 3, 2, 4).reshape(rows * blocks, heads, window, d)
+        return F.pad(t, (0, 0, 0, 0, 0, tail)).view(rows * blocks, window, heads, d).transpose(1, 2)
 
     def key_blocks(t: Tensor) -> Tensor:  # [R * B, heads, 3 * window, d]
-        t = F.pad(t, (0, 0, 0, 0, window, tail + window)).unfold(1, 3 * window, window)  # [R, B, heads, d, 3w]
-        return t.permute(0, 1, 2, 4, 3).reshape(rows * blocks, heads, 3 * window, d)
+        t = F.pad(t, (0, 0, 0, 0, window, tail + window)).view(rows, blocks + 2, window, heads, d)
+        # each block beside its two neighbours (a third faster than Tensor.unfold, whose backward is slow on CPU)
+        t = torch.cat([t[:, :-2], t[:, 1:-1], t[:, 2:]], dim=2)
+        return t.view(rows * blocks, 3 * window, heads, d).transpose(1, 2)
 
     y = F.scaled_dot_product_attention(query_blocks(q), key_blocks(k), key_blocks(v),
                                        attn_mask=band_mask(layout, window), dropout_p=dropout_p)
-    y = y.view(rows, blocks, heads, window, d).permute(0, 1, 3, 2, 4).reshape(rows, blocks * window, heads, d)
-    return y[:, :length]
+    return y.transpose(1, 2).reshape(rows, blocks * window, heads, d)[:, :length]
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, layout: TokenLayout, dropout_p: float, window: int | None = None

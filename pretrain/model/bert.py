@@ -3,8 +3,8 @@ masked-LM head alone, for MLM-only training).
 
 Module and parameter names are exactly those of `transformers.BertForPreTraining` (without the NSP head, of
 `transformers.BertForMaskedLM`: no pooler, no `cls.seq_relationship`), so a state dict of this model loads there
-unchanged (export is a plain save). What differs from that implementation is for speed: attention runs
-through the kernels of `attention.py` (SDPA with a mask, or over the real tokens only), the masked-LM head
+unchanged (export is a plain save). What differs from that implementation is for speed: the encoder computes the
+real tokens only, attention through the kernels of `attention.py` (SDPA with a mask, or unpadded), the masked-LM head
 (transform + vocabulary projection) runs only on the masked positions, gathered first, and a row may hold several
 instances (packed, see packing.py).
 

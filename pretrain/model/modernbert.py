@@ -6,10 +6,11 @@ has no next-sentence prediction.
 Module and parameter names are exactly those of `transformers.ModernBertForMaskedLM` (`model.embeddings`,
 `model.layers.N.attn.Wqkv`, ..., `head`, `decoder`, the decoder's weight tied to the token embeddings), so a state
 dict of this model loads there unchanged and the export is a plain save; the computation is that class's (the same
-logits: tests/test_pretrain/test_modernbert.py). What differs is for speed, as in our BERT (bert.py): the kernels of
-attention.py (SDPA with a mask, windowed by a band in the local layers, or flash-attention's varlen kernel with its
-window over the real tokens only), the head and decoder on the masked positions only, gathered first (the final
-LayerNorm too), and rows holding several instances (packing.py), each with its own positions from 0 for RoPE.
+logits: tests/test_pretrain/test_modernbert.py). What differs is for speed, as in our BERT (bert.py): the encoder
+over the real tokens only, the kernels of attention.py (SDPA with a mask, the local layers block by block within
+their window, or flash-attention's varlen kernel with its window), the head and decoder on the masked positions
+only, gathered first (the final LayerNorm too), and rows holding several instances (packing.py), each with its own
+positions from 0 for RoPE.
 
 Inputs and outputs: pretraining.py (token_type_ids and next_sentence_labels are taken and not used).
 """
