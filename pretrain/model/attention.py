@@ -47,6 +47,7 @@ class TokenLayout:
     tokens of the batch, row-major); "mask" puts them back into their rows [R, L] for attention only."""
     kernel: str
     real: Tensor  # [T] flat (row-major) indices of the real tokens in the rows
+    padding: Tensor  # [R * L - T] those of the padding
     rows: int
     length: int
     mask: Tensor | None = None  # "mask": [R, 1, 1 or L, L] bool, True where a query may attend to a key
@@ -62,9 +63,9 @@ class TokenLayout:
         return lookup[flat_positions]
 
     def to_rows(self, t: Tensor) -> Tensor:
-        """[T, ...] -> [R, L, ...], zeros at the padding."""
-        rows = t.new_zeros(self.rows * self.length, *t.shape[1:]).index_copy(0, self.real, t)
-        return rows.view(self.rows, self.length, *t.shape[1:])
+        """[T, ...] -> [R, L, ...], zeros at the padding (only there: no pass that zeroes the whole rows)."""
+        rows = t.new_empty(self.rows * self.length, *t.shape[1:]).index_fill_(0, self.padding, 0)
+        return rows.index_copy_(0, self.real, t).view(self.rows, self.length, *t.shape[1:])
 
     def from_rows(self, t: Tensor) -> Tensor:
         """[R, L, ...] -> [T, ...]: the real tokens."""
@@ -76,15 +77,16 @@ def token_layout(attention_mask: Tensor, packed: bool, kernel: str) -> TokenLayo
         raise ValueError(f"unknown attention kernel {kernel!r}; known: {', '.join(KERNELS)}")
     rows, length = attention_mask.shape
     real = torch.nonzero(attention_mask.reshape(-1), as_tuple=True)[0]
+    padding = torch.nonzero(attention_mask.reshape(-1) == 0, as_tuple=True)[0]
     if kernel == "mask":
         if packed:
             mask = attention_mask[:, None, :, None] == attention_mask[:, None, None, :]
         else:
             mask = attention_mask.bool()[:, None, None, :]
-        return TokenLayout(kernel, real, rows, length, mask=mask, instances=attention_mask)
+        return TokenLayout(kernel, real, padding, rows, length, mask=mask, instances=attention_mask)
     lengths = instance_lengths(attention_mask)
     offsets = F.pad(lengths.cumsum(0), (1, 0))
-    return TokenLayout(kernel, real, rows, length, offsets=offsets,
+    return TokenLayout(kernel, real, padding, rows, length, offsets=offsets,
                        max_len=int(lengths.max()) if lengths.numel() else 0)
 
 

@@ -231,3 +231,21 @@ def test_base_parameter_count_is_berts():
     with torch.device("meta"):
         model = BertForPreTraining(model_config("base", 30522))
     assert model.num_parameters() == pytest.approx(110.1e6, rel=0.005)  # BERT-base: 110M
+
+
+def test_the_mlm_loss_is_cross_entropy_with_its_gradient_and_counts_the_top_logits():
+    """SummedCrossEntropy (one exponential pass for the masked-LM head): torch's summed cross-entropy and gradient,
+    and the count of labels whose logit is the largest (argmax's, without ties)."""
+    from pretrain.model.pretraining import SummedCrossEntropy
+
+    torch.manual_seed(0)
+    logits = (5 * torch.randn(40, 300, dtype=torch.float64)).requires_grad_()
+    labels = torch.randint(0, 300, (40,))
+    labels[:7] = logits.argmax(-1)[:7]  # some labels at the top logit
+    loss, correct = SummedCrossEntropy.apply(logits, labels)
+    (ours,) = torch.autograd.grad(0.5 * loss, logits)
+    expected = torch.nn.functional.cross_entropy(logits, labels, reduction="sum")
+    (theirs,) = torch.autograd.grad(0.5 * expected, logits)
+    torch.testing.assert_close(loss, expected, rtol=1e-12, atol=0)
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-12)
+    assert correct.item() == (logits.argmax(-1) == labels).sum().item() >= 7 and not correct.requires_grad

@@ -412,3 +412,26 @@ def test_tune_tries_the_kernels_that_take_a_window_with_the_recipe_of_the_length
     assert tune.make_setup("tiny", 2048, 0, "fp32", 0.5, ["arch=modernbert"], None)[0].phase == "phase2"
     bert, pinned = tune.make_setup("tiny", 512, 0, "fp32", 0.5, [], None)
     assert bert.phase == "phase2" and "nested" in [kernel for kernel, _ in tune.groups(bert, pinned)]
+
+
+def test_a_local_layer_computes_the_keys_around_each_block_not_the_whole_row():
+    """Windowed attention of rows longer than three windows: the outputs of the whole rows' band mask (packed rows,
+    padding included), with the (query, key) products of 3 * window keys a query instead of the row's length."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from pretrain.model.attention import attend, window_mask
+
+    length, window, heads, d = 96, 8, 2, 16
+    mask = torch.tensor([[1] * 30 + [2] * 50 + [0] * 16, [1] * 90 + [0] * 6])
+    layout = token_layout(mask, True, "mask")
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(layout.real.numel(), heads, d, dtype=torch.float64) for _ in range(3))
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        blocked = attend(q, k, v, layout, 0.0, window)
+    rows = [t.transpose(1, 2) for t in (layout.to_rows(q), layout.to_rows(k), layout.to_rows(v))]
+    whole = layout.from_rows(torch.nn.functional.scaled_dot_product_attention(
+        *rows, attn_mask=window_mask(layout, window)).transpose(1, 2))
+    torch.testing.assert_close(blocked, whole, rtol=0, atol=1e-12)
+    queries = 2 * length * heads
+    assert counter.get_total_flops() == 2 * 2 * queries * 3 * window * d  # QK^T and AV over 3 * window keys
