@@ -25,7 +25,7 @@ from pretrain.config import ModelConfig
 from pretrain.model.attention import TokenLayout, attend, token_layout
 from pretrain.model.pretraining import PretrainingModel
 
-# RoPE base -> (cos, signed sin) of every position of a batch, [..., head_dim]: computed once per forward for each base
+# RoPE base -> (cos, signed sin) of every position of a batch, [..., head_dim]: computed once a forward for each base
 Rotary = dict[float, tuple[Tensor, Tensor]]
 
 
@@ -109,8 +109,8 @@ class ModernBertEncoderLayer(nn.Module):
 
 
 class ModernBertModel(nn.Module):
-    """The encoder over the real tokens only (`attention`: a kernel of attention.py), without
-    its final LayerNorm, which the caller applies where it reads the output."""
+    """The encoder over the real tokens only (`attention`: a kernel of attention.py), without its final LayerNorm,
+    which the caller applies where it reads the output."""
 
     def __init__(self, config: ModelConfig, attention: str = "mask"):
         super().__init__()
