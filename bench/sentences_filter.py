@@ -94,7 +94,7 @@ def child_stage(name: str, upstream: str, out_dir: str, settings: str) -> dict:
     out.mkdir(parents=True)
     ctx = StageContext(lang="hu", out_dir=out, inputs={stage.inputs[0]: Path(upstream)},
                        cache_dir=out.parent / ".cache", workers=1, quiet=True, log=logging.getLogger("bench"))
-    return stage.run(stage.config_cls(**json.loads(settings)), ctx)
+    return stage.run(stage.config_cls(**json.loads(settings)), ctx).to_dict()
 
 
 # --- figures ---------------------------------------------------------------------------------------
