@@ -41,7 +41,8 @@ VocabOpt = typer.Option(None, "--vocab", callback=utf8_path,
 @app.callback()
 def launcher_options(local_rank: Optional[int] = typer.Option(None, "--local_rank", "--local-rank", hidden=True)
                      ) -> None:
-    """Pretrain BERT or ModernBERT (--set arch=modernbert) on the HDF5 output of `pipeline run` with DeepSpeed."""
+    """Pretrain BERT, ModernBERT (--set arch=modernbert) or XLM-R (arch=roberta, or --init of one) on the HDF5 output
+    of `pipeline run` with DeepSpeed."""
     # the deepspeed launcher passes --local_rank=N before the command; the rank is read from the environment
 
 
@@ -265,13 +266,14 @@ def tune(preset: Optional[str] = PresetOpt,
 
 def _train(phase, data, out, preset, config, overrides, deepspeed_config, vocab, init=None, eval_data=None) -> None:
     from pretrain.config import load_train_config
+    from pretrain.model.model_dir import arch_of
     from pretrain.run.prepare import prepare
     from pretrain.run.train import train
 
     values = {"preset": preset} if preset else {}
     if eval_data:
         values["eval_data"] = str(eval_data)
-    train_config = load_train_config(phase, config, overrides or [], values or None)
+    train_config = load_train_config(phase, config, overrides or [], values or None, init and arch_of(init))
     run = prepare(phase, data, out, train_config, vocab, init, deepspeed_config, preset_flag=preset)
     if run.complete:
         typer.echo(f"{run.phase_dir}: {phase} is complete ({run.config.steps} steps); nothing to do", err=True)

@@ -20,7 +20,7 @@ from pretrain.model.arch import DEFAULT_ARCH, spec
 from pretrain.data.loader import DataDirectory, open_data
 from pretrain.run.deepspeed_settings import choose_precision, read_user_ds_config
 from pretrain.model.model_dir import (HPARAMS, HuggingFaceDir, ModelDir, PhaseDir, is_phase_dir, open_model_dir,
-                                      require_encoder_weights)
+                                      require_encoder_weights, token_ids, vocabulary_difference)
 from pretrain.out_dirs import RUN, check_out_dir
 from wiki2bert_core.variant_dir import (DOC_SENTENCES, PARAMS_FILE, find_vocab_file, held_out_files, held_out_split,
                                         read_params, training_files)
@@ -113,8 +113,7 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
         _check_same_vocab(vocab_dir / "vocab.txt", PhaseDir(phase_dir).vocab_file,
                           "the vocabulary the model was trained with")
     elif init:
-        _check_same_vocab(vocab_dir / "vocab.txt", init.model_dir.vocab_file,
-                          "the vocabulary of the model --init starts from")
+        _check_init_vocab(vocab_dir / "vocab.txt", vocab, init.model_dir)
     if init:
         model, config = _continued_model(PhaseDir(phase_dir) if resume else init.model_dir, config, preset_flag,
                                          phase)
@@ -216,7 +215,7 @@ def _find_init(init_dir: Path, phase: str) -> InitFrom:
         model_dir.model_config()
         return InitFrom(init_dir.resolve(), found.tag, found.step)
     config = model_dir.model_config("--init")
-    model_dir.require_vocab("its vocabulary cannot be checked against the data's")
+    model_dir.tokenizer_file("its vocabulary cannot be checked against the data's")
     require_encoder_weights(model_dir, config)
     return InitFrom(init_dir.resolve())
 
@@ -272,6 +271,19 @@ def _check_sentence_pairs(data_dir: Path) -> None:
     if params is not None and params.sequence_kind == DOC_SENTENCES:
         raise ConfigError(f"{Path(data_dir) / PARAMS_FILE}: sequence_kind {DOC_SENTENCES}, no sentence pairs for "
                           f"next-sentence prediction (objective mlm+nsp); train it with --set objective=mlm")
+
+
+def _check_init_vocab(vocab_file: Path, vocab: dict[str, int], init_dir: ModelDir) -> None:
+    """The model --init starts from must have the data's vocabulary: its vocab.txt the same lines, or, where it has
+    none, its tokenizer.json the same token -> id map."""
+    if init_dir.vocab_file.is_file():
+        _check_same_vocab(vocab_file, init_dir.vocab_file, "the vocabulary of the model --init starts from")
+        return
+    tokenizer_file = init_dir.tokenizer_file("its vocabulary cannot be checked against the data's")
+    detail = vocabulary_difference(vocab, token_ids(tokenizer_file))
+    if detail:
+        raise ConfigError(f"{vocab_file}: differs from the vocabulary of the model --init starts from "
+                          f"({tokenizer_file}: {detail})")
 
 
 def _check_same_vocab(vocab: Path, reference: Path, what: str) -> None:

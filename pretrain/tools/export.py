@@ -1,12 +1,12 @@
 """Export a model directory (pretrain/model/model_dir.py: a pretraining phase's latest checkpoint, or a Hugging Face
-BERT or ModernBERT directory) as a Hugging Face model directory in our form: one `model.safetensors`, the tokenizer
-files, `pretraining_config.json`.
+BERT, ModernBERT or XLM-R directory) as a Hugging Face model directory in our form: one `model.safetensors`, the
+tokenizer files, `pretraining_config.json`.
 
 The model's parameter names are those of `transformers.BertForPreTraining` (of `BertForMaskedLM` for a BERT trained
-MLM-only, which has no NSP head) or of `ModernBertForMaskedLM` (pretrain/model/arch.py), so the export loads
-our state dict into that class and lets `save_pretrained` write `config.json` and `model.safetensors` (it stores the
-decoder weight, tied to the word embeddings, once, as `from_pretrained` expects). `AutoModelForMaskedLM` loads
-either. The model's vocabulary rows are padded to
+MLM-only, which has no NSP head), of `ModernBertForMaskedLM` or of `XLMRobertaForMaskedLM` (pretrain/model/arch.py),
+so the export loads our state dict into that class and lets `save_pretrained` write `config.json` and
+`model.safetensors` (it stores the decoder weight, tied to the word embeddings, once, as `from_pretrained` expects).
+`AutoModelForMaskedLM` loads any of them. The model's vocabulary rows are padded to
 a multiple of 8 for the GPU; the export keeps exactly the tokenizer's rows (config `vocab_size` == len(tokenizer)),
 so no padding row can come out of fill-mask as an empty token. The tokenizer files come from the phase's
 `tokenizer/` directory (a copy of the data directory's), or from the Hugging Face directory. The same model gives
@@ -30,8 +30,7 @@ import torch
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json, remove_tree, write_json
-from wiki2bert_core.wordpiece import (SPECIAL_TOKENS_MAP, TOKENIZER_FILES, copy_tokenizer_files, read_vocab,
-                                      special_token_ids)
+from wiki2bert_core.wordpiece import SPECIAL_TOKENS_MAP, TOKENIZER_FILES, copy_tokenizer_files, read_vocab
 from pretrain.model.arch import export_class, takes_token_types
 from pretrain.model.hf_config import hf_config
 from pretrain.model.model_dir import HF_CONFIG, PRETRAINING_CONFIG, WEIGHT_FILES, WEIGHT_SHARDS, read_our_model
@@ -58,9 +57,8 @@ def export_hf(model_dir: Path, out_dir: Path, force: bool = False, within: Path 
     if len(vocab) > config.vocab_size:
         raise DataError(f"{vocab_file}: {len(vocab)} tokens, more than the model's {config.vocab_size}")
     architecture = export_class(read.model)
-    special = special_token_ids(vocab)
-    model = getattr(transformers, architecture)(hf_config(config, len(vocab), special["[PAD]"], architecture,
-                                                          special["[CLS]"], special["[SEP]"]))
+    pad, cls, sep = (vocab[token] for token in _sequence_tokens(vocab))
+    model = getattr(transformers, architecture)(hf_config(config, len(vocab), pad, architecture, cls, sep))
     expected = model.state_dict()
     state = {name: _tokenizer_rows(value, expected[name], config.vocab_size)
              for name, value in read.model.state_dict().items() if name in expected}
@@ -124,6 +122,13 @@ def _write_tokenizer_config(directory: Path, max_length: int) -> None:
             settings.update(do_lower_case=bool(normalizer.get("lowercase")),
                             strip_accents=bool(normalizer.get("strip_accents")))
     write_json(path, {**settings, "model_max_length": max_length})
+
+
+def _sequence_tokens(vocab: dict[str, int]) -> tuple[str, str, str]:
+    """The pad token and the tokens that open and close a sequence: RoBERTa's <pad> <s> </s> where the vocabulary
+    has them (an XLM-R's), else BERT's [PAD] [CLS] [SEP]."""
+    roberta = ("<pad>", "<s>", "</s>")
+    return roberta if all(token in vocab for token in roberta) else ("[PAD]", "[CLS]", "[SEP]")
 
 
 def _tokenizer_rows(value: torch.Tensor, expected: torch.Tensor, padded_vocab_size: int) -> torch.Tensor:
