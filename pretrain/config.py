@@ -57,6 +57,9 @@ class ModelConfig:
     local_rope_theta: float = 10000.0  # modernbert: RoPE base of the local layers
     initializer_range: float = changeable(0.02)  # standard deviation of the initial weights
     pad_token_id: int = 0  # id of [PAD] in the vocabulary
+    # the masked-LM decoder's weight is the word embeddings (every arch's published checkpoints); false: a weight of
+    # its own, as a Hugging Face model whose config.json says so has it (--init keeps it as the model had it)
+    tie_word_embeddings: bool = True
     # recompute each layer's activations in backward instead of keeping them: less memory, one more forward
     activation_checkpointing: bool = changeable(False)
 

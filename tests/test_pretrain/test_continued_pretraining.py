@@ -22,9 +22,10 @@ from pretrain.model.hf_config import hf_config
 from pretrain.model.model_dir import arch_of, read_our_model
 from pretrain.run import checkpoint
 from pretrain.run.prepare import prepare
+from pretrain.tools.export import export_hf
 from pretrain_cli import metrics, pretrain
 
-SHAPE = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+SHAPE = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=48)
 VOCAB = 60  # write_dataset's vocabulary (BERT's special tokens, then w0, w1, ...)
 # XLM-R's special tokens at XLM-R's ids, then (until the pipeline takes any tokenizer) BERT's, which the data
 # directory's vocab.txt must hold, then pieces, and <mask> last, as in XLM-R
@@ -51,19 +52,20 @@ def write_xlmr_tokenizer(directory: Path) -> None:
         "sep_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>"}))
 
 
-def hf_model(kind: str, class_name: str, path: Path, tokenizer_dir: Path) -> Path:
+def hf_model(kind: str, class_name: str, path: Path, tokenizer_dir: Path, tied: bool = True) -> Path:
     """A transformers model of `kind` (bert, xlmr, modernbert) with random weights saved as the hub serves it: its
-    tokenizer.json (the data's), no vocab.txt."""
+    tokenizer.json (the data's), no vocab.txt; `tied` False: its decoder a weight of its own."""
     torch.manual_seed(3)
     if kind == "bert":
-        config = transformers.BertConfig(vocab_size=VOCAB, **SHAPE)
+        config = transformers.BertConfig(vocab_size=VOCAB, tie_word_embeddings=tied, **SHAPE)
     elif kind == "xlmr":
         config_class = transformers.RobertaConfig if class_name.startswith("Roberta") else transformers.XLMRobertaConfig
         config = config_class(vocab_size=len(XLMR_TOKENS), max_position_embeddings=66, type_vocab_size=1,
-                              layer_norm_eps=1e-5, **SHAPE)
+                              layer_norm_eps=1e-5, tie_word_embeddings=tied, **SHAPE)
     else:
         ours = ModelConfig(vocab_size=VOCAB, arch="modernbert", local_attention=16, layer_norm_eps=1e-5,
-                           hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **SHAPE)
+                           hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, tie_word_embeddings=tied,
+                           **SHAPE)
         config = hf_config(ours, VOCAB, 0, class_name, 2, 3)
     model = getattr(transformers, class_name)(config)
     with torch.no_grad():  # transformers initialises LayerNorms to 1 and 0 and biases to 0: test them too
@@ -157,8 +159,8 @@ def test_step0_logits_equal_transformers(kind, class_name, bert_data, xlmr_data,
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind, source, exported, fresh", [
-    ("bert", "BertModel", "BertForMaskedLM",
-     "cls.predictions, cls.predictions.transform.LayerNorm, cls.predictions.transform.dense"),
+    ("bert", "BertModel", "BertForPreTraining",  # a bare BERT learns next-sentence prediction too, as BERT did
+     "cls.predictions, cls.predictions.transform.LayerNorm, cls.predictions.transform.dense, cls.seq_relationship"),
     ("xlmr", "XLMRobertaModel", "XLMRobertaForMaskedLM", "lm_head, lm_head.dense, lm_head.layer_norm"),
     ("xlmr", "XLMRobertaForMaskedLM", "XLMRobertaForMaskedLM", None),
     ("modernbert", "ModernBertModel", "ModernBertForMaskedLM", "head.dense, head.norm, lm_head"),
@@ -173,7 +175,8 @@ def test_init_from_a_hub_folder_trains_and_exports_as_its_class(kind, source, ex
     hparams = json.loads((phase / "hparams.json").read_text())
     arch = {"bert": "bert", "xlmr": "roberta", "modernbert": "modernbert"}[kind]
     # the folder's config.json chose the arch and with it the recipe (XLM-R's: continued pretraining's AdamW)
-    assert (hparams["config"]["arch"], hparams["config"]["objective"]) == (arch, "mlm")
+    assert (hparams["config"]["arch"], hparams["config"]["objective"]) == \
+        (arch, "mlm+nsp" if exported == "BertForPreTraining" else "mlm")
     assert hparams["config"]["optimizer"] == {"bert": "lamb", "roberta": "adamw", "modernbert": "adamw"}[arch]
     log = (phase / "train.log").read_text()
     assert (f"initialised fresh: {fresh}" in log) if fresh else "initialised fresh" not in log
@@ -189,6 +192,25 @@ def test_init_from_a_hub_folder_trains_and_exports_as_its_class(kind, source, ex
     batch = a_batch(kind)
     theirs = transformers_logits(tmp_path / "export", exported, batch)[:, 1:11]
     assert (our_logits(phase, batch) - theirs).abs().max() < 1e-4
+
+
+@pytest.mark.parametrize("kind, class_name", [
+    ("bert", "BertForMaskedLM"), ("xlmr", "XLMRobertaForMaskedLM"), ("modernbert", "ModernBertForMaskedLM")])
+def test_an_untied_decoder_stays_untied_through_reading_and_export(kind, class_name, bert_data, xlmr_data,
+                                                                    tmp_path):
+    model_dir = hf_model(kind, class_name, tmp_path / "hf", data_of(kind, bert_data, xlmr_data), tied=False)
+    read = read_our_model(model_dir, "pretrain eval", "evaluate")
+    config = read.model.config
+    vocabulary_matrices = [p for p in read.model.parameters() if p.shape == (config.vocab_size, config.hidden_size)]
+    assert not config.tie_word_embeddings and len(vocabulary_matrices) == 2  # embeddings, decoder
+    assert not torch.equal(*vocabulary_matrices)
+    shutil.copy(data_of(kind, bert_data, xlmr_data) / "vocab.txt", model_dir)  # the export's tokenizer
+    export_hf(model_dir, tmp_path / "export")
+    assert json.loads((tmp_path / "export" / "config.json").read_text())["tie_word_embeddings"] is False
+    batch = a_batch(kind)
+    theirs = transformers_logits(tmp_path / "export", class_name, batch)[:, 1:11]
+    assert (our_logits(model_dir, batch) - theirs).abs().max() < 1e-4
+    assert (transformers_logits(model_dir, class_name, batch)[:, 1:11] - theirs).abs().max() == 0
 
 
 def test_the_folders_config_decides_the_arch_and_one_set_otherwise_is_one_line(xlmr_data, tmp_path):

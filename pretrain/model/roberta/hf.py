@@ -1,6 +1,6 @@
 """Our RoBERTa's ModelConfig -> transformers' XLMRobertaConfig; back, BERT's mapping (bert/hf.py) reads it, and a
 RobertaConfig, which has the same fields: our RoBERTa computes what our BERT does (exact GELU, absolute positions, no
-decoder attention, the decoder the word embeddings) on RoBERTa's embeddings, and a config asking for anything else
+decoder attention) on RoBERTa's embeddings, and a config asking for anything else
 describes another model."""
 from __future__ import annotations
 

@@ -42,8 +42,8 @@ class RobertaLMHead(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        # the decoder's weight is tied to the word embeddings and its bias is `bias`: both keys appear in the state
-        # dict, as in transformers
+        # the decoder's weight is tied to the word embeddings (unless the config unties them) and its bias is
+        # `bias`: both keys appear in the state dict, as in transformers
         self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
         self.bias = self.decoder.bias
 
@@ -63,7 +63,8 @@ class RobertaForMaskedLM(PretrainingModel):
         self.roberta = RobertaModel(config, attention)
         self.lm_head = RobertaLMHead(config)
         self.apply(self._init_weights)
-        self.lm_head.decoder.weight = self.roberta.embeddings.word_embeddings.weight
+        if config.tie_word_embeddings:
+            self.lm_head.decoder.weight = self.roberta.embeddings.word_embeddings.weight
 
     @property
     def encoder(self) -> RobertaModel:
