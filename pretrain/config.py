@@ -56,7 +56,7 @@ class ModelConfig:
     global_rope_theta: float = changeable(10000.0)
     local_rope_theta: float = 10000.0  # modernbert: RoPE base of the local layers
     initializer_range: float = changeable(0.02)  # standard deviation of the initial weights
-    pad_token_id: int = 0  # id of [PAD] in the vocabulary
+    pad_token_id: int = 0  # id of the pad token in the vocabulary ([PAD]; roberta: <pad>, its positions start after it)
     # the masked-LM decoder's weight is the word embeddings (every arch's published checkpoints); false: a weight of
     # its own, as a Hugging Face model whose config.json says so has it (--init keeps it as the model had it)
     tie_word_embeddings: bool = True

@@ -18,6 +18,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.wordpiece import SPECIAL_TOKENS, read_vocab, wordpiece_tokenizer
 from pretrain.config import ModelConfig, load_train_config
+from pretrain.finetune.run import finetune
 from pretrain.model.hf_config import hf_config
 from pretrain.model.model_dir import arch_of, read_our_model
 from pretrain.run import checkpoint
@@ -31,7 +32,7 @@ VOCAB = 60  # write_dataset's vocabulary (BERT's special tokens, then w0, w1, ..
 # directory's vocab.txt must hold, then pieces, and <mask> last, as in XLM-R
 XLMR_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", *SPECIAL_TOKENS, *(f"▁w{i}" for i in range(54)), "<mask>"]
 TRAIN = ["--set", "global_batch=4", "--set", "micro_batch=4", "--set", "log_every=1", "--set", "loader_workers=0",
-         "--set", "steps=2", "--set", "masking=static", "--set", "eval_every=0"]
+         "--set", "steps=2", "--set", "eval_every=0"]
 
 
 def xlmr_tokenizer() -> Tokenizer:
@@ -169,7 +170,9 @@ def test_init_from_a_hub_folder_trains_and_exports_as_its_class(kind, source, ex
                                                                  tmp_path):
     data = data_of(kind, bert_data, xlmr_data)
     model_dir = hf_model(kind, source, tmp_path / "hf", data)
-    done = pretrain("phase1", "--data", str(data), "--init", str(model_dir), "--out", str(tmp_path / "run"), *TRAIN)
+    static = ["--set", "masking=static"] if kind == "xlmr" else []  # dynamic masking draws BERT's [MASK]
+    done = pretrain("phase1", "--data", str(data), "--init", str(model_dir), "--out", str(tmp_path / "run"), *TRAIN,
+                    *static)
     assert done.returncode == 0, done.stderr
     phase = tmp_path / "run" / "phase1"
     hparams = json.loads((phase / "hparams.json").read_text())
@@ -192,6 +195,16 @@ def test_init_from_a_hub_folder_trains_and_exports_as_its_class(kind, source, ex
     batch = a_batch(kind)
     theirs = transformers_logits(tmp_path / "export", exported, batch)[:, 1:11]
     assert (our_logits(phase, batch) - theirs).abs().max() < 1e-4
+    if kind == "xlmr":  # fine-tuning takes the export like any other (model_type xlm-roberta)
+        task = tmp_path / "task"
+        task.mkdir()
+        for split, count in (("train", 8), ("dev", 4)):
+            rows = [{"id": f"{split}{i}", "Sent": "w0 w1 w2" if i % 2 else "w3 w4", "label": str(i % 2)}
+                    for i in range(count)]
+            (task / f"{split}.json").write_text(json.dumps(rows), encoding="utf-8")
+        finetune([tmp_path / "export"], [task], tmp_path / "ft", seeds=1, overrides=["epochs=1", "batch=4"])
+        results = json.loads((tmp_path / "ft" / "results.json").read_text(encoding="utf-8"))["results"]
+        assert [row["model"] for row in results] == ["export", "majority baseline"]
 
 
 @pytest.mark.parametrize("kind, class_name", [
@@ -225,6 +238,17 @@ def test_the_folders_config_decides_the_arch_and_one_set_otherwise_is_one_line(x
         prepare("phase1", xlmr_data, tmp_path / "out",
                 load_train_config("phase1", overrides=["arch=bert"], init_arch="roberta"), init_dir=model_dir)
     assert not (tmp_path / "out").exists()
+
+
+def test_xlmr_positions_start_after_the_pad_id_so_its_table_must_hold_the_datas_length_past_it(xlmr_data, tmp_path):
+    model_dir = hf_model("xlmr", "XLMRobertaForMaskedLM", tmp_path / "hf", xlmr_data)
+    config = json.loads((model_dir / "config.json").read_text())
+    (model_dir / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 33}))
+    with pytest.raises(ConfigError) as e:
+        prepare("phase1", xlmr_data, tmp_path / "out", load_train_config("phase1", init_arch="roberta"),
+                init_dir=model_dir)
+    assert str(e.value) == ("model.max_position_embeddings 33: the position ids start after the pad id 1, which leaves "
+                            "31 positions, fewer than the data's sequences (32 tokens); use data of at most 31 tokens")
 
 
 def test_a_tokenizer_that_is_not_the_datas_is_one_line_naming_the_first_difference(bert_data, tmp_path):

@@ -29,9 +29,9 @@ def build(config, attention: str, nsp_head: bool):
 def check_data(config, seq_len: int) -> str | None:
     positions = config.max_position_embeddings - config.pad_token_id - 1
     if seq_len > positions:
-        return (f"data: sequences of {seq_len} tokens, but the model's position ids start after its pad id "
-                f"{config.pad_token_id}, which leaves {positions} of its {config.max_position_embeddings} "
-                f"position embeddings; use data of at most {positions} tokens")
+        return (f"model.max_position_embeddings {config.max_position_embeddings}: the position ids start after the pad "
+                f"id {config.pad_token_id}, which leaves {positions} positions, fewer than the data's sequences "
+                f"({seq_len} tokens); use data of at most {positions} tokens")
     return None
 
 
