@@ -180,19 +180,15 @@ def arch_of(path: Path) -> str | None:
         return None
 
 
-def token_ids(tokenizer_file: Path) -> dict[str, int]:
-    """token -> id of a vocab.txt or a tokenizer.json (its model's vocabulary and its added tokens); DataError naming
-    the file if it does not load."""
-    if tokenizer_file.name == VOCAB_FILE:
-        from wiki2bert_core.wordpiece import read_vocab
-
-        return read_vocab(tokenizer_file)
+def token_ids(tokenizer_json: Path) -> dict[str, int]:
+    """token -> id of a tokenizer.json (its model's vocabulary and its added tokens); DataError naming the file if it
+    does not load."""
     from tokenizers import Tokenizer
 
     try:
-        return Tokenizer.from_file(str(tokenizer_file)).get_vocab(with_added_tokens=True)
+        return Tokenizer.from_file(str(tokenizer_json)).get_vocab(with_added_tokens=True)
     except Exception as e:  # the Rust library raises its own exception types
-        raise DataError(f"{tokenizer_file}: not a tokenizer ({first_line(e)})") from None
+        raise DataError(f"{tokenizer_json}: not a tokenizer ({first_line(e)})") from None
 
 
 def vocabulary_difference(ours: dict[str, int], theirs: dict[str, int]) -> str | None:

@@ -274,9 +274,9 @@ def _check_sentence_pairs(data_dir: Path) -> None:
 
 
 def _check_init_vocab(vocab_file: Path, vocab: dict[str, int], init_dir: ModelDir) -> None:
-    """The model --init starts from must have the data's vocabulary: its vocab.txt the same lines, or, where it has
-    none, its tokenizer.json the same token -> id map."""
-    if init_dir.vocab_file.is_file():
+    """The model --init starts from must have the data's vocabulary: its vocab.txt the same lines, or, where a Hugging
+    Face directory has none, its tokenizer.json the same token -> id map."""
+    if isinstance(init_dir, PhaseDir) or init_dir.vocab_file.is_file():
         _check_same_vocab(vocab_file, init_dir.vocab_file, "the vocabulary of the model --init starts from")
         return
     tokenizer_file = init_dir.tokenizer_file("its vocabulary cannot be checked against the data's")
