@@ -164,7 +164,7 @@ def test_step0_logits_equal_transformers(kind, class_name, bert_data, xlmr_data,
      "cls.predictions, cls.predictions.transform.LayerNorm, cls.predictions.transform.dense, cls.seq_relationship"),
     ("xlmr", "XLMRobertaModel", "XLMRobertaForMaskedLM", "lm_head, lm_head.dense, lm_head.layer_norm"),
     ("xlmr", "XLMRobertaForMaskedLM", "XLMRobertaForMaskedLM", None),
-    ("modernbert", "ModernBertModel", "ModernBertForMaskedLM", "head.dense, head.norm, lm_head"),
+    ("modernbert", "ModernBertModel", "ModernBertForMaskedLM", "decoder, head.dense, head.norm"),
 ])
 def test_init_from_a_hub_folder_trains_and_exports_as_its_class(kind, source, exported, fresh, bert_data, xlmr_data,
                                                                  tmp_path):
