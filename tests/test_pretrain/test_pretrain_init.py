@@ -168,7 +168,8 @@ def test_the_objective_of_the_model_continued_is_kept_unless_set(data, tmp_path,
 @pytest.mark.parametrize("case, message", [
     ("other vocabulary", "vocab.txt: differs from the vocabulary of the model --init starts from ({init}/vocab.txt: "
                          "line 6: 'w0' against 'w1')"),
-    ("no vocab.txt", "{init}: no vocab.txt, so its vocabulary cannot be checked against the data's"),
+    ("no vocab.txt", "{init}: no vocab.txt nor tokenizer.json, so its vocabulary cannot be checked against the "
+                     "data's"),
     ("relu", "{init}/config.json: hidden_act 'relu', but this BERT computes only hidden_act 'gelu'"),
     ("no weights", "{init}: no weights (model.safetensors, "),
     ("empty", "{init}: neither a pretraining phase directory (model_config.json) nor a Hugging Face model "
