@@ -15,7 +15,8 @@ with `partition_mib` 4 (`--partition-mib`): the default 256 MiB holds ~8 million
 ~550,000 documents, in one partition, so at the bench's sizes the partitions would not show.
 Printed per scale: documents per CPU-second (of the steps' own work, imports left out) and per wall second for
 signatures (datatrove step 1 / our pass 1), clustering (steps 2-3 / passes 2-4) and end to end (with writing
-the kept documents), peak RSS (VmHWM of the largest of the processes); then, at the smallest scale, per Jaccard
+the kept documents), peak RSS (VmHWM of the largest of the processes), and ours's peak RSS per pass's span with
+the duplicates removed, and how much clustering's peak grows a duplicate; then, at the smallest scale, per Jaccard
 level the share of planted pairs each merged, with the S-curve's prediction, and the pairs the two decide
 differently (merged or not) by the pair's Jaccard: outside the band where LSH decides at random (S-curve between
 1% and 99%: 0.40 to 0.88) the two must agree. `--corpus DIR...` runs on filter-format directories instead (e.g.
@@ -203,7 +204,9 @@ def plant_levels(directory: Path, pairs: int, seed: int = 1) -> dict[float, list
 # --- ours, in a child process --------------------------------------------------------------------------------
 
 class _PhaseTimes:
-    """An executor that records when each pass starts (the passes are its map calls)."""
+    """An executor that records when each pass starts (the passes are its map calls), and the peak RSS so far at
+    the start of clustering and of writing, where it starts the peak anew."""
+    PEAK_RESETS = ("_partition_pairs", "_write_part")
 
     def __init__(self):
         from pipeline.executors.local import LocalExecutor
@@ -211,9 +214,13 @@ class _PhaseTimes:
         self.inner = LocalExecutor(1)
         self.name, self.workers = "local", 1
         self.starts: list[tuple[str, float, float]] = []
+        self.peaks: dict[str, float] = {}  # pass -> the peak RSS before it started
 
     def map(self, fn, tasks):
         self.starts.append((fn.__name__, time.perf_counter(), time.process_time()))
+        if fn.__name__ in self.PEAK_RESETS:
+            self.peaks[fn.__name__] = peak_rss_mib()
+            Path("/proc/self/clear_refs").write_text("5")  # VmHWM starts again from VmRSS
         return self.inner.map(fn, tasks)
 
 
@@ -235,16 +242,18 @@ def run_ours_child(corpus: Path, work: Path, min_jaccard: str, partition_mib: in
     end = (time.perf_counter(), time.process_time())
     starts = {name: (w, c) for name, w, c in reversed(times.starts)}
     marks = [(wall, cpu), starts["_partition_pairs"], starts["_write_part"], end]
-    phases = {name: {"wall": marks[i + 1][0] - marks[i][0], "cpu": marks[i + 1][1] - marks[i][1]}
+    peaks = [times.peaks["_partition_pairs"], times.peaks["_write_part"], peak_rss_mib()]
+    phases = {name: {"wall": marks[i + 1][0] - marks[i][0], "cpu": marks[i + 1][1] - marks[i][1], "rss_mib": peaks[i]}
               for i, name in enumerate(("signatures", "clustering", "writing"))}
     position = {_identity(record.identity()): n for n, record in enumerate(
         record for part in sorted(corpus.glob("part-*.txt")) for record in iter_records(part))}
     clusters = {}  # position in the corpus -> position of its cluster's kept copy
-    for line in (out / "removed.jsonl").read_text(encoding="utf-8").splitlines():
+    removed_lines = (out / "removed.jsonl").read_text(encoding="utf-8").splitlines()
+    for line in removed_lines:
         removed = json.loads(line)
         kept = position[_identity(removed, "kept_")]
         clusters[position[_identity(removed)]] = clusters[kept] = kept
-    return {"phases": phases, "rss_mib": peak_rss_mib(), "cluster_of": clusters}
+    return {"phases": phases, "rss_mib": max(peaks), "duplicates": len(removed_lines), "cluster_of": clusters}
 
 
 def _identity(line: dict, prefix: str = "") -> tuple:
@@ -391,6 +400,17 @@ def print_speed(rows: list[tuple[str, int, str, dict]]) -> None:
         mine = [(label, result["rss_mib"]) for label, _, t, result in rows if t == tool]
         print(f"{tool}: peak RSS {mine[-1][1]:.0f} MiB at {mine[-1][0]} / {mine[0][1]:.0f} MiB at {mine[0][0]} = "
               f"{mine[-1][1] / mine[0][1]:.2f}")
+    ours = [(label, result) for label, _, tool, result in rows if tool == "ours"]
+    print("ours, peak RSS of each pass's span (signatures: pass 1; clustering: passes 2-4, the main process's "
+          "pairs and clusters; writing: pass 5) by duplicates removed: "
+          + "; ".join(f"{label} {r['duplicates']:,}: " + ", ".join(f"{name} {p['rss_mib']:.1f}"
+                                                                  for name, p in r["phases"].items()) + " MiB"
+                      for label, r in ours))
+    (first_label, first), (last_label, last) = ours[0], ours[-1]
+    if last["duplicates"] > first["duplicates"]:
+        growth = (last["phases"]["clustering"]["rss_mib"] - first["phases"]["clustering"]["rss_mib"]) * 2 ** 20
+        print(f"ours, clustering's peak RSS from {first_label} to {last_label}: "
+              f"{growth / (last['duplicates'] - first['duplicates']):,.0f} bytes a duplicate more")
 
 
 JACCARD_BINS = [(0.0, 0.3), (0.3, 0.4), (0.4, 0.5), (0.5, 0.6), (0.6, 0.7), (0.7, 0.8), (0.8, 0.88), (0.88, 1.0),

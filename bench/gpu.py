@@ -84,7 +84,7 @@ def random_batches(seq_len: int, micro_batch: int, count: int, vocab_size: int, 
 def hdf5_batches(hdf5_dir: Path, seq_len: int, micro_batch: int, count: int) -> tuple[list[dict], int]:
     from wiki2bert_core.wordpiece import read_vocab
     from wiki2bert_core.variant_dir import find_vocab_file
-    from pretrain.data.loader import make_loader, open_data
+    from pretrain.data.loader import make_loader, model_inputs, open_data
 
     found = sorted(hdf5_dir.glob(f"*seq_len_{seq_len}_*"))
     if not found:
@@ -93,8 +93,7 @@ def hdf5_batches(hdf5_dir: Path, seq_len: int, micro_batch: int, count: int) -> 
     data = open_data(found[0], seq_len, vocab_size)
     batches = []
     for batch, _ in zip(make_loader(data, micro_batch, vocab_size, workers=0), range(count)):
-        batch.pop("data_state"), batch.pop("problem")
-        batches.append(batch)
+        batches.append(model_inputs(batch)[0])
     return batches, vocab_size
 
 

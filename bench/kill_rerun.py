@@ -10,7 +10,7 @@ duration, to the main process alone or to its whole process group (as a terminal
 in a third of the trials the first re-run is killed too; then the same command runs to the end (a run that
 finishes before its signal is not a trial: another is drawn). Printed: the trials by signal and by the stage that
 was running, re-runs that did not exit 0, stages whose output files differ from the clean run's (sha256 of every
-file, manifests aside), and what the killed runs left behind after the re-run: `.tmp`, `.scratch` and `.old`
+file, manifests aside), and what the killed runs left behind after the re-run: `.tmp`, `.scratch` and `.old-<pid>`
 directories, files in the stage caches that a clean run does not keep, files in the trial's private TMPDIR,
 /dev/shm segments created during the trial, and processes still running with the trial's work dir on their
 command line.
@@ -95,7 +95,7 @@ def cache_files(lang_dir: Path) -> set[str]:
 def leftovers(work: Path, lang_dir: Path, shm_before: set[str], clean_cache: set[str]) -> list[str]:
     """What the killed runs left that a clean run does not (a clean hdf5 stage keeps its finished files in its
     cache for later runs)."""
-    found = [p.name for pattern in (".*.tmp", ".*.scratch", ".*.old") for p in lang_dir.glob(pattern)]
+    found = [p.name for pattern in (".*.tmp", ".*.scratch", ".*.old-*") for p in lang_dir.glob(pattern)]
     found += sorted(cache_files(lang_dir) - clean_cache)
     found += [f"TMPDIR/{p.name}" for p in (work / "tmp").iterdir()]
     found += [f"/dev/shm/{name}" for name in _shared_memory() - shm_before]

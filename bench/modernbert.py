@@ -11,7 +11,8 @@ Data: random ids in rows as the pipeline's doc-sentences variants fill them (len
 the row and all of it), 30% of each row's tokens to predict (ModernBERT's rate); --data DIR reads a variant directory
 instead (its stored masks).
 
-    .venv/bin/python bench/modernbert.py [--preset mini] [--seq 512] [--micro-batch 16] [--rounds 3] [--data DIR]
+    .venv/bin/python bench/modernbert.py [--preset mini] [--seq 512] [--micro-batch 16] [--rounds 3] [--threads 1]
+                                         [--data DIR]
     .venv/bin/python bench/modernbert.py --smoke   # tiny, seq 64, vocabulary 512, 1 round of 1 step
 """
 from __future__ import annotations
@@ -61,14 +62,13 @@ def random_batches(seq_len: int, micro_batch: int, count: int, vocab_size: int, 
 def data_batches(data: Path, micro_batch: int, count: int) -> tuple[list[dict], int]:
     from wiki2bert_core.variant_dir import find_vocab_file
     from wiki2bert_core.wordpiece import read_vocab
-    from pretrain.data.loader import make_loader, open_data
+    from pretrain.data.loader import make_loader, model_inputs, open_data
 
     vocab_size = len(read_vocab(find_vocab_file(data)))
     batches = []
     for batch, _ in zip(make_loader(open_data(data, None, vocab_size), micro_batch, vocab_size, workers=0),
                         range(count)):
-        batch.pop("data_state"), batch.pop("problem")
-        batches.append(batch)
+        batches.append(model_inputs(batch)[0])
     return batches, vocab_size
 
 
@@ -138,7 +138,7 @@ def measure_memory(args) -> None:
     """The child process of peak_memory: prints {"peak_bytes": ...}."""
     import deepspeed  # noqa: F401  (its libraries are loaded before the footprint is taken)
 
-    from pretrain.tools.tune import PeakMemory
+    from pretrain.run.tune import PeakMemory
 
     batches, vocab_size = batches_of(args, args.memory_steps)
     memory = PeakMemory(cuda=False)
@@ -164,6 +164,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps-per-round", type=int, default=2)
     parser.add_argument("--memory-steps", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads for every model (one keeps a shared machine's load off the ratios)")
     parser.add_argument("--data", type=Path, help="HDF5 variant directory (its stored masks) instead of random rows")
     parser.add_argument("--memory-of", choices=MODELS, help=argparse.SUPPRESS)
     parser.add_argument("--smoke", action="store_true", help="tiny, seq 64, vocabulary 512, 1 round of 1 step")
@@ -177,6 +179,7 @@ def main() -> None:
         return measure_memory(args)
     import torch
 
+    torch.set_num_threads(args.threads)
     batches, vocab_size = batches_of(args, args.steps_per_round)
     real = sum(int(b["attention_mask"].sum()) for b in batches)
     positions = sum(b["input_ids"].numel() for b in batches)
@@ -198,6 +201,12 @@ def main() -> None:
                 engine.step()
             if round_ > 0:
                 seconds[name].append(time.perf_counter() - start)
+        if round_ > 0:
+            print(f"round {round_} (load {os.getloadavg()[0]:.1f}): "
+                  + ", ".join(f"{name} {real / seconds[name][-1]:,.0f}" for name in engines)
+                  + " real tokens/s; wiki2bert / "
+                  + ", ".join(f"{name} {seconds[name][-1] / seconds['wiki2bert'][-1]:.2f}x" for name in MODELS[1:]),
+                  flush=True)
     peaks = {name: peak_memory(name, args, vocab_size) for name in MODELS}
     speed = {name: (real / min(s), real * len(s) / sum(s)) for name, s in seconds.items()}
     print(f"first loss (same weights and batch): {losses['wiki2bert']:.5f}")
@@ -205,8 +214,10 @@ def main() -> None:
         print(f"{name:<33} {speed[name][0]:>9,.0f} real tokens/s best round, {speed[name][1]:>9,.0f} mean, "
               f"peak {peaks[name] / 2 ** 20:>7,.0f} MiB")
     for name in MODELS[1:]:
+        paired = np.median(np.array(seconds[name]) / np.array(seconds["wiki2bert"]))
         print(f"wiki2bert / {name}: {speed['wiki2bert'][0] / speed[name][0]:.2f}x best round, "
-              f"{speed['wiki2bert'][1] / speed[name][1]:.2f}x mean, memory {peaks['wiki2bert'] / peaks[name]:.2f}x")
+              f"{speed['wiki2bert'][1] / speed[name][1]:.2f}x mean, {paired:.2f}x median of the rounds' ratios, "
+              f"memory {peaks['wiki2bert'] / peaks[name]:.2f}x (load at the end {os.getloadavg()[0]:.1f})")
 
 
 if __name__ == "__main__":

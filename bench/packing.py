@@ -2,11 +2,13 @@
 (forward, backward, LAMB) of the mini model (--preset) at seq 128 and 512, on the same instances of an HDF5 variant,
 measured in alternating rounds in one process (so that load on a shared machine hits all layouts alike).
 
-Layouts: "padded" (one instance a row, SDPA with a padding mask, as without `pack_sequences`), "packed" (the same
-instances packed into as few rows as first-fit decreasing finds, block-diagonal mask) and "packed, nested" (the
-packed batch through the unpadded nested-jagged kernel, computing real tokens only; with --nested).
+Layouts (the encoder computes the real tokens only in each; they differ in the rows attention runs over): "padded"
+(one instance a row, SDPA with a padding mask, as without `pack_sequences`), "packed" (the same instances packed
+into as few rows as first-fit decreasing finds, block-diagonal mask) and "packed, nested" (attention over nested
+jagged tensors, no padding at all; with --nested).
 
-    .venv/bin/python bench/packing.py --hdf5 /tmp/packing-data/hu/hdf5 [--micro-batch 32] [--rounds 3] [--nested]
+    .venv/bin/python bench/packing.py --hdf5 /tmp/packing-data/hu/hdf5 [--micro-batch 32] [--rounds 3] [--threads 1]
+                                      [--nested]
     .venv/bin/python bench/packing.py --smoke   # a generated sample dump's hdf5 stage, tiny model, every layout
 
 --hdf5 is the `hdf5` stage directory of a pipeline work dir (its seq-128 and seq-512 variants are used).
@@ -40,7 +42,7 @@ def measure(hdf5_dir: Path, seq_len: int, micro_batch: int, batches: int, rounds
 
     from wiki2bert_core.wordpiece import read_vocab
     from wiki2bert_core.variant_dir import find_vocab_file
-    from pretrain.data.loader import make_loader, open_data
+    from pretrain.data.loader import make_loader, model_inputs, open_data
     from pretrain.config import model_config
     from pretrain.model.bert.model import BertForPreTraining
     from pretrain.optim.optimizers import build_optimizer
@@ -51,8 +53,7 @@ def measure(hdf5_dir: Path, seq_len: int, micro_batch: int, batches: int, rounds
     data = open_data(variant, seq_len, vocab_size)
     unpacked = []
     for batch, _ in zip(make_loader(data, micro_batch, vocab_size, seed=1, workers=0), range(batches)):
-        batch.pop("data_state"), batch.pop("problem")
-        unpacked.append(batch)
+        unpacked.append(model_inputs(batch)[0])
     inputs = {name: [pack_batch(b) if packed else b for b in unpacked] for name, (packed, _) in layouts.items()}
     real_tokens = sum(int(b["attention_mask"].sum()) for b in unpacked)
     torch.manual_seed(0)
@@ -89,6 +90,8 @@ def main() -> None:
     parser.add_argument("--seq", type=int, nargs="+", default=[128, 512])
     parser.add_argument("--nested", action="store_true", help="also the packed batch through the nested kernel")
     parser.add_argument("--preset", default="mini", help="model size (pretrain/model/bert/ PRESETS)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (one keeps a shared machine's load off the ratios)")
     parser.add_argument("--smoke", action="store_true",
                         help="generated data, tiny, seq 512, 1 micro-batch of 2, 1 round, --nested")
     args = parser.parse_args()
@@ -110,7 +113,9 @@ def main() -> None:
 def compare_layouts(args) -> None:
     import torch
 
-    print(f"CPU, {os.cpu_count()} cores (shared machine), torch threads {torch.get_num_threads()}, "
+    torch.set_num_threads(args.threads)
+    print(f"CPU, {os.cpu_count()} cores (shared machine, load {os.getloadavg()[0]:.1f}), torch threads "
+          f"{torch.get_num_threads()}, "
           f"preset {args.preset}, fp32, {args.micro_batch} instances per micro-batch, {args.batches} micro-batches "
           f"per round, {args.rounds} rounds after a warm-up, data {args.hdf5}")
     for seq_len in args.seq:

@@ -77,7 +77,7 @@ def compare_models(run_dir: Path, data: Path, vocab_size: int, micro_batch: int,
     import torch
     import transformers
 
-    from pretrain.data.loader import make_loader, open_data
+    from pretrain.data.loader import make_loader, model_inputs, open_data
     from pretrain.model.hf_config import hf_config
     from pretrain.config import ModelConfig
     from pretrain.model.bert.model import BertForPreTraining
@@ -89,8 +89,7 @@ def compare_models(run_dir: Path, data: Path, vocab_size: int, micro_batch: int,
     pretraining = open_data(data, SEQ_LEN, vocab_size)
     batches = []
     for batch, _ in zip(make_loader(pretraining, micro_batch, vocab_size, workers=0), range(steps_per_round)):
-        batch.pop("data_state"), batch.pop("problem")
-        batches.append(batch)
+        batches.append(model_inputs(batch)[0])
 
     def hf_batch(b: dict) -> dict:
         labels = torch.full_like(b["input_ids"], -100)

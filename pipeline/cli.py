@@ -31,6 +31,10 @@ CorpusOpt = typer.Option(None, "--corpus", callback=utf8_path,
                          help="A text corpus beside (or, without --dump, instead of) the dump: [NAME=]PATH[:WEIGHT], "
                          "PATH a file, directory or glob of .jsonl(.gz/.zst), .parquet or .txt (repeatable; "
                          "docs/pipeline.md, Sources); with several languages LANG=[NAME=]PATH[:WEIGHT]")
+TokenizerOpt = typer.Option(None, "--tokenizer", callback=utf8_path,
+                            help="Adopt this tokenizer instead of learning one: a Hugging Face tokenizer folder, a "
+                            "tokenizer.json, a SentencePiece .model or a vocab.txt (vocab.tokenizer; docs/pipeline.md, "
+                            "Bring your own tokenizer)")
 SetOpt = typer.Option(None, "--set", callback=utf8_text,
                       help="Override a parameter: STAGE.KEY=VALUE (repeatable); with several languages "
                       "LANG:STAGE.KEY=VALUE sets it for one language")
@@ -47,7 +51,7 @@ VerifyOpt = typer.Option(False, "--verify", help="Check every finished stage's f
 
 @app.command()
 def run(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Optional[list[str]] = CorpusOpt,
-        workdir: Path = WorkdirOpt,
+        tokenizer: Optional[Path] = TokenizerOpt, workdir: Path = WorkdirOpt,
         from_stage: Optional[str] = typer.Option(None, "--from", help="First stage to run"),
         to_stage: Optional[str] = typer.Option(None, "--to", help="Last stage to run"),
         set_: Optional[list[str]] = SetOpt, workers: int = WorkersOpt, force: bool = ForceOpt,
@@ -55,7 +59,7 @@ def run(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Option
         executor: str = ExecutorOpt, scheduler: Optional[str] = SchedulerOpt) -> None:
     """Run the stages of stages.yaml in order, skipping those already done."""
     workdir = _executor_workdir(executor, scheduler, workdir)
-    pcfg, log = _prepare(lang, dump, corpus, workdir, set_, quiet, config)
+    pcfg, log = _prepare(lang, dump, corpus, tokenizer, workdir, set_, quiet, config)
     order = _stage_order(pcfg)
     start = _index(order, from_stage, "--from") if from_stage else 0
     end = _index(order, to_stage, "--to") if to_stage else len(order) - 1
@@ -67,13 +71,14 @@ def run(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Option
 
 @app.command()
 def stage(name: str = typer.Argument(..., help="Stage to run"), lang: str = LangOpt,
-          dump: Optional[list[str]] = DumpOpt, corpus: Optional[list[str]] = CorpusOpt, workdir: Path = WorkdirOpt,
+          dump: Optional[list[str]] = DumpOpt, corpus: Optional[list[str]] = CorpusOpt,
+          tokenizer: Optional[Path] = TokenizerOpt, workdir: Path = WorkdirOpt,
           set_: Optional[list[str]] = SetOpt, workers: int = WorkersOpt, force: bool = ForceOpt,
           quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt, verify: bool = VerifyOpt,
           executor: str = ExecutorOpt, scheduler: Optional[str] = SchedulerOpt) -> None:
     """Run one stage (its inputs must be done); with several languages, a language's stage runs for each."""
     workdir = _executor_workdir(executor, scheduler, workdir)
-    pcfg, log = _prepare(lang, dump, corpus, workdir, set_, quiet, config)
+    pcfg, log = _prepare(lang, dump, corpus, tokenizer, workdir, set_, quiet, config)
     _index(_stage_order(pcfg), name, "stage")
     idle = [config.idle.get(name) for config in (pcfg.languages or {pcfg.lang: pcfg}).values()]
     if all(idle) and not (pcfg.languages and name in pcfg.stage_order):  # the mix's own stages have work
@@ -84,17 +89,17 @@ def stage(name: str = typer.Argument(..., help="Stage to run"), lang: str = Lang
 
 @app.command()
 def status(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Optional[list[str]] = CorpusOpt,
-           workdir: Path = WorkdirOpt, set_: Optional[list[str]] = SetOpt, config: Optional[Path] = ConfigOpt,
-           verify: bool = VerifyOpt) -> None:
+           tokenizer: Optional[Path] = TokenizerOpt, workdir: Path = WorkdirOpt, set_: Optional[list[str]] = SetOpt,
+           config: Optional[Path] = ConfigOpt, verify: bool = VerifyOpt) -> None:
     """Print each stage's state (done / stale / missing / failed / off: no work with these flags) against the
-    config that the same --dump, --corpus, --set and --config would run, with outputs, key counts and duration,
-    then each source's documents, kept tokens, weight and training share (several languages: each language's
-    stages, then the mix's and each language's share); with --verify, exit 1 when a finished stage's files no
-    longer match their sha256."""
+    config that the same --dump, --corpus, --tokenizer, --set and --config would run, with outputs, key counts and
+    duration, then each source's documents, kept tokens, weight and training share (several languages: each
+    language's stages, then the mix's and each language's share); with --verify, exit 1 when a finished stage's
+    files no longer match their sha256."""
     from pipeline.funnel import Funnel, language_table, source_table
     from pipeline.runner import DONE, corrupt_stages, read_manifest, status_rows
 
-    pcfg = _load(lang, dump, corpus, set_, config)
+    pcfg = _load(lang, dump, corpus, tokenizer, set_, config)
     corrupt = {}
     for name, (config_, lang_dir, stages) in _stage_dirs(pcfg, workdir).items():
         if verify:
@@ -118,13 +123,14 @@ def status(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Opt
 
 @app.command("config")
 def show_config(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Optional[list[str]] = CorpusOpt,
-                set_: Optional[list[str]] = SetOpt, config: Optional[Path] = ConfigOpt) -> None:
+                tokenizer: Optional[Path] = TokenizerOpt, set_: Optional[list[str]] = SetOpt,
+                config: Optional[Path] = ConfigOpt) -> None:
     """Print every parameter's effective value for these flags (as `run` would use it) and what it means; runtime
     parameters (retries, timeouts) do not change a stage's output, so a stage done with other values stays done.
     With several languages: each language's own stages as LANG:STAGE.KEY (as --set takes them), then the mix's."""
     from wiki2bert_core.config import config_lines, config_to_dict
 
-    pcfg = _load(lang, dump, corpus, set_, config)
+    pcfg = _load(lang, dump, corpus, tokenizer, set_, config)
     for config_, _, stages in _stage_dirs(pcfg, Path(".")).values():
         prefix = f"{config_.lang}:" if pcfg.languages and config_ is not pcfg else ""
         for name in stages:
@@ -246,8 +252,8 @@ def sample_corpus(out_dir: Path = typer.Argument(..., callback=utf8_path,
     typer.echo(write_sample_corpus(out_dir, docs, seed, files, fmt, quiet=quiet))
 
 
-def _load(lang: str, dumps: list[str] | None, corpora: list[str] | None, overrides: list[str] | None,
-          config: Path | None):
+def _load(lang: str, dumps: list[str] | None, corpora: list[str] | None, tokenizer: Path | None,
+          overrides: list[str] | None, config: Path | None):
     """The config --lang and the other flags give: one language's, or the mix's of several (pipeline/languages.py)."""
     from pipeline.languages import language_list, load_languages_config
     from pipeline.sources import flag_values
@@ -255,11 +261,11 @@ def _load(lang: str, dumps: list[str] | None, corpora: list[str] | None, overrid
     path = config or default_config_path()
     languages = language_list(lang)
     if len(languages) > 1:
-        return load_languages_config(path, languages, overrides or [], dumps or [], corpora or [])
+        return load_languages_config(path, languages, overrides or [], dumps or [], corpora or [], tokenizer)
     if len(dumps or []) > 1:
         raise ConfigError(f"--dump {dumps[1]}: a second --dump (one language reads one dump)")
     dump = dumps[0].removeprefix(f"{lang}=") if dumps else None
-    return load_pipeline_config(path, lang, overrides or [], flag_values(dump, corpora))
+    return load_pipeline_config(path, lang, overrides or [], flag_values(dump, corpora, tokenizer))
 
 
 def _stage_dirs(pcfg, workdir: Path) -> dict[str, tuple]:
@@ -277,12 +283,12 @@ def _stage_order(pcfg) -> list[str]:
     return next(iter(pcfg.languages.values())).stage_order if pcfg.languages else pcfg.stage_order
 
 
-def _prepare(lang, dumps, corpora, workdir, overrides, quiet, config):
+def _prepare(lang, dumps, corpora, tokenizer, workdir, overrides, quiet, config):
     """The config (and its local dumps' languages checked), each directory the run writes locked, and the log
     (in the one language's directory, or the mix's); a language without a profile of its own is said once."""
     from pipeline.languages import check_local_dumps
 
-    pcfg = _load(lang, dumps, corpora, overrides, config)
+    pcfg = _load(lang, dumps, corpora, tokenizer, overrides, config)
     check_local_dumps(pcfg)
     for _, lang_dir, _ in _stage_dirs(pcfg, workdir).values():
         lock_work_dir(lang_dir)
@@ -291,7 +297,21 @@ def _prepare(lang, dumps, corpora, workdir, overrides, quiet, config):
         if config_.profile != config_.lang:
             log.warning("%s: no profile in %s; the `default` profile applies (the rule splitter, no stop words, "
                         "the default filter and vocabulary settings)", config_.lang, config_.path)
+            _say_an_unknown_language(config_, log)
     return pcfg, log
+
+
+def _say_an_unknown_language(pcfg, log) -> None:
+    """Warns, before any stage runs, when the filter's language identifier does not know the language (asked only
+    for a language without a profile: loading the identifier takes a second or two)."""
+    from pipeline.stages.filter.stage import unknown_to_langid
+
+    filter_config = pcfg.stage_configs["filter"]
+    language = filter_config.language or pcfg.lang
+    if unknown_to_langid(filter_config, language):
+        log.warning("%s: %s does not know the language code %r: the filter's language check is off for %s (its "
+                    "documents pass whatever their language); set filter.language to a code it knows, or "
+                    "filter.langid", pcfg.lang, filter_config.langid, language, pcfg.lang)
 
 
 def _run(pcfg, workdir: Path, names: list[str], executor: str, scheduler: str | None, **options) -> None:

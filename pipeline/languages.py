@@ -27,7 +27,7 @@ from pipeline.config import (LANG_CODE, PipelineConfig, check_language_code, loa
                              read_stages_yaml)
 from pipeline.executors.local import Executor
 from pipeline.runner import run_stages
-from pipeline.sources import check_source_weights, flag_values, source_names
+from pipeline.sources import check_source_weights, flag_values, source_names, tokenizer_flag_values
 
 MIX_FROM = "vocab"  # the first stage that runs once for all languages
 _LANGUAGE_PREFIX = re.compile(r"([a-z][a-z0-9-]*):(.+)", re.S)  # --set LANG:STAGE.KEY=VALUE
@@ -56,7 +56,7 @@ def mix_stages(order: list[str]) -> list[str]:
 
 
 def load_languages_config(path: Path, languages: list[str], overrides: list[str], dumps: list[str],
-                          corpora: list[str]) -> PipelineConfig:
+                          corpora: list[str], tokenizer: Path | None = None) -> PipelineConfig:
     """The mix's config, with each language's own (`languages`, in code order). ConfigError for a flag that names
     no language of the run, a second --dump for one, a source weight given two values, or a language weight for a
     language not in the run."""
@@ -77,8 +77,9 @@ def load_languages_config(path: Path, languages: list[str], overrides: list[str]
                                   "language (give the corpora different names)")
         configs[lang] = load_pipeline_config(path, lang, overrides_of[lang], values)
     order = configs[languages[0]].stage_order
-    mix = load_mix_config(path, mix_name(languages), mix_stages(order), configs, mix_overrides,
-                          {"shard": {"weights": source_weights}} if source_weights else None)
+    mix_values = {**({"shard": {"weights": source_weights}} if source_weights else {}),
+                  **tokenizer_flag_values(tokenizer)}
+    mix = load_mix_config(path, mix_name(languages), mix_stages(order), configs, mix_overrides, mix_values or None)
     _check_mix_weights(mix)
     return mix
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from wiki2bert_core.config import config_to_dict, hashed_values
 from pipeline.config import PipelineConfig
 from wiki2bert_core.errors import DataError
-from wiki2bert_core.files import MANIFEST, atomic_write, read_json, remove_tree, sha256_file, write_json
+from wiki2bert_core.files import (MANIFEST, atomic_write, read_json, remove_tree, replace_dir, sha256_file,
+                                  write_json)
 from wiki2bert_core.log import progress
 from pipeline.executors.local import Executor
 from pipeline.funnel import check_counts
@@ -181,7 +182,7 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
               workers: int, quiet: bool, log: logging.Logger, executor: Executor | None = None) -> dict:
     stage = stage_by_name(name)
     config = pcfg.stage_configs[name]
-    final, tmp, old = lang_dir / name, lang_dir / f".{name}.tmp", lang_dir / f".{name}.old"
+    final, tmp = lang_dir / name, lang_dir / f".{name}.tmp"
     scratch = lang_dir / f".{name}.scratch"
     failure = _failure_marker(lang_dir, name)
     _remove_killed_attempt(lang_dir, name)
@@ -226,10 +227,7 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
             raise DataError(_environment_error(e, name, final)) from None
         raise
     remove_tree(scratch)
-    if final.exists():
-        final.rename(old)
-    tmp.rename(final)
-    remove_tree(old)
+    replace_dir(tmp, final)
     failure.unlink(missing_ok=True)
     log.info("%s: done in %.1fs %s", name, duration, _summary(counts.to_dict()))
     return manifest
@@ -238,7 +236,7 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
 def _remove_killed_attempt(lang_dir: Path, name: str) -> None:
     """What a killed attempt at stage `name` left: its temporary output, the old output it was replacing, its
     scratch dir and atomic_write's half-written files in its cache."""
-    for leftover in (lang_dir / f".{name}.tmp", lang_dir / f".{name}.old", lang_dir / f".{name}.scratch"):
+    for leftover in (lang_dir / f".{name}.tmp", *lang_dir.glob(f".{name}.old-*"), lang_dir / f".{name}.scratch"):
         remove_tree(leftover)
     for half_written in list((lang_dir / ".cache" / name).rglob("*.tmp")):
         remove_tree(half_written)

@@ -44,13 +44,25 @@ def corpus_flag_values(flags: list[str]) -> dict[str, dict[str, Any]]:
     return values
 
 
-def flag_values(dump: str | None, corpus: list[str] | None) -> dict[str, dict[str, Any]]:
-    """The settings --dump and --corpus give a language: download.source from --dump (a local path made absolute:
-    the same file whatever directory later commands run in; without --dump the download stage resolves the dump
-    from Wikimedia), and those of corpus_flag_values."""
+def flag_values(dump: str | None, corpus: list[str] | None, tokenizer: Path | None = None
+                ) -> dict[str, dict[str, Any]]:
+    """The settings --dump, --corpus and --tokenizer give a language: download.source from --dump (a local path made
+    absolute: the same file whatever directory later commands run in; without --dump the download stage resolves
+    the dump from Wikimedia), those of corpus_flag_values, and vocab.tokenizer (tokenizer_flag_values)."""
     if dump is not None and "://" not in dump:
         dump = str(Path(dump).resolve())
-    return {**({"download": {"source": dump}} if dump else {}), **corpus_flag_values(corpus or [])}
+    return {**({"download": {"source": dump}} if dump else {}), **corpus_flag_values(corpus or []),
+            **tokenizer_flag_values(tokenizer)}
+
+
+def tokenizer_flag_values(tokenizer: Path | None) -> dict[str, dict[str, Any]]:
+    """vocab.tokenizer from --tokenizer, made absolute; ConfigError for a path that does not exist."""
+    if tokenizer is None:
+        return {}
+    if not Path(tokenizer).exists():
+        raise ConfigError(f"--tokenizer {tokenizer}: does not exist; give a Hugging Face tokenizer folder, a "
+                          "tokenizer.json, a SentencePiece .model or a vocab.txt")
+    return {"vocab": {"tokenizer": str(Path(tokenizer).expanduser().resolve())}}
 
 
 def parse_corpus_flag(flag: str) -> tuple[str, str, float | None]:

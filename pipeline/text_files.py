@@ -19,7 +19,7 @@ import logging
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
-from wiki2bert_core.errors import DataError
+from wiki2bert_core.errors import DataError, not_utf8
 
 
 def part_name(index: int, suffix: str) -> str:
@@ -73,7 +73,7 @@ def iter_jsonl(path: Path) -> Iterator[dict]:
             try:
                 yield json.loads(raw.decode("utf-8"))
             except UnicodeDecodeError as e:
-                raise DataError(f"{path}: line {line_no}: not UTF-8 (byte {e.start} of the line)") from None
+                raise not_utf8(path, raw, e, line_no) from None
             except json.JSONDecodeError as e:
                 raise DataError(f"{path}: line {line_no}: invalid JSON ({e.msg})") from None
 
@@ -98,7 +98,7 @@ def _stripped_lines(path: Path) -> Iterator[tuple[int, bytes, str]]:
             try:
                 yield line_no, raw, raw.decode("utf-8").strip()
             except UnicodeDecodeError as e:
-                raise DataError(f"{path}: line {line_no}: not UTF-8 (byte {e.start} of the line)") from None
+                raise not_utf8(path, raw, e, line_no) from None
 
 
 def write_document(f: IO[str], sentences: Iterable[str]) -> None:

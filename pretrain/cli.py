@@ -250,7 +250,7 @@ def tune(preset: Optional[str] = PresetOpt,
     out of memory (or over --memory-cap) rules a candidate out. Prints each trial, then the answer as --set lines.
     Settings given with --set are kept, not tuned."""
     started = time.monotonic()  # the budget bounds the whole command: loading torch and the setup count too
-    from pretrain.tools import tune as tuning
+    from pretrain.run import tune as tuning
 
     setup, pinned = tuning.make_setup(preset, seq_len, zero_stage, precision, memory_cap, set_ or [], data)
     typer.echo(tuning.format_setup(setup, budget))

@@ -168,9 +168,10 @@ class TrainConfig:
     # not on biases and LayerNorm weights (the 1-dimensional tensors); adamw multiplies it by the lr (torch's AdamW)
     weight_decay: float = 0.01
     grad_clip: float = 1.0  # global gradient-norm clipping; 0 disables
-    # self-attention kernel (attention.py): mask (SDPA over padded rows), nested (real tokens only, nested jagged
-    # tensors; bert only: it takes no window for ModernBERT's local layers), flash (real tokens only, flash-attn's
-    # varlen kernel, windowed in local layers); auto: mask on CPU, the fastest on GPU (measured)
+    # self-attention kernel (attention.py; the rest of the encoder computes the real tokens only with each): mask
+    # (SDPA over the rows with a mask), nested (nested jagged tensors; bert only: it takes no window for ModernBERT's
+    # local layers), flash (flash-attn's varlen kernel, windowed in local layers); auto: mask on CPU, the fastest on
+    # GPU (measured)
     attention: Literal["auto", "mask", "nested", "flash"] = changeable("auto")
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: fp32 on CPU, bf16 (else fp16) on GPU
     # DeepSpeed ZeRO stage 0-3; null: by model size (0 below 1B parameters, 1 up to 3B, 2 above)

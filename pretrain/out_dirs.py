@@ -26,6 +26,7 @@ from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.files import MANIFEST
 from wiki2bert_core.variant_dir import PARAMS_FILE
 from pretrain.config import PHASES
+from pretrain.finetune.results_dir import LOG_FILE, SETTINGS_FILE
 from pretrain.model.model_dir import HF_CONFIG, PRETRAINING_CONFIG, is_phase_dir
 
 PHASE = "pretraining phase directory"
@@ -40,8 +41,6 @@ PIPELINE = "pipeline work directory"
 
 def owner(directory: Path) -> str | None:
     """What `directory` belongs to (one of the kinds above), None if nothing."""
-    from pretrain.finetune.run import LOG_FILE, SETTINGS_FILE
-
     directory = Path(directory)
     if is_phase_dir(directory):
         return PHASE

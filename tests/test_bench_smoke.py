@@ -3,13 +3,14 @@ that a change to an internal API a benchmark uses fails here, not when someone n
 are found by glob: a new one needs a --smoke mode and a line in EXPECTED."""
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from pretrain_cli import ENV
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = sorted(p.name for p in (REPO / "bench").glob("[!_]*.py"))  # bench/_*.py: the scripts' helpers
@@ -27,7 +28,8 @@ EXPECTED = {
     "gpu.py": r"bert tiny +32 packed +[\d,.]+ +[\d,]+ (.|\n)*modernbert tiny +64 packed +[\d,.]+ +[\d,]+ ",
     "hdf5.py": r"scaling 1 -> 2 workers: \d+\.\d\dx",
     "kill_rerun.py": r"killed in stage: \w+ 1\nre-runs not exiting 0: \d+",
-    "modernbert.py": r"wiki2bert / transformers: \d+\.\d\dx best round, \d+\.\d\dx mean, memory \d+\.\d\dx",
+    "modernbert.py": r"wiki2bert / transformers: \d+\.\d\dx best round, \d+\.\d\dx mean, "
+                     r"\d+\.\d\dx median of the rounds' ratios, memory \d+\.\d\dx",
     "masking.py": r"dynamic - static: wait [+-]\d+\.\d\d ms a step \([+-]\d+\.\d\d% of a step\); reading [+-]\d+\.\d\d ms",
     "multilingual.py": r"several / one-language runs in sequence: wall \d+\.\d\d, CPU \d+\.\d\d; peak tree RSS / the "
                        r"largest one-language run's: \d+\.\d\d",
@@ -38,6 +40,7 @@ EXPECTED = {
     "scale.py": r"\| total \| \d+\.\d\d, \d+\.\d\d \| \d+\.\d\d, \d+\.\d\d \|",
     "sentences_filter.py": r"web rules for every document +[\d,]+( +[\d.]+){5} +\d+\n(?s:.*)"
                            r"langdetect +[\d.]+% +[\d.]+% +[\d,]+ +[\d.]+",
+    "tokenizer_kinds.py": r"bpe +bpe +[\d,]+ +\d+\.\d\d +[\d,]+",
     "two_rank_exits.py": r"exit codes: 0: 2\nfailed workers: 0; 'terminate called' lines: 0",
     "unspaced_filter.py": r"\| zh: our prose \+ garbage \| `zh` profile \| 9 \| 4 \| \d+ \| \d+ \|(.|\n)*"
                           r"\| ja \| this checkout \| \d+ \| 0 \| 0 \| 0 \| 0 \| 0 \| \d+ \|(.|\n)*"
@@ -48,17 +51,15 @@ EXPECTED = {
     "zero_optimizer.py": r"lamb +2 +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+",
 }
 FAST = {"extract.py", "splitter_agreement.py", "vocab_memory.py", "vocab_shard.py"}  # ~1-3 s each; the rest slow
-# One thread a process: several of these start a few processes, which on two cores otherwise oversubscribe them
-# (bench/preemption.py: ~4x slower). CPU only, whatever the machine has.
-ENV = {**{k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                                                           "MASTER_PORT")},
-       "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+# CPU only, whatever the machine has; one thread a process (ENV): several of these start a few processes, which on two
+# cores otherwise oversubscribe them (bench/preemption.py: ~4x slower)
+BENCH_ENV = {**ENV, "CUDA_VISIBLE_DEVICES": ""}
 
 
 @pytest.mark.parametrize("script", [s if s in FAST else pytest.param(s, marks=pytest.mark.slow) for s in SCRIPTS])
 def test_bench_script_smoke(script, tmp_path):
     assert script in EXPECTED, f"bench/{script}: add a pattern of its --smoke output to EXPECTED"
     done = subprocess.run([sys.executable, str(REPO / "bench" / script), "--smoke"], cwd=tmp_path,
-                          env={**ENV, "TMPDIR": str(tmp_path)}, capture_output=True, text=True, timeout=300)
+                          env={**BENCH_ENV, "TMPDIR": str(tmp_path)}, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"bench/{script} --smoke exited {done.returncode}:\n{done.stderr[-3000:]}"
     assert re.search(EXPECTED[script], done.stdout), f"bench/{script} --smoke printed:\n{done.stdout[-3000:]}"

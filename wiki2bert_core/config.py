@@ -29,6 +29,14 @@ class SettingError(ConfigError):
         self.key, self.problem = key, problem
 
 
+def check_minimum(config, minimum: int, *names: str) -> None:
+    """For a config dataclass's __post_init__: SettingError for the first of its fields `names` below `minimum`."""
+    for name in names:
+        if (value := getattr(config, name)) < minimum:
+            raise SettingError(name, f"must not be negative, got {value}" if minimum == 0 else
+                               f"must be at least {minimum}, got {value}")
+
+
 def layered(cls: type, layers: Iterable[tuple[Mapping, str]]):
     """Build config dataclass `cls` from layers of (mapping, where it came from), each over the ones before.
 

@@ -22,6 +22,14 @@ def first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
+def not_utf8(path, lines: bytes, error: UnicodeDecodeError, first_line: int = 1) -> DataError:
+    """The error of `lines` of file `path` (whole lines, the first of them line `first_line`) that do not decode as
+    UTF-8: it names the line and the byte of that line where `error` found the bad bytes."""
+    line = first_line + lines.count(b"\n", 0, error.start)
+    byte = error.start - (lines.rfind(b"\n", 0, error.start) + 1)
+    return DataError(f"{path}: line {line}: not UTF-8 (byte {byte} of the line)")
+
+
 def shown(text: str) -> str:
     """Text as it can be printed: the bytes of a file name that are not UTF-8 (surrogate escapes) as \\xNN."""
     try:

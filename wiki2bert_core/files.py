@@ -75,6 +75,16 @@ def read_json(path: Path, default: Any = _RAISE, error: type[Exception] = DataEr
         raise error(f"{path}: cannot read ({e})") from None
 
 
+def replace_dir(new: Path, place: Path) -> None:
+    """Put the directory `new` at `place` (a sibling path), replacing what is there: the old one is renamed aside to
+    `.<name>.old-<pid>` first and removed after, so `place` never holds a mix of both."""
+    old = place.with_name(f".{place.name}.old-{os.getpid()}")
+    if place.exists() or place.is_symlink():
+        os.replace(place, old)
+    os.replace(new, place)
+    remove_tree(old)
+
+
 def remove_tree(path: Path) -> None:
     if path.is_symlink() or path.is_file():
         path.unlink()

@@ -7,16 +7,19 @@ same draws give the same masks on both sides.
 
 - How many: a sequence of `length` real tokens (its [CLS] and [SEP]s counted, as Google's create_pretraining_data.py
   counts) gets min(max_predictions, max(1, round(rate * length))) positions to predict.
-- Which: never [CLS], [SEP] or [PAD]. Single tokens: the candidates with the smallest keys (one uniform per position),
-  a uniformly random set. Whole words (a piece and the `##` pieces after it; a `##` piece right after [CLS] or [SEP]
-  starts a word): words in random order (one key per word), each taken whole if it still fits (one that would
+- Which: never [CLS], [SEP] or [PAD] (the tokens playing those roles: `<s>`, `</s>`, `<pad>` in XLM-R's). Single
+  tokens: the candidates with the smallest keys (one uniform per position), a uniformly random set. Whole words (a
+  piece and the `##` pieces after it; for a Unigram or byte-level BPE vocabulary, a piece starting with its word-start
+  marker, `▁` or `Ġ`, and the pieces after it without one; a continuation piece right after [CLS] or [SEP] starts a
+  word): words in random order (one key per word), each taken whole if it still fits (one that would
   overflow is skipped, a shorter later one may still fit), as Google's whole-word masking does.
 - What: each position to predict becomes [MASK] 80% of the time, a random token of the replacement pool 10%, and
   keeps its token 10%.
 - Packed: masked_lm_positions ascending, masked_lm_ids the original tokens there, both zero-padded to max_predictions
   (NVIDIA's layout: wiki2bert_core/hdf5_format.py).
 
-The replacement pool is the vocabulary without its special tokens and its `[unusedN]` placeholders; docs/pipeline.md
+The replacement pool is the vocabulary without its special tokens, its added tokens (those of its tokenizer.json)
+and its `[unusedN]` placeholders; docs/pipeline.md
 ("Masking") says why, and what Google's and NVIDIA's scripts do instead.
 """
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Protocol
 import numpy as np
 
 from wiki2bert_core.hdf5_format import used_positions
-from wiki2bert_core.wordpiece import SPECIAL_TOKENS, is_placeholder
+from wiki2bert_core.wordpiece import is_placeholder, special_token_ids
 
 MASK_SHARE, RANDOM_SHARE = 0.8, 0.1  # of the positions to predict; the rest keep their token
 
@@ -52,15 +55,25 @@ class MaskingVocab:
     sep_id: int
     pad_id: int
     mask_id: int
-    replacement_ids: np.ndarray  # int32: every id but the special tokens' and the [unusedN] placeholders'
-    continues_word: np.ndarray  # bool [max id + 1]: the token is a `##` piece
+    # int32: every id but the special tokens', the added tokens' and the [unusedN] placeholders'
+    replacement_ids: np.ndarray
+    continues_word: np.ndarray  # bool [max id + 1]: the token continues a word (a `##` piece, or one without ▁/Ġ)
 
     @classmethod
-    def from_vocab(cls, vocab: dict[str, int]) -> MaskingVocab:
+    def from_vocab(cls, vocab: dict[str, int], special_ids: dict[str, int] | None = None, word_start: str = "",
+                   added_ids=()) -> MaskingVocab:
+        """`special_ids` by role (wordpiece.special_token_ids; default BERT's tokens), `word_start` the marker of a
+        word's first piece ("": BERT's `##` continuations), `added_ids` the tokenizer's added tokens."""
+        special_ids = special_ids or special_token_ids(vocab)
+        excluded = set(special_ids.values()) | set(added_ids)
         continues_word = np.zeros(max(vocab.values()) + 1, dtype=bool)
-        continues_word[[i for t, i in vocab.items() if t.startswith("##")]] = True
-        replacement = sorted(i for t, i in vocab.items() if t not in SPECIAL_TOKENS and not is_placeholder(t))
-        return cls(vocab["[CLS]"], vocab["[SEP]"], vocab["[PAD]"], vocab["[MASK]"],
+        if word_start:
+            continuing = [i for t, i in vocab.items() if not t.startswith(word_start) and i not in excluded]
+        else:
+            continuing = [i for t, i in vocab.items() if t.startswith("##")]
+        continues_word[continuing] = True
+        replacement = sorted(i for t, i in vocab.items() if i not in excluded and not is_placeholder(t))
+        return cls(special_ids["[CLS]"], special_ids["[SEP]"], special_ids["[PAD]"], special_ids["[MASK]"],
                    np.array(replacement, dtype=np.int32), continues_word)
 
 
@@ -77,9 +90,9 @@ def default_max_predictions(rate: float, seq_len: int) -> int:
 
 def original_tokens(input_ids: np.ndarray, masked_lm_positions: np.ndarray, masked_lm_ids: np.ndarray) -> np.ndarray:
     """Rows' tokens before their stored masks: input_ids with masked_lm_ids put back at masked_lm_positions (slots of
-    position 0 or id 0 are padding)."""
+    position 0 are padding; an id 0 in a used slot is a token, e.g. a SentencePiece model's <unk>)."""
     tokens = input_ids.copy()
-    used = used_positions(masked_lm_positions) & (masked_lm_ids != 0)
+    used = used_positions(masked_lm_positions)
     rows = np.broadcast_to(np.arange(len(tokens))[:, None], used.shape)
     tokens[rows[used], masked_lm_positions[used]] = masked_lm_ids[used]
     return tokens

@@ -30,7 +30,8 @@ from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json, write_json
 from wiki2bert_core.hdf5_format import SUFFIXES
 from wiki2bert_core.utf8_paths import utf8_names
-from wiki2bert_core.wordpiece import copy_tokenizer_files, read_vocab, special_token_ids, vocab_difference
+from wiki2bert_core.wordpiece import (copy_tokenizer_files, read_vocab, special_token_ids, special_token_names,
+                                      vocab_difference)
 
 TRAINING, TEST = "training", "test"
 SPLITS = (TRAINING, TEST)  # also the prefixes of the shard stage's files (training_0000.txt) the splits come from
@@ -101,12 +102,18 @@ class VariantParams:
     special_token_ids: dict[str, int]
     sequence_kind: str = SEGMENT_PAIR  # one of SEQUENCE_KINDS; variant.json files written before it existed: pairs
     mixture: Mixture | None = None  # a variant of several languages: how they were mixed; None (left out): one
+    # the tokenizer's model: wordpiece, unigram or bpe (left out of variant.json for wordpiece, as before it existed)
+    tokenizer_kind: str = "wordpiece"
+    # the marker a word's first piece starts with (▁ or Ġ); "" (left out): BERT's `##` pieces continue a word
+    word_start: str = ""
 
     def to_dict(self) -> dict:
-        """The first keys of variant.json (a variant of one language has no `mixture`)."""
+        """The first keys of variant.json (a variant of one language has no `mixture`; a WordPiece one neither
+        `tokenizer_kind` nor `word_start`)."""
         record = dataclasses.asdict(self)
-        if self.mixture is None:
-            del record["mixture"]
+        for key, default in (("mixture", None), ("tokenizer_kind", "wordpiece"), ("word_start", "")):
+            if record[key] == default:
+                del record[key]
         return record
 
     @property
@@ -252,8 +259,9 @@ def _check_data_vocab(data_dir: Path, given: Path) -> None:
         return
     params = read_params(data_dir)
     vocab = read_vocab(given)
-    if params is not None and (len(vocab), special_token_ids(vocab)) != (params.vocab_size, params.special_token_ids):
-        raise ConfigError(f"--vocab {given}: {len(vocab)} tokens, special token ids {special_token_ids(vocab)}, but "
+    special = special_token_ids(vocab, special_token_names(given.parent))
+    if params is not None and (len(vocab), special) != (params.vocab_size, params.special_token_ids):
+        raise ConfigError(f"--vocab {given}: {len(vocab)} tokens, special token ids {special}, but "
                           f"{Path(data_dir) / PARAMS_FILE} records the data's vocabulary as {params.vocab_size} "
                           f"tokens, special token ids {params.special_token_ids}; pass the vocabulary the data was "
                           f"made with")

@@ -1,11 +1,19 @@
-"""A WordPiece vocabulary file and the HF `tokenizers` tokenizer that matches BERT's own tokenization.
+"""A WordPiece vocabulary file and the HF `tokenizers` tokenizer that matches BERT's own tokenization; the special
+tokens and word pieces of a tokenizer directory of any kind.
 
 Used by the `vocab` stage (to write tokenizer.json) and the `hdf5` stage (to encode text); special-token
 ids always come from the vocabulary file, never from constants (Google's [UNK] is 100, TurkuNLP's 101).
+
+Every tokenizer directory (the vocab stage's, a variant's) holds a vocab.txt: its tokens, added ones included, one a
+line by id. A Unigram or byte-level BPE tokenizer (`tokenizer.json`) names its special tokens in
+special_tokens_map.json (`<s>`, `</s>`, `<mask>`, ...); they are known here by their role, spelled as BERT's token
+plays it (`[CLS]` is the role of XLM-R's `<s>`): the keys of special_token_ids, of variant.json's
+special_token_ids and of the masking's ids.
 """
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import re
@@ -13,7 +21,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-from wiki2bert_core.errors import DataError
+from wiki2bert_core.errors import DataError, first_line
 from wiki2bert_core.files import atomic_write, write_json
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -22,6 +30,11 @@ TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "spec
 # transformers' names of the special tokens (special_tokens_map.json, tokenizer_config.json)
 SPECIAL_TOKENS_MAP = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
                       "mask_token": "[MASK]"}
+SPECIAL_TOKENS_FILE = "special_tokens_map.json"
+# the roles' spelling in RoBERTa's and XLM-R's tokenizers (and those the vocab stage learns by unigram or bpe)
+ROBERTA_SPECIAL_TOKENS = {"[PAD]": "<pad>", "[UNK]": "<unk>", "[CLS]": "<s>", "[SEP]": "</s>", "[MASK]": "<mask>"}
+# what a role falls back to in a special_tokens_map.json that leaves it out (RoBERTa's names both)
+_FALLBACK_NAMES = {"cls_token": "bos_token", "sep_token": "eos_token"}
 
 
 @contextlib.contextmanager
@@ -94,10 +107,48 @@ def read_vocab(path: Path) -> dict[str, int]:
         if token in vocab:
             raise DataError(f"{where}: duplicate token {token!r}")
         vocab[token] = line_no
-    missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+    names = special_token_names(path.parent)
+    missing = [names.get(role, transformers_name(role)) for role in SPECIAL_TOKENS if names.get(role) not in vocab]
     if missing:
         raise DataError(f"{path}: special tokens missing from the vocabulary: {', '.join(missing)}")
     return vocab
+
+
+def transformers_name(role: str) -> str:
+    """transformers' name of a role: [MASK] -> mask_token."""
+    return next(name for name, token in SPECIAL_TOKENS_MAP.items() if token == role)
+
+
+def special_token_names(directory: Path) -> dict[str, str]:
+    """role -> the token playing it in the tokenizer of `directory`: as its special_tokens_map.json names them
+    (transformers' names; cls_token and sep_token default to bos_token and eos_token), BERT's own where it has no
+    such file. A role the file leaves out is missing from the result."""
+    path = Path(directory) / SPECIAL_TOKENS_FILE
+    if not path.is_file():
+        return {token: token for token in SPECIAL_TOKENS}
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataError(f"{path}: not a JSON object of special tokens ({e})") from None
+    names = {}
+    for name, role in SPECIAL_TOKENS_MAP.items():
+        value = record.get(name, record.get(_FALLBACK_NAMES.get(name, name)))
+        value = value.get("content") if isinstance(value, dict) else value
+        if isinstance(value, str):
+            names[role] = value
+    return names
+
+
+def added_token_ids(directory: Path) -> list[int]:
+    """The ids of the added tokens of the tokenizer.json in `directory` ([] without one): tokens matched in the
+    text before the model sees it (special ones and those added for a task), never drawn as random replacements."""
+    path = Path(directory) / "tokenizer.json"
+    if not path.is_file():
+        return []
+    try:
+        return sorted(int(token["id"]) for token in json.loads(path.read_text(encoding="utf-8"))["added_tokens"])
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+        raise DataError(f"{path}: cannot read its added tokens ({first_line(e)})") from None
 
 
 def vocab_difference(path: Path, reference: Path) -> str | None:
@@ -121,8 +172,18 @@ def padded_vocab_size(n: int, multiple: int = 8) -> int:
     return -(-n // multiple) * multiple
 
 
-def special_token_ids(vocab: dict[str, int]) -> dict[str, int]:
-    return {token: vocab[token] for token in SPECIAL_TOKENS}
+def special_token_ids(vocab: dict[str, int], names: dict[str, str] | None = None) -> dict[str, int]:
+    """role -> id, the tokens playing the roles named by `names` (special_token_names; default BERT's own)."""
+    return {role: vocab[names[role] if names else role] for role in SPECIAL_TOKENS}
+
+
+def word_start_marker(tokens) -> str:
+    """The marker a word's first piece starts with in a Unigram or BPE vocabulary: `▁` (SentencePiece's Metaspace)
+    or `Ġ` (byte-level BPE's space), whichever more of its tokens start with; "" if neither (then, as for
+    WordPiece, only `##` pieces continue a word)."""
+    counts = {marker: sum(1 for t in tokens if t.startswith(marker)) for marker in ("\u2581", "\u0120")}
+    marker = max(counts, key=counts.get)
+    return marker if counts[marker] else ""
 
 
 def wordpiece_tokenizer(vocab: dict[str, int], lowercase: bool = False, strip_accents: bool = False) -> Tokenizer:

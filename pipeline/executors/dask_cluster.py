@@ -9,6 +9,8 @@ or the command stops before any stage runs. Dask is an optional extra: `pip inst
 A scheduler left without workers would keep the stage's tasks pending for ever; the stage stops once it has had
 none for WORKER_WAIT_S. A LocalCluster's worker processes hold named semaphores (multiprocessing's, in
 /dev/shm) that a killed command cannot remove: their names are recorded in the work dir, and the next run removes them.
+When the LocalCluster has closed, the resource tracker its processes started is stopped too, so that the command
+leaves no process behind.
 """
 from __future__ import annotations
 
@@ -102,6 +104,7 @@ def dask_executor(scheduler: str | None, workers: int, workdir: Path) -> Iterato
     where = f"--scheduler {scheduler}" if scheduler else "--executor dask"
     with contextlib.ExitStack() as stack:
         if scheduler is None:
+            stack.callback(_stop_resource_tracker)  # the last to run: after the cluster has closed
             record = workdir / ".state" / SEMAPHORES
             stack.callback(record.unlink, missing_ok=True)  # runs once the cluster has closed them
             cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
@@ -121,6 +124,14 @@ def dask_executor(scheduler: str | None, workers: int, workdir: Path) -> Iterato
         check_workers_see(client, workdir, where)
         threads = sum(client.nthreads().values())
         yield DaskExecutor(client, threads, where)
+
+
+def _stop_resource_tracker() -> None:
+    """Ends (and reaps) multiprocessing's resource tracker, which the LocalCluster's worker processes started in this
+    process: left alone it ends only after this process has exited, a process for PID 1 to reap."""
+    from multiprocessing import resource_tracker
+
+    resource_tracker._resource_tracker._stop()
 
 
 def check_is_scheduler(scheduler: str) -> None:

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wiki2bert_core.config import added_later
+from wiki2bert_core.config import SettingError, added_later, check_minimum
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import write_json
 from wiki2bert_core.mixture import DEFAULT_ALPHA, check_alpha, check_weights, language_shares, rates
@@ -87,16 +87,12 @@ class ShardConfig:
     def __post_init__(self):
         check_alpha(self.alpha)
         check_weights(self.language_weights)
-        if self.num_shards < 1:
-            raise ConfigError(f"shard.num_shards: must be at least 1, got {self.num_shards}")
+        check_minimum(self, 1, "num_shards", "min_documents_per_shard")
+        check_minimum(self, 0, "seed")
         if not 0.0 <= self.test_fraction < 1.0:
-            raise ConfigError(f"shard.test_fraction: {self.test_fraction} is not in [0, 1)")
+            raise SettingError("test_fraction", f"{self.test_fraction} is not in [0, 1)")
         if self.test_fraction > 0 and self.num_test_shards < 1:
-            raise ConfigError("shard.num_test_shards: must be at least 1 when shard.test_fraction is above 0")
-        if self.seed < 0:
-            raise ConfigError("shard.seed: must not be negative")
-        if self.min_documents_per_shard < 1:
-            raise ConfigError(f"shard.min_documents_per_shard: must be at least 1, got {self.min_documents_per_shard}")
+            raise SettingError("num_test_shards", "must be at least 1 when shard.test_fraction is above 0")
         check_weights(self.weights, "weights")
 
 

@@ -1,6 +1,8 @@
-"""Stage `vocab`: a WordPiece vocabulary trained on the deduplicated corpus, cased unless stages.yaml says otherwise.
+"""Stage `vocab`: a WordPiece vocabulary trained on the deduplicated corpus, cased unless stages.yaml says otherwise;
+or a Unigram or byte-level BPE tokenizer (`method` unigram, bpe), or a tokenizer adopted as it is (`tokenizer`,
+`--tokenizer`): those are pipeline/tokenizer_files.py's.
 
-Two trainers (`method`):
+Two WordPiece trainers (`method`):
 - `sentencepiece` (default; the Hungarian recipe of TurkuNLP's WikiBERT): sentencepiece BPE trained on the text as
   BERT's basic tokenization splits it (WikiBERT runs BERT's BasicTokenizer first; we give sentencepiece equivalent
   normalization rules, `bert_normalization_rules`), so that a piece starting with `▁` is a word start in BERT's
@@ -39,17 +41,18 @@ from typing import Iterable, Iterator, Literal
 
 import numpy as np
 import sentencepiece as spm
-from tokenizers import normalizers, trainers
+from tokenizers import normalizers, pre_tokenizers, trainers
 
-from wiki2bert_core.errors import ConfigError, DataError, first_line
+from wiki2bert_core.errors import DataError, first_line, not_utf8
 from pipeline.text_files import list_parts
-from wiki2bert_core.config import added_later
+from wiki2bert_core.config import SettingError, added_later, check_minimum
 from wiki2bert_core.log import progress
 from wiki2bert_core.mixture import DEFAULT_ALPHA, check_alpha, language_shares, rates
 from pipeline.stages import Stage, StageContext, StageCounts
-from pipeline.words import count_words, recorded_chars_per_word
-from wiki2bert_core.wordpiece import (SPECIAL_TOKENS, load_tokenizer, padded_vocab_size, placeholder_token,
-                                      special_token_ids, wordpiece_tokenizer, write_tokenizer_dir)
+from pipeline.words import BERT_CJK, character_flags, count_words, recorded_chars_per_word
+from pipeline.tokenizer_files import adopt, finish_learnt, fingerprints, learnt_tokenizer, trainer
+from wiki2bert_core.wordpiece import (SPECIAL_TOKENS, load_tokenizer, padded_vocab_size, placeholder_token, read_vocab,
+                                      special_token_ids, special_token_names, wordpiece_tokenizer, write_tokenizer_dir)
 
 SENTENCEPIECE_CONTROL = ("<unk>", "<s>", "</s>")
 WORD_START = "▁"  # sentencepiece's word-start marker (U+2581)
@@ -60,13 +63,21 @@ SAMPLE_SENTENCES = 1_000  # sentences tokenized with the result to report [UNK] 
 
 @dataclasses.dataclass(frozen=True)
 class VocabConfig:
-    # sentencepiece (BPE converted as TurkuNLP's sent2wordpiece) or tokenizers (HF WordPiece)
-    method: Literal["sentencepiece", "tokenizers"] = "sentencepiece"
-    # sentencepiece: pieces before conversion (+105 special/unused, + missing characters); tokenizers: the final size
+    # sentencepiece (BPE converted as TurkuNLP's sent2wordpiece) or tokenizers (HF WordPiece): BERT's WordPiece; unigram
+    # (SentencePiece's Unigram, as XLM-R and mmBERT) or bpe (byte-level BPE, as RoBERTa and ModernBERT): a Hugging Face
+    # tokenizer with <s> <pad> </s> <unk> <mask> (ids 0-4), trained by `tokenizers` (docs/pipeline.md, Learnt
+    # Unigram and byte-level BPE)
+    method: Literal["sentencepiece", "tokenizers", "unigram", "bpe"] = "sentencepiece"
+    # a tokenizer to adopt instead of learning one (`--tokenizer`): a Hugging Face tokenizer folder, a tokenizer.json,
+    # a SentencePiece Unigram .model or a vocab.txt; `method` and the training settings then do not apply, and its
+    # files' sha256 go into the manifest (a changed tokenizer runs vocab and what follows again)
+    tokenizer: str | None = added_later(None)
+    # sentencepiece: pieces before conversion (+105 special/unused, + missing characters); tokenizers, unigram, bpe:
+    # the final size
     vocab_size: int = 32000
     lowercase: bool = False  # lowercase before training and tokenizing (uncased BERT)
     strip_accents: bool = False  # drop combining accents (NFD); true would turn ő into o
-    unused_tokens: int = 100  # [unused0].. after [PAD], room for tokens added when fine-tuning
+    unused_tokens: int = 100  # [unused0].. after [PAD], room for tokens added when fine-tuning (WordPiece methods)
     character_coverage: float = 0.9999  # sentencepiece: share of characters the vocabulary must cover
     # sentencepiece: sentences it samples (seeded) and holds in memory, 0 = all: the stage's memory is ~85 MiB plus
     # ~4x the sampled text (~170 B per 44-byte sentence, bench/vocab_memory.py), so 10M Wikipedia sentences
@@ -74,7 +85,7 @@ class VocabConfig:
     input_sentence_size: int = 10_000_000
     shuffle_input_sentence: bool = True  # sentencepiece: sample at random (seeded), not the first ones
     seed: int = 12345  # sentencepiece's random seed (sampling, shuffling)
-    min_frequency: int = 2  # tokenizers: merges seen fewer times are not made
+    min_frequency: int = 2  # tokenizers, bpe: merges seen fewer times are not made
     limit_alphabet: int = 1000  # tokenizers: the most frequent characters kept as the alphabet
     # characters the vocabulary holds (as a word and as ##) whatever the corpus, besides printable ASCII (always
     # held): the script's dashes and quotes; added on top of vocab_size, like the trained pieces' missing characters
@@ -85,20 +96,10 @@ class VocabConfig:
 
     def __post_init__(self):
         check_alpha(self.alpha)
-        if self.vocab_size < 1:
-            raise ConfigError(f"vocab.vocab_size: must be at least 1, got {self.vocab_size}")
-        if self.unused_tokens < 0:
-            raise ConfigError(f"vocab.unused_tokens: must not be negative, got {self.unused_tokens}")
+        check_minimum(self, 1, "vocab_size", "limit_alphabet")
+        check_minimum(self, 0, "unused_tokens", "input_sentence_size", "seed", "min_frequency")
         if not 0.0 < self.character_coverage <= 1.0:
-            raise ConfigError(f"vocab.character_coverage: {self.character_coverage} is not in (0, 1]")
-        if self.input_sentence_size < 0:
-            raise ConfigError("vocab.input_sentence_size: must not be negative (0 = all sentences)")
-        if self.seed < 0:
-            raise ConfigError("vocab.seed: must not be negative")
-        if self.min_frequency < 0:
-            raise ConfigError("vocab.min_frequency: must not be negative")
-        if self.limit_alphabet < 1:
-            raise ConfigError("vocab.limit_alphabet: must be at least 1")
+            raise SettingError("character_coverage", f"{self.character_coverage} is not in (0, 1]")
 
 
 def run(config: VocabConfig, ctx: StageContext) -> StageCounts:
@@ -106,22 +107,38 @@ def run(config: VocabConfig, ctx: StageContext) -> StageCounts:
         corpus = _MixedSentences(config, ctx)
     else:
         corpus = _CorpusSentences(list_parts(ctx.inputs["dedup"], ".txt"), quiet=ctx.quiet)
-    train = _train_sentencepiece if config.method == "sentencepiece" else _train_tokenizers
-    trained = train(config, corpus, ctx)
-    required = _required_characters(config, corpus.characters)
-    tokens = bert_vocabulary(trained, config.unused_tokens, required_characters=required)
-    added = len(tokens) - len(bert_vocabulary(trained, config.unused_tokens, add_characters=False))
-    vocab = write_tokenizer_dir(ctx.out_dir, tokens, lowercase=config.lowercase, strip_accents=config.strip_accents)
-    ctx.log.info("vocab: %d tokens (%d missing characters added), [UNK]=%d", len(vocab), added, vocab["[UNK]"])
+    added = 0
+    if config.tokenizer is not None:
+        _, kind = adopt(Path(config.tokenizer), ctx.out_dir, config.lowercase, config.strip_accents)
+        for _ in corpus.batches():  # the sentences counted, the sample for the figures below
+            pass
+        ctx.log.info("vocab: adopted the %s tokenizer %s", kind, config.tokenizer)
+    elif config.method in ("unigram", "bpe"):
+        kind = config.method
+        _train_learnt(config, corpus, ctx)
+    else:
+        kind = "wordpiece"
+        train = _train_sentencepiece if config.method == "sentencepiece" else _train_tokenizers
+        trained = train(config, corpus, ctx)
+        required = _required_characters(config, corpus.characters)
+        tokens = bert_vocabulary(trained, config.unused_tokens, required_characters=required)
+        added = len(tokens) - len(bert_vocabulary(trained, config.unused_tokens, add_characters=False))
+        write_tokenizer_dir(ctx.out_dir, tokens, lowercase=config.lowercase, strip_accents=config.strip_accents)
+    vocab = read_vocab(ctx.out_dir / "vocab.txt")
+    special = special_token_ids(vocab, special_token_names(ctx.out_dir))
+    ctx.log.info("vocab: %d tokens (%d missing characters added), unknown token %d", len(vocab), added,
+                 special["[UNK]"])
     tokenizer = load_tokenizer(ctx.out_dir)
     if isinstance(corpus, _MixedSentences):
-        languages = corpus.counts(tokenizer, vocab["[UNK]"])
+        languages = corpus.counts(tokenizer, special["[UNK]"])
         unk_rate, tokens_per_word = _rates(*(sum(c[f"sample_{key}"] for c in languages.values())
                                              for key in ("unks", "tokens", "words")))
     else:
         languages = None
         chars_per_word = recorded_chars_per_word(ctx.config_by_language("filter").get(ctx.lang))
-        unk_rate, tokens_per_word = _rates(*_sample_quality(tokenizer, vocab["[UNK]"], corpus.sample, chars_per_word))
+        unk_rate, tokens_per_word = _rates(*_sample_quality(tokenizer, special["[UNK]"], corpus.sample,
+                                                            chars_per_word))
+    learnt_by_sentencepiece = config.tokenizer is None and config.method == "sentencepiece"
     return StageCounts({
         "vocab_size": len(vocab),
         "model_vocab_size": padded_vocab_size(len(vocab)),
@@ -129,9 +146,22 @@ def run(config: VocabConfig, ctx: StageContext) -> StageCounts:
         "characters_added": added,
         "sample_unk_rate": unk_rate,
         "sample_tokens_per_word": tokens_per_word,
-        "special_token_ids": special_token_ids(vocab),
-        **({"sentences_too_long": corpus.too_long} if config.method == "sentencepiece" else {}),
+        "special_token_ids": special,
+        "tokenizer_kind": kind,
+        **({"sentences_too_long": corpus.too_long} if learnt_by_sentencepiece else {}),
     }, languages=languages)
+
+
+def _train_learnt(config: VocabConfig, corpus: _CorpusSentences, ctx: StageContext) -> None:
+    """`vocab.method` unigram or bpe: trained on the sentences (several languages: the sample) by `tokenizers`, with
+    the characters _required_characters names as Unigram's initial alphabet (byte-level BPE has every byte)."""
+    tokenizer = learnt_tokenizer(config.method, config.lowercase, config.strip_accents)
+    alphabet = sorted(set(_required_characters(config, corpus.characters)))
+    ctx.log.info("vocab: training tokenizers %s, %d tokens", config.method, config.vocab_size)
+    tokenizer.train_from_iterator(corpus.batches(), trainer(config.method, config.vocab_size, config.min_frequency,
+                                                            alphabet))
+    corpus.check_not_empty()
+    finish_learnt(tokenizer, ctx.out_dir)
 
 
 def bert_vocabulary(tokens: Iterable[str], unused_tokens: int = 100, add_characters: bool = True,
@@ -191,10 +221,7 @@ class _CorpusSentences:
                         try:
                             text = data.decode("utf-8")
                         except UnicodeDecodeError as e:
-                            bad_line = line_no + data.count(b"\n", 0, e.start) + 1
-                            column = e.start - (data.rfind(b"\n", 0, e.start) + 1)
-                            raise DataError(f"{path}: line {bad_line}: not UTF-8 (byte {column} of the line)"
-                                                ) from None
+                            raise not_utf8(path, data, e, line_no + 1) from None
                         line_no += len(lines)
                         bar.update(len(data))
                         # BERT's normalizer drops NUL; sentencepiece cannot have a rule for it (a C string's end)
@@ -334,10 +361,6 @@ def _round_down(n: int) -> int:
     return max(1, n // step * step)
 
 
-_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
-               (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
-
-
 def bert_normalization_rules(lowercase: bool, strip_accents: bool) -> str:
     """sentencepiece normalization rules (TSV: source code point, tab, target code points, in hex) that do to each
     character what BertNormalizer and BertPreTokenizer do: control and format characters removed, whitespace to a
@@ -345,8 +368,8 @@ def bert_normalization_rules(lowercase: bool, strip_accents: bool) -> str:
     then the optional accent stripping (NFD, combining marks dropped) and lowercasing. sentencepiece applies them
     in C++ while it reads the sentences, at no measurable cost (the same in Python was a large share of training time).
     Outside the CJK blocks, only planes 0, 1 and 14 hold characters that these rules change."""
-    rules = [f"{code:X}\t20 {code:X} 20\n" for lo, hi in _CJK_RANGES for code in range(lo, hi + 1)]
-    cjk = {code for lo, hi in _CJK_RANGES if hi < 0x20000 for code in range(lo, hi + 1)}
+    cjk = set(np.flatnonzero(character_flags() & BERT_CJK).tolist())
+    rules = [f"{code:X}\t20 {code:X} 20\n" for code in sorted(cjk)]
     for code in itertools.chain(range(1, 0x20000), range(0xE0000, 0xE1000)):
         if code == 0x0A or code in cjk:  # "\n" never reaches sentencepiece
             continue
@@ -426,15 +449,21 @@ def _alphabet(raw_counts: dict[str, int], normalizer, limit: int) -> list[str]:
 
 # --- quality figures -----------------------------------------------------------------------------------------------
 
+_BERT_TEXT = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=False,
+                                        lowercase=False)
+_BERT_WORDS = pre_tokenizers.BertPreTokenizer()
+
+
 def _sample_quality(tokenizer, unk_id: int, sample: list[str], chars_per_word: float | None
                     ) -> tuple[int, int, float]:
     """[UNK]s, tokens and words of the first sentences of the corpus: words as BERT splits them, punctuation
-    included, or, where the filter counted words of unspaced scripts (`chars_per_word`, from its config), as
-    the filter counted them (BERT makes each Han character a word)."""
+    included, whatever the tokenizer (a Unigram or BPE tokenizer's own words keep punctuation on them, which would
+    make its tokens per word incomparable), or, where the filter counted words of unspaced scripts
+    (`chars_per_word`, from its config), as the filter counted them (BERT makes each Han character a word)."""
     encodings = tokenizer.encode_batch(sample, add_special_tokens=False)
     tokens = sum(len(e.ids) for e in encodings)
-    words = (sum(e.word_ids[-1] + 1 for e in encodings if e.word_ids) if chars_per_word is None else
-             sum(count_words(s, chars_per_word) for s in sample))
+    words = (sum(len(_BERT_WORDS.pre_tokenize_str(_BERT_TEXT.normalize_str(s))) for s in sample)
+             if chars_per_word is None else sum(count_words(s, chars_per_word) for s in sample))
     unks = sum(e.ids.count(unk_id) for e in encodings)
     return unks, tokens, words
 
@@ -444,4 +473,5 @@ def _rates(unks: int, tokens: int, words: float) -> tuple[float, float]:
     return round(unks / max(tokens, 1), 5), round(tokens / max(words, 1), 4)
 
 
-STAGE = Stage("vocab", VocabConfig, run, inputs=("dedup", "filter"), tools=("sentencepiece", "tokenizers"))
+STAGE = Stage("vocab", VocabConfig, run, inputs=("dedup", "filter"), tools=("sentencepiece", "tokenizers"),
+              sources=lambda config: fingerprints(config.tokenizer))

@@ -25,7 +25,7 @@ from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import atomic_write, read_json
 from wiki2bert_core.hdf5_format import INPUT_MASK
 from wiki2bert_core.variant_dir import DOC_SENTENCES, held_out_split, training_files
-from wiki2bert_core.wordpiece import load_tokenizer, read_vocab
+from wiki2bert_core.wordpiece import load_tokenizer, read_vocab, special_token_ids, special_token_names
 from pipeline.runner import DONE, MANIFEST, StageState, stage_state
 from pipeline.funnel import Funnel, language_table, source_table
 from pipeline.stages import stage_by_name
@@ -317,7 +317,7 @@ def _coverage(lang_dir: Path, headline: list, chars_per_word: float | None) -> s
     """Unknown-token rate and tokens per word of the test split; words as BERT splits them, or as the filter counted
     them where it counted words of unspaced scripts (`chars_per_word`, pipeline.words.count_words)."""
     vocab_dir = Path(lang_dir) / "vocab"
-    unk = read_vocab(vocab_dir / "vocab.txt")["[UNK]"]
+    unk = special_token_ids(read_vocab(vocab_dir / "vocab.txt"), special_token_names(vocab_dir))["[UNK]"]
     tokenizer = load_tokenizer(vocab_dir)
     total = unknown = words = 0
     for shard in sorted((Path(lang_dir) / "shard").glob("test_*.txt")):

@@ -25,7 +25,7 @@ from wiki2bert_core.hdf5_format import (INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MA
 from wiki2bert_core.utf8_paths import utf8_names
 from wiki2bert_core.variant_dir import (DOC_SENTENCES, PARAMS_FILE, SEGMENT_PAIR, VariantParams, data_dir_of, own_vocab,
                                         read_record)
-from wiki2bert_core.wordpiece import read_vocab, special_token_ids
+from wiki2bert_core.wordpiece import read_vocab, special_token_ids, special_token_names
 
 BLOCK_CELLS = 1 << 22  # rows are checked in blocks of about this many input_ids cells
 # how the values out of range (hdf5_format.out_of_range) are reported; those of input_mask and masked_lm_positions
@@ -239,7 +239,7 @@ def _add_recorded(stats: Stats, file: Path, data_dir: Path, record: dict | None)
 
 def _load_vocab(vocab_file: Path) -> _Vocab:
     vocab = read_vocab(vocab_file)
-    return _Vocab(len(vocab), special_token_ids(vocab))
+    return _Vocab(len(vocab), special_token_ids(vocab, special_token_names(Path(vocab_file).parent)))
 
 
 def format_report(report: VerifyReport) -> str:

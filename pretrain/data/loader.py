@@ -356,6 +356,13 @@ class BatchReader(Dataset):
         return self._cache[file_index]
 
 
+def model_inputs(batch: dict) -> tuple[dict[str, torch.Tensor], dict]:
+    """A BatchReader batch's model inputs and its `data_state`; DataError (one line) if it has a problem."""
+    if batch["problem"]:
+        raise DataError(batch["problem"])
+    return {k: v for k, v in batch.items() if k not in ("data_state", "problem")}, batch["data_state"]
+
+
 def make_loader(data: DataDirectory, micro_batch: int, vocab_size: int, rank: int = 0, world_size: int = 1,
                 seed: int = 0, workers: int = 2, state: DataState | None = None,
                 pin_memory: bool = False, pack: bool = False, masking: DynamicMasking | None = None) -> DataLoader:

@@ -21,8 +21,9 @@ import logging
 import os
 from pathlib import Path
 
-from wiki2bert_core.files import atomic_write, read_json, remove_tree, write_json
+from wiki2bert_core.files import atomic_write, read_json, remove_tree, replace_dir, write_json
 from wiki2bert_core.wordpiece import copy_tokenizer_files
+from pretrain.finetune.results_dir import finished_seeds, result_path, writing
 from pretrain.finetune.task import Task
 from pretrain.finetune.train import AUTO_CLASSES, ModelSource
 
@@ -46,8 +47,6 @@ def wanted(out: Path, source: ModelSource, task: Task, save: bool) -> bool:
 
 def best_seed(out: Path, source: ModelSource, task: Task) -> tuple[int, dict[str, float]] | None:
     """The best finished seed and its dev figures; None before the first has finished."""
-    from pretrain.finetune.run import finished_seeds, result_path
-
     seeds = finished_seeds(out, source.name, task.name).get((source.name, task.name), [])
     figures = {seed: read_json(result_path(out, source.name, task.name, seed))["metrics"] for seed in seeds}
     if not figures:
@@ -74,8 +73,6 @@ def write(out: Path, source: ModelSource, task: Task, seed: int, model, test_lab
     saved before), the test files filled in with `test_labels` (one a test example); refit: the main figure of
     the seed fine-tuned again (None: the model is that of its finished run)."""
     from safetensors import SafetensorError
-
-    from pretrain.finetune.run import result_path, writing
 
     place = best_dir(out, source, task)
     keep_model = save or bool(_recorded(out, source, task).get("model_dir"))
@@ -112,11 +109,7 @@ def write(out: Path, source: ModelSource, task: Task, seed: int, model, test_lab
                 "model_dir": MODEL_DIR if keep_model else None, "auto_class": AUTO_CLASSES[task.kind],
                 "test": [f"{TEST_DIR}/{test_file.name}" for test_file in task.test_files],
                 "test_digest": _test_digest(task)})
-        old = place.with_name(f".{place.name}.old-{os.getpid()}")
-        if place.exists():
-            os.replace(place, old)
-        os.replace(tmp, place)
-        remove_tree(old)
+        replace_dir(tmp, place)
     finally:
         remove_tree(tmp)
     log.info("%s %s: best seed %d (%s %.4f) in %s", source.name, task.name, seed, task.main_metric,

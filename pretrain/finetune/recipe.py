@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from wiki2bert_core.config import SettingError, layered, parse_setting
+from wiki2bert_core.config import SettingError, check_minimum, layered, parse_setting
 from pretrain.finetune.task import TASK_KINDS
 
 
@@ -39,20 +39,13 @@ class Recipe:
     precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: fp32 on CPU, bf16 autocast on a GPU
 
     def __post_init__(self):
-        for key in ("epochs", "batch"):
-            if getattr(self, key) < 1:
-                raise SettingError(key, f"must be at least 1, got {getattr(self, key)}")
+        check_minimum(self, 1, "epochs", "batch")
+        check_minimum(self, 4, "max_length")
+        check_minimum(self, 0, "weight_decay", "grad_clip", "seed")
         if not self.lr > 0:
             raise SettingError("lr", f"must be positive, got {self.lr}")
         if not 0 <= self.warmup < 1:
             raise SettingError("warmup", f"must be a fraction of the steps in [0, 1), got {self.warmup}")
-        for key in ("weight_decay", "grad_clip"):
-            if getattr(self, key) < 0:
-                raise SettingError(key, f"must not be negative, got {getattr(self, key)}")
-        if self.max_length < 4:
-            raise SettingError("max_length", f"must be at least 4, got {self.max_length}")
-        if self.seed < 0:
-            raise SettingError("seed", f"must not be negative, got {self.seed}")
 
 
 # what each kind changes from the Recipe defaults: the small pair and choice sets (HuCB 250, HuCoPA 400 examples)

@@ -11,7 +11,9 @@ from collections import Counter
 from pathlib import Path
 
 from wiki2bert_core.files import atomic_write, read_json, write_json
-from pretrain.finetune.task import Task
+from pretrain.finetune import metrics
+from pretrain.finetune.results_dir import finished_seeds, predictions_path, result_path, writing
+from pretrain.finetune.task import Task, gold_labels, majority_label, majority_predictions
 from pretrain.finetune.train import ModelSource
 
 MAJORITY = "majority baseline"  # the row of the majority-class baseline
@@ -20,9 +22,6 @@ ONE_CLASS = "predicts one class"
 
 def describe_task(task: Task) -> dict:
     """tasks/<task>.json: what the report needs of a task, its majority baseline included."""
-    from pretrain.finetune import metrics
-    from pretrain.finetune.run import gold_labels, majority_label, majority_predictions
-
     return {"kind": task.kind, "source": str(task.source.resolve()), "main_metric": task.main_metric,
             "metrics": list(task.metrics), "labels": list(task.labels), "train_examples": len(task.train),
             "dev_examples": len(task.dev), "test_examples": len(task.test), "majority_label": majority_label(task),
@@ -33,8 +32,6 @@ def write_report(out: Path, sources: list[ModelSource], tasks: list[Task]) -> st
     """Writes results.json, results.md and results.png for every finished seed in `out`, the models and tasks of
     this run first (then the others by name); returns the markdown. Seeds of a task without tasks/<task>.json
     (made by an older version) are named as left out."""
-    from pretrain.finetune.run import finished_seeds, predictions_path, result_path, writing
-
     finished = finished_seeds(out)
     described = {path.stem: read_json(path) for path in sorted((out / "tasks").glob("*.json"))}
     models = list(dict.fromkeys([s.name for s in sources] + sorted({model for model, _ in finished})))

@@ -1,19 +1,7 @@
 """`pretrain finetune`: every model x task x seed, fine-tuned and scored on the dev split, with its baselines; the
 figures go to the output directory (report.py).
 
-Output directory (--out):
-  settings.json               what the finished seeds' figures depend on: each kind's recipe, --held-out, each
-                              model's path and the fingerprints of its files and of its tokenizer's, each task's
-                              source and the digest of its examples; and the last command
-  githash.log, gitdiff.log, pip_freeze.txt   the code and versions of the last run (pretrain/run/run_files.py)
-  models/<model>/                            the export of a model given as a phase directory (its latest
-                                             checkpoint: pretrain/tools/export.py), what is fine-tuned
-  tasks/<task>.json                          the task's description and majority baseline (report.py)
-  runs/<model>/<task>/seed<k>.json           one seed's figures, written when it has finished
-  predictions/<model>/<task>/seed<k>.jsonl   its dev predictions (written just before the figures)
-  best/<model>/<task>/                       the best seed's model (--save) and test predictions (best.py)
-  results.json, results.md, results.png      every finished seed in the directory (report.py)
-  finetune.log                               the log
+The output directory (--out) and its files: results_dir.py.
 
 A model is a model directory (pretrain/model/model_dir.py): a Hugging Face directory of a BERT-family encoder, used as
 it is, or a phase directory, exported into models/<run>-<phase>/ and named so. --out may not be a directory that
@@ -28,9 +16,7 @@ before its first) bind nothing.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import glob
 import hashlib
 import json
 import logging
@@ -39,21 +25,27 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import atomic_write, file_fingerprint, read_json, write_json
 from wiki2bert_core.log import progress, setup_logging
 from wiki2bert_core.wordpiece import TOKENIZER_FILES as TOKENIZER_FINGERPRINT
+from pretrain.finetune import best, metrics
+from pretrain.finetune.encode import encode_task
 from pretrain.finetune.recipe import Recipe, load_recipes
-from pretrain.finetune.task import Task
-from pretrain.finetune.train import ModelSource
+from pretrain.finetune.report import describe_task, write_report
+from pretrain.finetune.results_dir import (EXPORTS, LOG_FILE, SETTINGS_FILE, finished_seeds, predictions_path,
+                                           result_path, writing)
+from pretrain.finetune.task import Task, gold_labels, majority_label
+from pretrain.finetune.tasks import load_task
+from pretrain.finetune.train import (ModelSource, choose_device, fine_tune, load_model, load_tokenizer,
+                                     make_deterministic, optimizer_steps, predict)
+from pretrain.model.checkpoint_files import META, MODEL_CONFIG
 from pretrain.model.model_dir import HF_CONFIG, PRETRAINING_CONFIG, HuggingFaceDir, PhaseDir, open_model_dir
-from pretrain.run.checkpoint import META, MODEL_CONFIG
+from pretrain.out_dirs import FINETUNE, check_out_dir
+from pretrain.provenance import write_code_files
+from pretrain.tools.export import export_hf
 
-SETTINGS_FILE = "settings.json"
-LOG_FILE = "finetune.log"
-EXPORTS = "models"  # the exports of models given as phase directories
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")  # either lets AutoTokenizer build a BERT tokenizer
 RANDOM_INIT = "-random-init"  # the suffix of a model's randomly initialised twin
 
@@ -62,8 +54,6 @@ def finetune(model_dirs: list[Path], task_paths: list[Path], out: Path, seeds: i
              overrides: list[str] = (), held_out: float | None = None, random_init: bool = False,
              save: bool = False) -> str:
     """Runs what `out` does not hold yet and writes the results; returns the results table (markdown)."""
-    from pretrain.finetune.tasks import load_task
-
     recipes = load_recipes(list(overrides))
     sources = model_sources(model_dirs, random_init, Path(out))
     tasks = [load_task(Path(path), held_out) for path in task_paths]
@@ -73,10 +63,6 @@ def finetune(model_dirs: list[Path], task_paths: list[Path], out: Path, seeds: i
 def run_tasks(sources: list[ModelSource], tasks: list[Task], out: Path, seeds: int, recipes: dict[str, Recipe],
               held_out: float | None = None, save: bool = False) -> str:
     """`finetune` once the models are checked and the tasks read. save: keep each task's best seed (best.py)."""
-    from pretrain.finetune.report import describe_task, write_report
-    from pretrain.finetune.train import load_model
-    from pretrain.out_dirs import FINETUNE, check_out_dir
-
     if seeds < 1:
         raise ConfigError(f"--seeds: must be at least 1, got {seeds}")
     _check_unique([task.name for task in tasks], "tasks", "the task files")
@@ -108,17 +94,6 @@ def run_tasks(sources: list[ModelSource], tasks: list[Task], out: Path, seeds: i
         return write_report(out, sources, tasks)
     except OSError as e:  # a full disk, mostly
         raise DataError(_failed_write(out, e)) from None
-
-
-@contextlib.contextmanager
-def writing(path: Path) -> Iterator[None]:
-    """An OSError inside names `path` where it names no file (a failed write() or flush(): a full disk)."""
-    try:
-        yield
-    except OSError as e:
-        if not e.filename:
-            e.filename = str(path)
-        raise
 
 
 def _failed_write(out: Path, e: OSError) -> str:
@@ -155,33 +130,11 @@ def model_sources(model_dirs: list[Path], random_init: bool, out: Path | None = 
     return sources
 
 
-def result_path(out: Path, model: str, task: str, seed: int) -> Path:
-    return out / "runs" / model / task / f"seed{seed}.json"
-
-
-def predictions_path(out: Path, model: str, task: str, seed: int) -> Path:
-    return out / "predictions" / model / task / f"seed{seed}.jsonl"
-
-
-def finished_seeds(out: Path, model: str | None = None, task: str | None = None) -> dict[tuple[str, str], list[int]]:
-    """(model, task) -> the seeds finished in `out` (those with a figures file), in order; of one model or task
-    where named."""
-    found: dict[tuple[str, str], list[int]] = {}
-    names = "/".join(glob.escape(name) if name else "*" for name in (model, task))
-    for path in (out / "runs").glob(f"{names}/seed*.json"):
-        number = path.stem.removeprefix("seed")
-        if number.isdigit():
-            found.setdefault((path.parent.parent.name, path.parent.name), []).append(int(number))
-    return {key: sorted(seeds) for key, seeds in sorted(found.items())}
-
-
 def record_settings(out: Path, recipes: dict[str, Recipe], held_out: float | None, sources: list[ModelSource],
                     tasks: list[Task]) -> None:
     """Checks the settings against those `out`'s finished seeds were made with (ConfigError naming what differs),
     then writes settings.json (those, with this run's added) and the code's provenance files. Settings recorded
     for models, tasks and kinds with no finished seed (a run that failed before its first) are dropped."""
-    from pretrain.run.run_files import write_code_files
-
     path = out / SETTINGS_FILE
     now = {"recipes": {kind: dataclasses.asdict(recipe) for kind, recipe in recipes.items()},
            "held_out": held_out,
@@ -251,8 +204,6 @@ def _fingerprint(files: list[Path]) -> dict:
 def _export_phase_dirs(sources: list[ModelSource], out: Path, log: logging.Logger) -> None:
     """Exports each model given as a phase directory into its place in --out, unless the export of its latest
     checkpoint is there (exports are deterministic: the same checkpoint gives the same files)."""
-    from pretrain.tools.export import export_hf
-
     for source in sources:
         if source.export_of is None or source.random_init:
             continue
@@ -280,9 +231,6 @@ def _run_seeds(groups: list[tuple[ModelSource, Task, list[int]]], recipes: dict[
     """Fine-tunes and scores each pending seed of each (model, task), tokenizing each task once per model; then
     keeps the group's best seed where that is asked for (best.py), fine-tuning it again if it finished in an
     earlier run."""
-    from pretrain.finetune import best
-    from pretrain.finetune.train import optimizer_steps
-
     refits = [(source, task) for source, task, seeds in groups
               if not seeds and best.missing(out, source, task, save) is not None]
     if not any(seeds for _, _, seeds in groups) and not refits:
@@ -335,9 +283,6 @@ class _Inputs:
         self.encoded: dict[tuple[Path, str], tuple] = {}
 
     def get(self, source: ModelSource, task: Task) -> tuple:
-        from pretrain.finetune.encode import encode_task
-        from pretrain.finetune.train import load_tokenizer
-
         if source.path not in self.tokenizers:
             self.tokenizers[source.path] = load_tokenizer(source.path)
         tokenizer = self.tokenizers[source.path]
@@ -353,9 +298,6 @@ def _train_seed(source: ModelSource, task: Task, seed: int, recipe: Recipe, pad_
                 on_step) -> tuple[object, list, dict[str, float], float]:
     """Fine-tunes one seed and scores the dev split: the model, its dev predictions as labels, the figures, the
     training loss."""
-    from pretrain.finetune import metrics
-    from pretrain.finetune.train import choose_device, fine_tune, load_model, make_deterministic
-
     device, bf16 = choose_device(recipe.precision)
     make_deterministic(device)
     model = load_model(source, task, seed)
@@ -365,8 +307,6 @@ def _train_seed(source: ModelSource, task: Task, seed: int, recipe: Recipe, pad_
 
 
 def _predict(model, examples: list, task: Task, recipe: Recipe, pad_id: int) -> list:
-    from pretrain.finetune.train import choose_device, predict
-
     device, bf16 = choose_device(recipe.precision)
     return predict(model, examples, task.kind, recipe.batch, pad_id, device, bf16,
                    task.labels.index(majority_label(task)))
@@ -380,8 +320,6 @@ def _run_seed(source: ModelSource, task: Task, seed: int, recipe: Recipe, pad_id
               out: Path, on_step) -> tuple[object, dict[str, float]]:
     """Fine-tunes, predicts the dev split, writes the predictions and then the figures (the mark of a finished
     seed); returns the model and the figures."""
-    from pretrain.finetune.train import choose_device, optimizer_steps
-
     started = time.monotonic()
     model, predicted, figures, loss = _train_seed(source, task, seed, recipe, pad_id, train, dev, on_step)
     write_predictions(predictions_path(out, source.name, task.name, seed), task, predicted)
@@ -396,25 +334,6 @@ def _run_seed(source: ModelSource, task: Task, seed: int, recipe: Recipe, pad_id
                           "cut_words": sum(p < 0 for e in dev for p in e.first_tokens), "device": str(device),
                           "precision": "bf16" if bf16 else "fp32", "seconds": round(time.monotonic() - started, 1)})
     return model, figures
-
-
-def majority_label(task: Task) -> str:
-    """The most frequent label of the training split (tokens: the most frequent tag); ties go to the first in
-    Task.labels."""
-    counts = dict.fromkeys(task.labels, 0)
-    for example in task.train:
-        for label in (example.tags if task.kind == "tokens" else (example.label,)):
-            counts[label] += 1
-    return max(task.labels, key=lambda label: counts[label])
-
-
-def gold_labels(task: Task) -> list:
-    return [list(e.tags) if task.kind == "tokens" else e.label for e in task.dev]
-
-
-def majority_predictions(task: Task) -> list:
-    label = majority_label(task)
-    return [[label] * len(e.tags) if task.kind == "tokens" else label for e in task.dev]
 
 
 def write_predictions(path: Path, task: Task, predicted: list) -> None:

@@ -49,3 +49,22 @@ class Task:
     @property
     def main_metric(self) -> str:
         return self.metrics[0]
+
+
+def majority_label(task: Task) -> str:
+    """The most frequent label of the training split (tokens: the most frequent tag); ties go to the first in
+    Task.labels."""
+    counts = dict.fromkeys(task.labels, 0)
+    for example in task.train:
+        for label in (example.tags if task.kind == "tokens" else (example.label,)):
+            counts[label] += 1
+    return max(task.labels, key=lambda label: counts[label])
+
+
+def gold_labels(task: Task) -> list:
+    return [list(e.tags) if task.kind == "tokens" else e.label for e in task.dev]
+
+
+def majority_predictions(task: Task) -> list:
+    label = majority_label(task)
+    return [[label] * len(e.tags) if task.kind == "tokens" else label for e in task.dev]

@@ -2,8 +2,8 @@
 `pretrain finetune` take as a model (the counterpart of wiki2bert_core/variant_dir.py on the model's side).
 
     <phase dir>/                a pretraining phase (`pretrain phase1 --out RUN` writes RUN/phase1/)
-        model_config.json       our ModelConfig (pretrain/run/checkpoint.py)
-        checkpoints/<tag>/      its checkpoints; checkpoints/latest names the newest complete one (checkpoint.py)
+        model_config.json       our ModelConfig (checkpoint_files.py)
+        checkpoints/<tag>/      its checkpoints; checkpoints/latest names the newest complete one (checkpoint_files.py)
         hparams.json            the run's settings (pretrain/run/run_files.py)
         tokenizer/              the data's vocab.txt and tokenizer files
     <Hugging Face dir>/         what transformers' `save_pretrained` writes, `pretrain export` included
@@ -33,9 +33,9 @@ from wiki2bert_core.files import read_json
 from wiki2bert_core.variant_dir import VOCAB_FILE
 from pretrain.config import ModelConfig
 from pretrain.model.arch import ArchSpec, names, of_model_type, pretraining_model, spec
+from pretrain.model import checkpoint_files
+from pretrain.model.checkpoint_files import Checkpoint
 from pretrain.model.hf_config import read_hf_config
-from pretrain.run import checkpoint
-from pretrain.run.checkpoint import Checkpoint
 from pretrain.model.hf_weights import INDEX_SUFFIX, load_matching, match_names, read_tensors, shard_files, tensor_names
 
 HPARAMS = "hparams.json"
@@ -63,7 +63,7 @@ def model_types(reader: str) -> tuple[str, ...]:
 def is_phase_dir(path: Path) -> bool:
     """The one rule: our training's output (model_config.json, or checkpoints/ whose model_config.json is lost)."""
     path = Path(path)
-    return (path / checkpoint.MODEL_CONFIG).is_file() or (path / checkpoint.CHECKPOINTS).is_dir()
+    return (path / checkpoint_files.MODEL_CONFIG).is_file() or (path / checkpoint_files.CHECKPOINTS).is_dir()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +101,7 @@ class PhaseDir(ModelDir):
         return self.path / TOKENIZER_DIR
 
     def model_config(self) -> ModelConfig:
-        return checkpoint.read_model_config(self.path)
+        return checkpoint_files.read_model_config(self.path)
 
     def hparams(self) -> dict:
         """Its hparams.json ({} if it has none)."""
@@ -110,7 +110,9 @@ class PhaseDir(ModelDir):
 
     def find_checkpoint(self, purpose: str, tag: str | None = None) -> Checkpoint:
         """Checkpoint `tag`, or the latest; ConfigError if there is none (`purpose`: "export", ...)."""
-        return checkpoint.by_tag(self.path, tag) if tag else checkpoint.require_latest(self.path, f"to {purpose}")
+        if tag:
+            return checkpoint_files.by_tag(self.path, tag)
+        return checkpoint_files.require_latest(self.path, f"to {purpose}")
 
 
 class HuggingFaceDir(ModelDir):
@@ -167,8 +169,8 @@ def open_model_dir(path: Path) -> ModelDir:
         raise ConfigError(f"{path}: no such model directory")
     phases = sorted(child.name for child in path.iterdir() if child.is_dir() and is_phase_dir(child))
     hint = f"; it is a run directory: name one of its phases ({', '.join(phases)})" if phases else ""
-    raise ConfigError(f"{path}: neither a pretraining phase directory ({checkpoint.MODEL_CONFIG}) nor a Hugging Face "
-                      f"model directory ({HF_CONFIG}){hint}")
+    raise ConfigError(f"{path}: neither a pretraining phase directory ({checkpoint_files.MODEL_CONFIG}) nor a Hugging "
+                      f"Face model directory ({HF_CONFIG}){hint}")
 
 
 def arch_of(path: Path) -> str | None:
@@ -253,8 +255,8 @@ def read_our_model(path: Path, command: str, purpose: str, tag: str | None = Non
     model_dir = open_model_dir(path)
     if isinstance(model_dir, PhaseDir):
         found = model_dir.find_checkpoint(purpose, tag)
-        config, config_file = model_dir.model_config(), checkpoint.MODEL_CONFIG
-        state, source = checkpoint.load_weights(found), found.path
+        config, config_file = model_dir.model_config(), checkpoint_files.MODEL_CONFIG
+        state, source = checkpoint_files.load_weights(found), found.path
         tokens = len(read_vocab(model_dir.require_vocab("the tokenizer's size is unknown")))
     else:
         if tag:

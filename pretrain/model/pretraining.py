@@ -41,11 +41,36 @@ def instance_positions(input_ids: Tensor, position_ids: Tensor | None, cls_posit
             torch.arange(rows, device=input_ids.device) * length, False)
 
 
-def output_index(layout: TokenLayout, cls_positions: Tensor, masked_lm_positions: Tensor, rows: int, length: int
-                 ) -> Tensor:
-    """[K, 1 + P]: where each instance's [CLS] and masked positions are in the encoder's output [N, H]."""
+def output_index(layout: TokenLayout, cls_positions: Tensor, masked_lm_positions: Tensor) -> Tensor:
+    """[K, 1 + P]: where each instance's [CLS] and masked positions are in the encoder's output [T, H]."""
     cls_positions = cls_positions.long()[:, None]
-    return layout.flat_index(torch.cat([cls_positions, cls_positions + masked_lm_positions.long()], 1), rows, length)
+    return layout.flat_index(torch.cat([cls_positions, cls_positions + masked_lm_positions.long()], 1))
+
+
+class SummedCrossEntropy(torch.autograd.Function):
+    """F.cross_entropy(logits, labels, reduction="sum") of logits [M, V] and labels [M] (the same loss and
+    gradient, to rounding), and how many labels have the top logit (a tie with another token counts). Made for the
+    masked-LM head, whose [M, V] tensors dominate it on CPU: one exponential pass kept for backward (no log-softmax
+    output, no zero-filled gradient of the loss), and the count from the maximum the loss needs anyway (no argmax
+    pass)."""
+
+    @staticmethod
+    def forward(ctx, logits: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
+        top = logits.amax(-1, keepdim=True)
+        exp = (logits - top).exp_()
+        total = exp.sum(-1, keepdim=True)
+        picked = logits.gather(1, labels[:, None])
+        correct = (picked >= top).sum()
+        ctx.save_for_backward(exp, total, labels)
+        ctx.mark_non_differentiable(correct)
+        return (total.log() + top - picked).sum(), correct
+
+    @staticmethod
+    def backward(ctx, grad_loss: Tensor, _grad_correct: Tensor) -> tuple[Tensor, None]:
+        exp, total, labels = ctx.saved_tensors
+        grad = exp * (grad_loss / total)  # softmax, scaled
+        grad[torch.arange(labels.numel(), device=labels.device), labels] -= grad_loss
+        return grad, None
 
 
 def pretrain_output(mlm_logits: Tensor, mlm_labels: Tensor, nsp_logits: Tensor | None,
@@ -55,10 +80,8 @@ def pretrain_output(mlm_logits: Tensor, mlm_labels: Tensor, nsp_logits: Tensor |
     mlm_labels = mlm_labels.long()
     mlm_count = torch.tensor(mlm_labels.numel(), device=mlm_labels.device)
     # losses in fp32 whatever the compute precision: log-softmax over the vocabulary loses too much in 16 bits
-    mlm_sum = F.cross_entropy(mlm_logits.float(), mlm_labels, reduction="sum")
+    mlm_sum, mlm_correct = SummedCrossEntropy.apply(mlm_logits.float(), mlm_labels)
     mlm_loss = mlm_sum / mlm_count.clamp(min=1)
-    with torch.no_grad():
-        mlm_correct = (mlm_logits.argmax(-1) == mlm_labels).sum()
     if nsp_logits is None:  # next_sentence_labels are not used
         return PretrainOutput(loss=mlm_loss, mlm_loss=mlm_loss, nsp_loss=None, mlm_correct=mlm_correct,
                               mlm_count=mlm_count, nsp_correct=None, nsp_count=None)
@@ -76,8 +99,8 @@ class PretrainingModel(nn.Module):
     masked-position slot, NSP logits or None: evaluation), `forward` (the batch's losses and counts: training, with
     the masked-LM head on the used slots only), the attention kernel of its encoder, its parameters and training
     FLOPs. A subclass has `config`, `nsp_head` and `encoder` (its encoder module, which has an `attention`
-    attribute), and defines `encode` (the encoder's output [N, H] and its layout), `mlm_logits` and `nsp_logits` (of
-    gathered outputs) and `training_flops`."""
+    attribute), and defines `encode` (the encoder's output [T, H] at the real tokens and its layout),
+    `mlm_logits` and `nsp_logits` (of gathered outputs) and `training_flops`."""
     nsp_head: bool
 
     @property
@@ -108,11 +131,10 @@ class PretrainingModel(nn.Module):
     def _outputs(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor,
                  masked_lm_positions: Tensor, position_ids: Tensor | None, cls_positions: Tensor | None
                  ) -> tuple[Tensor, Tensor]:
-        """The encoder's output [N, H] and where each instance's [CLS] and masked positions are in it [K, 1 + P]."""
-        rows, length = input_ids.shape
+        """The encoder's output [T, H] and where each instance's [CLS] and masked positions are in it [K, 1 + P]."""
         position_ids, cls_positions, packed = instance_positions(input_ids, position_ids, cls_positions)
         sequence, layout = self.encode(input_ids, token_type_ids, attention_mask, position_ids, packed)
-        return sequence, output_index(layout, cls_positions, masked_lm_positions, rows, length)
+        return sequence, output_index(layout, cls_positions, masked_lm_positions)
 
     def logits(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, masked_lm_positions: Tensor,
                position_ids: Tensor | None = None, cls_positions: Tensor | None = None

@@ -11,10 +11,11 @@ import torch
 from wiki2bert_core.config import changeable_fields, config_to_dict
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json
-from wiki2bert_core.wordpiece import padded_vocab_size, read_vocab, vocab_difference
-from pretrain.run import checkpoint
+from wiki2bert_core.wordpiece import (added_token_ids, padded_vocab_size, read_vocab, special_token_ids,
+                                      special_token_names, vocab_difference, word_start_marker)
 from pretrain.model.attention import available_kernels
-from pretrain.run.checkpoint import Checkpoint
+from pretrain.model import checkpoint_files
+from pretrain.model.checkpoint_files import Checkpoint
 from pretrain.config import ModelConfig, TrainConfig, model_config, preset_of
 from pretrain.model.arch import DEFAULT_ARCH, spec
 from pretrain.data.loader import DataDirectory, open_data
@@ -60,7 +61,7 @@ class InitFrom:
         """Its weights under our parameter names (fp32 from a checkpoint, as stored from a Hugging Face directory)."""
         if self.hugging_face:
             return self.model_dir.weights()
-        return checkpoint.load_weights(checkpoint.by_tag(self.path, self.tag))
+        return checkpoint_files.load_weights(checkpoint_files.by_tag(self.path, self.tag))
 
     def __str__(self) -> str:
         return f"{self.path} (Hugging Face)" if self.hugging_face else f"{self.path}, step {self.step}"
@@ -104,7 +105,7 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
     vocab_dir = find_vocab_file(data_dir, vocab_dir).parent
     vocab = read_vocab(vocab_dir / "vocab.txt")
 
-    resume = checkpoint.latest(phase_dir)
+    resume = checkpoint_files.latest(phase_dir)
     if resume is not None and not (phase_dir / HPARAMS).is_file():
         raise DataError(f"{phase_dir / HPARAMS}: missing, so the checkpoint's settings are unknown")
     hparams = read_json(phase_dir / HPARAMS) if resume else None
@@ -146,7 +147,8 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
     if stage == 3 and config.optimizer in ("lamb", "lans"):
         raise ConfigError(f"zero_stage 3: {config.optimizer} needs whole tensors for its trust ratios and ZeRO-3 "
                           f"does not give them; use zero_stage 1 or 2 (same per-tensor ratios) or adamw")
-    masking = _dynamic_masking(config, vocab, data.seq_len) if config.masking == "dynamic" else None
+    masking = (_dynamic_masking(config, vocab, vocab_dir, data_dir, data.seq_len) if config.masking == "dynamic"
+               else None)
     eval_files = _held_out_files(config, data_dir)
     return Run(phase=phase, phase_dir=phase_dir, config=config, model=model, data=data, vocab_dir=vocab_dir,
                vocab_size=len(vocab), init=init, resume=resume, world_size=world_size,
@@ -154,16 +156,26 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
                user_ds_config=user_ds, eval_files=eval_files, masking=masking)
 
 
-def _dynamic_masking(config: TrainConfig, vocab: dict[str, int], seq_len: int) -> DynamicMasking:
-    """ConfigError if max_predictions is below what mask_rate needs in a sequence of the data's length."""
+def _dynamic_masking(config: TrainConfig, vocab: dict[str, int], vocab_dir: Path, data_dir: Path,
+                     seq_len: int) -> DynamicMasking:
+    """The special ids and word-start marker as the data's variant.json records them (without one, the vocabulary's:
+    the tokens its special_tokens_map.json names, BERT's without one, and the word-start marker of its pieces),
+    the added tokens of the vocabulary's tokenizer.json. ConfigError if max_predictions is below what mask_rate needs
+    in a sequence of the data's length."""
     needed = int(predictions_needed(config.mask_rate, seq_len))
     if config.max_predictions is not None and config.max_predictions < needed:
         raise ConfigError(f"max_predictions {config.max_predictions}: mask_rate {config.mask_rate} needs {needed} "
                           f"in a sequence of {seq_len} tokens; raise it or leave it null (ceil(mask_rate * seq_len))")
     cap = (config.max_predictions if config.max_predictions is not None
            else default_max_predictions(config.mask_rate, seq_len))
-    return DynamicMasking(MaskingVocab.from_vocab(vocab), config.mask_rate, cap, config.whole_word_masking,
-                          config.seed)
+    params = read_params(data_dir)
+    if params:
+        special_ids, word_start = params.special_token_ids, params.word_start
+    else:  # a WordPiece vocabulary (## continuations) has no word-start marker, whichever letters its tokens hold
+        special_ids = special_token_ids(vocab, special_token_names(vocab_dir))
+        word_start = "" if any(token.startswith("##") for token in vocab) else word_start_marker(vocab)
+    masking_vocab = MaskingVocab.from_vocab(vocab, special_ids, word_start, added_token_ids(vocab_dir))
+    return DynamicMasking(masking_vocab, config.mask_rate, cap, config.whole_word_masking, config.seed)
 
 
 def _held_out_files(config: TrainConfig, data_dir: Path) -> list[Path]:

@@ -21,11 +21,12 @@ import torch
 from wiki2bert_core.dir_lock import lock_directory
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.log import LOGGER_NAME, progress, setup_logging
+from pretrain.model import checkpoint_files
 from pretrain.run import checkpoint
 from pretrain.run.checkpointer import Checkpointer
 from pretrain.model.attention import choose_attention
 from pretrain.config import TrainConfig
-from pretrain.data.loader import DataState, make_loader, redistribute
+from pretrain.data.loader import DataState, make_loader, model_inputs, redistribute
 from pretrain.run.deepspeed_settings import autocast_dtype, deepspeed_config, single_process_env, zero_stage_for
 from pretrain.run.evaluate import HeldOut, evaluate, format_figures
 from pretrain.model.hf_weights import load_matching, module_names
@@ -226,7 +227,8 @@ def _exit_code(run: Run, step: int, saved: int, stop_signum: int | None) -> int:
         log.info("stopped after step %d of %d (steps_this_run); re-run the same command to continue", step,
                  run.config.steps)
     else:
-        log.info("%s complete: %d steps, checkpoint in %s", run.phase, step, checkpoint.checkpoint_dir(run.phase_dir))
+        log.info("%s complete: %d steps, checkpoint in %s", run.phase, step,
+                 checkpoint_files.checkpoint_dir(run.phase_dir))
     return 0
 
 
@@ -250,7 +252,7 @@ def _lock_phase_dir(run: Run) -> None:
     if holder is not None:
         raise DataError(f"{run.phase_dir}: another pretraining run (pid {holder}) is using this phase directory; "
                         f"wait for it to finish or use another --out")
-    latest = checkpoint.latest(run.phase_dir)
+    latest = checkpoint_files.latest(run.phase_dir)
     if (latest and latest.tag) != (run.resume and run.resume.tag):  # a run that ended while this one was prepared
         raise DataError(f"{run.phase_dir}: another run saved a checkpoint since this one read the directory; "
                         f"re-run the command to go on from it")
@@ -274,9 +276,7 @@ def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int, stop:
         start = time.perf_counter()
         batch = next(batches)
         wait = time.perf_counter() - start
-        data_state, problem = batch.pop("data_state"), batch.pop("problem")
-        if problem:
-            raise DataError(problem)
+        batch, data_state = model_inputs(batch)
         counts = batch_counts(batch)
         batch = {k: v.to(engine.device, non_blocking=True) for k, v in batch.items()}
         out = engine(**batch)

@@ -29,8 +29,9 @@ from pathlib import Path
 import torch
 
 from wiki2bert_core.errors import ConfigError, DataError
-from wiki2bert_core.files import read_json, remove_tree, write_json
-from wiki2bert_core.wordpiece import SPECIAL_TOKENS_MAP, TOKENIZER_FILES, copy_tokenizer_files, read_vocab
+from wiki2bert_core.files import read_json, remove_tree, replace_dir, write_json
+from wiki2bert_core.wordpiece import (SPECIAL_TOKENS_MAP, TOKENIZER_FILES, copy_tokenizer_files, read_vocab,
+                                      special_token_ids, special_token_names)
 from pretrain.model.arch import export_class, takes_token_types
 from pretrain.model.hf_config import hf_config
 from pretrain.model.model_dir import HF_CONFIG, PRETRAINING_CONFIG, WEIGHT_FILES, WEIGHT_SHARDS, read_our_model
@@ -57,8 +58,9 @@ def export_hf(model_dir: Path, out_dir: Path, force: bool = False, within: Path 
     if len(vocab) > config.vocab_size:
         raise DataError(f"{vocab_file}: {len(vocab)} tokens, more than the model's {config.vocab_size}")
     architecture = export_class(read.model)
-    pad, cls, sep = (vocab[token] for token in _sequence_tokens(vocab))
-    model = getattr(transformers, architecture)(hf_config(config, len(vocab), pad, architecture, cls, sep))
+    special = special_token_ids(vocab, special_token_names(vocab_file.parent))
+    model = getattr(transformers, architecture)(hf_config(config, len(vocab), special["[PAD]"], architecture,
+                                                          special["[CLS]"], special["[SEP]"]))
     expected = model.state_dict()
     state = {name: _tokenizer_rows(value, expected[name], config.vocab_size)
              for name, value in read.model.state_dict().items() if name in expected}
@@ -80,11 +82,7 @@ def export_hf(model_dir: Path, out_dir: Path, force: bool = False, within: Path 
             raise DataError(f"{out_dir}: writing the export failed ({e}); "
                             f"{shutil.disk_usage(place.parent).free / 2 ** 30:.1f} GiB free there; {out_dir} is "
                             f"left as it was") from None
-        old = place.with_name(f".{place.name}.old-{os.getpid()}")
-        if place.exists() or place.is_symlink():
-            os.replace(place, old)
-        os.replace(tmp, place)
-        remove_tree(old)
+        replace_dir(tmp, place)
     finally:
         remove_tree(tmp)
     return out_dir
@@ -122,13 +120,6 @@ def _write_tokenizer_config(directory: Path, max_length: int) -> None:
             settings.update(do_lower_case=bool(normalizer.get("lowercase")),
                             strip_accents=bool(normalizer.get("strip_accents")))
     write_json(path, {**settings, "model_max_length": max_length})
-
-
-def _sequence_tokens(vocab: dict[str, int]) -> tuple[str, str, str]:
-    """The pad token and the tokens that open and close a sequence: RoBERTa's <pad> <s> </s> where the vocabulary
-    has them (an XLM-R's), else BERT's [PAD] [CLS] [SEP]."""
-    roberta = ("<pad>", "<s>", "</s>")
-    return roberta if all(token in vocab for token in roberta) else ("[PAD]", "[CLS]", "[SEP]")
 
 
 def _tokenizer_rows(value: torch.Tensor, expected: torch.Tensor, padded_vocab_size: int) -> torch.Tensor:

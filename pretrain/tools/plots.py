@@ -8,10 +8,9 @@ import json
 from pathlib import Path
 
 from wiki2bert_core.charts import new_figure, save_png
-from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.errors import ConfigError, DataError, not_utf8
 from pretrain.config import PHASES
 from pretrain.out_dirs import check_out_dir
-from pretrain.run.evaluate import PER_LANGUAGE
 
 # figure file -> (title, y label, log scale, [(metrics.jsonl key, legend label)])
 FIGURES = {
@@ -31,7 +30,7 @@ BASELINES = {"accuracy.png": ("eval_mlm_unigram_baseline", "held-out MLM baselin
 PLOTTED = [key for _, _, _, series in FIGURES.values() for key, _ in series] + [key for key, _ in BASELINES.values()]
 LANGUAGES_FIGURE = "languages.png"
 ACCURACY, BASELINE = "eval_mlm_accuracy", "eval_mlm_unigram_baseline"  # each language's, as `<key>_<language>`
-PER_LANGUAGE_PREFIXES = tuple(f"{key}_" for key in PER_LANGUAGE)
+PER_LANGUAGE_PREFIXES = (f"{ACCURACY}_", f"{BASELINE}_")  # the per-language keys languages.png plots
 
 
 def read_phases(run_dir: Path) -> list[tuple[str, list[dict]]]:
@@ -68,7 +67,7 @@ def read_rows(path: Path) -> list[dict]:
             if number == len(lines):
                 break
             if isinstance(e, UnicodeDecodeError):
-                raise DataError(f"{path}: line {number}: not UTF-8 text") from None
+                raise not_utf8(path, line, e, number) from None
             row = None
         if not isinstance(row, dict):
             raise DataError(f"{path}: line {number}: not a JSON object")

@@ -1,21 +1,39 @@
-"""Running `pretrain` as a user does, in a subprocess of its own (no launcher variables inherited, one thread), and
-reading what a phase logged: shared by the pretraining tests."""
+"""The pretraining tests' environment, the one home of it: running `pretrain` (or a script) as a user does, in a
+subprocess of its own (no launcher variables inherited, one thread, this checkout's code), under torchrun or as the
+ranks of a gloo group started by hand, and reading what a phase logged."""
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-ENV = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                                                         "MASTER_PORT")} | {"OMP_NUM_THREADS": "1",
-                                                                            "PYTHONPATH": str(ROOT)}
+LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+# this checkout's code, and these modules for test files that are also the script a subprocess runs
+ENV = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES} | {
+    "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests" / "support")])}
 
 # the tiny preset at 8 sequences a step in micro-batches of 4, a metrics row every step (no seq_len: the data's)
 TINY = ["--preset", "tiny", "--set", "global_batch=8", "--set", "micro_batch=4", "--set", "log_every=1"]
+
+
+def torchrun(ranks: int) -> list[str]:
+    """The command that starts what follows it (a script, or -m and a module) as `ranks` processes on this machine."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(ranks)]
+
+
+def rank_envs(world_size: int) -> list[dict[str, str]]:
+    """ENV of each rank of a gloo group of `world_size` processes started without a launcher (a free port on
+    127.0.0.1 to meet at)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return [{**ENV, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank), "LOCAL_RANK": str(rank),
+             "WORLD_SIZE": str(world_size)} for rank in range(world_size)]
 
 
 def pretrain(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -40,5 +58,5 @@ def wait_for_rows(phase_dir: Path, rows: int, proc: subprocess.Popen, timeout: f
 
 def tags(phase_dir: Path) -> list[str]:
     """The checkpoint tags a phase directory holds."""
-    from pretrain.run import checkpoint
-    return sorted(d.name for d in checkpoint.checkpoint_dir(phase_dir).iterdir() if d.is_dir())
+    from pretrain.model import checkpoint_files
+    return sorted(d.name for d in checkpoint_files.checkpoint_dir(phase_dir).iterdir() if d.is_dir())

@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from wiki2bert_core.config import SettingError, changeable, changeable_fields, config_lines, layered
+from wiki2bert_core.config import (SettingError, changeable, changeable_fields, check_minimum, config_lines,
+                                  layered)
 from wiki2bert_core.errors import ConfigError
 
 
@@ -69,6 +70,23 @@ def test_a_default_that_does_not_fit_is_named_as_such():
 
     with pytest.raises(ConfigError, match=r"^Strict defaults.n: must be at least 1$"):
         layered(Strict, [])
+
+
+def test_a_count_below_its_minimum_is_named_with_the_layer_that_set_it():
+    @dataclasses.dataclass
+    class Counts:
+        parts: int = 1
+        seed: int = 0
+
+        def __post_init__(self):
+            check_minimum(self, 1, "parts")
+            check_minimum(self, 0, "seed")
+
+    with pytest.raises(ConfigError, match=r"^--set parts=0: x\.parts: must be at least 1, got 0$"):
+        layered(Counts, [({"parts": 0}, "--set parts=0: x")])
+    with pytest.raises(ConfigError, match=r"^a\.yaml: x\.seed: must not be negative, got -2$"):
+        layered(Counts, [({"seed": -2}, "a.yaml: x")])
+    assert layered(Counts, [({"parts": 3, "seed": 0}, "t")]) == Counts(3, 0)
 
 
 def test_changeable_fields_are_marked_on_their_declaration_and_in_config_lines():

@@ -3,6 +3,7 @@ NVIDIA's flat directories, where the vocabulary is, which directory a file belon
 back."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -131,3 +132,15 @@ def test_variant_json_holds_the_parameters_then_the_counts_and_reads_back(tmp_pa
     (variant / "variant.json").write_text("[1, 2]")
     with pytest.raises(DataError, match=r"variant.json: expected a JSON object"):
         read_params(variant)
+
+
+def test_the_tokenizer_kind_is_recorded_only_when_not_wordpiece(tmp_path):
+    """A WordPiece variant's variant.json is as before tokenizer_kind and word_start existed (and one without them
+    reads as WordPiece); a Unigram or BPE one records both, and they read back."""
+    assert "tokenizer_kind" not in PARAMS.to_dict() and "word_start" not in PARAMS.to_dict()
+    assert (PARAMS.tokenizer_kind, PARAMS.word_start) == ("wordpiece", "")
+    unigram = dataclasses.replace(PARAMS, tokenizer_kind="unigram", word_start="▁",
+                                  special_token_ids={"[PAD]": 1, "[UNK]": 3, "[CLS]": 0, "[SEP]": 2, "[MASK]": 4})
+    record = unigram.to_dict()
+    assert (record["tokenizer_kind"], record["word_start"]) == ("unigram", "▁")
+    assert VariantParams.from_dict(json.loads(json.dumps(record)), tmp_path / "variant.json") == unigram

@@ -75,7 +75,7 @@ def test_negative_counts_sizes_timeouts_and_probabilities_are_refused():
         try:
             load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", [setting])
         except ConfigError as e:
-            if f"{key}:" not in str(e) or "\n" in str(e):
+            if not str(e).startswith(f"--set {setting}: {key}: ") or "\n" in str(e):  # the layer, then the key
                 unnamed.append(str(e))
         else:
             accepted.append(setting)

@@ -21,6 +21,7 @@ from wiki2bert_core.errors import ConfigError, DataError
 from pipeline.executors import dask_cluster
 from pipeline.tools.sample_dump import write_sample_dump
 from pipeline.runner import MANIFEST
+from child_processes import run_leaving
 
 distributed = pytest.importorskip("distributed")
 import dask  # noqa: E402  (installed with distributed)
@@ -397,3 +398,15 @@ def test_semaphores_of_a_killed_local_cluster_are_removed_by_the_next_run(tmp_pa
     again = _pipeline(workdir, dump, "--to", "download")  # the local executor: no semaphores of its own
     assert again.returncode == 0, again.stderr
     assert not [path for path in held if Path(path).exists()]
+
+
+@pytest.mark.slow
+def test_a_run_on_a_local_cluster_leaves_no_process_behind(tmp_path):
+    """The LocalCluster's processes and multiprocessing's resource tracker they start in the command's process have
+    all ended and been reaped the moment the command returns (the tracker used to end only after the command)."""
+    dump = write_sample_dump(tmp_path / "dump", 40)
+    code, stderr, left = run_leaving(
+        [sys.executable, "-m", "pipeline.cli", "run", "--lang", "hu", "--workdir", tmp_path / "work", "--dump", dump,
+         "--workers", "2", "--quiet", "--executor", "dask", "--to", "extract"], cwd=tmp_path)
+    assert code == 0, stderr
+    assert left == []

@@ -13,6 +13,7 @@ import signal
 import string
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +21,9 @@ import pytest
 
 from wiki2bert_core.errors import DataError
 from pipeline.config import load_pipeline_config
+from pipeline.executors.local import LocalExecutor
 from pipeline.runner import run_stage
-from pipeline.stages import InputLabel
+from pipeline.stages import InputLabel, StageContext
 from pipeline.stages.dedup import clusters as dedup_clusters
 from pipeline.stages.dedup import minhash, stage as dedup_stage
 from pipeline.stages.dedup.stage import DedupConfig, run
@@ -205,6 +207,28 @@ def test_a_shared_boilerplate_header_alone_does_not_merge(tmp_path, run_stage_fu
     docs = [(DocumentRecord("web", f"page-{n}"), sentences_of(header + words(150))) for n in range(30)]
     out, counts = run_stage_function(run, DedupConfig(), tmp_path, {"filter": write_corpus(tmp_path / "f", [docs])})
     assert counts["documents_kept"] == 30 and removed_lines(out) == []
+
+
+def test_an_ngram_no_document_reaches_and_preferred_sources_not_in_the_run_are_warned_of(tmp_path,
+                                                                                          run_stage_function, caplog):
+    """Both silently decided nothing: near duplicates were not looked for, no kept copy was chosen by source."""
+    words = Words(17)
+    short = write_corpus(tmp_path / "short", [[(DocumentRecord("web", f"d{n}"), sentences_of(words(4)))
+                                               for n in range(20)]])
+    with caplog.at_level(logging.WARNING):
+        run_stage_function(run, DedupConfig(prefer_sources=["news", "books"]), tmp_path, {"filter": short})
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        "dedup: dedup.ngram is 5 and no document has more tokens (the longest: 4): each is one shingle, its whole "
+        "text, so only copies with the same tokens merge and near-duplicate detection is off; lower dedup.ngram",
+        "dedup: dedup.prefer_sources names no source of this run (news, books; its sources: web): it decides no "
+        "cluster's kept copy"]
+    caplog.clear()
+    long = write_corpus(tmp_path / "long", [[(DocumentRecord("web", f"d{n}"), sentences_of(words(6)))
+                                             for n in range(20)]])
+    with caplog.at_level(logging.WARNING):  # the default preference (wikipedia) in a run without a dump: no warning
+        run_stage_function(run, DedupConfig(), tmp_path, {"filter": long}, "default")
+        run_stage_function(run, DedupConfig(ngram=3, prefer_sources=["web"]), tmp_path, {"filter": short}, "fits")
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
 
 
 def test_the_kept_copy_is_the_preferred_source_then_the_longest_then_the_first(tmp_path, run_stage_function):
@@ -496,7 +520,8 @@ def test_each_partition_reads_its_slice_of_the_key_space_and_together_they_read_
 def test_components_match_a_plain_union_find():
     rng = np.random.default_rng(0)
     pairs = rng.integers(0, 400, size=(300, 2)).astype(np.uint64) * np.uint64(1 << 20)
-    nodes, root = dedup_clusters.components(dedup_clusters.unique_pairs(pairs))
+    numbers = dedup_clusters.InputNumbers([1 << 30])  # one part: a docid is its input number
+    nodes, root = dedup_clusters.components(numbers.pair_keys(pairs[:, 0], pairs[:, 1]))
     parent = {}
 
     def find(x):
@@ -508,8 +533,20 @@ def test_components_match_a_plain_union_find():
         ra, rb = find(a), find(b)
         parent[max(ra, rb)] = min(ra, rb)
     assert [int(nodes[r]) for r in root] == [find(int(x)) for x in nodes]
-    chain = np.array([[i, i + 1] for i in range(1000)], dtype=np.uint64)  # a long path: log rounds, one root
-    assert set(dedup_clusters.components(chain)[1].tolist()) == {0}
+    chain = np.arange(1001, dtype=np.uint64)  # a long path: log rounds, one root
+    assert set(dedup_clusters.components(numbers.pair_keys(chain[1:], chain[:-1]))[1].tolist()) == {0}
+
+
+def test_pairs_are_held_once_however_many_partitions_find_them():
+    """A pair is found in every partition holding a key its documents share; the repeats go as they come in."""
+    numbers = dedup_clusters.InputNumbers([3, 2])
+    docids = dedup_clusters.docids
+    first, second = docids(0, np.array([2, 0])), docids(1, np.array([1, 0]))
+    keys = numbers.pair_keys(first, second)
+    assert keys.tolist() == [0 << 32 | 3, 2 << 32 | 4]
+    assert numbers.docids(keys >> np.uint64(32)).tolist() == [0, 2]
+    assert numbers.docids(keys & np.uint64(0xFFFFFFFF)).tolist() == [1 << 32 | 0, 1 << 32 | 1]
+    assert np.array_equal(dedup_clusters.merge_pair_keys([keys, keys[::-1][:1], keys]), keys)
 
 
 def test_an_unknown_method_is_refused_naming_the_key():
@@ -517,3 +554,36 @@ def test_an_unknown_method_is_refused_naming_the_key():
 
     with pytest.raises(ConfigError, match=r"dedup\.method"):
         load_pipeline_config(REPO / "stages.yaml", "hu", ["dedup.method=fuzzy"])
+
+
+class _TracingFromPass2:
+    """Two worker processes; this process's allocations traced from the clustering pass (pass 2) on."""
+    name, workers = "local", 2
+
+    def __init__(self):
+        self.inner = LocalExecutor(2)
+
+    def map(self, fn, tasks):
+        if fn is dedup_stage._partition_pairs:
+            tracemalloc.start()
+        return self.inner.map(fn, tasks)
+
+
+def test_the_main_process_holds_tens_of_bytes_per_duplicate(tmp_path):
+    """Each pair of exact copies is found 15 times (the exact-text key and 14 band keys, in other partitions): the
+    main process gathered all of them before dropping the repeats, and kept a dict per kept copy, ~1.3 KiB a
+    duplicate in all (issue 37)."""
+    words = Words(13)
+    texts = [sentences_of(words(60)) for _ in range(1500)]
+    parts = [[(DocumentRecord("web", f"{copy}-{n}"), text) for n, text in enumerate(texts)] for copy in range(4)]
+    ctx = StageContext(lang="xx", out_dir=tmp_path / "out", inputs={"filter": write_corpus(tmp_path / "f", parts)},
+                       cache_dir=tmp_path / "cache", workers=2, quiet=True, log=logging.getLogger("test"),
+                       executor=_TracingFromPass2())
+    ctx.out_dir.mkdir()
+    try:
+        counts = run(DedupConfig(partition_mib=1), ctx)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert counts["removed_exact"] == 4500 and counts["clusters"] == 1500
+    assert peak / 6000 < 250, f"{peak / 6000:.0f} bytes per document in a cluster"

@@ -476,7 +476,8 @@ def test_empty_input_is_an_error(tmp_path, parts, make_ctx):
 
 def test_everything_dropped_is_an_error_with_the_reasons(tmp_path, make_ctx):
     sentences_dir = write_parts(tmp_path / "sentences", [[("Angol", ENGLISH), ("Rövid", GOOD[:2])]])
-    with pytest.raises(DataError, match=r"all 2 documents were dropped \(min_sentences 1, language 1\)"):
+    with pytest.raises(DataError, match=r"^filter: all 2 documents of language hu were dropped \(min_sentences 1, "
+                                        r"language 1\): check --lang"):
         run(FilterConfig(word_chars=HU), make_ctx(tmp_path, sentences_dir))
 
 

@@ -20,7 +20,8 @@ from wiki2bert_core.errors import DataError
 from wiki2bert_core.masking import Masking, MaskingVocab
 from pipeline.stages.hdf5.instances import (FileDraws, InstancePlan, TokenizedDocuments, TokenRows, _truncate,
                                             make_instances, plan_instances, random_next_from_own_document)
-from pipeline.stages.hdf5.stage import STAGE, Hdf5Config, Variant, _lowercases
+from pipeline.stages.hdf5.stage import STAGE, Hdf5Config, Variant
+from pipeline.tokenizer_files import lowercases
 from pipeline.stages.hdf5.tokenize import TokenFiles, token_batches, tokenize_documents
 from pipeline.tools.verify import verify_path
 from wiki2bert_core.variant_dir import variant_dir_name
@@ -285,11 +286,11 @@ def test_lowercasing_is_read_from_the_normalizer_objects():
         if normalizer is not None:
             t.normalizer = normalizer
         return t
-    assert _lowercases(tokenizer(normalizers.BertNormalizer(lowercase=True)))
-    assert not _lowercases(tokenizer(normalizers.BertNormalizer(lowercase=False)))
-    assert _lowercases(tokenizer(normalizers.Sequence([normalizers.NFD(), normalizers.Lowercase()])))
-    assert not _lowercases(tokenizer(normalizers.Sequence([normalizers.NFD(), normalizers.StripAccents()])))
-    assert not _lowercases(tokenizer(None))
+    assert lowercases(tokenizer(normalizers.BertNormalizer(lowercase=True)))
+    assert not lowercases(tokenizer(normalizers.BertNormalizer(lowercase=False)))
+    assert lowercases(tokenizer(normalizers.Sequence([normalizers.NFD(), normalizers.Lowercase()])))
+    assert not lowercases(tokenizer(normalizers.Sequence([normalizers.NFD(), normalizers.StripAccents()])))
+    assert not lowercases(tokenizer(None))
 
 
 def test_config_is_checked():

@@ -140,7 +140,7 @@ def test_whole_word_masking(tmp_path, write_corpus, write_vocab):
 
 
 def test_config(tmp_path):
-    with pytest.raises(ConfigError, match=r"^hdf5.variants\[1\].sequence_kind: 'pairs' is not one of "
+    with pytest.raises(ConfigError, match=r"^t\.variants\[1\]\.sequence_kind: 'pairs' is not one of "
                                           r"segment-pair, doc-sentences$"):
         layered(Hdf5Config, [({"variants": [{}, {"sequence_kind": "pairs"}]}, "t")])
     with pytest.raises(ConfigError, match=r"max_predictions_per_seq: must be in 1..max_seq_length-2$"):

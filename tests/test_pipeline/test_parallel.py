@@ -1,9 +1,10 @@
 """LocalExecutor: results in task order, a task's exception re-raised, a killed worker an error (not a hang),
-stopped workers remove their half-written files."""
+stopped workers remove their half-written files; a whole `pipeline run` leaves no process behind."""
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import pytest
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import atomic_write
 from pipeline.executors.local import LocalExecutor
+from pipeline.tools.sample_dump import write_sample_dump
+from child_processes import run_leaving
 
 
 def slow_square(n: int) -> int:
@@ -63,3 +66,15 @@ def test_stopped_workers_remove_their_half_written_files(tmp_path):
         list(LocalExecutor(2).map(write_slowly_or_fail, [("fail", ""), ("write", str(tmp_path / "out.txt"))]))
     assert time.time() - started < 20
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_pipeline_run_leaves_no_process_behind(tmp_path):
+    """Every process the run started (its workers, and what they started: quntoken's shells) has ended and been
+    reaped the moment the command returns: none is handed to PID 1, which in a container may never reap it."""
+    dump = write_sample_dump(tmp_path / "dump", 40)
+    code, stderr, left = run_leaving(
+        [sys.executable, "-m", "pipeline.cli", "run", "--lang", "hu", "--workdir", tmp_path / "w", "--dump", dump,
+         "--workers", "2", "--quiet", "--set", "vocab.vocab_size=1000", "--set", "shard.num_shards=2",
+         "--set", "hdf5.dupe_factor=1", "--set", "extract.articles_per_part=10"], cwd=tmp_path)
+    assert code == 0, stderr
+    assert left == []

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from pipeline.runner import MANIFEST, run_stage
 from pipeline.stages import InputLabel, StageContext
 from pipeline.stages.sentences.stage import SentencesConfig, run
 from pipeline.stages.sentences.splitters import QuntokenSplitter, RuleSplitter, check_quntoken, normalize_paragraph
+from child_processes import children
 from unspaced_text import JA, ZH, unspaced
 
 try:
@@ -158,8 +161,23 @@ def test_quntoken_boundaries_and_paragraphs():
 
 
 @needs_quntoken
+def test_quntoken_leaves_no_process_behind(monkeypatch):
+    """quntoken.tokenize never waits for the shell of its pipe: it stayed a zombie until Python collected it, and
+    a worker's last one outlived the worker (issue 37). Here the shell lingers after its output ends, so that a
+    split that does not wait for it returns before it is gone."""
+    class LingeringShell(subprocess.Popen):
+        def __init__(self, args, *rest, shell=False, **kwargs):
+            super().__init__(f"{args}; exec >&- 2>&-; sleep 0.3" if shell else args, *rest, shell=shell, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", LingeringShell)
+    before = children(os.getpid())
+    QuntokenSplitter().split(["Egy mondat. Még egy mondat."])
+    assert [child for child in children(os.getpid()) if child not in before] == []
+
+
+@needs_quntoken
 def test_quntoken_output_that_does_not_match_its_input_is_an_error(monkeypatch):
-    monkeypatch.setattr("quntoken.tokenize", lambda lines, **kwargs: iter(["Egy mondat.\n", "\n"]))
+    monkeypatch.setattr("pipeline.stages.sentences.splitters.run_quntoken", lambda text: ("Egy mondat.\n\n", ""))
     with pytest.raises(DataError, match="quntoken returned 10 non-space characters for 23"):
         QuntokenSplitter().split(["Egy mondat. Még egy mondat."])
 

@@ -147,9 +147,9 @@ def test_bad_input(tmp_path, make_corpus, run_shard):
     (bad / "part-00002.txt").write_bytes(b"Egy mondat.\nRossz \xff b\xe1jt.\n\n")
     with pytest.raises(DataError, match=r"bad/part-00002\.txt: line 2: not UTF-8"):
         run_shard(tmp_path, bad, "out2", num_shards=2)
-    with pytest.raises(ConfigError, match="shard.num_shards"):
+    with pytest.raises(ConfigError, match="^num_shards: must be at least 1, got 0$"):
         ShardConfig(num_shards=0)
-    with pytest.raises(ConfigError, match="shard.test_fraction"):
+    with pytest.raises(ConfigError, match="^test_fraction: "):
         ShardConfig(test_fraction=1.0)
 
 

@@ -16,9 +16,10 @@ import pytest
 import torch
 
 from wiki2bert_core.errors import DataError
+from pretrain.model import checkpoint_files
 from pretrain.run import checkpoint
-from pretrain.run.checkpoint import MODEL_STATES
-from pretrain_cli import ENV, TINY, metrics, pretrain, tags, wait_for_rows
+from pretrain.model.checkpoint_files import MODEL_STATES
+from pretrain_cli import ENV, TINY, metrics, pretrain, tags, torchrun, wait_for_rows
 
 COMPARED = ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy", "lr", "grad_norm")
 
@@ -31,6 +32,7 @@ def data(tmp_path_factory, write_dataset) -> Path:
 SAME_BYTES_SCRIPT = """
 import sys
 from pathlib import Path
+from pretrain.data.loader import model_inputs
 from pretrain.run import checkpoint
 from pretrain.run import train
 from pretrain.config import load_train_config
@@ -45,8 +47,7 @@ batches = iter(train.make_loader(run.data, 4, run.vocab_size, 0, 1, config.seed,
 saver = checkpoint.BackgroundSaver(engine, out / "background", keep=2, world_size=1)
 for step in (1, 2):  # the second copy goes into the memory of the first
     for micro in range(2):
-        batch = next(batches)
-        batch = {k: v for k, v in batch.items() if k not in ("data_state", "problem")}
+        batch, _ = model_inputs(next(batches))
         engine.backward(engine(**batch).loss)
         engine.step()
     client = {"step": step, "ranks": [{"rng": checkpoint.rng_state()}]}
@@ -63,13 +64,14 @@ def test_a_background_save_writes_the_bytes_of_a_blocking_one(data, tmp_path, ze
                           env=ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     for tag in ("step00000001", "step00000002"):
-        blocking, background = (checkpoint.checkpoint_dir(tmp_path / mode) / tag for mode in ("blocking", "background"))
+        blocking, background = (checkpoint_files.checkpoint_dir(tmp_path / mode) / tag
+                                for mode in ("blocking", "background"))
         names = sorted(p.name for p in blocking.iterdir())
-        assert names == sorted(p.name for p in background.iterdir()) and checkpoint.META in names
+        assert names == sorted(p.name for p in background.iterdir()) and checkpoint_files.META in names
         assert len(names) == (2 if zero_stage == 0 else 3), names  # under ZeRO, the optimizer's shard too
         for name in names:
             assert filecmp.cmp(blocking / name, background / name, shallow=False), (tag, name)
-    assert checkpoint.latest(tmp_path / "background").tag == "step00000002"
+    assert checkpoint_files.latest(tmp_path / "background").tag == "step00000002"
 
 
 class Engine:
@@ -92,7 +94,7 @@ def test_a_failed_background_write_is_one_line_at_the_next_save_and_keeps_latest
     saver.save(1, {"world_size": 1}, {"step": 1})
     engine.weights += 1  # training goes on while the checkpoint is written: the copy is what it saves
     saver.finish()
-    assert torch.load(checkpoint.latest(tmp_path).path / MODEL_STATES)["module"]["w"][1] == 1
+    assert torch.load(checkpoint_files.latest(tmp_path).path / MODEL_STATES)["module"]["w"][1] == 1
     torch_save = torch.save
 
     def full_disk(obj, path, **kwargs):
@@ -102,17 +104,17 @@ def test_a_failed_background_write_is_one_line_at_the_next_save_and_keeps_latest
     monkeypatch.setattr(torch, "save", full_disk)
     saver.save(2, {"world_size": 1}, {"step": 2})  # returns: the write fails in the background
     monkeypatch.setattr(torch, "save", torch_save)
-    step2 = checkpoint.checkpoint_dir(tmp_path) / "step00000002"
+    step2 = checkpoint_files.checkpoint_dir(tmp_path) / "step00000002"
     with pytest.raises(DataError, match=rf"^{step2}: saving the checkpoint failed \(RuntimeError: \[enforce fail "
                                         r".*\); .* GiB free there; the latest checkpoint is still step00000001$"):
         saver.save(3, {"world_size": 1}, {"step": 3})  # reported at the next save, which is not begun
-    assert checkpoint.latest(tmp_path).tag == "step00000001" and tags(tmp_path) == ["step00000001"]
+    assert checkpoint_files.latest(tmp_path).tag == "step00000001" and tags(tmp_path) == ["step00000001"]
 
     monkeypatch.setattr(torch, "save", full_disk)
     saver.save(4, {"world_size": 1}, {"step": 4})
     with pytest.raises(DataError, match="step00000004: saving the checkpoint failed"):
         saver.finish()  # or at the end of the run
-    assert checkpoint.latest(tmp_path).tag == "step00000001" and tags(tmp_path) == ["step00000001"]
+    assert checkpoint_files.latest(tmp_path).tag == "step00000001" and tags(tmp_path) == ["step00000001"]
 
 
 def test_a_bug_in_the_background_write_is_raised_as_it_is(tmp_path, monkeypatch):
@@ -121,7 +123,7 @@ def test_a_bug_in_the_background_write_is_raised_as_it_is(tmp_path, monkeypatch)
     saver.save(1, {"world_size": 1}, {"step": 1})
     with pytest.raises(KeyError):
         saver.finish()
-    assert checkpoint.latest(tmp_path) is None and tags(tmp_path) == []
+    assert checkpoint_files.latest(tmp_path) is None and tags(tmp_path) == []
 
 
 def test_an_abandoned_write_leaves_latest_and_prunes_only_after_a_complete_checkpoint(tmp_path, monkeypatch):
@@ -140,14 +142,14 @@ def test_an_abandoned_write_leaves_latest_and_prunes_only_after_a_complete_check
     monkeypatch.setattr(torch, "save", slow)
     saver.save(2, {"world_size": 1}, {"step": 2})
     saver.finish()
-    assert checkpoint.latest(tmp_path).tag == "step00000002" and tags(tmp_path) == ["step00000002"]
+    assert checkpoint_files.latest(tmp_path).tag == "step00000002" and tags(tmp_path) == ["step00000002"]
 
     engine.save_checkpoint = lambda save_dir, tag, client_state, save_latest: [
         Engine.save_checkpoint(engine, save_dir, tag, client_state, save_latest),
         engine.checkpoint_engine.save({"second": "file"}, str(Path(save_dir) / tag / "second.pt"))]
     saver.save(3, {"world_size": 1}, {"step": 3})
     saver.abandon()  # during the first file: the second is not written
-    assert checkpoint.latest(tmp_path).tag == "step00000002" and tags(tmp_path) == ["step00000002"]
+    assert checkpoint_files.latest(tmp_path).tag == "step00000002" and tags(tmp_path) == ["step00000002"]
 
 
 SLOW_WRITES = """
@@ -191,11 +193,11 @@ def test_kill_9_during_background_writes_leaves_a_latest_that_loads_and_resumes_
         finally:
             proc.kill()
             proc.communicate()
-        found = checkpoint.latest(out / "phase1")  # DataError if `latest` named a damaged checkpoint
+        found = checkpoint_files.latest(out / "phase1")  # DataError if `latest` named a damaged checkpoint
         latest_steps.append(found and found.step)
         if found is not None:
-            checkpoint.verify(found)
-            checkpoint.load_weights(found)
+            checkpoint_files.verify(found)
+            checkpoint_files.load_weights(found)
         resumed = pretrain(*args, "--out", str(out))  # the same command
         assert resumed.returncode == 0, resumed.stderr
         got = {row["step"]: row for row in metrics(out / "phase1")}
@@ -222,10 +224,10 @@ def test_sigterm_during_a_background_write_stops_in_seconds_and_resumes_exactly(
         proc.kill()
     assert proc.returncode == 128 + signal.SIGTERM, stderr
     assert seconds < 15, f"{seconds:.1f} s from SIGTERM to exit\n{stderr}"
-    found = checkpoint.latest(tmp_path / "phase1")
+    found = checkpoint_files.latest(tmp_path / "phase1")
     assert f"checkpoint of step {found.step} saved" in stderr
-    assert [d for d in tags(tmp_path / "phase1") if not (checkpoint.checkpoint_dir(tmp_path / "phase1") / d /
-                                                         checkpoint.META).is_file()] == []
+    assert [d for d in tags(tmp_path / "phase1") if not (checkpoint_files.checkpoint_dir(tmp_path / "phase1") / d /
+                                                         checkpoint_files.META).is_file()] == []
     resumed = pretrain(*args)
     assert resumed.returncode == 0, resumed.stderr
     assert [row["step"] for row in metrics(tmp_path / "phase1")] == list(range(1, 31))
@@ -233,16 +235,15 @@ def test_sigterm_during_a_background_write_stops_in_seconds_and_resumes_exactly(
 
 @pytest.mark.slow
 def test_two_ranks_write_in_the_background_and_rank_0_completes_once_both_have(data, tmp_path):
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                "-m", "pretrain.cli"]
-    done = subprocess.run(torchrun + ["phase1", "--data", str(data), "--out", str(tmp_path), *TINY,
-                                      "--set", "steps=4", "--set", "checkpoint_every=1", "--set", "keep_checkpoints=2",
-                                      "--set", "zero_stage=2"], env=ENV, capture_output=True, text=True, timeout=300)
+    launch = [*torchrun(2), "-m", "pretrain.cli"]
+    done = subprocess.run(launch + ["phase1", "--data", str(data), "--out", str(tmp_path), *TINY,
+                                   "--set", "steps=4", "--set", "checkpoint_every=1", "--set", "keep_checkpoints=2",
+                                   "--set", "zero_stage=2"], env=ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     log = (tmp_path / "phase1" / "train.log").read_text()
     assert [int(s) for s in re.findall(r"checkpoint of step (\d+) complete: .* in the background", log)] == [1, 2, 3]
     assert tags(tmp_path / "phase1") == ["step00000003", "step00000004"]
-    written = checkpoint.by_tag(tmp_path / "phase1", "step00000003")  # the last one written in the background
+    written = checkpoint_files.by_tag(tmp_path / "phase1", "step00000003")  # the last one written in the background
     assert sorted(written.meta["files"]) == [MODEL_STATES, "zero_pp_rank_0_mp_rank_00_optim_states.pt",
                                              "zero_pp_rank_1_mp_rank_00_optim_states.pt"]
-    checkpoint.verify(written)
+    checkpoint_files.verify(written)

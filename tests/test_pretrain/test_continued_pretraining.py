@@ -28,15 +28,16 @@ from pretrain_cli import metrics, pretrain
 
 SHAPE = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=48)
 VOCAB = 60  # write_dataset's vocabulary (BERT's special tokens, then w0, w1, ...)
-# XLM-R's special tokens at XLM-R's ids, then (until the pipeline takes any tokenizer) BERT's, which the data
-# directory's vocab.txt must hold, then pieces, and <mask> last, as in XLM-R
-XLMR_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", *SPECIAL_TOKENS, *(f"▁w{i}" for i in range(54)), "<mask>"]
+# XLM-R's special tokens at XLM-R's ids, then pieces, and <mask> last, as in XLM-R
+XLMR_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", *(f"▁w{i}" for i in range(59)), "<mask>"]
+XLMR_SPECIAL = {"bos_token": "<s>", "eos_token": "</s>", "cls_token": "<s>", "sep_token": "</s>", "unk_token": "<unk>",
+                "pad_token": "<pad>", "mask_token": "<mask>"}
 TRAIN = ["--set", "global_batch=4", "--set", "micro_batch=4", "--set", "log_every=1", "--set", "loader_workers=0",
          "--set", "steps=2", "--set", "eval_every=0"]
 
 
 def xlmr_tokenizer() -> Tokenizer:
-    """A SentencePiece-Unigram tokenizer of XLM_TOKENS, as XLM-R's tokenizer.json is made."""
+    """A SentencePiece-Unigram tokenizer of XLMR_TOKENS, as XLM-R's tokenizer.json is made."""
     tokenizer = Tokenizer(models.Unigram([(token, -float(i)) for i, token in enumerate(XLMR_TOKENS)], unk_id=3))
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
     tokenizer.decoder = decoders.Metaspace()
@@ -48,9 +49,9 @@ def xlmr_tokenizer() -> Tokenizer:
 
 def write_xlmr_tokenizer(directory: Path) -> None:
     xlmr_tokenizer().save(str(directory / "tokenizer.json"))
-    (directory / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "XLMRobertaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "cls_token": "<s>",
-        "sep_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>"}))
+    (directory / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "XLMRobertaTokenizer",
+                                                                 **XLMR_SPECIAL}))
+    (directory / "special_tokens_map.json").write_text(json.dumps(XLMR_SPECIAL))
 
 
 def hf_model(kind: str, class_name: str, path: Path, tokenizer_dir: Path, tied: bool = True) -> Path:
@@ -74,15 +75,15 @@ def hf_model(kind: str, class_name: str, path: Path, tokenizer_dir: Path, tied: 
             if "norm" in name.lower() or name.endswith("bias"):
                 value.normal_(0, 0.1).add_(1 if name.endswith("weight") else 0)
     model.save_pretrained(path)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         if (tokenizer_dir / name).is_file():
             shutil.copy(tokenizer_dir / name, path / name)
     return path
 
 
 def xlmr_dataset(root: Path, write_hdf5) -> Path:
-    """A variant directory whose token ids are XLM_TOKENS's: <s> A </s> </s> B </s>-like rows, <mask> at the masked
-    positions, <pad> after the end."""
+    """A variant directory whose token ids are XLMR_TOKENS's, with the tokenizer files (no variant.json): <s> A </s>
+    B </s> rows, <mask> at the masked positions, <pad> after the end."""
     variant = root / "hu" / "hdf5" / "seq_len_32"
     variant.mkdir(parents=True)
     (variant / "vocab.txt").write_text("\n".join(XLMR_TOKENS) + "\n", encoding="utf-8")
@@ -119,7 +120,7 @@ def a_batch(kind: str) -> dict[str, torch.Tensor]:
     """Two sequences, the second padded, with the ids of the kind's vocabulary."""
     first, end, pad, size = (0, 2, 1, len(XLMR_TOKENS) - 1) if kind == "xlmr" else (2, 3, 0, VOCAB)
     generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(9, size, (2, 16), generator=generator)
+    ids = torch.randint(5, size, (2, 16), generator=generator)
     ids[:, 0] = first
     ids[0, -1] = ids[1, 11] = end
     ids[1, 12:] = pad
@@ -174,9 +175,7 @@ def test_init_from_a_hub_folder_trains_and_exports_as_its_class(kind, source, ex
                                                                  tmp_path):
     data = data_of(kind, bert_data, xlmr_data)
     model_dir = hf_model(kind, source, tmp_path / "hf", data)
-    static = ["--set", "masking=static"] if kind == "xlmr" else []  # dynamic masking draws BERT's [MASK]
-    done = pretrain("phase1", "--data", str(data), "--init", str(model_dir), "--out", str(tmp_path / "run"), *TRAIN,
-                    *static)
+    done = pretrain("phase1", "--data", str(data), "--init", str(model_dir), "--out", str(tmp_path / "run"), *TRAIN)
     assert done.returncode == 0, done.stderr
     phase = tmp_path / "run" / "phase1"
     hparams = json.loads((phase / "hparams.json").read_text())
@@ -238,6 +237,10 @@ def test_the_folders_config_decides_the_arch_and_one_set_otherwise_is_one_line(x
     run = prepare("phase1", xlmr_data, tmp_path / "out", recipe, init_dir=model_dir)
     assert (run.model.arch, run.model.pad_token_id, run.model.type_vocab_size, run.config.preset) == \
         ("roberta", 1, 1, "base")
+    # the recipe's dynamic masking draws with the tokenizer's special tokens (its special_tokens_map.json)
+    masking = run.masking.vocab
+    assert (masking.cls_id, masking.sep_id, masking.pad_id, masking.mask_id) == (0, 2, 1, len(XLMR_TOKENS) - 1)
+    assert set(masking.replacement_ids.tolist()) == set(range(4, len(XLMR_TOKENS) - 1))
     with pytest.raises(ConfigError, match="^arch bert: phase 1 continues the roberta model of "):
         prepare("phase1", xlmr_data, tmp_path / "out",
                 load_train_config("phase1", overrides=["arch=bert"], init_arch="roberta"), init_dir=model_dir)

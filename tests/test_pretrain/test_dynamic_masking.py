@@ -4,11 +4,7 @@ a function of seed, epoch and sequence only (not of workers, ranks or batches) a
 exactly; bad settings are refused with one line."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import h5py
 import numpy as np
@@ -22,12 +18,8 @@ from pretrain.data.loader import BatchPlan, make_loader, open_data
 from pretrain.data.masking import DynamicMasking
 from wiki2bert_core.masking import MaskingVocab, default_max_predictions, original_tokens
 from pretrain.data.packing import pack_batch
+from pretrain_cli import TINY, metrics, pretrain
 
-ROOT = Path(__file__).resolve().parents[2]
-ENV = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                                                           "MASTER_PORT")}
-ENV.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-TINY = ["--preset", "tiny", "--set", "global_batch=8", "--set", "micro_batch=4", "--set", "log_every=1"]
 VOCAB_SIZE = 60  # conftest's write_vocab_dir
 
 
@@ -231,15 +223,6 @@ def test_bad_masking_settings_exit_2_with_one_line(tmp_path, monkeypatch, capsys
     assert not (tmp_path / "r").exists()
 
 
-def pretrain(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pretrain.cli", *args], env=ENV, capture_output=True, text=True,
-                          timeout=400)
-
-
-def losses(phase_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (phase_dir / "metrics.jsonl").read_text().splitlines()]
-
-
 @pytest.mark.slow
 def test_a_stopped_dynamic_run_resumes_with_exactly_the_losses_of_an_uninterrupted_one(tmp_path, write_dataset):
     """At mask_rate 0.3 (10 predictions a sequence, the files hold 5); the uninterrupted run reads in 2 loader
@@ -258,9 +241,9 @@ def test_a_stopped_dynamic_run_resumes_with_exactly_the_losses_of_an_uninterrupt
     static = pretrain("phase1", "--data", str(data), "--out", str(tmp_path / "static"), *TINY, "--set", "steps=2")
     assert static.returncode == 0, static.stderr
 
-    expected, resumed = losses(tmp_path / "whole" / "phase1"), losses(tmp_path / "stopped" / "phase1")
+    expected, resumed = metrics(tmp_path / "whole" / "phase1"), metrics(tmp_path / "stopped" / "phase1")
     assert [m["step"] for m in resumed] == list(range(1, 7))
     for a, b in zip(expected, resumed):
         for key in ("loss", "mlm_loss", "nsp_loss", "grad_norm"):
             assert b[key] == pytest.approx(a[key], rel=1e-6, abs=1e-7), (a["step"], key)
-    assert losses(tmp_path / "static" / "phase1")[0]["mlm_loss"] != expected[0]["mlm_loss"]  # the masks are others
+    assert metrics(tmp_path / "static" / "phase1")[0]["mlm_loss"] != expected[0]["mlm_loss"]  # the masks are others

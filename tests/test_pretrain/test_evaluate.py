@@ -18,7 +18,7 @@ from pretrain.cli import app, main
 from pretrain.config import load_train_config
 from pretrain.run.evaluate import EVAL_KEYS, HeldOut
 from pretrain.run.time_plan import EVAL_INSTANCE_COST, EVAL_SHARE, MOST_EVALUATIONS, eval_cadence
-from pretrain_cli import ENV, metrics, pretrain
+from pretrain_cli import ENV, metrics, pretrain, torchrun
 
 TINY = ["--preset", "tiny", "--set", "seq_len=32", "--set", "global_batch=8", "--set", "micro_batch=4",
         "--set", "log_every=1", "--set", "steps=4", "--set", "loader_workers=0"]
@@ -97,8 +97,7 @@ def test_two_ranks_with_different_numbers_of_batches_evaluate_as_one(data, tmp_p
     """9 instances in batches of 4: rank 0 holds 4 (one batch), rank 1 holds 5 (two). Both step through two, checking
     for a stop signal together before each, and their sums give the figures of one process."""
     out = tmp_path / "two"
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    two = subprocess.run([*torchrun, "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(out), *TINY,
+    two = subprocess.run([*torchrun(2), "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(out), *TINY,
                           "--set", "eval_every=2", "--set", "eval_samples=9"],
                          env=ENV, capture_output=True, text=True, timeout=300)
     assert two.returncode == 0, two.stderr
@@ -114,8 +113,7 @@ def test_a_two_rank_run_exits_cleanly_with_the_held_out_figures_of_pretrain_eval
     checkpoint in one process, to 1e-6: `pretrain eval` prints 6 decimals (up to 5e-7 off), the two sum the same
     per-instance figures in another order and batching (float32 logits, float64 sums)."""
     out = tmp_path / "two"
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    two = subprocess.run([*torchrun, "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(out), *TINY,
+    two = subprocess.run([*torchrun(2), "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(out), *TINY,
                           "--set", "eval_every=4", "--set", "eval_samples=50"],
                          env=ENV, capture_output=True, text=True, timeout=300)
     assert two.returncode == 0 and "terminate called" not in two.stderr, two.stderr[-3000:]

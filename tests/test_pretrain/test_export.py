@@ -4,7 +4,6 @@ import json
 import os
 import resource
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,9 +14,11 @@ import transformers
 
 import model_dirs
 from pretrain.cli import main
+from pretrain_cli import rank_envs
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.wordpiece import write_tokenizer_dir
+from pretrain.model import checkpoint_files
 from pretrain.run import checkpoint
 from pretrain.model.model_dir import read_our_model
 from pretrain.tools.export import export_hf, fill_mask
@@ -217,14 +218,14 @@ def test_flipped_bytes_in_a_checkpoint_are_found_by_export_and_eval(exported, tm
 
         def save_checkpoint(self, save_dir, tag, client_state, save_latest):
             (Path(save_dir) / tag).mkdir(parents=True)
-            torch.save({"module": model.state_dict()}, Path(save_dir) / tag / checkpoint.MODEL_STATES)
+            torch.save({"module": model.state_dict()}, Path(save_dir) / tag / checkpoint_files.MODEL_STATES)
 
     phase = tmp_path / "phase1"
     write_phase_dir(phase, model)  # a checkpoint of before the checksums (no sha256 in meta.json) still loads
     for step in (8, 9):
         checkpoint.save(Engine(), phase, step, {"world_size": 1}, {}, keep=3)
     export_hf(phase, tmp_path / "hf")
-    states = phase / "checkpoints" / "step00000009" / checkpoint.MODEL_STATES
+    states = phase / "checkpoints" / "step00000009" / checkpoint_files.MODEL_STATES
     with open(states, "r+b") as f:  # one byte of a weight: torch.load reads it without complaint
         f.seek(states.stat().st_size // 2)
         byte = f.read(1)
@@ -273,13 +274,8 @@ def test_export_of_a_real_deepspeed_checkpoint(tmp_path, zero_stage):
     pytest.importorskip("deepspeed")
     phase = tmp_path / "phase1"
     phase.mkdir()
-    with socket.socket() as s:  # a free port for the one-process gloo group
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": "0", "LOCAL_RANK": "0",
-           "WORLD_SIZE": "1"}
     result = subprocess.run([sys.executable, "-c", DEEPSPEED_SCRIPT, str(phase), str(zero_stage)],
-                            env=env, capture_output=True, text=True, timeout=300)
+                            env=rank_envs(1)[0], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     (phase / "tokenizer").mkdir()
     write_tokenizer_dir(phase / "tokenizer", TOKENS)
@@ -316,3 +312,26 @@ def test_a_hugging_face_model_ours_cannot_compute_is_refused_with_one_line(expor
                                           rf"{key} .*$") as e:
         read_our_model(other, "pretrain eval", "evaluate")
     assert "\n" not in str(e.value)
+
+
+def test_export_of_a_unigram_vocabulary_takes_its_special_ids(tmp_path):
+    """A model trained on data of a Unigram tokenizer (<s> 0, <pad> 1, </s> 2, <unk> 3, <mask> 4): the export's
+    config has its pad id, and transformers' fill-mask answers through its tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    from pipeline.tokenizer_files import LEARNT_SPECIAL, finish_learnt
+
+    pieces = LEARNT_SPECIAL + ["▁" + w for w in WORDS[:-2]] + ["s", "."]
+    torch.manual_seed(0)
+    model = BertForPreTraining(model_config("tiny", len(pieces))).eval()
+    write_phase_dir(tmp_path / "phase1", model)
+    shutil.rmtree(tmp_path / "phase1" / "tokenizer")
+    tokenizer = Tokenizer(models.Unigram([(p, -1.0) for p in pieces], unk_id=3))
+    tokenizer.pre_tokenizer, tokenizer.decoder = pre_tokenizers.Metaspace(), decoders.Metaspace()
+    tokenizer.add_special_tokens(LEARNT_SPECIAL)
+    finish_learnt(tokenizer, tmp_path / "phase1" / "tokenizer")
+    out = export_hf(tmp_path / "phase1", tmp_path / "hf")
+    assert json.loads((out / "config.json").read_text())["pad_token_id"] == 1
+    pipe = transformers.pipeline("fill-mask", model=str(out), tokenizer=str(out), device="cpu")
+    predictions = pipe("the cat <mask> on the mat .", top_k=3)
+    assert len(predictions) == 3 and all(p["sequence"].startswith("the cat") for p in predictions)

@@ -184,8 +184,9 @@ def test_flops_per_sequence_counts_the_matmuls():
     batch_size, length = batch["input_ids"].shape
     predictions = int((batch["masked_lm_positions"] != 0).sum())  # the head runs on the used slots only
     assert predictions < batch["masked_lm_positions"].numel()
+    # the dense layers see the real tokens only, attention whole rows
     assert counter.get_total_flops() == pytest.approx(
-        model.training_flops(batch_size * length, batch_size * length ** 2, batch_size, predictions))
+        model.training_flops(int(batch["attention_mask"].sum()), batch_size * length ** 2, batch_size, predictions))
 
 
 def test_flops_per_sequence_by_hand_for_base():
@@ -231,3 +232,21 @@ def test_base_parameter_count_is_berts():
     with torch.device("meta"):
         model = BertForPreTraining(model_config("base", 30522))
     assert model.num_parameters() == pytest.approx(110.1e6, rel=0.005)  # BERT-base: 110M
+
+
+def test_the_mlm_loss_is_cross_entropy_with_its_gradient_and_counts_the_top_logits():
+    """SummedCrossEntropy (one exponential pass for the masked-LM head): torch's summed cross-entropy and gradient,
+    and the count of labels whose logit is the largest (argmax's, without ties)."""
+    from pretrain.model.pretraining import SummedCrossEntropy
+
+    torch.manual_seed(0)
+    logits = (5 * torch.randn(40, 300, dtype=torch.float64)).requires_grad_()
+    labels = torch.randint(0, 300, (40,))
+    labels[:7] = logits.argmax(-1)[:7]  # some labels at the top logit
+    loss, correct = SummedCrossEntropy.apply(logits, labels)
+    (ours,) = torch.autograd.grad(0.5 * loss, logits)
+    expected = torch.nn.functional.cross_entropy(logits, labels, reduction="sum")
+    (theirs,) = torch.autograd.grad(0.5 * expected, logits)
+    torch.testing.assert_close(loss, expected, rtol=1e-12, atol=0)
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-12)
+    assert correct.item() == (logits.argmax(-1) == labels).sum().item() >= 7 and not correct.requires_grad

@@ -91,7 +91,7 @@ def test_every_finetuning_class_reads_the_encoder_our_model_computes(tmp_path):
     ids, mask = batch["input_ids"], batch["attention_mask"]
     with torch.no_grad():
         sequence, layout = model.model(ids, mask, all_positions(*ids.shape), packed=False)
-        ours = model.model.final_norm(sequence).view(*ids.shape, -1)
+        ours = model.model.final_norm(sequence)[layout.flat_index(torch.arange(ids.numel()))].view(*ids.shape, -1)
     for kind, auto_class in AUTO_CLASSES.items():
         loaded, info = getattr(transformers, auto_class).from_pretrained(str(export), num_labels=3,
                                                                          output_loading_info=True)
@@ -112,17 +112,17 @@ def test_a_local_layer_attends_only_within_its_window():
     assert layer.attn.window == WINDOW // 2 and model.model.layers[0].attn.window is None
     half, changed = WINDOW // 2, 12
     torch.manual_seed(1)
-    x = torch.randn(1, LENGTH, model.config.hidden_size)
+    x = torch.randn(LENGTH, model.config.hidden_size)  # the real tokens of one full row
     mask = torch.ones(1, LENGTH, dtype=torch.long)
     y = x.clone()
-    y[0, changed] += 1.0
+    y[changed] += 1.0
     for packed in (False, True):
         layout = token_layout(mask, packed, "mask")
         head_dim = model.config.hidden_size // model.config.num_attention_heads
-        rotary = {theta: rotary_tables(torch.arange(LENGTH)[None], head_dim, theta)
+        rotary = {theta: rotary_tables(torch.arange(LENGTH), head_dim, theta)
                   for theta in {model.config.global_rope_theta, model.config.local_rope_theta}}
         with torch.no_grad():
-            moved = (layer.attn(y, layout, rotary) - layer.attn(x, layout, rotary))[0].abs().amax(-1)
+            moved = (layer.attn(y, layout, rotary) - layer.attn(x, layout, rotary)).abs().amax(-1)
         within = (torch.arange(LENGTH) - changed).abs() <= half
         assert (moved[~within] == 0).all(), (packed, moved)
         assert (moved[within] > 1e-5).all(), (packed, moved)
@@ -138,9 +138,9 @@ def test_raising_the_global_rope_base_changes_the_global_layers_only():
     assert changed == {"global_rope_theta"}
     assert [layer.attn.theta for layer in after.model.layers] == [160000.0, 10000.0, 10000.0, 160000.0]
     torch.manual_seed(2)
-    x = torch.randn(2, LENGTH, before.config.hidden_size)
+    x = torch.randn(2 * LENGTH, before.config.hidden_size)  # the real tokens of two full rows
     mask = torch.ones(2, LENGTH, dtype=torch.long)
-    positions = torch.arange(LENGTH).expand(2, -1)
+    positions = torch.arange(LENGTH).repeat(2)
     layout = token_layout(mask, False, "mask")
     outputs = []
     for model in (before, after):
@@ -231,8 +231,9 @@ def test_training_flops_count_the_matmuls_of_a_step():
         model(**batch).loss.backward()
     rows = batch["input_ids"].shape[0]
     used = int((batch["masked_lm_positions"] != 0).sum())
+    # the dense layers see the real tokens only, attention whole rows
     assert counter.get_total_flops() == pytest.approx(
-        model.training_flops(rows * LENGTH, rows * LENGTH ** 2, rows, used))
+        model.training_flops(int(batch["attention_mask"].sum()), rows * LENGTH ** 2, rows, used))
 
 
 def test_the_recipe_is_adamw_with_a_warmup_stable_decay_schedule():
@@ -404,7 +405,7 @@ def test_finetune_takes_a_modernbert_on_every_task_kind(tmp_path):
 
 
 def test_tune_tries_the_kernels_that_take_a_window_with_the_recipe_of_the_length():
-    from pretrain.tools import tune
+    from pretrain.run import tune
 
     setup, pinned = tune.make_setup("tiny", 1024, 0, "fp32", 0.5, ["arch=modernbert"], None)
     assert (setup.arch, setup.phase, setup.optimizer) == ("modernbert", "phase1", "adamw")
@@ -412,3 +413,26 @@ def test_tune_tries_the_kernels_that_take_a_window_with_the_recipe_of_the_length
     assert tune.make_setup("tiny", 2048, 0, "fp32", 0.5, ["arch=modernbert"], None)[0].phase == "phase2"
     bert, pinned = tune.make_setup("tiny", 512, 0, "fp32", 0.5, [], None)
     assert bert.phase == "phase2" and "nested" in [kernel for kernel, _ in tune.groups(bert, pinned)]
+
+
+def test_a_local_layer_computes_the_keys_around_each_block_not_the_whole_row():
+    """Windowed attention of rows longer than three windows: the outputs of the whole rows' band mask (packed rows,
+    padding included), with the (query, key) products of 3 * window keys a query instead of the row's length."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from pretrain.model.attention import attend, window_mask
+
+    length, window, heads, d = 96, 8, 2, 16
+    mask = torch.tensor([[1] * 30 + [2] * 50 + [0] * 16, [1] * 90 + [0] * 6])
+    layout = token_layout(mask, True, "mask")
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(layout.real.numel(), heads, d, dtype=torch.float64) for _ in range(3))
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        blocked = attend(q, k, v, layout, 0.0, window)
+    rows = [t.transpose(1, 2) for t in (layout.to_rows(q), layout.to_rows(k), layout.to_rows(v))]
+    whole = layout.from_rows(torch.nn.functional.scaled_dot_product_attention(
+        *rows, attn_mask=window_mask(layout, window)).transpose(1, 2))
+    torch.testing.assert_close(blocked, whole, rtol=0, atol=1e-12)
+    queries = 2 * length * heads
+    assert counter.get_total_flops() == 2 * 2 * queries * 3 * window * d  # QK^T and AV over 3 * window keys

@@ -60,7 +60,7 @@ def test_a_run_without_metrics_is_one_line(make, message, tmp_path, monkeypatch,
 
 
 @pytest.mark.parametrize("content, problem", [
-    (PNG_SIGNATURE + bytes(range(256)) * 4, "line 1: not UTF-8 text"),
+    (PNG_SIGNATURE + bytes(range(256)) * 4, "line 1: not UTF-8 (byte 0 of the line)"),
     (bytes(range(256)) * 4, "line 1: not a JSON object"),
     (b'{"step": 1, "loss": 2.0}\n[1, 2, 3]\n{"step": 2, "loss": 1.0}\n', "line 2: not a JSON object"),
     (b'{"step": 1, "loss": 2.0}\n7\n', "line 2: not a JSON object"),

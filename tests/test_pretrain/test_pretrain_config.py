@@ -115,7 +115,7 @@ def test_the_docs_leave_the_settings_to_pretrain_config():
 
 
 def test_a_resumed_run_may_change_only_the_changeable_settings(tmp_path):
-    from pretrain.run.checkpoint import Checkpoint
+    from pretrain.model.checkpoint_files import Checkpoint
     from pretrain.run.prepare import _check_resumable
 
     started = load_train_config("phase1", overrides=["preset=tiny"])
@@ -129,7 +129,7 @@ def test_a_resumed_run_may_change_only_the_changeable_settings(tmp_path):
 
 
 def test_phase2_may_change_only_the_training_settings_of_phase1s_model(tmp_path):
-    from pretrain.run.checkpoint import write_model_config
+    from pretrain.model.checkpoint_files import write_model_config
     from pretrain.model.model_dir import PhaseDir
     from pretrain.run.prepare import _continued_model
 

@@ -13,7 +13,7 @@ import torch
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.variant_dir import VariantParams, find_vocab_file, training_files
-from pretrain.data.loader import BatchPlan, DataState, make_loader, open_data
+from pretrain.data.loader import BatchPlan, DataState, make_loader, model_inputs, open_data
 from hdf5_edits import rechunk
 
 VOCAB_SIZE = 60
@@ -217,3 +217,13 @@ def test_the_shapes_come_from_variant_json_else_from_the_files(tmp_path, write_d
     with pytest.raises(DataError, match=r"part_1\.hdf5: 64 tokens and 10 masked positions per sample, other files "
                                         r"have 32 and 5; mixed HDF5 variants"):
         open_data(flat, None, VOCAB_SIZE)
+
+
+def test_model_inputs_are_the_batch_without_its_position_and_a_problem_is_one_error(tmp_path, write_dataset):
+    data = open_data(write_dataset(tmp_path, [6]), 32, VOCAB_SIZE)
+    batch = next(iter(make_loader(data, 3, VOCAB_SIZE, workers=0)))
+    inputs, state = model_inputs(batch)
+    assert state == batch["data_state"] and set(inputs) == set(batch) - {"data_state", "problem"}
+    assert all(isinstance(v, torch.Tensor) for v in inputs.values())
+    with pytest.raises(DataError, match=r"^x\.hdf5: cannot read its datasets$"):
+        model_inputs({"data_state": state, "problem": "x.hdf5: cannot read its datasets"})

@@ -26,11 +26,11 @@ import pytest
 import torch
 
 from wiki2bert_core.errors import ConfigError, DataError
-from pretrain.run import checkpoint
+from pretrain.model import checkpoint_files
 from pretrain.config import load_train_config
 from pretrain.run.prepare import prepare
 from hdf5_edits import rechunk
-from pretrain_cli import ENV, TINY, metrics, pretrain, wait_for_rows
+from pretrain_cli import ENV, TINY, metrics, pretrain, torchrun, wait_for_rows
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -95,11 +95,11 @@ def test_sigterm_mid_accumulation_stops_within_a_micro_batch_and_resumes_exactly
     abandoned = ABANDONED.search(stderr)
     assert abandoned and int(abandoned[3]) == ACCUMULATION, stderr
     completed = int(abandoned[1]) - 1
-    found = checkpoint.latest(tmp_path / "stopped" / "phase1")
+    found = checkpoint_files.latest(tmp_path / "stopped" / "phase1")
     assert found.step == completed and f"checkpoint of step {completed} saved" in stderr
     # what the stopped run saved is what the uninterrupted run saved at that step: no accumulated gradient in it
     assert_same(checkpoint_states(found.path),
-                checkpoint_states(checkpoint.checkpoint_dir(tmp_path / "full" / "phase1") / found.tag))
+                checkpoint_states(checkpoint_files.checkpoint_dir(tmp_path / "full" / "phase1") / found.tag))
 
     resumed = pretrain(*stopped)  # the same command
     assert resumed.returncode == 0, resumed.stderr
@@ -116,9 +116,8 @@ def test_a_signal_to_one_rank_stops_both_at_the_same_micro_batch(data, tmp_path)
     out = tmp_path / "two"
     args = ["phase1", "--data", str(data), "--out", str(out), *TINY, *LARGE_ACCUMULATION, "--set", "steps=50",
             "--set", "checkpoint_every=100"]
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                "-m", "pretrain.cli"]
-    proc = subprocess.Popen(torchrun + args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    launch = [*torchrun(2), "-m", "pretrain.cli"]
+    proc = subprocess.Popen(launch + args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
         wait_for_rows(out / "phase1", 1, proc)
@@ -132,7 +131,7 @@ def test_a_signal_to_one_rank_stops_both_at_the_same_micro_batch(data, tmp_path)
     assert stderr.count("abandoning the step in progress") == 1, stderr
     abandoned = ABANDONED.findall(stderr)
     assert len(abandoned) == 2 and abandoned[0] == abandoned[1], stderr  # both ranks, same step and micro-batch
-    found = checkpoint.latest(out / "phase1")
+    found = checkpoint_files.latest(out / "phase1")
     assert found.step == int(abandoned[0][0]) - 1 and found.meta["world_size"] == 2
 
 
@@ -185,10 +184,10 @@ def test_sigterm_during_held_out_evaluation_stops_within_seconds_and_resumes_exa
     assert [row["step"] for row in metrics(phase_dir)] == [1, 2]  # no eval_* row for the abandoned evaluation
     # the abandoned evaluation changed nothing the training carries on with: the checkpoint is an uninterrupted
     # run's (without evaluation), random states included
-    found = checkpoint.latest(phase_dir)
+    found = checkpoint_files.latest(phase_dir)
     assert found.step == 2
     assert_same(checkpoint_states(found.path),
-                checkpoint_states(checkpoint.checkpoint_dir(tmp_path / "full" / "phase1") / found.tag))
+                checkpoint_states(checkpoint_files.checkpoint_dir(tmp_path / "full" / "phase1") / found.tag))
 
     start = time.monotonic()
     resumed = pretrain(*stopped)  # the same command: step 3 and, at the phase's end, a whole evaluation
@@ -208,9 +207,8 @@ def test_a_signal_to_one_rank_during_evaluation_stops_both_within_seconds(data, 
     args = ["phase1", "--data", str(data), "--out", str(out), *TINY, "--set", "micro_batch=2", "--set", "steps=50",
             "--set", "eval_every=1",
             "--eval-data", str(long_held_out), "--set", "eval_samples=60001", "--set", "checkpoint_every=100"]
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                "-m", "pretrain.cli"]
-    proc = subprocess.Popen(torchrun + args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    launch = [*torchrun(2), "-m", "pretrain.cli"]
+    proc = subprocess.Popen(launch + args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
         assert wait_for_evaluation(out / "phase1" / "train.log", proc) == 1
@@ -225,7 +223,7 @@ def test_a_signal_to_one_rank_during_evaluation_stops_both_within_seconds(data, 
             os.killpg(proc.pid, signal.SIGKILL)  # torchrun and its workers, whatever happened
     assert seconds < STOP_SECONDS, f"{seconds:.1f} s from SIGTERM to exit\n{stderr}"
     assert stderr.count("held-out evaluation of step 1 abandoned") == 2, stderr  # both ranks
-    found = checkpoint.latest(out / "phase1")
+    found = checkpoint_files.latest(out / "phase1")
     assert found.step == 1 and found.meta["world_size"] == 2
     assert [row["step"] for row in metrics(out / "phase1")] == [1]
 
@@ -265,10 +263,10 @@ def test_a_full_disk_while_saving_a_checkpoint_is_one_line_and_keeps_latest(data
                           timeout=300, preexec_fn=limited_file_size(2 ** 20))
     last = full.stderr.strip().splitlines()[-1]
     assert full.returncode == 1 and "Traceback" not in full.stderr, full.stderr
-    step2 = checkpoint.checkpoint_dir(tmp_path / "phase1") / "step00000002"
+    step2 = checkpoint_files.checkpoint_dir(tmp_path / "phase1") / "step00000002"
     assert last.startswith(f"error: {step2}: saving the checkpoint failed"), last
     assert "the latest checkpoint is still step00000001" in last
-    assert checkpoint.latest(tmp_path / "phase1").tag == "step00000001" and not step2.exists()
+    assert checkpoint_files.latest(tmp_path / "phase1").tag == "step00000001" and not step2.exists()
 
 
 @pytest.fixture(scope="module")
@@ -286,7 +284,7 @@ def test_a_damaged_latest_checkpoint_is_refused_naming_the_previous_good_one(dat
                                                                                damage):
     phase = tmp_path / "phase1"
     shutil.copytree(two_checkpoints, phase)
-    states = checkpoint.checkpoint_dir(phase) / "step00000002" / checkpoint.MODEL_STATES
+    states = checkpoint_files.checkpoint_dir(phase) / "step00000002" / checkpoint_files.MODEL_STATES
     size = states.stat().st_size
     if damage == "truncated":
         with open(states, "r+b") as f:
@@ -303,7 +301,7 @@ def test_a_damaged_latest_checkpoint_is_refused_naming_the_previous_good_one(dat
             byte = f.read(1)
             f.seek(size // 2)
             f.write(bytes([byte[0] ^ 0x10]))
-    previous = checkpoint.checkpoint_dir(phase) / "step00000001"
+    previous = checkpoint_files.checkpoint_dir(phase) / "step00000001"
     for command in (["phase1", "--data", str(data), "--out", str(tmp_path), *TINY, "--set", "steps=3",
                      "--set", "checkpoint_every=1"],
                     ["export", str(phase), "--out", str(tmp_path / "hf")]):
@@ -313,7 +311,7 @@ def test_a_damaged_latest_checkpoint_is_refused_naming_the_previous_good_one(dat
         assert lines[-1].startswith("error: ") and str(states.parent) in lines[-1], lines[-1]
         assert f"the previous complete checkpoint is {previous}" in lines[-1], lines[-1]
     assert not (tmp_path / "hf").exists()
-    latest = checkpoint.checkpoint_dir(phase) / checkpoint.LATEST
+    latest = checkpoint_files.checkpoint_dir(phase) / checkpoint_files.LATEST
     assert latest.read_text() == "step00000002"  # left as it was, for the user to look at
     if damage == "missing":  # doing what the message says works
         latest.write_text("step00000001")
@@ -341,7 +339,7 @@ def test_bad_data_met_during_training_is_one_line_and_saves_nothing(tmp_path, fa
                     "--set", "checkpoint_every=1000", "--set", "loader_workers=1")
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith(message), done.stderr
-    assert checkpoint.latest(tmp_path / "run" / "phase1") is None
+    assert checkpoint_files.latest(tmp_path / "run" / "phase1") is None
 
 
 @pytest.mark.parametrize("user, message", [
@@ -414,16 +412,15 @@ def test_eval_and_plot_of_a_running_phase_are_not_blocked_by_its_lock(data, two_
 @pytest.mark.slow
 def test_only_global_rank_0_takes_the_lock_and_its_refusal_stops_every_rank(data, tmp_path):
     phase_dir = tmp_path / "run" / "phase1"
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(tmp_path / "run"), *TINY,
-                "--set", "steps=1"]
+    launch = [*torchrun(2), "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(tmp_path / "run"),
+              *TINY, "--set", "steps=1"]
     with held_lock(phase_dir) as holder:
         started = time.monotonic()
-        refused = subprocess.run(torchrun, env=ENV, capture_output=True, text=True, timeout=300)
+        refused = subprocess.run(launch, env=ENV, capture_output=True, text=True, timeout=300)
     assert refused.returncode != 0 and time.monotonic() - started < 120
     assert refused.stderr.count(f"another pretraining run (pid {holder.pid} on ") == 1  # rank 0's line alone
     assert sorted(p.name for p in phase_dir.iterdir()) == [".lock"]
-    done = subprocess.run(torchrun, env=ENV, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(launch, env=ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr  # rank 1 never takes the lock rank 0 holds
     assert [row["step"] for row in metrics(phase_dir)] == [1]
 

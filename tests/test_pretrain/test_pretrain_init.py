@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pretrain.run import checkpoint
+from pretrain.model import checkpoint_files
 from pretrain.cli import main
 from pretrain.config import load_train_config, model_config
 from pretrain.model.hf_weights import load_matching, module_names
@@ -77,7 +77,8 @@ def test_phase1_starts_from_an_export_and_such_a_run_resumes_exactly(data, expor
     assert (hparams["config"]["objective"], hparams["config"]["preset"]) == ("mlm+nsp", "tiny")
     log = (phase / "train.log").read_text()
     assert f"phase1 starts from {exported.resolve()} (Hugging Face)" in log and "initialised fresh" not in log
-    assert_rows_equal(checkpoint.load_weights(checkpoint.latest(phase)), HuggingFaceDir(exported).weights())  # lr ~0
+    trained = checkpoint_files.load_weights(checkpoint_files.latest(phase))
+    assert_rows_equal(trained, HuggingFaceDir(exported).weights())  # lr ~0
 
     parts = tmp_path / "parts" / "phase1"
     assert pretrain(*args, "--out", str(parts.parent), "--set", "steps_this_run=2").returncode == 0
@@ -102,7 +103,7 @@ def test_a_transformers_masked_lm_starts_phase1_with_fresh_nsp_head_when_asked_f
     phase = tmp_path / "run" / "phase1"
     log = (phase / "train.log").read_text()
     assert f"not in {model_dir.resolve()}, initialised fresh: bert.pooler.dense, cls.seq_relationship" in log
-    loaded = checkpoint.load_weights(checkpoint.latest(phase))
+    loaded = checkpoint_files.load_weights(checkpoint_files.latest(phase))
     assert_rows_equal(loaded, HuggingFaceDir(model_dir).weights())
     assert "cls.seq_relationship.weight" in loaded and "nsp_loss" in metrics(phase)[0]
 

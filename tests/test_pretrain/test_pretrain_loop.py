@@ -9,7 +9,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,16 +18,17 @@ import pytest
 import torch
 
 from wiki2bert_core.errors import ConfigError, DataError
+from pretrain.model import checkpoint_files
 from pretrain.run import checkpoint
 from pretrain.cli import main
 from pretrain.config import load_train_config
-from pretrain.run.checkpoint import MODEL_STATES
+from pretrain.model.checkpoint_files import MODEL_STATES
 from pretrain.run.deepspeed_settings import deepspeed_config
 from pretrain.run.metrics import metrics_step
 from pretrain.run.prepare import prepare
 from pretrain.optim.schedule import WarmupPolyDecay
 from pretrain.run.time_plan import scale_warning
-from pretrain_cli import ENV, TINY, metrics, pretrain, tags
+from pretrain_cli import ENV, TINY, metrics, pretrain, rank_envs, tags, torchrun
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -81,7 +81,7 @@ def test_a_stopped_run_resumes_with_exactly_the_losses_of_an_uninterrupted_one(d
             "--set", "checkpoint_every=4", "--set", "keep_checkpoints=2")
     first = pretrain(*args, "--set", "steps_this_run=3")
     assert first.returncode == 0, first.stderr
-    assert (checkpoint.checkpoint_dir(out / "phase1") / "latest").read_text() == "step00000003"
+    assert (checkpoint_files.checkpoint_dir(out / "phase1") / "latest").read_text() == "step00000003"
     with open(out / "phase1" / "metrics.jsonl", "a") as f:  # as if killed after logging step 4, before its save
         f.write(json.dumps({"step": 4, "loss": 0.0}) + "\n")
     second = pretrain(*args)  # same command: resumes from step 3 (dropout RNG, data position, optimizer)
@@ -134,7 +134,7 @@ def test_phase2_starts_from_phase1_weights_with_a_fresh_schedule(data, full_run,
     assert hparams["init"] == {"phase_dir": str(full_run.resolve()), "tag": "step00000008", "step": 8}
     assert hparams["config"]["preset"] == "tiny"  # phase 1's model, not phase2.yaml's preset
     assert metrics(phase2)[0]["step"] == 1 and metrics(phase2)[0]["lr"] == pytest.approx(1e-12 / 2)  # warmup 1/2
-    before, after = (checkpoint.load_weights(checkpoint.latest(d)) for d in (full_run, phase2))
+    before, after = (checkpoint_files.load_weights(checkpoint_files.latest(d)) for d in (full_run, phase2))
     assert before.keys() == after.keys()
     assert all(torch.allclose(before[k], after[k], atol=1e-6) for k in before)  # lr ~0: phase 1's weights
 
@@ -144,9 +144,8 @@ def test_two_processes_split_the_files_stop_on_sigterm_and_resume(data, tmp_path
     out = tmp_path / "two"
     args = ["phase1", "--data", str(data), "--out", str(out), *TINY, "--set", "steps=200",
             "--set", "checkpoint_every=100"]
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                "-m", "pretrain.cli"]
-    proc = subprocess.Popen(torchrun + args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    launch = [*torchrun(2), "-m", "pretrain.cli"]
+    proc = subprocess.Popen(launch + args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 240
         while not ((out / "phase1" / "metrics.jsonl").is_file() and len(metrics(out / "phase1")) >= 2):
@@ -156,17 +155,17 @@ def test_two_processes_split_the_files_stop_on_sigterm_and_resume(data, tmp_path
         _, stderr = proc.communicate(timeout=120)
     finally:
         proc.kill()
-    latest = checkpoint.latest(out / "phase1")
+    latest = checkpoint_files.latest(out / "phase1")
     tag, meta = latest.tag, latest.meta
     stopped_at = metrics(out / "phase1")[-1]["step"]
     assert meta["step"] == stopped_at and meta["world_size"] == 2 and stopped_at < 200, stderr
     assert stderr.count("abandoning the step in progress") == 2
-    client = torch.load(checkpoint.checkpoint_dir(out / "phase1") / tag / MODEL_STATES,
+    client = torch.load(checkpoint_files.checkpoint_dir(out / "phase1") / tag / MODEL_STATES,
                         weights_only=False)
     files = [set(rank["data"]["files"]) for rank in client["ranks"]]
     assert not files[0] & files[1] and files[0] | files[1] == {p.name for p in (data / "training").iterdir()}
 
-    resumed = subprocess.run(torchrun + args + ["--set", "steps_this_run=2"], env=ENV, capture_output=True,
+    resumed = subprocess.run(launch + args + ["--set", "steps_this_run=2"], env=ENV, capture_output=True,
                              text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert [m["step"] for m in metrics(out / "phase1")][-3:] == [stopped_at, stopped_at + 1, stopped_at + 2]
@@ -244,10 +243,10 @@ def test_a_crash_while_saving_leaves_latest_on_the_previous_checkpoint(tmp_path)
     with pytest.raises(DataError, match=r"step00000003: saving the checkpoint failed \(OSError: disk full\); "
                                              r".* GiB free there; the latest checkpoint is still step00000002$"):
         checkpoint.save(engine, tmp_path, 3, {"world_size": 1}, {}, keep=2)
-    assert checkpoint.latest(tmp_path).tag == "step00000002" and "step00000003" not in tags(tmp_path)
+    assert checkpoint_files.latest(tmp_path).tag == "step00000002" and "step00000003" not in tags(tmp_path)
     engine.fail = False
     checkpoint.save(engine, tmp_path, 4, {"world_size": 1}, {}, keep=2)
-    latest = checkpoint.latest(tmp_path)
+    latest = checkpoint_files.latest(tmp_path)
     assert (latest.tag, latest.meta) == ("step00000004", {"world_size": 1, "tag": "step00000004", "step": 4,
                                                           "files": {MODEL_STATES: 17},
                                                           "sha256": {MODEL_STATES: sha256(b"half a checkpoint")}})
@@ -257,11 +256,11 @@ def test_a_crash_while_saving_leaves_latest_on_the_previous_checkpoint(tmp_path)
 VERIFY_SCRIPT = """
 import sys, torch
 from pathlib import Path
-from pretrain.run import checkpoint
+from pretrain.model import checkpoint_files
 from wiki2bert_core.errors import DataError
 torch.distributed.init_process_group("gloo")
 try:
-    checkpoint.verify(checkpoint.latest(Path(sys.argv[1])))
+    checkpoint_files.verify(checkpoint_files.latest(Path(sys.argv[1])))
     print("intact")
 except DataError as e:
     print(e)
@@ -279,22 +278,19 @@ def test_each_rank_checks_a_share_of_the_checksums_and_all_report_a_damage(tmp_p
 
     checkpoint.save(Engine(), tmp_path, 1, {"world_size": 2}, {}, keep=1)
     checkpoint.save(Engine(), tmp_path, 2, {"world_size": 2}, {}, keep=2)
-    damaged = checkpoint.checkpoint_dir(tmp_path) / "step00000002" / "zero_pp_rank_1_mp_rank_00_optim_states.pt"
+    damaged = checkpoint_files.checkpoint_dir(tmp_path) / "step00000002" / "zero_pp_rank_1_mp_rank_00_optim_states.pt"
 
     def both_ranks() -> list[str]:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
         ranks = [subprocess.Popen([sys.executable, "-c", VERIFY_SCRIPT, str(tmp_path)], stdout=subprocess.PIPE,
-                                  text=True, env={**ENV, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                                                  "RANK": str(rank), "WORLD_SIZE": "2"}) for rank in range(2)]
+                                  text=True, env=env) for env in rank_envs(2)]
         return [p.communicate(timeout=120)[0].strip() for p in ranks]
 
     assert both_ranks() == ["intact", "intact"]
     damaged.write_bytes(b"ba" * 100)  # the second of the two files: rank 1's share
+    ckpt = checkpoint_files.checkpoint_dir(tmp_path)
     expected = (f"{damaged}: its sha256 differs from the one saved with the checkpoint (changed on disk since); the "
-                f"previous complete checkpoint is {checkpoint.checkpoint_dir(tmp_path) / 'step00000001'}: to go on "
-                f"from it, write 'step00000001' into {checkpoint.checkpoint_dir(tmp_path) / 'latest'}")
+                f"previous complete checkpoint is {ckpt / 'step00000001'}: to go on from it, write 'step00000001' into "
+                f"{ckpt / 'latest'}")
     assert both_ranks() == [expected, expected]
 
 

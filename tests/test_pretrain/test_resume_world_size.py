@@ -5,7 +5,6 @@ the engine as `pretrain` does and compares."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,19 +13,15 @@ import pytest
 import torch
 
 from pretrain.data.loader import DataState, redistribute
+from pretrain_cli import ENV, torchrun
 
-ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = ["--preset", "tiny", "--set", "seq_len=32", "--set", "global_batch=8", "--set", "micro_batch=4",
             "--set", "log_every=1", "--set", "steps=6", "--set", "warmup=0", "--set", "lr=1e-2",
             "--set", "zero_stage=1", "--set", "loader_workers=0"]
-ENV = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                                                           "MASTER_PORT")}
-ENV.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
 
 
 def launch(ranks: int, *args: str) -> subprocess.CompletedProcess:
-    launcher = ([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(ranks)]
-                if ranks > 1 else [sys.executable])
+    launcher = torchrun(ranks) if ranks > 1 else [sys.executable]
     return subprocess.run(launcher + list(args), env=ENV, capture_output=True, text=True, timeout=400)
 
 

@@ -13,10 +13,11 @@ import pytest
 from typer.testing import CliRunner
 
 from wiki2bert_core.errors import ConfigError
-from pretrain.tools import tune
+from pretrain.run import tune
 from pretrain.cli import app, main
 from pretrain.config import load_train_config
-from pretrain.tools.tune import Candidate, Trial, estimated_peak, make_setup
+from pretrain.run.tune import Candidate, Trial, estimated_peak, make_setup
+from pretrain_cli import ENV
 
 PINNED = ["--set", "attention=mask", "--set", "model.activation_checkpointing=false"]
 
@@ -279,14 +280,14 @@ def test_a_trial_ends_with_tune_whatever_signal_stops_it(signum):
     command = [sys.executable, "-m", "pretrain.cli", "tune", "--preset", "tiny", "--precision", "fp32", "--budget",
                "600", "--set", "micro_batch=64", *PINNED]  # a trial of micro-batch 64 takes a minute here
     tuner = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+                             env=ENV)
     trial = None
     try:
         deadline = time.monotonic() + 60
         while trial is None:
             assert tuner.poll() is None and time.monotonic() < deadline, "no trial started"
             trial = next((p.pid for p in psutil.Process(tuner.pid).children()
-                          if "pretrain.tools.tune" in " ".join(p.cmdline())), None)
+                          if "pretrain.run.tune" in " ".join(p.cmdline())), None)
             time.sleep(0.05)
         os.kill(tuner.pid, signum)
         returncode = tuner.wait(30)

@@ -17,11 +17,10 @@ import pytest
 import torch
 from torch import nn
 
+from pretrain_cli import ENV, torchrun
+
 
 LR = 0.01
-ENV = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                                                           "MASTER_PORT")}
-ENV.update(OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).resolve().parents[2]))
 CASES = [(opt, stage, precision) for opt in ("lamb", "lans") for stage in (1, 2) for precision in ("fp32", "bf16")]
 CASES += [(opt, 1, "bf16-fp32-accumulation") for opt in ("lamb", "lans")]  # DeepSpeed's BF16_Optimizer
 
@@ -121,8 +120,7 @@ def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
 @pytest.fixture(scope="module")
 def steps(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("zero") / "results.json"
-    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                           __file__, str(out)], env=ENV, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([*torchrun(2), __file__, str(out)], env=ENV, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-5000:]
     return json.loads(out.read_text())
 
@@ -147,8 +145,7 @@ def test_a_two_rank_run_has_the_same_losses_under_zero_1_and_2(tmp_path, optimiz
     for stage in (0, stage):
         out = tmp_path / f"zero{stage}"
         done = subprocess.run(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m",
-             "pretrain.cli", "phase1", "--data", str(data), "--out", str(out), "--preset", "tiny",
+            [*torchrun(2), "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(out), "--preset", "tiny",
              "--set", "seq_len=32", "--set", "global_batch=8", "--set", "micro_batch=4", "--set", "log_every=1",
              "--set", "steps=5", "--set", "warmup=0", "--set", f"optimizer={optimizer}", "--set", "lr=1e-2",
              "--set", f"zero_stage={stage}", "--set", "loader_workers=0", "--set", "pack_sequences=false"],

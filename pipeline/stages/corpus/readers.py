@@ -29,7 +29,7 @@ import zlib
 from pathlib import Path
 from typing import IO, Iterator, NamedTuple
 
-from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.errors import ConfigError, DataError, not_utf8
 from wiki2bert_core.utf8_paths import utf8_names
 
 FORMATS = ("jsonl", "parquet", "text")
@@ -194,7 +194,7 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
                 try:
                     yield line_no, raw.decode("utf-8")
                 except UnicodeDecodeError as e:
-                    raise DataError(f"{path}: line {line_no}: not UTF-8 (byte {e.start} of the line)") from None
+                    raise not_utf8(path, raw, e, line_no) from None
     except (EOFError, OSError, zlib.error, lzma.LZMAError, _ZstdError) as e:
         if isinstance(e, FileNotFoundError | PermissionError | IsADirectoryError):
             raise

@@ -26,7 +26,7 @@ from typing import Literal
 
 import numpy as np
 
-from wiki2bert_core.config import SettingError
+from wiki2bert_core.config import SettingError, check_minimum
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import file_fingerprint
 from wiki2bert_core.log import progress
@@ -71,10 +71,7 @@ class CorpusConfig:
         for name in self.sources:
             if not SOURCE_NAME.fullmatch(name) or name == WIKIPEDIA_SOURCE:
                 raise SettingError(f"sources.{name}", SOURCE_NAME_RULE)
-        if self.documents_per_part < 1:
-            raise SettingError("documents_per_part", f"must be at least 1, got {self.documents_per_part}")
-        if self.max_document_bytes < 1:
-            raise SettingError("max_document_bytes", f"must be at least 1, got {self.max_document_bytes}")
+        check_minimum(self, 1, "documents_per_part", "max_document_bytes")
 
 
 def run(config: CorpusConfig, ctx: StageContext) -> StageCounts:

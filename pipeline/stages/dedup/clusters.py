@@ -92,8 +92,8 @@ class SignatureReader:
 
 
 def candidate_pairs(parts: list[PartFiles], partition: int, bits: int, min_jaccard: float | None
-                    ) -> tuple[np.ndarray, dict]:
-    """The pairs of one partition to merge, (n, 2) uint64 docids (smaller first, unique), and what was found:
+                    ) -> tuple[np.ndarray, np.ndarray, dict]:
+    """The pairs of one partition to merge, as two arrays of docids (in any order, repeats allowed), and what was found:
     consecutive members of a bucket (equal keys, in docid order) make a pair, as in datatrove; pairs of an
     exact-text bucket merge, pairs of a band bucket merge when their estimated Jaccard is at least min_jaccard
     (all of them when it is None)."""
@@ -113,25 +113,46 @@ def candidate_pairs(parts: list[PartFiles], partition: int, bits: int, min_jacca
             similar = estimated_jaccard(reader.rows(first[chunk]), reader.rows(second[chunk])) >= min_jaccard
             merge[chunk] = similar
             counts["rejected_pairs"] += int((~similar).sum())
-    pairs = np.stack([first[merge], second[merge]], axis=1)
-    return unique_pairs(pairs), counts
+    return first[merge], second[merge], counts
 
 
-def unique_pairs(pairs: np.ndarray) -> np.ndarray:
-    """Rows of (n, 2) uint64 pairs, each sorted, without repeats, in order."""
-    if not len(pairs):
-        return np.zeros((0, 2), dtype=np.uint64)
-    pairs = np.sort(pairs, axis=1)
-    return np.unique(pairs, axis=0)
+class InputNumbers:
+    """A document's number in the whole input (0, 1, ... across the parts, in input order) and back to its docid.
+    Merged pairs are kept as one uint64 each, the two numbers' 32 bits side by side (`pair_keys`): 8 bytes a pair
+    where a row of two docids takes 16, and a 1-D array that np.unique sorts in place of rows."""
+
+    def __init__(self, part_documents: list[int]):
+        self.starts = np.concatenate(([0], np.cumsum(part_documents, dtype=np.int64)))
+
+    @property
+    def documents(self) -> int:
+        return int(self.starts[-1])
+
+    def of(self, ids: np.ndarray) -> np.ndarray:
+        return (self.starts[part_of(ids)] + local_of(ids)).astype(np.uint64)
+
+    def docids(self, numbers: np.ndarray) -> np.ndarray:
+        parts = np.searchsorted(self.starts, numbers, side="right") - 1
+        return (parts.astype(np.uint64) << np.uint64(PART_SHIFT)) | (numbers - self.starts[parts]).astype(np.uint64)
+
+    def pair_keys(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        """The pairs (first[i], second[i]) of docids, each as smaller number << 32 | larger, unique and ascending."""
+        a, b = self.of(first), self.of(second)
+        return np.unique((np.minimum(a, b) << np.uint64(32)) | np.maximum(a, b))
 
 
-def components(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the documents of the pairs, ascending; the index in that array of the smallest document of each one's
-    connected component). Union-find vectorised over all pairs at once: each round hooks every root onto the
-    smallest root it shares a pair with and then shortcuts every document to its root, so the roots of a
-    component at least halve each round."""
-    nodes, inverse = np.unique(pairs, return_inverse=True)
-    u, v = inverse.reshape(-1, 2).T
+def merge_pair_keys(keys: list[np.ndarray]) -> np.ndarray:
+    """The union of sorted pair-key arrays, unique and ascending."""
+    return np.unique(np.concatenate([np.zeros(0, dtype=np.uint64), *keys]))
+
+
+def components(pair_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the input numbers of the pairs' documents, ascending; the index in that array of the smallest document of
+    each one's connected component), from pair keys (InputNumbers.pair_keys). Union-find vectorised over all pairs
+    at once: each round hooks every root onto the smallest root it shares a pair with and then shortcuts every
+    document to its root, so the roots of a component at least halve each round."""
+    nodes, inverse = np.unique(np.concatenate([pair_keys >> np.uint64(32), pair_keys & LOCAL]), return_inverse=True)
+    u, v = inverse[:len(pair_keys)], inverse[len(pair_keys):]
     parent = np.arange(len(nodes))
     while len(u):
         pu, pv = parent[u], parent[v]

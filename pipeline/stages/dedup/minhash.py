@@ -6,10 +6,11 @@
 - Tokens: runs of the other characters. In `characters` mode each letter of a script written without spaces
   (`pipeline.words`: Han, kana, Thai, ...) is a token of its own, so an n-gram is n such letters; the rest of the
   text still splits into words.
-- A token's hash is a polynomial of its code points (mod 2^64), summed per token with `np.add.reduceat` over the
-  whole batch at once and then mixed (murmur3's fmix64); a shingle's hash mixes the hashes of its n tokens, each
-  times its own odd constant. So every character is touched by a handful of array operations, never by Python,
-  where datatrove calls xxhash once per shingle from Python.
+- A token's hash is the word hash of its code points (`pipeline.words.word_hashes`: a polynomial mod 2^64, as the
+  filter's), summed per token with `np.add.reduceat` over the whole batch at once and then mixed (murmur3's
+  fmix64); a shingle's hash mixes the hashes of its n tokens, each times its own odd constant. So every character
+  is touched by a handful of array operations, never by Python, where datatrove calls xxhash once per shingle from
+  Python.
 - The k-th of the `bands * rows` hash functions is h_k(x) = a_k * x + b_k (mod 2^64), a_k odd: multiply-shift,
   Dietzfelbinger's universal family, on shingle hashes that are already mixed. Its minimum over a document's
   shingles (taken on all 64 bits; the top 32 are kept) is one signature value. That is one multiply, one add and
@@ -23,53 +24,17 @@ The hash constants come from blake2b of the seed, so signatures are the same on 
 """
 from __future__ import annotations
 
-import functools
 import hashlib
-import unicodedata
 
 import numpy as np
 
-from pipeline.words import UNSPACED_BLOCKS
+from pipeline.words import DECIMAL, TOKEN, UNSPACED, character_flags, word_hashes
 
-SEPARATOR, WORD, UNSPACED, DIGIT = 0, 1, 2, 3  # what a character is for tokenization
 DECIMAL_MARKS = (ord("."), ord(","))  # between two digits: part of the number
 ZERO = ord("0")
 SIGNATURE_CHUNK = 4096  # shingles hashed by all functions at once: (chunk x bands*rows) uint64 = 3.5 MiB at 112
 U64 = np.uint64
 FMIX_1, FMIX_2 = U64(0xFF51AFD7ED558CCD), U64(0xC4CEB9FE1A85EC53)
-CHAR_BASE = U64(0x100000001B3)  # the polynomial's base (odd: every power is odd, none is 0 mod 2^64)
-
-
-def character_class(code: int) -> int:
-    """SEPARATOR, WORD, UNSPACED or DIGIT: letters, marks and other numbers are WORD, decimal digits DIGIT, letters
-    and marks of the unspaced scripts UNSPACED, the rest (spaces, punctuation, symbols, controls, unassigned)
-    SEPARATOR."""
-    category = unicodedata.category(chr(code))
-    if category == "Nd":
-        return DIGIT
-    if category[0] not in "LMN":
-        return SEPARATOR
-    return UNSPACED if any(lo <= code <= hi for lo, hi in UNSPACED_BLOCKS) else WORD
-
-
-@functools.cache
-def _basic_plane_classes() -> np.ndarray:
-    """character_class of every code point below 0x10000 (built once per process, ~30 ms)."""
-    return np.fromiter(map(character_class, range(0x10000)), dtype=np.uint8, count=0x10000)
-
-
-@functools.cache
-def _astral_class(code: int) -> int:
-    return character_class(code)
-
-
-def character_classes(codes: np.ndarray) -> np.ndarray:
-    """The class of each code point: a table for the basic plane, the rare ones above it one by one (cached)."""
-    classes = _basic_plane_classes()[np.minimum(codes, 0xFFFF)]
-    astral = np.flatnonzero(codes > 0xFFFF)
-    if len(astral):
-        classes[astral] = [_astral_class(int(code)) for code in codes[astral]]
-    return classes
 
 
 def fmix64(x: np.ndarray) -> np.ndarray:
@@ -90,27 +55,6 @@ def seeded_constants(seed: int, what: str, count: int, odd: bool = False) -> np.
     return array | U64(1) if odd else array
 
 
-POWERS_CACHED = 1 << 20  # the tables of powers kept for the next batches: 16 MiB
-
-
-@functools.cache
-def _cached_powers() -> tuple[np.ndarray, np.ndarray]:
-    return _powers(POWERS_CACHED)
-
-
-def _powers(size: int) -> tuple[np.ndarray, np.ndarray]:
-    base = np.full(size, CHAR_BASE, dtype=U64)
-    base[0] = 1
-    inverse = np.full(size, U64(pow(int(CHAR_BASE), -1, 1 << 64)), dtype=U64)
-    inverse[0] = 1
-    return np.cumprod(base, dtype=U64), np.cumprod(inverse, dtype=U64)
-
-
-def char_powers(size: int) -> tuple[np.ndarray, np.ndarray]:
-    """(CHAR_BASE ** i, CHAR_BASE ** -i) mod 2^64 for i < size (at least)."""
-    return _cached_powers() if size <= POWERS_CACHED else _powers(size)
-
-
 class Shingler:
     """The shingles, signatures and band keys of documents under one setting; one per worker process."""
 
@@ -126,17 +70,15 @@ class Shingler:
         """(hash of every token of the batch, in order; the document each belongs to)."""
         joined = "\n".join(texts).casefold()  # "\n": a separator, so no token spans two documents
         codes = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-        classes = character_classes(codes)
-        digit = classes == DIGIT
+        flags = character_flags()[codes]
+        digit = (flags & DECIMAL).astype(bool)
         if digit.any():  # 3.14 and 3,14 are one number
-            mark = np.isin(codes[1:-1], DECIMAL_MARKS) & digit[:-2] & digit[2:]
-            classes[1:-1][mark] = DIGIT
-            digit = classes == DIGIT
-        in_token = classes != SEPARATOR
+            digit[1:-1] |= np.isin(codes[1:-1], DECIMAL_MARKS) & digit[:-2] & digit[2:]
+        in_token = (flags & TOKEN).astype(bool) | digit
         start = in_token.copy()
         start[1:] &= ~in_token[:-1]
         if self.characters:
-            unspaced = classes == UNSPACED
+            unspaced = (flags & UNSPACED).astype(bool)
             start[1:] |= in_token[1:] & (unspaced[1:] | unspaced[:-1])
         keep = in_token.copy()
         keep[1:] &= ~(digit[1:] & digit[:-1])  # a number is one character, 0
@@ -146,9 +88,7 @@ class Shingler:
         kept = np.flatnonzero(keep)
         values = np.where(digit[kept], ZERO, codes[kept]).astype(U64)
         first = np.searchsorted(kept, starts)  # each token's first kept character (a start is kept)
-        powers, inverse_powers = char_powers(len(kept))
-        # a token's characters c_i at positions i of `kept`: sum c_i B^i / B^first, wherever the token stands
-        hashes = np.add.reduceat(values * powers[:len(kept)], first) * inverse_powers[first]
+        hashes = word_hashes(values, first)
         # casefolding can lengthen a text (ß -> ss): documents are told apart by their separators
         documents = np.searchsorted(np.flatnonzero(codes == ord("\n")), starts)
         return fmix64(hashes), documents

@@ -20,8 +20,10 @@ Passes, each parallel over `ctx.executor` but the third:
 5. per part: the kept documents and their records, and the removed ones' lines of `removed.jsonl`.
 Memory: in pass 1, a part's signatures and records (~700 bytes a document) and the arrays of one batch of text
 (~70 bytes a character of BATCH_CHARS, or of one longer document); in pass 2, a partition's records
-(`partition_mib`); in pass 3, 16 bytes per merged pair, ~50 per document in a cluster and the source and id of
-each cluster's kept copy: it grows with the duplicates, never with the documents that have none.
+(`partition_mib`) in its task, and in the main process the merged pairs, each once (8 bytes: a pair is found in up
+to bands + 1 partitions, and the repeats are dropped as they come in); in pass 3, ~50 bytes per document in a
+cluster (~90 while the clusters are made) and the name of each cluster's kept copy as JSON (~50 bytes): the main
+process grows with the duplicates, never with the documents that have none (docs/performance.md#dedup).
 
 Outputs: the kept documents (`part-*.txt` + `part-*.docs.jsonl`, the parts of the input), `removed.jsonl` (per
 removed document in input order: its source, id (and piece, where the filter cut a long document) and title, the
@@ -42,13 +44,13 @@ from typing import Literal
 
 import numpy as np
 
-from wiki2bert_core.config import SettingError, changeable
+from wiki2bert_core.config import SettingError, changeable, check_minimum
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import atomic_write, remove_tree, sha256_file, write_json
 from wiki2bert_core.log import progress
 from pipeline.stages import Stage, StageContext, StageCounts
-from pipeline.stages.dedup.clusters import (PART_SHIFT, PartFiles, SignatureReader, candidate_pairs, components,
-                                            docids, kept_copies, local_of, part_of, unique_pairs)
+from pipeline.stages.dedup.clusters import (PART_SHIFT, InputNumbers, PartFiles, SignatureReader, candidate_pairs,
+                                            components, docids, kept_copies, local_of, merge_pair_keys, part_of)
 from pipeline.stages.dedup.minhash import Shingler, estimated_jaccard, exact_key
 from pipeline.text_files import (DocumentRecord, iter_documents_with_records, iter_records, list_parts,
                                  records_path, write_document, write_record)
@@ -85,15 +87,10 @@ class DedupConfig:
     examples: int = 10  # clusters shown in report.json (the largest, and the largest with near duplicates)
 
     def __post_init__(self):
-        for name in ("ngram", "bands", "rows", "partition_mib"):
-            if getattr(self, name) < 1:
-                raise SettingError(name, f"must be at least 1, got {getattr(self, name)}")
+        check_minimum(self, 1, "ngram", "bands", "rows", "partition_mib")
+        check_minimum(self, 0, "seed", "examples")
         if self.min_jaccard is not None and not 0.0 <= self.min_jaccard <= 1.0:
             raise SettingError("min_jaccard", f"{self.min_jaccard} is not between 0 and 1 (or null)")
-        if self.seed < 0:
-            raise SettingError("seed", "must not be negative")
-        if self.examples < 0:
-            raise SettingError("examples", f"must not be negative, got {self.examples}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +109,7 @@ class _PartitionTask:
     bits: int
     parts: list[PartFiles]
     min_jaccard: float | None
+    numbers: InputNumbers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,7 +129,7 @@ class _WriteTask:
     members: np.ndarray  # indices in the part of the documents in clusters, ascending
     cluster_size: np.ndarray  # of each
     kept: np.ndarray  # the docid each one's cluster keeps
-    kept_records: dict  # kept docid -> its DocumentRecord.identity(), for this part's removed documents
+    kept_names: "_Names"  # of the copies kept in place of this part's removed documents
     exact: np.ndarray  # whether each removed one is an exact duplicate of its kept copy
     signature_parts: dict  # part index -> PartFiles, for the estimated Jaccard of removed and kept
 
@@ -153,28 +151,35 @@ def run(config: DedupConfig, ctx: StageContext) -> StageCounts:
     documents = sum(r["documents"] for r in signed)
     if documents == 0:
         raise DataError(f"{ctx.inputs['filter']}: no documents in {len(parts)} part file(s)")
+    if documents >= 1 << 32:
+        raise DataError(f"{ctx.inputs['filter']}: {documents:,} documents; dedup numbers them in 32 bits: at most "
+                        f"{(1 << 32) - 1:,} a run")
     files = [t.files for t in tasks]
+    _warn_of_settings_that_decide_nothing(config, files, {name for r in signed for name in r["sources"]}, ctx)
+    numbers = InputNumbers([r["documents"] for r in signed])
 
-    pairs, pair_counts = _merged_pairs(config, files, sum(r["records"] for r in signed), ctx)
-    clusters = _Clusters.of(pairs, files)
+    pair_keys, pair_counts = _merged_pairs(config, files, numbers, sum(r["records"] for r in signed), ctx)
+    clusters = _Clusters.of(pair_keys, numbers, files)
+    del pair_keys
     examples = clusters.examples(config.examples)
-    resolved = _resolve(parts, clusters, examples, ctx)
+    names, shown = _resolve(parts, clusters, examples, ctx)
 
     removed_dir = ctx.scratch() / "removed"
     removed_dir.mkdir(exist_ok=True)
-    write_tasks = [clusters.write_task(i, path, ctx.out_dir, removed_dir / f"{path.stem}.jsonl", files, resolved)
-                   for i, path in enumerate(parts)]
+    removed_lines = [removed_dir / f"{path.stem}.jsonl" for path in parts]
+    write_tasks = (clusters.write_task(i, path, ctx.out_dir, removed_lines[i], files, names)
+                   for i, path in enumerate(parts))  # made as the executor takes them: each holds its part's share
     written = []
     with progress(len(parts), "dedup: writing", unit="part", quiet=ctx.quiet) as bar:
         for result in ctx.executor.map(_write_part, write_tasks):
             written.append(result)
             bar.update(1)
     with atomic_write(ctx.out_dir / "removed.jsonl", "wb") as out:
-        for task in write_tasks:
-            with open(task.removed_lines, "rb") as f:
+        for path in removed_lines:
+            with open(path, "rb") as f:
                 shutil.copyfileobj(f, out)
 
-    report = _report(signed, written, clusters, pair_counts, examples, resolved)
+    report = _report(signed, written, clusters, pair_counts, examples, names, shown)
     write_json(ctx.out_dir / "report.json", report)
     remove_tree(ctx.cache_dir)  # the signed parts: only a killed run's re-run needs them
     totals = report["documents"]
@@ -185,6 +190,24 @@ def run(config: DedupConfig, ctx: StageContext) -> StageCounts:
                         "clusters": report["clusters"]["count"], "largest_cluster": report["clusters"]["largest"]},
                        sources={name: {"documents_kept": row["documents_kept"], "removed": row["exact"] + row["near"]}
                                 for name, row in report["sources"].items()})
+
+
+def _warn_of_settings_that_decide_nothing(config: DedupConfig, files: list[PartFiles], sources: set[str],
+                                          ctx: StageContext) -> None:
+    """A warning for an `ngram` no document reaches (each document is then one shingle, its whole text: only copies
+    with the same tokens merge) and for a `prefer_sources` (other than the default) that names no source here."""
+    if config.method == "minhash":
+        longest = 0
+        for part in files:
+            with np.load(part.info) as info:
+                longest = max(longest, int(info["tokens"].max(initial=0)))
+        if longest <= config.ngram:
+            ctx.log.warning("dedup: dedup.ngram is %d and no document has more tokens (the longest: %d): each is one "
+                            "shingle, its whole text, so only copies with the same tokens merge and near-duplicate "
+                            "detection is off; lower dedup.ngram", config.ngram, longest)
+    if config.prefer_sources not in ([], DedupConfig().prefer_sources) and not sources & set(config.prefer_sources):
+        ctx.log.warning("dedup: dedup.prefer_sources names no source of this run (%s; its sources: %s): it decides "
+                        "no cluster's kept copy", ", ".join(config.prefer_sources), ", ".join(sorted(sources)))
 
 
 def _settings_key(config: DedupConfig) -> str:
@@ -273,30 +296,35 @@ def _save(path: Path, array: np.ndarray) -> None:
 
 # --- pass 2: candidate pairs per partition --------------------------------------------------------------
 
-def _merged_pairs(config: DedupConfig, files: list[PartFiles], records: int, ctx: StageContext
-                  ) -> tuple[np.ndarray, dict]:
-    """All pairs to merge, unique, and the candidate counts; the key space is split so that one partition's
-    records take at most partition_mib."""
+def _merged_pairs(config: DedupConfig, files: list[PartFiles], numbers: InputNumbers, records: int,
+                  ctx: StageContext) -> tuple[np.ndarray, dict]:
+    """All pairs to merge, as unique pair keys (InputNumbers.pair_keys), and the candidate counts; the key space is
+    split so that one partition's records take at most partition_mib. A pair comes from every partition holding a
+    band key (or the exact-text key) its two documents share, up to bands + 1 times: the repeats are dropped as the
+    partitions' pairs come in, so that what is held grows with the unique pairs (twice them at most)."""
     counts = {"exact_pairs": 0, "band_pairs": 0, "rejected_pairs": 0}
     if config.method == "none":
-        return unique_pairs(np.zeros((0, 2), dtype=np.uint64)), counts
+        return merge_pair_keys([]), counts
     bits = max(0, math.ceil(math.log2(max(1.0, records * RECORD_BYTES / (config.partition_mib << 20)))))
     min_jaccard = config.min_jaccard if config.method == "minhash" else None
-    tasks = [_PartitionTask(p, bits, files, min_jaccard) for p in range(1 << bits)]
-    found = []
+    tasks = [_PartitionTask(p, bits, files, min_jaccard, numbers) for p in range(1 << bits)]
+    merged, pending = merge_pair_keys([]), []
     with progress(len(tasks), "dedup: candidate pairs", unit="partition", quiet=ctx.quiet) as bar:
-        for pairs, partition_counts in ctx.executor.map(_partition_pairs, tasks):
-            found.append(pairs)
+        for keys, partition_counts in ctx.executor.map(_partition_pairs, tasks):
+            pending.append(keys)
+            if sum(map(len, pending)) > len(merged):
+                merged, pending = merge_pair_keys([merged, *pending]), []
             for name, value in partition_counts.items():
                 counts[name] += value
             bar.update(1)
-    pairs = unique_pairs(np.concatenate(found))
-    counts["merged_pairs"] = len(pairs)
-    return pairs, counts
+    merged = merge_pair_keys([merged, *pending])
+    counts["merged_pairs"] = len(merged)
+    return merged, counts
 
 
 def _partition_pairs(task: _PartitionTask) -> tuple[np.ndarray, dict]:
-    return candidate_pairs(task.parts, task.partition, task.bits, task.min_jaccard)
+    first, second, counts = candidate_pairs(task.parts, task.partition, task.bits, task.min_jaccard)
+    return task.numbers.pair_keys(first, second), counts
 
 
 # --- pass 3: clusters -------------------------------------------------------------------------------
@@ -312,8 +340,10 @@ class _Clusters:
     files: dict[int, PartFiles]
 
     @classmethod
-    def of(cls, pairs: np.ndarray, files: list[PartFiles]) -> "_Clusters":
-        ids, root = components(pairs)
+    def of(cls, pair_keys: np.ndarray, numbers: InputNumbers, files: list[PartFiles]) -> "_Clusters":
+        members, root = components(pair_keys)
+        ids = numbers.docids(members)
+        del members
         rank, length, exact_key_ = (np.zeros(len(ids), dtype=dtype) for dtype in (np.int32, np.int64, np.uint64))
         parts, starts = np.unique(part_of(ids), return_index=True)  # ids ascend: each part's are a slice
         for part, lo, hi in zip(parts.tolist(), starts.tolist(), [*starts[1:].tolist(), len(ids)]):
@@ -349,49 +379,81 @@ class _Clusters:
         return shown
 
     def write_task(self, index: int, text: Path, out_dir: Path, removed_lines: Path, files: list[PartFiles],
-                   resolved: dict) -> _WriteTask:
+                   names: "_Names") -> _WriteTask:
         mine = self.in_part(index)
         kept_ids = self.ids[self.kept[mine]]
         removed = kept_ids != self.ids[mine]
         kept_of_removed = kept_ids[removed]
         return _WriteTask(index, text, out_dir, removed_lines, files[index], local_of(self.ids[mine]),
-                          self.size[mine], kept_ids, {int(i): resolved[int(i)][0] for i in kept_of_removed},
+                          self.size[mine], kept_ids, names.subset(kept_of_removed),
                           self.exact[mine][removed],
                           {int(p): self.files[int(p)] for p in np.unique(part_of(kept_of_removed))})
 
 
 # --- pass 4: records of the kept copies and of the examples ------------------------------------------------
 
-def _resolve(parts: list[Path], clusters: _Clusters, examples: dict, ctx: StageContext) -> dict[int, tuple]:
-    """docid -> (DocumentRecord.identity(), title, text sample or None) of each cluster's kept copy and of the
-    examples."""
+@dataclasses.dataclass(frozen=True)
+class _Names:
+    """The DocumentRecord.identity() of documents, by docid: the JSON of each in one string, with where each ends
+    (~50 bytes a document, where a dict per document takes ~500)."""
+    ids: np.ndarray  # ascending
+    ends: np.ndarray  # where each one's JSON ends in `text`
+    text: str
+
+    @classmethod
+    def of(cls, ids: np.ndarray, identities: list[str]) -> "_Names":
+        return cls(ids, np.cumsum([len(i) for i in identities], dtype=np.int64), "".join(identities))
+
+    def __getitem__(self, docid: int) -> dict:
+        at = int(np.searchsorted(self.ids, np.uint64(docid)))
+        return json.loads(self.text[self.ends[at - 1] if at else 0:self.ends[at]])
+
+    def subset(self, ids: np.ndarray) -> "_Names":
+        wanted = np.unique(ids)
+        return _Names.of(wanted, [json.dumps(self[docid]) for docid in wanted.tolist()])
+
+    @classmethod
+    def joined(cls, ids: np.ndarray, pieces: list["_Names"]) -> "_Names":
+        """The names of `pieces` (consecutive runs of `ids`), under `ids`."""
+        offsets = np.cumsum([0] + [len(piece.text) for piece in pieces[:-1]], dtype=np.int64)
+        ends = [piece.ends + offset for piece, offset in zip(pieces, offsets)]
+        return cls(ids, np.concatenate([np.zeros(0, dtype=np.int64), *ends]), "".join(p.text for p in pieces))
+
+
+def _resolve(parts: list[Path], clusters: _Clusters, examples: dict, ctx: StageContext) -> tuple[_Names, dict]:
+    """The names (DocumentRecord.identity()) of each cluster's kept copy and of the examples' members, and the
+    examples' (title, text sample) by docid."""
     shown = [members for cluster_members in examples.values() for members in cluster_members]
     sampled = clusters.ids[np.concatenate([np.zeros(0, dtype=np.int64), *shown])]
     wanted = np.union1d(clusters.ids[clusters.kept], sampled)
     owners, starts = np.unique(part_of(wanted), return_index=True)  # wanted is sorted: by part
     tasks = [_ResolveTask(parts[part], local_of(mine), local_of(mine[np.isin(mine, sampled)]))
              for part, mine in zip(owners, np.split(wanted, starts[1:]))]
-    resolved = {}
+    names, texts = [], {}
     with progress(len(tasks), "dedup: cluster records", unit="part", quiet=ctx.quiet) as bar:
-        for part, found in zip(owners.tolist(), ctx.executor.map(_resolve_part, tasks)):
-            resolved.update({part << PART_SHIFT | local: value for local, value in found.items()})
+        for part, (part_names, part_texts) in zip(owners.tolist(), ctx.executor.map(_resolve_part, tasks)):
+            names.append(part_names)
+            texts.update({part << PART_SHIFT | local: value for local, value in part_texts.items()})
             bar.update(1)
-    return resolved
+    return _Names.joined(wanted, names), texts
 
 
-def _resolve_part(task: _ResolveTask) -> dict[int, tuple]:
+def _resolve_part(task: _ResolveTask) -> tuple[_Names, dict[int, tuple]]:
+    """The names of the wanted documents (by their index in the part) and the sampled ones' (title, text sample)."""
     wanted, sampled = set(task.wanted.tolist()), set(task.sampled.tolist())
-    found = {}
+    identities, texts = {}, {}
     if sampled:
         documents = ((record, " ".join(sentences)) for record, sentences in iter_documents_with_records(task.text))
     else:
         documents = ((record, None) for record in iter_records(task.text))
     for local, (record, text) in enumerate(documents):
         if local in wanted:
-            found[local] = (record.identity(), record.title, text[:SAMPLE_CHARS] if local in sampled else None)
-            if len(found) == len(wanted):
+            identities[local] = json.dumps(record.identity())
+            if local in sampled:
+                texts[local] = (record.title, text[:SAMPLE_CHARS])
+            if len(identities) == len(wanted):
                 break
-    return found
+    return _Names.of(task.wanted, [identities[local] for local in task.wanted.tolist()]), texts
 
 
 # --- pass 5: the kept documents -------------------------------------------------------------------------
@@ -420,7 +482,7 @@ def _write_part(task: _WriteTask) -> dict:
                 n = removed_at[local]
                 kind = "exact" if task.exact[n] else "near"
                 totals[kind] += 1
-                kept = {f"kept_{key}": value for key, value in task.kept_records[kept_of[n]].items()}
+                kept = {f"kept_{key}": value for key, value in task.kept_names[kept_of[n]].items()}
                 removed_out.write(json.dumps({**record.identity(), "title": record.title, **kept, "duplicate": kind,
                                               "jaccard": round(float(similarity[n]), 3)}, ensure_ascii=False))
                 removed_out.write("\n")
@@ -436,7 +498,7 @@ def _write_part(task: _WriteTask) -> dict:
 # --- report -----------------------------------------------------------------------------------------
 
 def _report(signed: list[dict], written: list[dict], clusters: _Clusters, pair_counts: dict, examples: dict,
-            resolved: dict) -> dict:
+            names: _Names, shown: dict) -> dict:
     sources: dict[str, dict[str, int]] = {}
     for counts in signed:
         for source, totals in counts["sources"].items():
@@ -463,8 +525,8 @@ def _report(signed: list[dict], written: list[dict], clusters: _Clusters, pair_c
         "candidates": pair_counts,
         "clusters": {"count": len(cluster_sizes), "documents": int(cluster_sizes.sum()),
                      "largest": int(cluster_sizes.max(initial=0)), "sizes": _histogram(cluster_sizes)},
-        **{name: [_shown_cluster(members, clusters, resolved) for members in shown]
-           for name, shown in examples.items()},
+        **{name: [_shown_cluster(members, clusters, names, shown) for members in example_members]
+           for name, example_members in examples.items()},
     }
 
 
@@ -478,7 +540,7 @@ def _histogram(sizes: np.ndarray) -> dict[str, int]:
     return histogram
 
 
-def _shown_cluster(members: np.ndarray, clusters: _Clusters, resolved: dict) -> dict:
+def _shown_cluster(members: np.ndarray, clusters: _Clusters, names: _Names, shown_texts: dict) -> dict:
     ids = clusters.ids[members]
     similarity = np.ones(len(members))
     kept_id = clusters.ids[clusters.kept[members[0]]]
@@ -487,7 +549,8 @@ def _shown_cluster(members: np.ndarray, clusters: _Clusters, resolved: dict) -> 
         similarity = estimated_jaccard(reader.rows(ids), reader.rows(np.full(len(ids), kept_id)))
     shown = []
     for member, docid, jaccard in zip(members, ids, similarity):
-        identity, title, sample = resolved[int(docid)]
+        title, sample = shown_texts[int(docid)]
+        identity = names[int(docid)]
         shown.append({**identity, "title": title,
                       "duplicate": "kept" if docid == kept_id else "exact" if clusters.exact[member] else "near",
                       "jaccard": round(float(jaccard), 3), "text": sample})

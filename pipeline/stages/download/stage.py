@@ -33,7 +33,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from wiki2bert_core.config import SettingError, changeable
+from wiki2bert_core.config import SettingError, changeable, check_minimum
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import file_fingerprint, remove_tree, write_json
 from pipeline.stages.download.http import HttpClient, RetryPolicy, NotFound, NotReady, RemoteFile, check_magic
@@ -60,13 +60,10 @@ class DownloadConfig:
     chunk_bytes: int = changeable(1 << 20)  # read/write block size
 
     def __post_init__(self):
-        for name in ("retries", "backoff_s"):
-            if (value := getattr(self, name)) < 0:
-                raise SettingError(name, f"must not be negative, got {value}")
+        check_minimum(self, 0, "retries", "backoff_s")
+        check_minimum(self, 1, "chunk_bytes")
         if self.timeout_s <= 0:
             raise SettingError("timeout_s", f"must be above 0, got {self.timeout_s}")
-        if self.chunk_bytes < 1:
-            raise SettingError("chunk_bytes", f"must be at least 1, got {self.chunk_bytes}")
 
 
 def run(config: DownloadConfig, ctx: StageContext) -> StageCounts:

@@ -35,7 +35,8 @@ from wikiextractor import template_blob
 from wikiextractor.extract import (_DEFAULT_IGNORED_TAG_PATTERNS, Extractor, MagicWords, ignoreTag,
                                    resolve_template_page)
 
-from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.config import check_minimum
+from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import read_json
 from wiki2bert_core.log import progress
 from wiki2bert_core.wordpiece import neutralize_special_tokens
@@ -67,8 +68,7 @@ class ExtractConfig:
     allow_truncated: bool = False
 
     def __post_init__(self):
-        if self.articles_per_part < 1:
-            raise ConfigError(f"extract.articles_per_part: must be at least 1, got {self.articles_per_part}")
+        check_minimum(self, 1, "articles_per_part")
 
 
 @dataclasses.dataclass(frozen=True)

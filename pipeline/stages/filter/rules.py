@@ -57,13 +57,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-import string
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from wiki2bert_core.config import SettingError
-from pipeline.words import UNSPACED_LETTER_CODES, split_unspaced
+from pipeline.words import DIGIT, LETTER, PUNCT, UNSPACED, UPPER, WORD, character_flags, split_unspaced, word_hashes
 
 if TYPE_CHECKING:
     from pipeline.stages.filter.stage import FilterConfig
@@ -166,24 +165,10 @@ class Verdict:
     starts: list[int] = dataclasses.field(default_factory=lambda: [0])
 
 
-UPPER, DIGIT, PUNCT, LETTER, WORD = 1, 2, 4, 8, 16
-# FLAG_SUMS[flags] -> which of (upper, digit, punct, letter) a character with those flags counts for.
-FLAG_SUMS = np.array([[(f >> bit) & 1 for bit in range(4)] for f in range(32)], dtype=np.int64)
-
-
-@functools.cache
-def _char_flags() -> np.ndarray:
-    """Flags of every code point, as TurkuNLP counts them: str.isupper, str.isdigit, string.punctuation, and
-    letter = a word character that is not a decimal digit or "_" (regex [^\\W\\d_]); and word = regex \\w."""
-    def flags_of(code: int) -> int:
-        c = chr(code)
-        alnum = c.isalnum()
-        return (UPPER * c.isupper() | DIGIT * c.isdigit() | LETTER * (alnum and not c.isdecimal())
-                | WORD * (alnum or c == "_"))
-
-    flags = np.fromiter(map(flags_of, range(0x110000)), np.uint8, 0x110000)
-    flags[[ord(c) for c in string.punctuation]] |= PUNCT
-    return flags
+COUNTED = UPPER | DIGIT | PUNCT | LETTER  # the flags (pipeline.words) rule 3 counts
+# FLAG_SUMS[flags & COUNTED] -> which of (upper, digit, punct, letter) a character with those flags counts for
+FLAG_SUMS = np.array([[bool(f & flag) for flag in (UPPER, DIGIT, PUNCT, LETTER)] for f in range(COUNTED + 1)],
+                     dtype=np.int64)
 
 
 class DocumentChecker:
@@ -191,21 +176,19 @@ class DocumentChecker:
         self.config = config
         self.language = language
         self.check_language = check_language
-        self.flags = _char_flags()
+        self.flags = character_flags()
         alphabet = config.word_chars
         if alphabet:
             upper = "".join(u for u in (c.upper() for c in alphabet) if len(u) == 1 and u not in alphabet)
             capital = f"[{re.escape(upper)}]?" if upper else ""
             self.word = re.compile(rf"\b{capital}[{re.escape(alphabet)}]{{2,}}\b")
             self.flags = self.flags.copy()  # letters of the alphabet are not foreign
-            self.flags[[ord(c) for c in alphabet + upper]] &= ~np.uint8(LETTER)
+            self.flags[[ord(c) for c in alphabet + upper]] &= ~np.uint16(LETTER)
         else:
             self.word = re.compile(r"\b[^\W\d_]{2,}\b")
         # the words of the repetition and word rules (module docstring): word characters, and letters of unspaced
         # scripts each a word of its own where chars_per_word is set
-        self.single = np.zeros(0x110000, bool)
-        if config.chars_per_word is not None:
-            self.single[UNSPACED_LETTER_CODES] = True
+        self.own_word_flag = UNSPACED if config.chars_per_word is not None else 0
         self.stop_words = np.unique(self.plain_words(" ".join(config.stop_words))[1])
         self.policy_phrases = tuple(p.casefold() for p in config.policy_phrases)
         self.terminal_punctuation = tuple(config.terminal_punctuation)
@@ -312,7 +295,7 @@ class DocumentChecker:
         words = len(self.word.findall(rest)) + unspaced_words
         chars = len(text) - (n - 1)
         upper, digit, punct, foreign = np.bincount(
-            self.flags[np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)],
+            self.flags[np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)] & COUNTED,
             minlength=len(FLAG_SUMS)) @ FLAG_SUMS
         capped = c.long_documents == "drop"  # split: long documents are cut, not dropped
         checks = (
@@ -348,22 +331,17 @@ class DocumentChecker:
     def plain_words(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(characters, hash) of each word of the casefolded `text`, in order, and the characters between each word
         and the next: the words of rules 1 and 4, found with the character table instead of a regex, hashed as the
-        polynomial of their code points mod 2**64."""
+        polynomial of their code points (pipeline.words.word_hashes)."""
         codes = np.frombuffer(text.casefold().encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-        single = self.single[codes]
-        word = (self.flags[codes] & WORD).astype(bool) | single
+        flags = self.flags[codes]
+        single = (flags & self.own_word_flag).astype(bool)
+        word = (flags & WORD).astype(bool) | single
         after_word = np.concatenate(([False], word[:-1]))
         after_single = np.concatenate(([False], single[:-1]))
         starts = np.flatnonzero(word & (~after_word | single | after_single))
         chars = codes[word].astype(np.uint64)
         lengths = np.diff(np.append(np.cumsum(word)[starts] - 1, len(chars)))
-        offsets = np.cumsum(lengths) - lengths
-        position = np.arange(len(chars)) - np.repeat(offsets, lengths)
-        powers = np.full(int(lengths.max(initial=1)), WORD_HASH_FACTOR, np.uint64)
-        powers[0] = 1
-        powers = np.cumprod(powers)
-        hashes = np.add.reduceat(chars * powers[position], offsets) if len(offsets) else np.zeros(0, np.uint64)
-        return lengths, hashes, starts[1:] - starts[:-1] - lengths[:-1]
+        return lengths, word_hashes(chars, np.cumsum(lengths) - lengths), starts[1:] - starts[:-1] - lengths[:-1]
 
     def _language(self, r: RuleSet, sentences: list[str]) -> int:
         if not self.check_language:
@@ -396,7 +374,6 @@ def _repeats(items: list[str]) -> tuple[int, int]:
     return count, chars
 
 
-WORD_HASH_FACTOR = np.uint64(0x100000001B3)  # odd: a word's hash is its code points in base this, mod 2**64
 NGRAM_HASH_FACTOR = np.uint64(0x9E3779B97F4A7C15)  # odd: an n-gram's hash is its words' hashes in base this
 
 

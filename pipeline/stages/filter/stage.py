@@ -32,7 +32,7 @@ from typing import Literal
 
 import numpy as np
 
-from wiki2bert_core.config import SettingError
+from wiki2bert_core.config import SettingError, check_minimum
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import atomic_write, write_json
 from wiki2bert_core.log import progress
@@ -92,10 +92,8 @@ class FilterConfig:
                                    f"{', '.join(sorted(self.rule_sets))})")
         for name, rule_set in self.rule_sets.items():
             rule_set.check_ranges(f"rule_sets.{name}.")
-        if self.examples < 0:
-            raise SettingError("examples", f"must not be negative, got {self.examples}")
-        if self.langid_chars < 1:
-            raise SettingError("langid_chars", f"must be at least 1, got {self.langid_chars}")
+        check_minimum(self, 0, "examples")
+        check_minimum(self, 1, "langid_chars")
         if self.chars_per_word is not None and not self.chars_per_word > 0:
             raise SettingError("chars_per_word", f"must be positive (or null), got {self.chars_per_word}")
 
@@ -123,7 +121,7 @@ def run(config: FilterConfig, ctx: StageContext) -> StageCounts:
     if documents.sum() == 0:
         raise DataError(f"{ctx.inputs['sentences']}: no documents in {len(parts)} part file(s)")
     if documents[KEPT] == 0:
-        raise DataError(f"filter: all {documents.sum():,} documents were dropped ("
+        raise DataError(f"filter: all {documents.sum():,} documents of language {ctx.lang} were dropped ("
                         + ", ".join(f"{REASONS[i - 1]} {n:,}" for i, n in enumerate(documents) if i and n)
                         + "): check --lang and the filter thresholds in stages.yaml")
 
@@ -148,11 +146,16 @@ def run(config: FilterConfig, ctx: StageContext) -> StageCounts:
                                 for name, figures in report["sources"].items()})
 
 
+def unknown_to_langid(config: FilterConfig, language: str) -> bool:
+    """Whether the language identifier config.langid does not know `language`: the language check is then off."""
+    return config.langid != "none" and language not in identifier(config.langid)[1]
+
+
 def _language_check(config: FilterConfig, language: str, ctx: StageContext) -> tuple[bool, str]:
     """(whether documents are checked for `language`, what report.json says about it)."""
     if config.langid == "none":
         return False, "off"
-    if language not in identifier(config.langid)[1]:
+    if unknown_to_langid(config, language):
         note = f"skipped: {config.langid} does not know language {language!r} (set filter.language or filter.langid)"
         ctx.log.warning("filter: language check %s", note)
         return False, note

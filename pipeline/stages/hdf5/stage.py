@@ -39,9 +39,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 import tokenizers
-from tokenizers import Tokenizer, normalizers
+from tokenizers import Tokenizer
 
-from wiki2bert_core.config import added_later, hashed_values
+from wiki2bert_core.config import SettingError, added_later, check_minimum, hashed_values
 from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import read_json, remove_tree, sha256_file
@@ -54,8 +54,10 @@ from pipeline.stages.hdf5.tokenize import TokenFiles, id_dtype, token_batches
 from pipeline.stages import Stage, StageContext, StageCounts
 from wiki2bert_core.variant_dir import (MIXTURE_FILE, SEGMENT_PAIR, SEQUENCE_KINDS, SPLITS, TEST, TRAINING, Mixture,
                                         VariantParams, file_language, split_file, write_variant_files)
+from pipeline.tokenizer_files import lowercases, tokenizer_kind
 from wiki2bert_core.wordpiece import (load_tokenizer, one_tokenizer_thread, read_vocab, special_token_ids,
-                                     tokenizer_from_json, write_tokenizer_files)
+                                     special_token_names, tokenizer_from_json, word_start_marker,
+                                     write_tokenizer_files)
 
 # the version of how the files' bytes are made (masking, wiki2bert_core/masking.py, included): a change to it must raise
 # it. Part of each finished file's key (resume) and the stage's output_format (work directories made before show the
@@ -94,42 +96,39 @@ class Hdf5Config:
 
     def __post_init__(self):
         if not self.variants:
-            raise ConfigError("hdf5.variants: at least one variant is needed")
+            raise SettingError("variants", "at least one variant is needed")
         for i, v in enumerate(self.variants):
             if v.sequence_kind not in SEQUENCE_KINDS:
-                raise ConfigError(f"hdf5.variants[{i}].sequence_kind: {v.sequence_kind!r} is not one of "
-                                  f"{', '.join(SEQUENCE_KINDS)}")
+                raise SettingError(f"variants[{i}].sequence_kind",
+                                   f"{v.sequence_kind!r} is not one of {', '.join(SEQUENCE_KINDS)}")
             layout = "[CLS] A [SEP] B [SEP]" if v.sequence_kind == SEGMENT_PAIR else "[CLS] sentences [SEP]"
             special = 3 if v.sequence_kind == SEGMENT_PAIR else 2  # the [CLS] and [SEP]s of the layout
             shortest = len(layout.split())
             if v.max_seq_length < shortest:
-                raise ConfigError(f"hdf5.variants[{i}].max_seq_length: {v.max_seq_length} is less than {shortest} "
-                                  f"({layout})")
+                raise SettingError(f"variants[{i}].max_seq_length",
+                                   f"{v.max_seq_length} is less than {shortest} ({layout})")
             if not 1 <= v.max_predictions_per_seq <= v.max_seq_length - special:
-                raise ConfigError(f"hdf5.variants[{i}].max_predictions_per_seq: must be in "
-                                  f"1..max_seq_length-{special}")
+                raise SettingError(f"variants[{i}].max_predictions_per_seq", f"must be in 1..max_seq_length-{special}")
         if len(set(self.variants)) < len(self.variants):
-            raise ConfigError("hdf5.variants: the same variant is listed twice")
+            raise SettingError("variants", "the same variant is listed twice")
         if not 0.0 < self.masked_lm_prob < 1.0:
-            raise ConfigError(f"hdf5.masked_lm_prob: {self.masked_lm_prob} is not between 0 and 1")
+            raise SettingError("masked_lm_prob", f"{self.masked_lm_prob} is not between 0 and 1")
         if not 0.0 <= self.short_seq_prob <= 1.0:
-            raise ConfigError(f"hdf5.short_seq_prob: {self.short_seq_prob} is not between 0 and 1")
-        if self.dupe_factor < 1:
-            raise ConfigError("hdf5.dupe_factor: must be at least 1")
-        if self.random_seed < 0:
-            raise ConfigError("hdf5.random_seed: must not be negative")
+            raise SettingError("short_seq_prob", f"{self.short_seq_prob} is not between 0 and 1")
+        check_minimum(self, 1, "dupe_factor", "window_tokens")
+        check_minimum(self, 0, "random_seed")
         if not 0 <= self.gzip_level <= 9:
-            raise ConfigError("hdf5.gzip_level: must be in 0..9")
-        if self.window_tokens < 1:
-            raise ConfigError("hdf5.window_tokens: must be at least 1")
+            raise SettingError("gzip_level", f"must be in 0..9, got {self.gzip_level}")
 
 
 def variant_params(config: Hdf5Config, variant: Variant, lower_case: bool, vocab: dict[str, int],
-                   mixture: Mixture | None = None) -> VariantParams:
+                   mixture: Mixture | None, special_ids: dict[str, int], tokenizer_kind: str,
+                   word_start: str) -> VariantParams:
     short_seq_prob = config.short_seq_prob if variant.sequence_kind == SEGMENT_PAIR else 0.0  # none injected
     return VariantParams(variant.max_seq_length, variant.max_predictions_per_seq, config.masked_lm_prob,
                          config.dupe_factor, short_seq_prob, config.random_seed, config.whole_word_masking,
-                         lower_case, len(vocab), special_token_ids(vocab), variant.sequence_kind, mixture)
+                         lower_case, len(vocab), special_ids, variant.sequence_kind, mixture, tokenizer_kind,
+                         word_start)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,12 +143,16 @@ def run(config: Hdf5Config, ctx: StageContext) -> StageCounts:
     shard_dir, vocab_dir = Path(ctx.inputs["shard"]), Path(ctx.inputs["vocab"])
     shards = _list_shards(shard_dir)
     vocab = read_vocab(vocab_dir / "vocab.txt")
+    special_ids = special_token_ids(vocab, special_token_names(vocab_dir))
     tokenizer = load_tokenizer(vocab_dir)
     _check_tokenizer_matches(tokenizer, vocab, vocab_dir)
-    lower_case = _lowercases(tokenizer)
+    lower_case = lowercases(tokenizer)
+    kind = tokenizer_kind(tokenizer, vocab_dir / "tokenizer.json")
+    word_start = "" if kind == "wordpiece" else word_start_marker(vocab)
     mixture = (Mixture.from_dict(read_json(shard_dir / MIXTURE_FILE), shard_dir / MIXTURE_FILE)
                if (shard_dir / MIXTURE_FILE).is_file() else None)
-    params = {v: variant_params(config, v, lower_case, vocab, mixture) for v in config.variants}
+    params = {v: variant_params(config, v, lower_case, vocab, mixture, special_ids, kind, word_start)
+              for v in config.variants}
     variant_dirs = {v: ctx.out_dir / p.dir_name for v, p in params.items()}
     files = {(v, split, path): f"{variant_dirs[v].name}/{split_file(split, path.stem)}"
              for v in config.variants for split, path in shards}
@@ -163,12 +166,12 @@ def run(config: Hdf5Config, ctx: StageContext) -> StageCounts:
         ctx.log.info("hdf5: reusing %d of %d files finished by an earlier attempt", len(reused), len(files))
     to_tokenize = [(split, path) for split, path in shards if any((v, split, path) not in reused for v in variant_dirs)]
     shard_counts = {path: c["shard"] for (_, _, path), c in reused.items()}
-    shard_counts.update(_tokenize_shards(to_tokenize, tokenizer, tokenizer_json, special_token_ids(vocab), ctx))
+    shard_counts.update(_tokenize_shards(to_tokenize, tokenizer, tokenizer_json, special_ids, ctx))
     totals = {"shards": len(shards), **{key: sum(c[key] for c in shard_counts.values())
                                         for key in ("documents", "sentences", "input_tokens")}}
     if totals["input_tokens"] == 0:
         raise DataError(f"{shard_dir}: the shards hold no text to make instances from")
-    masking_vocab = MaskingVocab.from_vocab(vocab)
+    masking_vocab = MaskingVocab.from_vocab(vocab, special_ids, word_start, tokenizer.get_added_tokens_decoder())
     tasks = [InstanceFile(path.stem, ctx.scratch() / "tokens" / path.stem, finished.root, relative,
                           keys[(v, split, path)], shard_counts[path],
                           Masking(masking_vocab, config.masked_lm_prob, v.max_predictions_per_seq,
@@ -308,23 +311,13 @@ def _list_shards(shard_dir: Path) -> list[tuple[str, Path]]:
 
 
 def _check_tokenizer_matches(tokenizer, vocab: dict[str, int], vocab_dir: Path) -> None:
-    for token, token_id in special_token_ids(vocab).items():
+    for token, token_id in ((token, vocab[token]) for token in special_token_names(vocab_dir).values()):
         if tokenizer.token_to_id(token) != token_id:
             raise DataError(f"{vocab_dir}: tokenizer.json gives {token} id {tokenizer.token_to_id(token)}, "
                                 f"vocab.txt {token_id}")
     if tokenizer.get_vocab_size() != len(vocab):
         raise DataError(f"{vocab_dir}: tokenizer.json has {tokenizer.get_vocab_size()} tokens, "
                             f"vocab.txt {len(vocab)}")
-
-
-def _lowercases(tokenizer) -> bool:
-    """Whether the tokenizer's normalizer lowercases (BertNormalizer's flag, or a Lowercase step)."""
-    def walk(normalizer) -> bool:
-        if isinstance(normalizer, normalizers.Sequence):
-            return any(walk(child) for child in normalizer)
-        return isinstance(normalizer, normalizers.Lowercase) or \
-            (isinstance(normalizer, normalizers.BertNormalizer) and normalizer.lowercase)
-    return walk(tokenizer.normalizer)
 
 
 def _tokenize_shard(task: _TokenizeTask) -> dict:

@@ -32,14 +32,14 @@ regexes, and users add abbreviations for their language in stages.yaml (`sentenc
 from __future__ import annotations
 
 import bisect
-import contextlib
 import dataclasses
 import functools
 import importlib.util
-import io
 import itertools
 import platform
 import re
+import shlex
+import subprocess
 from pathlib import Path
 
 from wiki2bert_core.config import read_yaml
@@ -263,24 +263,33 @@ def check_quntoken() -> None:
                             "(pip install quntoken==3.3.2, or --set sentences.splitter=rules)")
 
 
+def run_quntoken(text: str) -> tuple[str, str]:
+    """(stdout, stderr) of quntoken's sentence pipeline (`quntoken.tokenize(form="spl", mode="sentence")`'s
+    binaries) on `text`, its shell waited for: tokenize never waits for the shell it starts, which then stays a
+    zombie until Python collects it, or outlives a worker process and waits for PID 1 to reap it."""
+    from quntoken.quntoken import get_modules
+
+    binaries = Path(importlib.util.find_spec("quntoken").origin).parent
+    command = " | ".join(shlex.quote(str(binaries / f"qt_{module}"))
+                         for module in get_modules("spl", "sentence", word_break=False))
+    done = subprocess.run(command, shell=True, input=text, capture_output=True, encoding="utf-8")
+    return done.stdout, done.stderr
+
+
 class QuntokenSplitter:
     """Hungarian sentence splitting with quntoken; see the module docstring for the alignment."""
 
     def split(self, paragraphs: list[str]) -> list[list[str]]:
-        from quntoken import tokenize
-
         if not paragraphs:
             return []
         # quntoken deletes zero-width joiners; dropping them first keeps the character counts equal.
         paragraphs = [p.replace("\u200d", "") for p in paragraphs]
-        stderr = io.StringIO()
-        with contextlib.redirect_stderr(stderr):  # one "invalid character" line per replaced character
-            output = "".join(tokenize(["".join(p + "\n\n" for p in paragraphs)], form="spl", mode="sentence"))
+        output, stderr = run_quntoken("".join(p + "\n\n" for p in paragraphs))
         sentences = output.split("\n")
         sentence_ends = list(itertools.accumulate(len(s) for s in output.replace(" ", "").split("\n")))
         paragraph_ends = list(itertools.accumulate(len(p) - p.count(" ") for p in paragraphs))
         if sentence_ends[-1:] != paragraph_ends[-1:]:
-            problems = [line for line in stderr.getvalue().splitlines()
+            problems = [line for line in stderr.splitlines()
                         if line.strip() and not line.startswith("invalid character")]
             raise DataError(f"quntoken returned {sum(sentence_ends[-1:]):,} non-space characters for "
                                 f"{paragraph_ends[-1]:,}" + (f": {problems[0]}" if problems else ""))

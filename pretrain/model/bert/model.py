@@ -3,8 +3,8 @@ masked-LM head alone, for MLM-only training).
 
 Module and parameter names are exactly those of `transformers.BertForPreTraining` (without the NSP head, of
 `transformers.BertForMaskedLM`: no pooler, no `cls.seq_relationship`), so a state dict of this model loads there
-unchanged (export is a plain save). What differs from that implementation is for speed: attention runs
-through the kernels of `attention.py` (SDPA with a mask, or over the real tokens only), the masked-LM head
+unchanged (export is a plain save). What differs from that implementation is for speed: the encoder computes the
+real tokens only, attention through the kernels of `attention.py` (SDPA with a mask, or unpadded), the masked-LM head
 (transform + vocabulary projection) runs only on the masked positions, gathered first, and a row may hold several
 instances (packed, see packing.py).
 
@@ -47,7 +47,7 @@ class BertSelfAttention(nn.Module):
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
 
     def forward(self, x: Tensor, layout: TokenLayout) -> Tensor:
-        """x [R, L, H] (padded rows) or [T, H] (real tokens only), as `layout` says."""
+        """x [T, H]: the real tokens (attention.py)."""
         q, k, v = (proj(x).unflatten(-1, (self.num_heads, -1)) for proj in (self.query, self.key, self.value))
         return attend(q, k, v, layout, self.dropout_p if self.training else 0.0).flatten(-2)
 
@@ -123,7 +123,7 @@ class BertPooler(nn.Module):
 
 
 class BertModel(nn.Module):
-    """The encoder over padded rows or over the real tokens only (`attention`: a kernel of attention.py); the pooler
+    """The encoder over the real tokens only (`attention`: a kernel of attention.py); the pooler
     only for the NSP head (transformers' BertForMaskedLM has none)."""
 
     def __init__(self, config: ModelConfig, attention: str = "mask", pooler: bool = True):
@@ -135,14 +135,10 @@ class BertModel(nn.Module):
 
     def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, position_ids: Tensor,
                 packed: bool) -> tuple[Tensor, TokenLayout]:
-        """The encoder's output [N, H]: N = R * L positions in row-major order, or the T real tokens when the
-        kernel is unpadded (`layout.flat_index` maps positions to it)."""
+        """The encoder's output [T, H] at the T real tokens (`layout.flat_index` maps positions to it)."""
         layout = token_layout(attention_mask, packed, self.attention)
-        inputs = (input_ids, token_type_ids, position_ids)
-        if layout.unpadded:
-            inputs = tuple(t.reshape(-1)[layout.real] for t in inputs)
-        x = self.encoder(self.embeddings(*inputs), layout)
-        return x.reshape(-1, x.size(-1)), layout
+        inputs = tuple(t.reshape(-1)[layout.real] for t in (input_ids, token_type_ids, position_ids))
+        return self.encoder(self.embeddings(*inputs), layout), layout
 
 
 class BertPredictionHeadTransform(nn.Module):

@@ -4,12 +4,13 @@ layer global, the others within a window of `local_attention` tokens), under a m
 has no next-sentence prediction.
 
 Module and parameter names are exactly those of `transformers.ModernBertForMaskedLM` (`model.embeddings`,
-`model.layers.N.attn.Wqkv`, ..., `head`, `decoder`, the decoder's weight tied to the token embeddings unless the
-config unties them), so a state dict of this model loads there unchanged and the export is a plain save; the computation is that class's (the same
-logits: tests/test_pretrain/test_modernbert.py). What differs is for speed, as in our BERT (bert/): the kernels of
-attention.py (SDPA with a mask, windowed by a band in the local layers, or flash-attention's varlen kernel with its
-window over the real tokens only), the head and decoder on the masked positions only, gathered first (the final
-LayerNorm too), and rows holding several instances (packing.py), each with its own positions from 0 for RoPE.
+`model.layers.N.attn.Wqkv`, ..., `head`, `decoder`, the decoder's weight tied to the token embeddings unless the config
+unties them), so a state dict of this model loads there unchanged and the export is a plain save; the computation is
+that class's (the same logits: tests/test_pretrain/test_modernbert.py). What differs is for speed, as in our BERT
+(bert/): the encoder over the real tokens only, the kernels of attention.py (SDPA with a mask, the local layers block by
+block within their window, or flash-attention's varlen kernel with its window), the head and decoder on the masked
+positions only, gathered first (the final LayerNorm too), and rows holding several instances (packing.py), each with its
+own positions from 0 for RoPE.
 
 Inputs and outputs: pretraining.py (token_type_ids and next_sentence_labels are taken and not used).
 """
@@ -24,25 +25,27 @@ from pretrain.config import ModelConfig
 from pretrain.model.attention import TokenLayout, attend, token_layout
 from pretrain.model.pretraining import PretrainingModel
 
-# RoPE base -> (cos, sin) of every position of a batch, [..., head_dim]: computed once per forward for each base
+# RoPE base -> (cos, signed sin) of every position of a batch, [..., head_dim]: computed once a forward for each base
 Rotary = dict[float, tuple[Tensor, Tensor]]
 
 
 def rotary_tables(position_ids: Tensor, head_dim: int, theta: float) -> tuple[Tensor, Tensor]:
-    """cos and sin [..., head_dim] of the rotation of each position (fp32): frequency i of the pair (i, i + d/2) is
-    theta ** (-2i / d), the layout of transformers' ModernBERT (rotate_half)."""
+    """cos and signed sin [..., head_dim] of the rotation of each position (fp32): frequency i of the pair
+    (i, i + d/2) is theta ** (-2i / d), the layout of transformers' ModernBERT (rotate_half); the sin of the first
+    half negated, so that `rotate` needs no negation of its own."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float, device=position_ids.device)
                                 / head_dim))
     angles = position_ids[..., None].float() * inv_freq
-    angles = torch.cat((angles, angles), dim=-1)
-    return angles.cos(), angles.sin()
+    return torch.cat((angles, angles), dim=-1).cos(), torch.cat((-angles.sin(), angles.sin()), dim=-1)
 
 
-def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """x [..., heads, d] rotated by the tables [..., d] of its positions, in fp32, back in x's dtype."""
-    first, second = x.float().chunk(2, dim=-1)
-    turned = torch.cat((-second, first), dim=-1)
-    return (x.float() * cos[..., None, :] + turned * sin[..., None, :]).to(x.dtype)
+def rotate(x: Tensor, cos: Tensor, signed_sin: Tensor) -> Tensor:
+    """x [T, ..., d] rotated by the tables [T, d] of its positions, in fp32, back in x's dtype: transformers'
+    x * cos + rotate_half(x) * sin, rotate_half(x) = (-second half, first half), with the sign in the table."""
+    x32 = x.float()
+    shape = (x.size(0),) + (1,) * (x.dim() - 2) + (x.size(-1),)
+    swapped = x32.roll(x.size(-1) // 2, dims=-1)
+    return (x32 * cos.view(shape) + swapped * signed_sin.view(shape)).to(x.dtype)
 
 
 class ModernBertEmbeddings(nn.Module):
@@ -69,11 +72,10 @@ class ModernBertAttention(nn.Module):
         self.out_drop = nn.Dropout(config.attention_probs_dropout_prob)
 
     def forward(self, x: Tensor, layout: TokenLayout, rotary: Rotary) -> Tensor:
-        """x [R, L, H] (padded rows) or [T, H] (real tokens only), as `layout` says."""
-        q, k, v = self.Wqkv(x).unflatten(-1, (3, self.num_heads, -1)).unbind(-3)
-        cos, sin = rotary[self.theta]
-        y = attend(rotate(q, cos, sin), rotate(k, cos, sin), v, layout, self.dropout_p if self.training else 0.0,
-                   self.window)
+        """x [T, H]: the real tokens (attention.py)."""
+        qkv = self.Wqkv(x).unflatten(-1, (3, self.num_heads, -1))
+        q, k = rotate(qkv[:, :2], *rotary[self.theta]).unbind(1)  # query and key in one pass
+        y = attend(q, k, qkv[:, 2], layout, self.dropout_p if self.training else 0.0, self.window)
         return self.out_drop(self.Wo(y.flatten(-2)))
 
 
@@ -107,8 +109,8 @@ class ModernBertEncoderLayer(nn.Module):
 
 
 class ModernBertModel(nn.Module):
-    """The encoder over padded rows or over the real tokens only (`attention`: a kernel of attention.py), without
-    its final LayerNorm, which the caller applies where it reads the output."""
+    """The encoder over the real tokens only (`attention`: a kernel of attention.py), without its final LayerNorm,
+    which the caller applies where it reads the output."""
 
     def __init__(self, config: ModelConfig, attention: str = "mask"):
         super().__init__()
@@ -120,12 +122,11 @@ class ModernBertModel(nn.Module):
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, position_ids: Tensor, packed: bool
                 ) -> tuple[Tensor, TokenLayout]:
-        """The last layer's output [N, H] before final_norm: N = R * L positions in row-major order, or the T real
-        tokens when the kernel is unpadded (`layout.flat_index` maps positions to it)."""
+        """The last layer's output [T, H] at the T real tokens, before final_norm (`layout.flat_index` maps
+        positions to it)."""
         c = self.config
         layout = token_layout(attention_mask, packed, self.attention)
-        if layout.unpadded:
-            input_ids, position_ids = (t.reshape(-1)[layout.real] for t in (input_ids, position_ids))
+        input_ids, position_ids = (t.reshape(-1)[layout.real] for t in (input_ids, position_ids))
         head_dim = c.hidden_size // c.num_attention_heads
         rotary = {theta: rotary_tables(position_ids, head_dim, theta)
                   for theta in {c.global_rope_theta, c.local_rope_theta}}
@@ -136,7 +137,7 @@ class ModernBertModel(nn.Module):
                 x = checkpoint(layer, x, layout, rotary, use_reentrant=False)
             else:
                 x = layer(x, layout, rotary)
-        return x.reshape(-1, x.size(-1)), layout
+        return x, layout
 
 
 class ModernBertPredictionHead(nn.Module):

@@ -1,7 +1,7 @@
 """`pretrain tune`: the fastest micro-batch, attention kernel and activation checkpointing that fit this device,
 measured rather than estimated.
 
-Each candidate setting is a trial in a fresh process (`python -m pretrain.tools.tune_trial SPEC`), which ends with
+Each candidate setting is a trial in a fresh process (`python -m pretrain.run.tune_trial SPEC`), which ends with
 this one: the run's model and DeepSpeed engine (train.build_engine, the same config `pretrain phase1/phase2` would
 use, on one rank), WARMUP_STEPS then TIMED_STEPS steps of forward, backward and optimizer step on synthetic
 full-length rows (or micro-batches of --data, read and packed as training reads them). A trial reports the peak
@@ -37,7 +37,7 @@ from typing import Callable, Iterator
 import torch
 
 from wiki2bert_core.config import parse_setting
-from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.errors import ConfigError
 from pretrain.model.attention import available_kernels
 from pretrain.config import load_train_config, model_config, phase_of_length
 from pretrain.model.arch import pretraining_model, spec as arch_spec
@@ -297,7 +297,7 @@ def run_trial(setup: Setup, candidate: Candidate, timeout: float) -> Trial:
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     try:
-        done = _run_dying_with_us([sys.executable, "-m", "pretrain.tools.tune_trial", json.dumps(spec)], env, timeout)
+        done = _run_dying_with_us([sys.executable, "-m", "pretrain.run.tune_trial", json.dumps(spec)], env, timeout)
     except subprocess.TimeoutExpired:
         return Trial(candidate, "stopped at the budget")
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
@@ -454,15 +454,11 @@ def _batches(spec: dict, config) -> Iterator[dict]:
 
     micro_batch = config.micro_batch
     if spec["data"] is not None:
-        from pretrain.data.loader import make_loader, open_data
+        from pretrain.data.loader import make_loader, model_inputs, open_data
 
         data = open_data(Path(spec["data"]), config.seq_len, spec["vocab_size"])
         for batch in make_loader(data, micro_batch, spec["vocab_size"], workers=0, pack=config.pack_sequences):
-            batch.pop("data_state")
-            problem = batch.pop("problem")
-            if problem:
-                raise DataError(problem)
-            yield batch
+            yield model_inputs(batch)[0]
         return
     generator = torch.Generator().manual_seed(config.seed)
     length, vocab_size = spec["seq_len"], spec["vocab_size"]

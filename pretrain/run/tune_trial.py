@@ -1,4 +1,4 @@
-"""The process of one `pretrain tune` trial (`python -m pretrain.tools.tune_trial SPEC`): it ends with the `pretrain
+"""The process of one `pretrain tune` trial (`python -m pretrain.run.tune_trial SPEC`): it ends with the `pretrain
 tune` that started it, however that one ends, then measures the trial (tune.measure) and prints the figures as a
 line of JSON."""
 import json
@@ -9,6 +9,6 @@ from wiki2bert_core.child_processes import die_with_parent
 if __name__ == "__main__":
     spec = json.loads(sys.argv[1])
     die_with_parent(spec["parent"])  # before torch and DeepSpeed load, which take seconds
-    from pretrain.tools.tune import measure
+    from pretrain.run.tune import measure
 
     print(json.dumps(measure(spec)), flush=True)

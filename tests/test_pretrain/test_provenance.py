@@ -1,11 +1,13 @@
 """githash.log/gitdiff.log come from a checkout of this project only: an install from a wheel (site-packages,
-perhaps a .venv inside some other clone) records "not a git checkout" rather than another repository's commit."""
+perhaps a .venv inside some other clone) records "not a git checkout" rather than another repository's commit; run
+from a checkout, they record its commit."""
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
-from pretrain.run.run_files import _git
+import pretrain
+from pretrain.provenance import _git, write_code_files
 
 
 def test_git_provenance_only_from_a_checkout_of_this_project(tmp_path):
@@ -16,3 +18,12 @@ def test_git_provenance_only_from_a_checkout_of_this_project(tmp_path):
     assert _git(tmp_path / "nosuchdir", "rev-parse", "HEAD") == "not a git checkout\n"
     (tmp_path / "pyproject.toml").write_text("[project]\n", encoding="utf-8")  # a checkout: what -e installs run from
     assert Path(_git(tmp_path, "rev-parse", "--show-toplevel").strip()) == tmp_path.resolve()
+
+
+def test_the_code_files_record_the_commit_of_the_checkout_the_code_runs_from(tmp_path):
+    checkout = Path(pretrain.__file__).resolve().parents[1]
+    head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout
+    write_code_files(tmp_path)
+    assert (tmp_path / "githash.log").read_text(encoding="utf-8") == head
+    assert "pytest==" in (tmp_path / "pip_freeze.txt").read_text(encoding="utf-8")

@@ -1,0 +1,263 @@
+"""Any tokenizer through the pipeline: `pipeline run --tokenizer` with a WordPiece, a Unigram (SentencePiece .model) and
+a byte-level BPE tokenizer, each built here on the sample dump's text; `vocab.method` unigram and bpe learnt from
+scratch; the tokenizers that do not fit refused in one line."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import sentencepiece as spm
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+from pipeline.stages.hdf5.tokenize import id_dtype, token_batches
+from pipeline.text_files import iter_documents
+from pipeline.tools.verify import verify_path
+from wiki2bert_core.masking import MaskingVocab, original_tokens
+from wiki2bert_core.wordpiece import read_vocab
+
+SETTINGS = ["--set", "shard.num_shards=2", "--set", "hdf5.dupe_factor=1", "--set", "vocab.vocab_size=1500",
+            "--set", "hdf5.variants=[{max_seq_length: 64, max_predictions_per_seq: 10}]"]
+ROBERTA = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+
+
+def pipeline(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", *map(str, args)], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> tuple[Path, Path]:
+    """(dump, a work directory done through dedup): each test copies it and runs from vocab on."""
+    from pipeline.tools.sample_dump import write_sample_dump
+
+    root = tmp_path_factory.mktemp("tokenizers")
+    dump = write_sample_dump(root / "dump", 60, 0)
+    result = pipeline("run", "--lang", "hu", "--dump", dump, "--workdir", root / "work", "--to", "dedup", "--quiet")
+    assert result.returncode == 0, result.stderr
+    return dump, root / "work"
+
+
+def text_files(work: Path) -> list[str]:
+    return [str(p) for p in sorted((work / "hu" / "dedup").glob("*.txt"))]
+
+
+def run_with(base, tmp_path: Path, *flags: str) -> tuple[Path, object]:
+    dump, done = base
+    work = tmp_path / "work"
+    shutil.copytree(done, work, symlinks=True)
+    result = pipeline("run", "--lang", "hu", "--dump", dump, "--workdir", work, "--quiet", *SETTINGS, *flags)
+    return work, result
+
+
+def wordpiece_folder(work: Path, out: Path) -> Path:
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.train(text_files(work), trainers.WordPieceTrainer(
+        vocab_size=1200, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False))
+    out.mkdir()
+    tokenizer.save(str(out / "tokenizer.json"))
+    return out
+
+
+def unigram_model(work: Path, out: Path) -> Path:
+    out.mkdir()
+    spm.SentencePieceTrainer.train(input=",".join(text_files(work)), model_prefix=str(out / "spm"), vocab_size=1000,
+                                   model_type="unigram", pad_id=3, user_defined_symbols=["<mask>"],
+                                   minloglevel=2)
+    return out / "spm.model"
+
+
+def byte_level_folder(work: Path, out: Path, special=ROBERTA) -> Path:
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    tokenizer.train(text_files(work), trainers.BpeTrainer(
+        vocab_size=1200, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False))
+    out.mkdir()
+    tokenizer.save(str(out / "tokenizer.json"))
+    return out
+
+
+def variant_of(work: Path) -> Path:
+    return next((work / "hu" / "hdf5").glob("hdf5_*"))
+
+
+def check_through_hdf5(work: Path, tokenizer: Tokenizer, special: dict[str, str], kind: str, word_start: str):
+    """verify accepts the files; each instance's segments are runs of the tokenizer's own encoding of a document's
+    sentences; masking as with a learnt vocabulary, random tokens never special or added ones."""
+    variant = variant_of(work)
+    report = verify_path(variant)
+    assert report.ok, report.problems
+    params = json.loads((variant / "variant.json").read_text())
+    ids = {role: tokenizer.token_to_id(token) for role, token in special.items()}
+    assert params["special_token_ids"] == ids
+    assert (params.get("tokenizer_kind", "wordpiece"), params.get("word_start", "")) == (kind, word_start)
+    streams = {}
+    for shard in (work / "hu" / "shard").glob("*.txt"):
+        for document in iter_documents(shard):
+            encoded = [e.ids for e in tokenizer.encode_batch(document, add_special_tokens=False)]
+            flat = ",".join(str(i) for e in encoded for i in e)
+            streams[shard.stem] = streams.get(shard.stem, "") + f"|,{flat},"
+    excluded = set(ids.values()) | set(tokenizer.get_added_tokens_decoder())
+    masked = as_mask = same = 0
+    for path in variant.glob("*/*.hdf5"):
+        with h5py.File(path) as f:
+            arrays = {name: f[name][:] for name in f}
+        tokens = original_tokens(arrays["input_ids"], arrays["masked_lm_positions"], arrays["masked_lm_ids"])
+        for row, length in zip(tokens, arrays["input_mask"].sum(1)):
+            assert row[0] == ids["[CLS]"] and row[length - 1] == ids["[SEP]"]
+            for segment in np.split(row[1:length - 1], np.flatnonzero(row[1:length - 1] == ids["[SEP]"])):
+                segment = segment[segment != ids["[SEP]"]]
+                assert "," + ",".join(map(str, segment)) + "," in streams[path.stem]
+        used = arrays["masked_lm_positions"] > 0
+        rows = np.nonzero(used)[0]
+        at = arrays["input_ids"][rows, arrays["masked_lm_positions"][used]]
+        labels = arrays["masked_lm_ids"][used]
+        masked += len(at)
+        as_mask += int((at == ids["[MASK]"]).sum())
+        same += int((at == labels).sum())
+        random = at[(at != ids["[MASK]"]) & (at != labels)]
+        assert not set(random.tolist()) & excluded
+        needed = np.minimum(10, np.maximum(1, np.rint(0.15 * arrays["input_mask"].sum(1))))
+        assert (used.sum(1) <= needed).all() and (used.sum(1) >= needed - 1).mean() > 0.95
+    assert masked > 1000
+    assert abs(as_mask / masked - 0.8) < 0.03 and abs(same / masked - 0.1) < 0.03
+
+
+def test_wordpiece_folder(base, tmp_path):
+    folder = wordpiece_folder(base[1], tmp_path / "bert")
+    work, result = run_with(base, tmp_path, "--tokenizer", folder)
+    assert result.returncode == 0, result.stderr
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    check_through_hdf5(work, tokenizer, {r: r for r in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")},
+                       "wordpiece", "")
+
+
+def test_sentencepiece_unigram_model(base, tmp_path):
+    model = unigram_model(base[1], tmp_path / "spm")
+    work, result = run_with(base, tmp_path, "--tokenizer", model)
+    assert result.returncode == 0, result.stderr
+    vocab_dir = work / "hu" / "vocab"
+    tokenizer = Tokenizer.from_file(str(vocab_dir / "tokenizer.json"))
+    processor = spm.SentencePieceProcessor(model_file=str(model))
+    sentence = "A Duna Budapest   közepén folyik át, 1873-ban."
+    assert tokenizer.encode(sentence, add_special_tokens=False).ids == processor.encode(sentence)
+    check_through_hdf5(work, tokenizer, dict(zip(("[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"), ROBERTA)),
+                       "unigram", "▁")
+
+
+def test_byte_level_bpe_folder_and_a_changed_tokenizer(base, tmp_path):
+    folder = byte_level_folder(base[1], tmp_path / "roberta")
+    (folder / "special_tokens_map.json").write_text(json.dumps(
+        {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>"}))
+    work, result = run_with(base, tmp_path, "--tokenizer", folder)
+    assert result.returncode == 0, result.stderr
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    check_through_hdf5(work, tokenizer, dict(zip(("[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"), ROBERTA)),
+                       "bpe", "Ġ")
+    manifest = json.loads((work / "hu" / "vocab" / "_manifest.json").read_text())
+    recorded = manifest["sources"]["tokenizer:tokenizer.json"]
+    assert recorded["path"] == str((folder / "tokenizer.json").resolve()) and len(recorded["sha256"]) == 64
+    status = pipeline("status", "--lang", "hu", "--dump", base[0], "--workdir", work, "--tokenizer", folder, *SETTINGS)
+    assert "stale" not in status.stdout
+    tokenizer.add_tokens(["Budapesten"])
+    tokenizer.save(str(folder / "tokenizer.json"))
+    status = pipeline("status", "--lang", "hu", "--dump", base[0], "--workdir", work, "--tokenizer", folder, *SETTINGS)
+    stale = [line.split()[0] for line in status.stdout.splitlines() if " stale " in line]
+    assert stale == ["vocab", "hdf5"], status.stdout
+
+
+@pytest.mark.parametrize("method,word_start", [("unigram", "▁"), ("bpe", "Ġ")])
+def test_learnt_method_through_hdf5_loads_in_autotokenizer(base, tmp_path, method, word_start):
+    from transformers import AutoTokenizer
+
+    from pretrain.config import TrainConfig
+    from pretrain.run.prepare import _dynamic_masking
+
+    work, result = run_with(base, tmp_path, "--set", f"vocab.method={method}")
+    assert result.returncode == 0, result.stderr
+    vocab_dir = work / "hu" / "vocab"
+    assert {p.name for p in vocab_dir.iterdir()} >= {"tokenizer.json", "tokenizer_config.json",
+                                                     "special_tokens_map.json", "vocab.txt"}
+    tokenizer = Tokenizer.from_file(str(vocab_dir / "tokenizer.json"))
+    assert 1000 < tokenizer.get_vocab_size() <= 1500
+    check_through_hdf5(work, tokenizer, dict(zip(("[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"), ROBERTA)),
+                       method, word_start)
+    variant = variant_of(work)
+    loader_masking = _dynamic_masking(TrainConfig(), read_vocab(variant / "vocab.txt"), variant, variant, 64)
+    assert (loader_masking.vocab.cls_id, loader_masking.vocab.pad_id, loader_masking.vocab.mask_id) == (0, 1, 4)
+    pieces = tokenizer.encode("Budapest fővárosa", add_special_tokens=False).tokens
+    assert loader_masking.vocab.continues_word[tokenizer.encode("Budapest fővárosa",
+                                                                add_special_tokens=False).ids].tolist() == [
+        not piece.startswith(word_start) for piece in pieces]
+    assert not set(loader_masking.vocab.replacement_ids.tolist()) & {0, 1, 2, 3, 4}
+    auto = AutoTokenizer.from_pretrained(str(vocab_dir))
+    sentence = "Budapest Magyarország fővárosa."
+    assert auto(sentence).input_ids == tokenizer.encode(sentence).ids
+    assert auto.convert_ids_to_tokens(auto(sentence).input_ids)[0] == "<s>"
+    assert (auto.mask_token, auto.mask_token_id, auto.pad_token_id) == ("<mask>", 4, 1)
+
+
+def test_tokenizer_without_mask_is_one_line(base, tmp_path):
+    folder = byte_level_folder(base[1], tmp_path / "nomask", special=["<s>", "<pad>", "</s>", "<unk>"])
+    _, result = run_with(base, tmp_path, "--tokenizer", folder)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: --tokenizer {folder}: no mask_token ([MASK] or <mask>) in its vocabulary"
+
+
+def test_lowercasing_that_disagrees_is_one_line(base, tmp_path):
+    folder = tmp_path / "uncased"
+    folder.mkdir()
+    tokenizer = Tokenizer.from_file(str(wordpiece_folder(base[1], tmp_path / "cased") / "tokenizer.json"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    _, result = run_with(base, tmp_path, "--tokenizer", folder)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"error: --tokenizer {folder}: lowercases the text, but vocab.lowercase is "
+                                     "false; set vocab.lowercase=true")
+
+
+def test_missing_tokenizer_path_is_one_line(tmp_path):
+    result = pipeline("config", "--lang", "hu", "--tokenizer", tmp_path / "none")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"error: --tokenizer {tmp_path / 'none'}: does not exist; give a Hugging Face "
+                                     "tokenizer folder, a tokenizer.json, a SentencePiece .model or a vocab.txt")
+
+
+def test_ids_past_uint16_are_int32(tmp_path):
+    """A vocabulary of XLM-R's size: ids stored as int32 and kept whole."""
+    pieces = [("<unk>", 0.0)] + [(f"▁w{i}", -1.0) for i in range(70_000)]
+    tokenizer = Tokenizer(models.Unigram(pieces, unk_id=0))
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    text = tmp_path / "docs.txt"
+    text.write_text("w5 w69999 w65536\nw3\n\n", encoding="utf-8")
+    ids, lengths, sizes = next(token_batches(text, tokenizer, {"[UNK]": 0}))
+    assert id_dtype(tokenizer) == np.int32 and ids.dtype == np.int32
+    assert ids.tolist() == [6, 70000, 65537, 4] and lengths.tolist() == [3, 1]
+
+
+def test_masking_vocab_of_a_word_start_marker():
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 4, "▁Buda": 5, "pest": 6, "▁a": 7, ",": 8,
+             "<extra>": 9}
+    special = {"[CLS]": 0, "[PAD]": 1, "[SEP]": 2, "[UNK]": 3, "[MASK]": 4}
+    masking = MaskingVocab.from_vocab(vocab, special, "▁", added_ids=[9])
+    assert masking.replacement_ids.tolist() == [5, 6, 7, 8]
+    assert np.flatnonzero(masking.continues_word).tolist() == [6, 8]
+    assert (masking.cls_id, masking.sep_id, masking.pad_id, masking.mask_id) == (0, 2, 1, 4)
+
+
+def test_several_languages_adopt_it_for_the_mix(tmp_path):
+    """--tokenizer is the mix's vocab setting (one vocabulary for all languages), made absolute."""
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "tokenizer.json").write_text("{}")
+    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "config", "--lang", "hu,fi", "--tokenizer", "tok"],
+                            capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if "vocab.tokenizer:" in line]
+    assert [line.split("  #")[0] for line in lines] == [f'vocab.tokenizer: "{tmp_path / "tok"}"']
