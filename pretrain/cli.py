@@ -98,14 +98,14 @@ def show_config(phase: str = typer.Option("phase1", "--phase", help="phase1 or p
 @app.command()
 def export(model_dir: Path = typer.Argument(..., callback=utf8_path,
                                            help="A phase directory (its latest checkpoint), e.g. runs/hu/phase2, or "
-                                           "a Hugging Face BERT directory"),
+                                           "a Hugging Face BERT, XLM-R or ModernBERT directory"),
            out: Path = typer.Option(..., "--out", callback=utf8_path,
                                     help="Hugging Face model directory to write: new, empty or a "
                                     "previous export, which is replaced"),
            force: bool = typer.Option(False, "--force", help="Replace --out even if it holds other files (never a "
                                                               "directory that belongs to something else)")) -> None:
     """Write the model's weights as a Hugging Face BertForPreTraining directory (BertForMaskedLM for a BERT trained
-    MLM-only, ModernBertForMaskedLM for a ModernBERT) with its tokenizer."""
+    MLM-only, XLMRobertaForMaskedLM for an XLM-R, ModernBertForMaskedLM for a ModernBERT) with its tokenizer."""
     from pretrain.tools.export import export_hf
 
     typer.echo(export_hf(model_dir, out, force))
@@ -114,7 +114,7 @@ def export(model_dir: Path = typer.Argument(..., callback=utf8_path,
 @app.command("eval")
 def eval_(path: Path = typer.Argument(..., callback=utf8_path,
                                       help="A phase directory (its latest checkpoint), an export or another "
-                                      "Hugging Face BERT directory"),
+                                      "Hugging Face BERT, XLM-R or ModernBERT directory"),
           data: Path = typer.Option(..., "--data", callback=utf8_path,
                                     help="HDF5 variant directory (its test/ split) or a directory "
                                     "of NVIDIA-layout HDF5 files"),

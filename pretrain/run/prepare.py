@@ -32,8 +32,8 @@ from wiki2bert_core.masking import MaskingVocab, default_max_predictions, predic
 @dataclasses.dataclass(frozen=True)
 class InitFrom:
     """The weights a phase starts from (--init; recorded in hparams.json as `init`): the latest checkpoint of a phase
-    directory (phase 2 from phase 1, or a phase continuing another run), or a Hugging Face BERT directory (an export,
-    or another BERT: hf_weights.py)."""
+    directory (phase 2 from phase 1, or a phase continuing another run), or a Hugging Face BERT, XLM-R or ModernBERT
+    directory (an export, or another model: hf_weights.py)."""
     path: Path
     tag: str | None = None  # the phase directory's checkpoint; None: a Hugging Face directory
     step: int | None = None
