@@ -21,7 +21,7 @@ from pretrain.config import ModelConfig, load_train_config
 from pretrain.finetune.run import finetune
 from pretrain.model.hf_config import hf_config
 from pretrain.model.model_dir import arch_of, read_our_model
-from pretrain.run import checkpoint
+from pretrain.model import checkpoint_files
 from pretrain.run.prepare import prepare
 from pretrain.tools.export import export_hf
 from pretrain_cli import metrics, pretrain
@@ -188,7 +188,7 @@ def test_init_from_a_hub_folder_trains_and_exports_as_its_class(kind, source, ex
     assert (f"initialised fresh: {fresh}" in log) if fresh else "initialised fresh" not in log
     rows = metrics(phase)
     assert len(rows) == 2 and all(row["loss"] > 0 for row in rows)
-    assert checkpoint.latest(phase).step == 2
+    assert checkpoint_files.latest(phase).step == 2
 
     done = pretrain("export", str(phase), "--out", str(tmp_path / "export"))
     assert done.returncode == 0, done.stderr
