@@ -41,7 +41,8 @@ VocabOpt = typer.Option(None, "--vocab", callback=utf8_path,
 @app.callback()
 def launcher_options(local_rank: Optional[int] = typer.Option(None, "--local_rank", "--local-rank", hidden=True)
                      ) -> None:
-    """Pretrain BERT or ModernBERT (--set arch=modernbert) on the HDF5 output of `pipeline run` with DeepSpeed."""
+    """Pretrain BERT, ModernBERT (--set arch=modernbert) or XLM-R (arch=roberta, or --init of one) on the HDF5 output
+    of `pipeline run` with DeepSpeed."""
     # the deepspeed launcher passes --local_rank=N before the command; the rank is read from the environment
 
 
@@ -97,14 +98,14 @@ def show_config(phase: str = typer.Option("phase1", "--phase", help="phase1 or p
 @app.command()
 def export(model_dir: Path = typer.Argument(..., callback=utf8_path,
                                            help="A phase directory (its latest checkpoint), e.g. runs/hu/phase2, or "
-                                           "a Hugging Face BERT directory"),
+                                           "a Hugging Face BERT, XLM-R or ModernBERT directory"),
            out: Path = typer.Option(..., "--out", callback=utf8_path,
                                     help="Hugging Face model directory to write: new, empty or a "
                                     "previous export, which is replaced"),
            force: bool = typer.Option(False, "--force", help="Replace --out even if it holds other files (never a "
                                                               "directory that belongs to something else)")) -> None:
     """Write the model's weights as a Hugging Face BertForPreTraining directory (BertForMaskedLM for a BERT trained
-    MLM-only, ModernBertForMaskedLM for a ModernBERT) with its tokenizer."""
+    MLM-only, XLMRobertaForMaskedLM for an XLM-R, ModernBertForMaskedLM for a ModernBERT) with its tokenizer."""
     from pretrain.tools.export import export_hf
 
     typer.echo(export_hf(model_dir, out, force))
@@ -113,7 +114,7 @@ def export(model_dir: Path = typer.Argument(..., callback=utf8_path,
 @app.command("eval")
 def eval_(path: Path = typer.Argument(..., callback=utf8_path,
                                       help="A phase directory (its latest checkpoint), an export or another "
-                                      "Hugging Face BERT directory"),
+                                      "Hugging Face BERT, XLM-R or ModernBERT directory"),
           data: Path = typer.Option(..., "--data", callback=utf8_path,
                                     help="HDF5 variant directory (its test/ split) or a directory "
                                     "of NVIDIA-layout HDF5 files"),
@@ -265,13 +266,14 @@ def tune(preset: Optional[str] = PresetOpt,
 
 def _train(phase, data, out, preset, config, overrides, deepspeed_config, vocab, init=None, eval_data=None) -> None:
     from pretrain.config import load_train_config
+    from pretrain.model.model_dir import arch_of
     from pretrain.run.prepare import prepare
     from pretrain.run.train import train
 
     values = {"preset": preset} if preset else {}
     if eval_data:
         values["eval_data"] = str(eval_data)
-    train_config = load_train_config(phase, config, overrides or [], values or None)
+    train_config = load_train_config(phase, config, overrides or [], values or None, init and arch_of(init))
     run = prepare(phase, data, out, train_config, vocab, init, deepspeed_config, preset_flag=preset)
     if run.complete:
         typer.echo(f"{run.phase_dir}: {phase} is complete ({run.config.steps} steps); nothing to do", err=True)

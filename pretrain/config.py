@@ -29,8 +29,9 @@ PHASES = ("phase1", "phase2")
 class ModelConfig:
     vocab_size: int  # tokens of vocab.txt padded to a multiple of 8 (from the vocabulary, not a setting)
     # bert: BERT (post-LayerNorm, absolute position embeddings, GELU, biases: model/bert/); modernbert: ModernBERT
-    # (pre-LayerNorm, rotary positions, GeGLU, no biases, global and sliding-window layers: model/modernbert/).
-    # The phase's `arch` sets it
+    # (pre-LayerNorm, rotary positions, GeGLU, no biases, global and sliding-window layers: model/modernbert/);
+    # roberta: RoBERTa / XLM-R (BERT's layers, positions after the pad id, one token type: model/roberta/). The
+    # phase's `arch` sets it
     arch: str = DEFAULT_ARCH
     hidden_size: int = 768  # width of the encoder
     num_hidden_layers: int = 12  # Transformer layers
@@ -55,7 +56,10 @@ class ModelConfig:
     global_rope_theta: float = changeable(10000.0)
     local_rope_theta: float = 10000.0  # modernbert: RoPE base of the local layers
     initializer_range: float = changeable(0.02)  # standard deviation of the initial weights
-    pad_token_id: int = 0  # id of [PAD] in the vocabulary
+    pad_token_id: int = 0  # id of the pad token in the vocabulary ([PAD]; roberta: <pad>, its positions start after it)
+    # the masked-LM decoder's weight is the word embeddings (every arch's published checkpoints); false: a weight of
+    # its own, as a Hugging Face model whose config.json says so has it (--init keeps it as the model had it)
+    tie_word_embeddings: bool = True
     # recompute each layer's activations in backward instead of keeping them: less memory, one more forward
     activation_checkpointing: bool = changeable(False)
 
@@ -103,9 +107,10 @@ def preset_of(config: ModelConfig) -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    # the model: bert (BERT) or modernbert (ModernBERT, MLM-only), each a folder pretrain/model/<arch>/ that holds
-    # its model, presets and phase recipes (<phase>.yaml: this picks them). Phase 2 and --init must continue a model
-    # of this arch
+    # the model: bert (BERT), modernbert (ModernBERT, MLM-only) or roberta (RoBERTa / XLM-R, MLM-only; its recipes
+    # continue a published checkpoint), each a folder pretrain/model/<arch>/ that holds its model, presets and phase
+    # recipes (<phase>.yaml: this picks them). Phase 2 and --init continue a model of this arch; --init of a model
+    # directory sets it to the model's (a different one set here is refused)
     arch: str = DEFAULT_ARCH
     # model size: tiny, mini, small (CPU, tests), base, large, 1.5b, 5b (--preset), of the arch (its presets,
     # pretrain/model/<arch>/); phase 2 and --init keep the model they start from and its preset (a Hugging Face
@@ -114,9 +119,9 @@ class TrainConfig:
     model: dict[str, Any] = dataclasses.field(default_factory=dict)  # ModelConfig overrides
     # what the model learns: mlm+nsp, masked LM and next-sentence prediction (BERT's, NVIDIA's), or mlm, masked LM
     # only (RoBERTa's, MosaicBERT's): no NSP head, loss or figures, exported as a BertForMaskedLM. Data without
-    # sentence pairs (a doc-sentences variant) needs mlm, and so does arch modernbert. null: that of the model --init
-    # or phase 2 continues (mlm for one trained MLM-only or a Hugging Face model without NSP head), else mlm+nsp for
-    # bert and mlm for modernbert
+    # sentence pairs (a doc-sentences variant) needs mlm, and so do archs modernbert and roberta. null: that of the
+    # model --init or phase 2 continues (mlm for one trained MLM-only or a Hugging Face model without NSP head), else
+    # mlm+nsp for bert and mlm for modernbert and roberta
     objective: Literal["mlm+nsp", "mlm"] | None = None
     seq_len: int | None = None  # null: the data's sequence length; a number only asserts it
     global_batch: int = 65536  # sequences per optimizer step, all ranks together
@@ -214,12 +219,13 @@ def phase_of_length(seq_len: int, arch: str = DEFAULT_ARCH) -> str:
 
 
 def load_train_config(phase: str, config_file: Path | None = None, overrides: list[str] = (),
-                      values: dict[str, Any] | None = None) -> TrainConfig:
+                      values: dict[str, Any] | None = None, init_arch: str | None = None) -> TrainConfig:
     """`overrides` are --set KEY=VALUE strings (KEY may be dotted: model.hidden_dropout_prob=0);
-    `values` are set by other flags (e.g. {"preset": "mini"})."""
+    `values` are set by other flags (e.g. {"preset": "mini"}); `init_arch`: the arch of the model --init continues,
+    the arch (and recipe) unless a layer sets one."""
     if phase not in PHASES:
         raise ConfigError(f"unknown phase {phase!r} (known: {', '.join(PHASES)})")
-    layers: list[tuple[dict, str]] = []
+    layers: list[tuple[dict, str]] = [({"arch": init_arch}, f"--init: {phase}")] if init_arch else []
     if config_file is not None:
         layers.append((read_yaml(config_file), f"{config_file}: {phase}"))
     for item in overrides:

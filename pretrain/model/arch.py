@@ -65,6 +65,12 @@ class ArchSpec:
     check_model: Callable[[ModelConfig], None] = _no_problem
     # (model, the data's sequence length) -> what is wrong with training it on that data, or None (prepare.py)
     check_data: Callable[[ModelConfig, int], str | None] = _no_problem
+    # other config.json model_types it reads (exported as model_type): RoBERTa's for XLM-R, the same model
+    other_model_types: tuple[str, ...] = ()
+
+    @property
+    def model_types(self) -> tuple[str, ...]:
+        return (self.model_type, *self.other_model_types)
 
     @property
     def default_objective(self) -> str:
@@ -86,8 +92,9 @@ _registry: dict[str, ArchSpec] = {}
 def register(arch: ArchSpec) -> None:
     """Adds an architecture; ValueError if its name or model_type is taken."""
     _load_folders()
-    if arch.name in _registry or arch.model_type in {a.model_type for a in _registry.values()}:
-        raise ValueError(f"arch {arch.name!r} (model_type {arch.model_type!r}): already registered")
+    taken = {model_type for known in _registry.values() for model_type in known.model_types}
+    if arch.name in _registry or taken.intersection(arch.model_types):
+        raise ValueError(f"arch {arch.name!r} (model_type {', '.join(arch.model_types)}): already registered")
     _registry[arch.name] = arch
 
 
@@ -108,7 +115,7 @@ def spec(name: str) -> ArchSpec:
 def of_model_type(model_type: str) -> ArchSpec | None:
     """The architecture of a config.json's model_type (None: not one of ours)."""
     _load_folders()
-    return {a.model_type: a for a in _registry.values()}.get(model_type)
+    return next((a for a in _registry.values() if model_type in a.model_types), None)
 
 
 def _load_folders() -> None:

@@ -44,5 +44,5 @@ def read_hf_config(path: Path) -> ModelConfig:
         raise DataError(f"{path}: not a model config ({first_line(e)})") from None
     if of_model_type(hf.model_type) is None:
         raise ConfigError(f"{path}: model_type {hf.model_type!r}, but our models are "
-                          f"{', '.join(spec(name).model_type for name in names())}")
+                          f"{', '.join(t for name in names() for t in spec(name).model_types)}")
     return model_config_of(hf, path)

@@ -1,17 +1,18 @@
-"""Weights into our model: those of a Hugging Face BERT or ModernBERT directory (an export, or any local BERT saved as
-BertForPreTraining, BertForMaskedLM, BertModel, ..., a ModernBertForMaskedLM or ModernBertModel), read under our
-names, and any state dict of our names loaded where it fits (`--init`, `pretrain eval`, `pretrain export`).
+"""Weights into our model: those of a Hugging Face BERT, XLM-R/RoBERTa or ModernBERT directory (an export, or any local
+BERT saved as BertForPreTraining, BertForMaskedLM, BertModel, ..., an XLMRobertaForMaskedLM, RobertaForMaskedLM or
+XLMRobertaModel, a ModernBertForMaskedLM or ModernBertModel), read under our names, and any state dict of our names
+loaded where it fits (`--init`, `pretrain eval`, `pretrain export`).
 
-A weights file (pretrain/model/model_dir.py finds it) is read as stored: `model.safetensors` or `pytorch_model.bin`,
-or the shards an `.index.json` names. Our parameter names are those of transformers' BertForPreTraining and
-ModernBertForMaskedLM, so most names are kept; a bare base model's (BertModel's `embeddings.*`, `encoder.*`,
-`pooler.*`; ModernBertModel's `embeddings.*`, `layers.*`, `final_norm.*`) get the encoder's prefix (`bert.`,
-`model.`: arch.py), and the LayerNorm `gamma`/`beta` of older BERT checkpoints become `weight`/`bias`. Loading copies
-each tensor into the parameter of its name
-(a tied parameter under either of its names) and says which parameters none came for (a head the directory does not
-hold: left as our model initialised it) and which tensors fit nothing (a task head, a head the model leaves out). A
-directory's vocabulary rows (the tokenizer's, as the export keeps them) fill the first rows of ours, which pads the
-vocabulary to a multiple of 8 (wiki2bert_core/wordpiece.py: padded_vocab_size).
+A weights file (pretrain/model/model_dir.py finds it) is read as stored: `model.safetensors` or `pytorch_model.bin`, or
+the shards an `.index.json` names. Our parameter names are those of transformers' BertForPreTraining,
+XLMRobertaForMaskedLM and ModernBertForMaskedLM, so most names are kept; a bare base model's (BertModel's and
+XLMRobertaModel's `embeddings.*`, `encoder.*`, `pooler.*`; ModernBertModel's `embeddings.*`, `layers.*`, `final_norm.*`)
+get the encoder's prefix (`bert.`, `roberta.`, `model.`: arch.py), and the LayerNorm `gamma`/`beta` of older BERT
+checkpoints become `weight`/`bias`. Loading copies each tensor into the parameter of its name (a tied parameter under
+either of its names) and says which parameters none came for (a head the directory does not hold: left as our model
+initialised it) and which tensors fit nothing (a task head, a head the model leaves out). A directory's vocabulary rows
+(the tokenizer's, as the export keeps them) fill the first rows of ours, which pads the vocabulary to a multiple of 8
+(wiki2bert_core/wordpiece.py: padded_vocab_size).
 """
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from wiki2bert_core.errors import ConfigError, DataError
+from wiki2bert_core.errors import ConfigError, DataError, first_line
 from wiki2bert_core.files import read_json
 from wiki2bert_core.variant_dir import VOCAB_FILE
 from pretrain.config import ModelConfig
@@ -41,6 +41,7 @@ from pretrain.model.hf_weights import INDEX_SUFFIX, load_matching, match_names, 
 HPARAMS = "hparams.json"
 TOKENIZER_DIR = "tokenizer"
 HF_CONFIG = "config.json"
+TOKENIZER_JSON = "tokenizer.json"
 PRETRAINING_CONFIG = "pretraining_config.json"
 # the files a Hugging Face directory keeps its weights in, in the order transformers looks for them; an index names
 # the shards (WEIGHT_SHARDS) the weights are split into
@@ -55,7 +56,7 @@ OTHER_FINETUNE_TYPES = ("roberta", "xlm-roberta", "camembert", "electra", "deber
 def model_types(reader: str) -> tuple[str, ...]:
     """config.json's model_types that `reader` takes: "ours" (eval, --init, export: our models, pretrain/model/arch.py)
     or "finetune"."""
-    ours = tuple(spec(name).model_type for name in names())
+    ours = tuple(model_type for name in names() for model_type in spec(name).model_types)
     return ours if reader == "ours" else tuple(dict.fromkeys((*ours, *OTHER_FINETUNE_TYPES)))
 
 
@@ -83,6 +84,15 @@ class ModelDir:
         if not self.vocab_file.is_file():
             raise ConfigError(f"{self.path}: no {VOCAB_FILE}, so {why}")
         return self.vocab_file
+
+    def tokenizer_file(self, why: str) -> Path:
+        """The file its vocabulary is read from: vocab.txt, else tokenizer.json (a hub folder of XLM-R or ModernBERT
+        has no vocab.txt); ConfigError if it has neither."""
+        found = next((self.tokenizer_dir / name for name in (VOCAB_FILE, TOKENIZER_JSON)
+                      if (self.tokenizer_dir / name).is_file()), None)
+        if found is None:
+            raise ConfigError(f"{self.path}: no {VOCAB_FILE} nor {TOKENIZER_JSON}, so {why}")
+        return found
 
 
 class PhaseDir(ModelDir):
@@ -163,6 +173,36 @@ def open_model_dir(path: Path) -> ModelDir:
                       f"Face model directory ({HF_CONFIG}){hint}")
 
 
+def arch_of(path: Path) -> str | None:
+    """The arch of the model in the model directory `path`; None where it cannot be read (prepare says why)."""
+    try:
+        model_dir = open_model_dir(path)
+        return (model_dir.model_config() if isinstance(model_dir, PhaseDir) else model_dir.model_config("--init")).arch
+    except (ConfigError, DataError):
+        return None
+
+
+def token_ids(tokenizer_json: Path) -> dict[str, int]:
+    """token -> id of a tokenizer.json (its model's vocabulary and its added tokens); DataError naming the file if it
+    does not load."""
+    from tokenizers import Tokenizer
+
+    try:
+        return Tokenizer.from_file(str(tokenizer_json)).get_vocab(with_added_tokens=True)
+    except Exception as e:  # the Rust library raises its own exception types
+        raise DataError(f"{tokenizer_json}: not a tokenizer ({first_line(e)})") from None
+
+
+def vocabulary_difference(ours: dict[str, int], theirs: dict[str, int]) -> str | None:
+    """The first id (lowest) at which two token -> id maps differ, in words; None if they are the same."""
+    if ours == theirs:
+        return None
+    ours_by_id, theirs_by_id = ({i: t for t, i in tokens.items()} for tokens in (ours, theirs))
+    first = min(i for i in ours_by_id.keys() | theirs_by_id.keys() if ours_by_id.get(i) != theirs_by_id.get(i))
+    return (f"id {first}: {ours_by_id.get(first, 'no token')!r} against {theirs_by_id.get(first, 'no token')!r} "
+            f"({len(ours)} tokens against {len(theirs)})")
+
+
 def encoder_weights(names: list[str], encoder: str) -> list[str]:
     """The names of `names` that are the encoder's (prefix `encoder`), not a head's. The pooler counts as a head:
     only next-sentence prediction trains it, so a model pretrained without it has none, and a task trains it with
@@ -206,9 +246,10 @@ class OurModel:
 
 
 def read_our_model(path: Path, command: str, purpose: str, tag: str | None = None) -> OurModel:
-    """Our model with the weights of a phase directory's latest checkpoint (or `tag`'s) or of a Hugging Face BERT or
-    ModernBERT directory, with the heads they hold (`command` reads it to `purpose`: "pretrain eval", "evaluate"); ConfigError
-    if the directory is neither kind or holds no masked-LM head, DataError if its weights do not fill the model."""
+    """Our model with the weights of a phase directory's latest checkpoint (or `tag`'s) or of a Hugging Face BERT,
+    ModernBERT or XLM-R directory, with the heads they hold (`command` reads it to `purpose`: "pretrain eval",
+    "evaluate"); ConfigError if the directory is neither kind or holds no masked-LM head, DataError if its weights do
+    not fill the model."""
     from wiki2bert_core.wordpiece import read_vocab
 
     model_dir = open_model_dir(path)

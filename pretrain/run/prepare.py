@@ -11,7 +11,8 @@ import torch
 from wiki2bert_core.config import changeable_fields, config_to_dict
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json
-from wiki2bert_core.wordpiece import added_token_ids, padded_vocab_size, read_vocab, vocab_difference
+from wiki2bert_core.wordpiece import (added_token_ids, padded_vocab_size, read_vocab, special_token_ids,
+                                      special_token_names, vocab_difference, word_start_marker)
 from pretrain.model.attention import available_kernels
 from pretrain.model import checkpoint_files
 from pretrain.model.checkpoint_files import Checkpoint
@@ -20,7 +21,7 @@ from pretrain.model.arch import DEFAULT_ARCH, spec
 from pretrain.data.loader import DataDirectory, open_data
 from pretrain.run.deepspeed_settings import choose_precision, read_user_ds_config
 from pretrain.model.model_dir import (HPARAMS, HuggingFaceDir, ModelDir, PhaseDir, is_phase_dir, open_model_dir,
-                                      require_encoder_weights)
+                                      require_encoder_weights, token_ids, vocabulary_difference)
 from pretrain.out_dirs import RUN, check_out_dir
 from wiki2bert_core.variant_dir import (DOC_SENTENCES, PARAMS_FILE, find_vocab_file, held_out_files, held_out_split,
                                         read_params, training_files)
@@ -31,8 +32,8 @@ from wiki2bert_core.masking import MaskingVocab, default_max_predictions, predic
 @dataclasses.dataclass(frozen=True)
 class InitFrom:
     """The weights a phase starts from (--init; recorded in hparams.json as `init`): the latest checkpoint of a phase
-    directory (phase 2 from phase 1, or a phase continuing another run), or a Hugging Face BERT directory (an export,
-    or another BERT: hf_weights.py)."""
+    directory (phase 2 from phase 1, or a phase continuing another run), or a Hugging Face BERT, XLM-R or ModernBERT
+    directory (an export, or another model: hf_weights.py)."""
     path: Path
     tag: str | None = None  # the phase directory's checkpoint; None: a Hugging Face directory
     step: int | None = None
@@ -113,8 +114,7 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
         _check_same_vocab(vocab_dir / "vocab.txt", PhaseDir(phase_dir).vocab_file,
                           "the vocabulary the model was trained with")
     elif init:
-        _check_same_vocab(vocab_dir / "vocab.txt", init.model_dir.vocab_file,
-                          "the vocabulary of the model --init starts from")
+        _check_init_vocab(vocab_dir / "vocab.txt", vocab, init.model_dir)
     if init:
         model, config = _continued_model(PhaseDir(phase_dir) if resume else init.model_dir, config, preset_flag,
                                          phase)
@@ -158,7 +158,8 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
 
 def _dynamic_masking(config: TrainConfig, vocab: dict[str, int], vocab_dir: Path, data_dir: Path,
                      seq_len: int) -> DynamicMasking:
-    """The special ids and word-start marker as the data's variant.json records them (without one, BERT's WordPiece),
+    """The special ids and word-start marker as the data's variant.json records them (without one, the vocabulary's:
+    the tokens its special_tokens_map.json names, BERT's without one, and the word-start marker of its pieces),
     the added tokens of the vocabulary's tokenizer.json. ConfigError if max_predictions is below what mask_rate needs
     in a sequence of the data's length."""
     needed = int(predictions_needed(config.mask_rate, seq_len))
@@ -168,8 +169,12 @@ def _dynamic_masking(config: TrainConfig, vocab: dict[str, int], vocab_dir: Path
     cap = (config.max_predictions if config.max_predictions is not None
            else default_max_predictions(config.mask_rate, seq_len))
     params = read_params(data_dir)
-    masking_vocab = MaskingVocab.from_vocab(vocab, params.special_token_ids if params else None,
-                                            params.word_start if params else "", added_token_ids(vocab_dir))
+    if params:
+        special_ids, word_start = params.special_token_ids, params.word_start
+    else:  # a WordPiece vocabulary (## continuations) has no word-start marker, whichever letters its tokens hold
+        special_ids = special_token_ids(vocab, special_token_names(vocab_dir))
+        word_start = "" if any(token.startswith("##") for token in vocab) else word_start_marker(vocab)
+    masking_vocab = MaskingVocab.from_vocab(vocab, special_ids, word_start, added_token_ids(vocab_dir))
     return DynamicMasking(masking_vocab, config.mask_rate, cap, config.whole_word_masking, config.seed)
 
 
@@ -222,7 +227,7 @@ def _find_init(init_dir: Path, phase: str) -> InitFrom:
         model_dir.model_config()
         return InitFrom(init_dir.resolve(), found.tag, found.step)
     config = model_dir.model_config("--init")
-    model_dir.require_vocab("its vocabulary cannot be checked against the data's")
+    model_dir.tokenizer_file("its vocabulary cannot be checked against the data's")
     require_encoder_weights(model_dir, config)
     return InitFrom(init_dir.resolve())
 
@@ -278,6 +283,19 @@ def _check_sentence_pairs(data_dir: Path) -> None:
     if params is not None and params.sequence_kind == DOC_SENTENCES:
         raise ConfigError(f"{Path(data_dir) / PARAMS_FILE}: sequence_kind {DOC_SENTENCES}, no sentence pairs for "
                           f"next-sentence prediction (objective mlm+nsp); train it with --set objective=mlm")
+
+
+def _check_init_vocab(vocab_file: Path, vocab: dict[str, int], init_dir: ModelDir) -> None:
+    """The model --init starts from must have the data's vocabulary: its vocab.txt the same lines, or, where a Hugging
+    Face directory has none, its tokenizer.json the same token -> id map."""
+    if isinstance(init_dir, PhaseDir) or init_dir.vocab_file.is_file():
+        _check_same_vocab(vocab_file, init_dir.vocab_file, "the vocabulary of the model --init starts from")
+        return
+    tokenizer_file = init_dir.tokenizer_file("its vocabulary cannot be checked against the data's")
+    detail = vocabulary_difference(vocab, token_ids(tokenizer_file))
+    if detail:
+        raise ConfigError(f"{vocab_file}: differs from the vocabulary of the model --init starts from "
+                          f"({tokenizer_file}: {detail})")
 
 
 def _check_same_vocab(vocab: Path, reference: Path, what: str) -> None:

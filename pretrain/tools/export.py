@@ -1,12 +1,12 @@
 """Export a model directory (pretrain/model/model_dir.py: a pretraining phase's latest checkpoint, or a Hugging Face
-BERT or ModernBERT directory) as a Hugging Face model directory in our form: one `model.safetensors`, the tokenizer
-files, `pretraining_config.json`.
+BERT, ModernBERT or XLM-R directory) as a Hugging Face model directory in our form: one `model.safetensors`, the
+tokenizer files, `pretraining_config.json`.
 
 The model's parameter names are those of `transformers.BertForPreTraining` (of `BertForMaskedLM` for a BERT trained
-MLM-only, which has no NSP head) or of `ModernBertForMaskedLM` (pretrain/model/arch.py), so the export loads
-our state dict into that class and lets `save_pretrained` write `config.json` and `model.safetensors` (it stores the
-decoder weight, tied to the word embeddings, once, as `from_pretrained` expects). `AutoModelForMaskedLM` loads
-either. The model's vocabulary rows are padded to
+MLM-only, which has no NSP head), of `ModernBertForMaskedLM` or of `XLMRobertaForMaskedLM` (pretrain/model/arch.py),
+so the export loads our state dict into that class and lets `save_pretrained` write `config.json` and
+`model.safetensors` (it stores the decoder weight, tied to the word embeddings, once, as `from_pretrained` expects).
+`AutoModelForMaskedLM` loads any of them. The model's vocabulary rows are padded to
 a multiple of 8 for the GPU; the export keeps exactly the tokenizer's rows (config `vocab_size` == len(tokenizer)),
 so no padding row can come out of fill-mask as an empty token. The tokenizer files come from the phase's
 `tokenizer/` directory (a copy of the data directory's), or from the Hugging Face directory. The same model gives

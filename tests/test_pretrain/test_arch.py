@@ -74,11 +74,13 @@ def settings(*args: str) -> dict:
 def test_a_registered_arch_is_known_to_the_registry_and_the_settings_and_named_for_an_unknown_one(twin):
     assert arch.names()[-1] == "twin" and arch.spec("twin") is twin and arch.of_model_type("twin-bert") is twin
     assert load_train_config("phase2", overrides=["arch=twin"]).mask_rate == 0.25  # its own recipe
-    with pytest.raises(ValueError, match=r"unknown arch 'other' \(known: bert, modernbert, twin\)"):
+    with pytest.raises(ValueError, match=r"unknown arch 'other' \(known: bert, modernbert, roberta, twin\)"):
         ModelConfig(vocab_size=VOCAB, arch="other")
     for args, error in ((["config", "--set", "arch=other"],
-                         "--set arch=other: phase1.arch: 'other' is not one of 'bert', 'modernbert', 'twin'"),
-                        (["estimate", "--arch", "other"], "unknown arch 'other' (known: bert, modernbert, twin)")):
+                         "--set arch=other: phase1.arch: 'other' is not one of 'bert', 'modernbert', 'roberta', "
+                         "'twin'"),
+                        (["estimate", "--arch", "other"],
+                         "unknown arch 'other' (known: bert, modernbert, roberta, twin)")):
         result = CliRunner().invoke(app, args)
         assert isinstance(result.exception, ConfigError) and str(result.exception) == error
     with pytest.raises(ValueError, match="already registered"):

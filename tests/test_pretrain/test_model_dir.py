@@ -201,17 +201,17 @@ def test_init_refuses_weights_that_do_not_belong_to_their_config(kinds, data, tm
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("model_type", ["roberta", "gpt2"])
+@pytest.mark.parametrize("model_type", ["electra", "gpt2"])
 def test_a_model_type_a_command_cannot_read_is_one_line(kinds, data, task_dir, tmp_path, monkeypatch, capsys,
                                                         model_type):
-    """Our models compute BERT and ModernBERT (eval, --init, export); fine-tuning takes BERT-family encoders, not
-    GPT-2."""
+    """Our models compute BERT, ModernBERT and XLM-R/RoBERTa (eval, --init, export); fine-tuning takes BERT-family
+    encoders, not GPT-2."""
     path, _ = kinds["transformers"]
     other = renamed_copy(path, tmp_path / model_type, lambda name: name)
     config = json.loads((other / "config.json").read_text())
     (other / "config.json").write_text(json.dumps({**config, "model_type": model_type}))
     ours = ("error: {other}/config.json: model_type '{model_type}', but {command} takes only BERT-family encoders "
-            "(model_type bert, modernbert)\n")
+            "(model_type bert, modernbert, xlm-roberta, roberta)\n")
     for command, args in (("pretrain eval", ["eval", other, "--data", data / "training"]),
                           ("--init", ["phase1", "--data", data, "--init", other, "--out", tmp_path / "run", *TINY]),
                           ("pretrain export", ["export", other, "--out", tmp_path / "hf"])):
@@ -220,7 +220,7 @@ def test_a_model_type_a_command_cannot_read_is_one_line(kinds, data, task_dir, t
     if model_type == "gpt2":
         with pytest.raises(ConfigError, match=rf"^{other}/config\.json: model_type 'gpt2', but pretrain finetune "
                                               rf"takes only BERT-family encoders \(model_type bert, modernbert, "
-                                              rf"roberta, "):
+                                              rf"xlm-roberta, roberta, camembert, "):
             finetune([other], [task_dir], tmp_path / "ft")
     assert sorted(p.name for p in tmp_path.iterdir()) == [model_type]
 

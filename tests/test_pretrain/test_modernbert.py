@@ -265,7 +265,8 @@ def test_norms_and_biases_take_no_weight_decay():
     (["objective=mlm+nsp"], "objective: mlm+nsp: ModernBERT has no next-sentence prediction"),
     (["attention=nested"], "attention: nested takes no window for ModernBERT's local layers"),
     (["model.num_attention_heads=128"], "head dimension 1 (hidden_size 128 / num_attention_heads 128) is odd"),
-    (["model.type_vocab_size=1"], "model.type_vocab_size: applies to arch bert only (this is arch modernbert)"),
+    (["model.type_vocab_size=1"],
+     "model.type_vocab_size: applies to arch bert and roberta only (this is arch modernbert)"),
     (["cooldown=0.1", "schedule=poly"], "cooldown: applies to schedule wsd only"),
     (["cooldown=0.99"], "cooldown: must be a fraction of the steps in [0, 1 - warmup]"),
 ])

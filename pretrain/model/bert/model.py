@@ -155,8 +155,8 @@ class BertLMPredictionHead(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.transform = BertPredictionHeadTransform(config)
-        # the decoder's weight is tied to the word embeddings (by BertForPreTraining) and its bias is `bias`:
-        # both keys appear in the state dict, as in transformers
+        # the decoder's weight is tied to the word embeddings (by BertForPreTraining, unless the config unties
+        # them) and its bias is `bias`: both keys appear in the state dict, as in transformers
         self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
         self.bias = self.decoder.bias
 
@@ -181,7 +181,8 @@ class BertForPreTraining(PretrainingModel):
         self.bert = BertModel(config, attention, pooler=nsp_head)
         self.cls = BertPreTrainingHeads(config, nsp_head)
         self.apply(self._init_weights)
-        self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight
+        if config.tie_word_embeddings:
+            self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight
 
     @property
     def encoder(self) -> BertModel:

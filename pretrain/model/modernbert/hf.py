@@ -10,10 +10,9 @@ from pretrain.config import ModelConfig
 
 # what our ModernBERT computes, and its fields of the same name and meaning
 FIXED = {"hidden_activation": "gelu", "classifier_activation": "gelu", "norm_bias": False,
-         "attention_bias": False, "mlp_bias": False, "decoder_bias": True, "tie_word_embeddings": True,
-         "initializer_cutoff_factor": 2.0}
+         "attention_bias": False, "mlp_bias": False, "decoder_bias": True, "initializer_cutoff_factor": 2.0}
 SHARED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-          "max_position_embeddings", "initializer_range", "local_attention")
+          "max_position_embeddings", "initializer_range", "local_attention", "tie_word_embeddings")
 # transformers' layer types, and the fine-tuning classes' pooling (ModernBERT's published models': the mean of the
 # tokens, which an MLM-only model suits better than its [CLS] alone)
 GLOBAL, LOCAL = "full_attention", "sliding_attention"

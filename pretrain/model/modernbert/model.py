@@ -4,13 +4,13 @@ layer global, the others within a window of `local_attention` tokens), under a m
 has no next-sentence prediction.
 
 Module and parameter names are exactly those of `transformers.ModernBertForMaskedLM` (`model.embeddings`,
-`model.layers.N.attn.Wqkv`, ..., `head`, `decoder`, the decoder's weight tied to the token embeddings), so a state
-dict of this model loads there unchanged and the export is a plain save; the computation is that class's (the same
-logits: tests/test_pretrain/test_modernbert.py). What differs is for speed, as in our BERT (bert/): the encoder
-over the real tokens only, the kernels of attention.py (SDPA with a mask, the local layers block by block within
-their window, or flash-attention's varlen kernel with its window), the head and decoder on the masked positions
-only, gathered first (the final LayerNorm too), and rows holding several instances (packing.py), each with its own
-positions from 0 for RoPE.
+`model.layers.N.attn.Wqkv`, ..., `head`, `decoder`, the decoder's weight tied to the token embeddings unless the config
+unties them), so a state dict of this model loads there unchanged and the export is a plain save; the computation is
+that class's (the same logits: tests/test_pretrain/test_modernbert.py). What differs is for speed, as in our BERT
+(bert/): the encoder over the real tokens only, the kernels of attention.py (SDPA with a mask, the local layers block by
+block within their window, or flash-attention's varlen kernel with its window), the head and decoder on the masked
+positions only, gathered first (the final LayerNorm too), and rows holding several instances (packing.py), each with its
+own positions from 0 for RoPE.
 
 Inputs and outputs: pretraining.py (token_type_ids and next_sentence_labels are taken and not used).
 """
@@ -161,7 +161,8 @@ class ModernBertForPreTraining(PretrainingModel):
         self.head = ModernBertPredictionHead(config)
         self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
         self.apply(self._init_weights)
-        self.decoder.weight = self.model.embeddings.tok_embeddings.weight
+        if config.tie_word_embeddings:
+            self.decoder.weight = self.model.embeddings.tok_embeddings.weight
 
     @property
     def encoder(self) -> ModernBertModel:
@@ -181,7 +182,9 @@ class ModernBertForPreTraining(PretrainingModel):
         if isinstance(module, nn.LayerNorm):
             nn.init.ones_(module.weight)
         elif module is self:
-            nn.init.zeros_(self.decoder.bias)  # its weight is the embeddings'
+            nn.init.zeros_(self.decoder.bias)
+            if not self.config.tie_word_embeddings:  # else its weight is the embeddings'
+                nn.init.trunc_normal_(self.decoder.weight, std=std, a=-2 * std, b=2 * std)
 
     def encode(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, position_ids: Tensor,
                packed: bool) -> tuple[Tensor, TokenLayout]:
