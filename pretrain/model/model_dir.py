@@ -50,7 +50,7 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
 WEIGHT_SHARDS = ("model-*-of-*.safetensors", "pytorch_model-*-of-*.bin")
 # fine-tuning runs transformers' Auto classes, which take the BERT-family encoders that have all three task classes
 # (pretrain/finetune/train.py passes token type ids to those that take them): ours and these
-OTHER_FINETUNE_TYPES = ("roberta", "xlm-roberta", "camembert", "electra", "deberta-v2")
+OTHER_FINETUNE_TYPES = ("camembert", "electra", "deberta-v2")
 
 
 def model_types(reader: str) -> tuple[str, ...]:
