@@ -306,7 +306,9 @@ def _say_an_unknown_language(pcfg, log) -> None:
     for a language without a profile: loading the identifier takes a second or two)."""
     from pipeline.stages.filter.stage import unknown_to_langid
 
-    filter_config = pcfg.stage_configs["filter"]
+    filter_config = pcfg.stage_configs.get("filter")
+    if filter_config is None:  # a set of stages without the filter (tests' toy stages)
+        return
     language = filter_config.language or pcfg.lang
     if unknown_to_langid(filter_config, language):
         log.warning("%s: %s does not know the language code %r: the filter's language check is off for %s (its "
