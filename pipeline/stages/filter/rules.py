@@ -9,9 +9,10 @@ switch turns its rule off, and the rules a set turns off are not measured. The d
 The text a web rule sees is the document as it came: its lines (a line of the source text is the sentences it gave,
 joined by spaces) joined by newlines, a blank line between two paragraphs (the record's PARAGRAPHS; a document
 without it, as the dump's, is one paragraph whose lines are its sentences). Its tokens (rules 1, 2 and 5) are the
-runs of word characters (`\\w`) and each other character that is not a space, case kept: the words and punctuation
-marks of FineWeb-2's word tokenizers (spaCy's), without their language-specific exceptions; with `chars_per_word`
-set each letter of a script written without spaces is a token of its own. A token is a symbol if it is a punctuation
+runs of word characters (`\\w`, with a hyphen, apostrophe or period between two of them, and the period of an
+ordinal number before a lowercase word) and each other character that is not a space, case kept: the words and
+punctuation marks of FineWeb-2's word tokenizers (spaCy's), without most of their language-specific exceptions;
+with `chars_per_word` set each letter of a script written without spaces is a token of its own. A token is a symbol if it is a punctuation
 mark, a word otherwise.
 
 1. Gopher's repetition rules (Rae et al. 2021, table A1):
@@ -98,6 +99,7 @@ REASONS = (
 KEPT = 0  # a document's (or a sentence's) code: 0 kept, i + 1 dropped for REASONS[i]
 CODE = {reason: i + 1 for i, reason in enumerate(REASONS)}
 ELLIPSES = ("...", "…")
+INNER_MARKS = np.array([ord(c) for c in "-'’."], np.uint32)  # joined to the word characters on both sides
 BULLETS = ("•", "-")
 
 
@@ -469,6 +471,12 @@ class DocumentChecker:
         single = (flags & self.own_token_flag).astype(bool)
         word = (flags & WORD).astype(bool) & ~single
         token = ~self.space[codes]
+        if len(codes) > 2:  # the marks spaCy keeps inside a token: 1804-ben, e-mail, 3.5, l'eau; an ordinal's period
+            inner = np.isin(codes[1:-1], INNER_MARKS) & word[:-2] & word[2:]
+            ordinal = (codes[1:-1] == ord(".")) & (flags[:-2] & DIGIT).astype(bool) & self.space[codes[2:]]
+            ordinal[:-1] &= ((flags[3:] & LETTER).astype(bool) & ~(flags[3:] & UPPER).astype(bool))
+            ordinal[-1] = False
+            word[1:-1] |= inner | ordinal
         start = token.copy()
         start[1:] &= ~(word[1:] & word[:-1])
         in_token = np.cumsum(token) - 1  # each character's index among the characters of tokens
