@@ -37,7 +37,7 @@ import numpy as np
 
 from wiki2bert_core.config import SettingError, check_minimum
 from wiki2bert_core.errors import DataError
-from wiki2bert_core.files import atomic_write, write_json
+from wiki2bert_core.files import MANIFEST, atomic_write, read_json, sha256_file, write_json
 from wiki2bert_core.log import progress
 from pipeline.stages import Stage, StageContext, StageCounts
 from pipeline.stages.filter.rules import CODE, KEPT, REASONS, DocumentChecker, RuleSet, cut, decide, identifier
@@ -194,9 +194,16 @@ def _measure_key(config: FilterConfig, language: str, check_language: bool, part
                 **{name: getattr(config, name) for name in ("word_chars", "chars_per_word", "stop_words",
                                                              "terminal_punctuation", "policy_phrases", "langid",
                                                              "langid_chars")},
-                "parts": [(p.name, p.stat().st_size, p.stat().st_mtime_ns, records_path(p).stat().st_size,
-                           records_path(p).stat().st_mtime_ns) for p in parts]}
+                "parts": _digests(parts)}
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _digests(parts: list[Path]) -> list[str]:
+    """The sha256 of each part and its records, as the sentences stage's manifest has them (read where it lacks
+    one)."""
+    outputs = read_json(parts[0].parent / MANIFEST, default={}).get("outputs", {})
+    return [outputs[path.name]["sha256"] if path.name in outputs else sha256_file(path)
+            for part in parts for path in (part, records_path(part))]
 
 
 def _read_key(scores: Path) -> str | None:
