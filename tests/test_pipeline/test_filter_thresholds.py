@@ -131,3 +131,14 @@ def test_a_changed_threshold_is_decided_from_the_stored_scores_as_a_full_run_dec
     assert again == fresh and again != first
     run_filter(tmp_path / "again", [*changed, "filter.rule_sets.web.max_symbol_ratio=null"])  # a rule turned off
     assert read_json(tmp_path / "again" / "filter" / "report.json")["scores"] == "measured"
+
+
+def test_report_draws_each_rules_scores_with_its_threshold(tmp_path):
+    from pipeline.runner import read_manifest
+    from pipeline.tools.report import _filter_scores
+
+    write_pages(tmp_path / "hu" / "sentences", [PAGE, *DROPPED.values()])
+    run_filter(tmp_path / "hu")
+    section = _filter_scores(tmp_path / "hu", read_manifest(tmp_path / "hu" / "filter"), tmp_path)
+    assert "<img src='filter_scores_web.png'" in section
+    assert (tmp_path / "filter_scores_web.png").read_bytes().startswith(b"\x89PNG")
