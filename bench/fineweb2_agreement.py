@@ -18,6 +18,8 @@ datatrove's: the three filters' `filter` calls on documents already read).
 
     .venv/bin/python bench/fineweb2_agreement.py --datatrove-python DIR/bin/python [--docs 2000] \\
         [--dump ../shared/data/wiki/huwiki-20240920-pages-articles-multistream.xml.bz2] [--lang hu]
+    .venv/bin/python bench/fineweb2_agreement.py --smoke   # 200 pages, ours only (datatrove where given), a config
+                                                          # it writes with FineWeb-2's hun_Latn figures
 """
 from __future__ import annotations
 
@@ -37,6 +39,13 @@ from pipeline.stages.filter.thresholds import FINEWEB2_NAMES  # noqa: E402
 from wiki2bert_core.files import MANIFEST  # noqa: E402
 
 REFERENCE = ROOT.parent / "shared" / "reference" / "fineweb2"
+
+SMOKE_CONFIG = {  # FineWeb-2's hun_Latn figures (configs/hun_Latn.yml of huggingface/fineweb-2 at d0defb2)
+    "dup_line_frac": 0.322, "top_n_grams": [[2, 0.226], [3, 0.198], [4, 0.172]],
+    "dup_n_grams": [[5, 0.169], [6, 0.159], [7, 0.148], [8, 0.136], [9, 0.124], [10, 0.112]],
+    "line_punct_thr": 0.067, "new_line_ratio": 0.231, "min_avg_word_length": 3, "max_avg_word_length": 15,
+    "max_non_alpha_words_ratio": 0.766,
+    "stopwords": ["a", "az", "és", "is", "egy", "volt", "hogy", "nem", "meg", "de", "magyar", "első", "el", "között"]}
 
 DATATROVE_FILTERS = r"""
 import json, sys, time, yaml
@@ -100,12 +109,14 @@ def pages(work: Path, docs: int, dump: Path | None, lang: str) -> Path:
 
 def ours(work: Path, pages_file: Path, lang: str, config: Path) -> tuple[dict[str, str], float, dict]:
     """(page id -> kept or our reason, CPU seconds of the filter stage, page id -> its measures)."""
+    import logging
+
     import numpy as np
 
     from pipeline.config import load_pipeline_config
     from pipeline.runner import run_stage
     from pipeline.stages import InputLabel
-    from pipeline.stages.filter.rules import REASONS
+    from pipeline.stages.filter.rules import REASONS, decide
     from pipeline.text_files import iter_records
 
     settings = ["--set", "filter.langid=none", "--set", f"filter.thresholds_from={config}"]
@@ -113,7 +124,6 @@ def ours(work: Path, pages_file: Path, lang: str, config: Path) -> tuple[dict[st
              str(work / "ours"), "--quiet", *settings, cwd=work)
     pcfg = load_pipeline_config(ROOT / "stages.yaml", lang, [s for s in settings if s != "--set"] + [
         f"corpus.sources.web.path={pages_file}"])
-    import logging
     sentences_manifest = json.loads((work / "ours" / lang / "sentences" / MANIFEST).read_text())
     started = time.process_time()
     run_stage(pcfg, work / "ours" / lang, "filter", {InputLabel("sentences"): sentences_manifest}, 1, True,
@@ -128,7 +138,6 @@ def ours(work: Path, pages_file: Path, lang: str, config: Path) -> tuple[dict[st
     for part in sorted((work / "ours" / lang / "sentences").glob("part-*.txt")):
         ids = [r.extra.get("record_id", r.id) for r in iter_records(part)]
         scores = np.load(filter_dir / "scores" / f"{part.stem}.npz")
-        from pipeline.stages.filter.rules import decide
         rules = pcfg.stage_configs["filter"].rule_sets["web"]
         values = {n[2:]: scores[n] for n in scores.files if n.startswith("m:")}
         codes = decide(values, rules, "split", False)
@@ -141,7 +150,8 @@ def ours(work: Path, pages_file: Path, lang: str, config: Path) -> tuple[dict[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--datatrove-python", required=True)
+    parser.add_argument("--datatrove-python")
+    parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--docs", type=int, default=2000)
     parser.add_argument("--dump", type=Path)
     parser.add_argument("--lang", default="hu")
@@ -149,19 +159,31 @@ def main() -> None:
     parser.add_argument("--reference", type=Path, default=REFERENCE, help="the folder of FineWeb-2's configs")
     args = parser.parse_args()
     name = FINEWEB2_NAMES[args.lang]
-    config = args.reference / f"{name}.yml"
-    if not config.is_file():
-        sys.exit(f"error: {config}: FineWeb-2's config of {args.lang} is not there (../shared/reference/fineweb2)")
     with tempfile.TemporaryDirectory(prefix="fw2-agreement-") as tmp:
         work = Path(tmp)
+        config = args.reference / f"{name}.yml"
+        if args.smoke:
+            args.docs, args.dump, args.lang, name = 200, None, "hu", "hun_Latn"
+            config = work / "hun_Latn.yml"
+            config.write_text(json.dumps(SMOKE_CONFIG, ensure_ascii=False), encoding="utf-8")  # JSON is YAML
+        elif not config.is_file():
+            sys.exit(f"error: {config}: FineWeb-2's config of {args.lang} is not there (../shared/reference/fineweb2)")
+        if not (args.smoke or args.datatrove_python):
+            sys.exit("error: --datatrove-python: needed but with --smoke (the module docstring says how to make it)")
         pages_file = pages(work, args.docs, args.dump, args.lang)
         texts = {d["id"]: d["text"] for d in map(json.loads, open(pages_file, encoding="utf-8"))}
-        done = subprocess.run([args.datatrove_python, "-c", DATATROVE_FILTERS, str(config), name, str(pages_file)],
-                              capture_output=True, text=True)
-        if done.returncode:
-            sys.exit(f"datatrove failed:\n{done.stderr[-3000:]}")
-        theirs = json.loads(done.stdout.strip().splitlines()[-1])
+        theirs = None
+        if args.datatrove_python:
+            done = subprocess.run([args.datatrove_python, "-c", DATATROVE_FILTERS, str(config), name,
+                                   str(pages_file)], capture_output=True, text=True)
+            if done.returncode:
+                sys.exit(f"datatrove failed:\n{done.stderr[-3000:]}")
+            theirs = json.loads(done.stdout.strip().splitlines()[-1])
         mine, cpu, measures = ours(work, pages_file, args.lang, config)
+    if theirs is None:
+        print(f"ours: {len(mine)} documents, kept {sum(v == 'kept' for v in mine.values())}, "
+              f"{len(mine) / cpu:,.0f} documents per CPU-second (filter stage {cpu:.2f} s)")
+        return
     ids = [i for i in texts if i in mine]
     for corpus in ("web", "dump"):
         chosen = [i for i in ids if i.startswith(corpus)]
