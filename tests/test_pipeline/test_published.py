@@ -21,6 +21,7 @@ from pipeline.sources import corpus_flag_values
 from pipeline.stages import InputLabel, StageContext
 from pipeline.stages.corpus.stage import CorpusConfig, CorpusSource, run as run_corpus
 from pipeline.stages.shard import FINEWEB2_REHYDRATION, ShardConfig, run as run_shard
+from pipeline.tools.report import write_report
 from pipeline.text_files import PUBLISHED, DocumentRecord, iter_documents_with_records, iter_jsonl
 
 # Hungarian web pages as FineWeb-2 keeps them: the first has a heading line without a full stop (C4's line rule
@@ -297,3 +298,5 @@ def test_published_and_rehydrated_runs_write_the_same_bytes_with_1_and_2_workers
     funnel = Funnel({stage: read_manifest(tmp_path / "w1" / "hu" / stage) for stage in ("corpus", "shard")})
     row, = funnel.source_rows()
     assert row["rehydrated tokens"] == row["kept tokens"] // 40 * (1 + 2 + 5 + 8) * 10 > row["kept tokens"]
+    html, _, _ = write_report(tmp_path / "w1" / "hu", tmp_path / "report")
+    assert "<th>rehydrated tokens</th>" in html.read_text(encoding="utf-8")
