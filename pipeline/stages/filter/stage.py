@@ -3,9 +3,13 @@ long documents into pieces.
 
 Each document is judged by the rule set of its source (`rules`: source name -> rule set name, `default` for every
 other source; `rule_sets`: name -> rules), as rules.py says: TurkuNLP's rules for the Wikipedia dump (the
-`wikipedia` set), and for other corpora (the `web` set) Gopher's repetition rules, C4's line rules, word length,
-stop words and a language score besides. A language's thresholds, stop words and notice phrases are in its profile
-(stages.yaml; docs/pipeline.md, "Cleaning web text").
+`wikipedia` set), and for other corpora (the `web` set) FineWeb-2's chain: Gopher's repetition and quality rules,
+FineWeb's quality rules and a language score, C4's line rules as options. A language's thresholds and stop words
+are in its profile (stages.yaml) or FineWeb-2's config of it (`thresholds_from`, thresholds.py; docs/pipeline.md,
+"Thresholds per language").
+
+A corpus its publisher cleaned and deduplicated already gets the `published` set (PUBLISHED_RULES; pipeline/sources.py
+gives it): the language check and long documents cut, nothing else.
 
 Long documents (`long_documents`): `split` (the default) cuts a document over its set's max_tokens or max_sentences
 at sentence boundaries into pieces under both, each a document whose record is the original's with "piece": 1,
@@ -17,9 +21,11 @@ accuracy and speed). Both are deterministic (langdetect is seeded). Each gets th
 of the document: identification is the slowest check, and a Wikipedia lead is in the article's language. A
 language the identifier does not know skips the check, with a warning and a note in the report.
 
-Two passes over the parts, both parallel: the checks per part, then the kept documents are written. The output is
-the same for any number of workers; a part's sentences dropped by line rules or cut between pieces wait in a scratch
-file (a byte a sentence) between the passes. `report.json`: documents, sentences
+Three passes over the parts: each document's measures (in parallel), stored as the stage's scores (SCORES: a
+run whose settings differ from the last one's only in thresholds reads them instead, docs/pipeline.md, "Scores");
+the decisions from them (in the main process, vectorised); then the kept documents are written (in parallel). The
+output is the same for any number of workers; a part's sentences dropped by line rules or cut between pieces wait
+in a scratch file (a byte a sentence) between the passes. `report.json`: documents, sentences
 and tokens in, kept and dropped by reason, in all and per source (with its rule set), with examples (titles and
 beginnings of dropped documents, dropped lines), and the long documents cut.
 """
@@ -65,6 +71,12 @@ WEB_RULES = RuleSet(
     min_doc_words=50, min_mean_word_length=3.0, max_mean_word_length=10.0, max_symbol_ratio=0.1,
     max_bullet_line_share=0.9, max_ellipsis_line_share=0.3, min_alpha_word_share=0.8, min_stop_words=2,
     min_language_score=0.9)
+# The published set: a corpus its publisher cleaned and deduplicated (FineWeb-2, HPLT, CulturaX) is not cleaned
+# again; only what our invariants need is checked: its language (langid) and long documents (cut, or dropped with
+# long_documents: drop). Empty documents and those over corpus.max_document_bytes never reach the filter.
+PUBLISHED_RULES = RuleSet(min_avg_words=None, min_sentences=None, min_tokens=None, max_no_word_ratio=None,
+                          max_punct_ratio=None, max_upper_ratio=None, max_digit_ratio=None, max_foreign_ratio=None,
+                          min_words=None)
 C4_POLICY_PHRASES = ["terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies",
                      "use cookies"]
 
@@ -72,12 +84,13 @@ C4_POLICY_PHRASES = ["terms of use", "privacy policy", "cookie policy", "uses co
 @dataclasses.dataclass(frozen=True)
 class FilterConfig:
     """The rule sets and what they need of the language (rules.py's docstring: every rule, in order)."""
-    # source name -> the rule set its documents get; "default": every source not named
+    # source name -> the rule set its documents get; "default": every source not named (a corpus of a publisher,
+    # corpus.sources.NAME.publisher, gets `published` unless named here)
     rules: dict[str, str] = dataclasses.field(
         default_factory=lambda: {WIKIPEDIA_SOURCE: "wikipedia", "default": "web"})
     # rule set name -> its rules (rules.py RuleSet: null or false turns a rule off)
     rule_sets: dict[str, RuleSet] = dataclasses.field(
-        default_factory=lambda: {"wikipedia": RuleSet(), "web": WEB_RULES})
+        default_factory=lambda: {"wikipedia": RuleSet(), "web": WEB_RULES, "published": PUBLISHED_RULES})
     # a document over max_tokens or max_sentences: split: cut at sentence boundaries into pieces under both (records
     # get "piece": 1, 2, ...); drop: dropped whole, as TurkuNLP's filterdocs.py does
     long_documents: Literal["split", "drop"] = "split"
