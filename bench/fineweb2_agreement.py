@@ -55,7 +55,8 @@ config_path, name, pages = sys.argv[1:4]
 c = yaml.safe_load(open(config_path))
 steps = [
     GopherRepetitionFilter(language=name, dup_para_frac=0, dup_line_char_frac=0, dup_para_char_frac=0,
-                           dup_line_frac=c["dup_line_frac"], top_n_grams=c["top_n_grams"], dup_n_grams=c["dup_n_grams"]),
+                           dup_line_frac=c["dup_line_frac"], top_n_grams=c["top_n_grams"],
+                           dup_n_grams=c["dup_n_grams"]),
     FineWebQualityFilter(language=name, short_line_thr=999, char_duplicates_ratio=0.1,
                          line_punct_thr=c["line_punct_thr"], new_line_ratio=c["new_line_ratio"]),
     GopherQualityFilter(language=name, max_avg_word_length=c["max_avg_word_length"],
@@ -200,8 +201,9 @@ def main() -> None:
             for i in [i for i in chosen if (mine[i], theirs["verdicts"][i]) == (our_reason, their_reason)][
                     :args.examples]:
                 print(f"    {i}: {texts[i][:100]!r}\n      {measures[i]}")
+    ratio = len(ids) / cpu / (len(texts) / theirs["cpu_s"])
     print(f"documents per CPU-second: ours {len(ids) / cpu:,.0f} (filter stage {cpu:.2f} s), datatrove "
-          f"{len(texts) / theirs['cpu_s']:,.0f} ({theirs['cpu_s']:.2f} s): {theirs['cpu_s'] / cpu * len(ids) / len(texts):.2f}x")
+          f"{len(texts) / theirs['cpu_s']:,.0f} ({theirs['cpu_s']:.2f} s): {ratio:.2f}x")
 
 
 if __name__ == "__main__":

@@ -112,8 +112,8 @@ def write_pages(directory: Path, pages: list) -> None:
 
 def run_filter(lang_dir: Path, overrides=()) -> dict:
     pcfg = load_pipeline_config(STAGES_YAML, "hu", ["filter.langid=none", *overrides])
-    run_stage(pcfg, lang_dir, "filter", {InputLabel("sentences"): {"stage": "sentences", "config_hash": "x", "outputs": {}}}, 1,
-              True,
+    upstream = {InputLabel("sentences"): {"stage": "sentences", "config_hash": "x", "outputs": {}}}
+    run_stage(pcfg, lang_dir, "filter", upstream, 1, True,
               logging.getLogger("test"))
     return {p.name: p.read_bytes() for p in sorted((lang_dir / "filter").glob("part-*"))}
 
