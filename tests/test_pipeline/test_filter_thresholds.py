@@ -131,6 +131,10 @@ def test_a_changed_threshold_is_decided_from_the_stored_scores_as_a_full_run_dec
     assert again == fresh and again != first
     run_filter(tmp_path / "again", [*changed, "filter.rule_sets.web.max_symbol_ratio=null"])  # a rule turned off
     assert read_json(tmp_path / "again" / "filter" / "report.json")["scores"] == "measured"
+    run_filter(tmp_path / "again", changed)
+    (tmp_path / "again" / "filter" / "scores" / "part-00000.npz").write_bytes(b"damaged")
+    assert run_filter(tmp_path / "again", changed[:1]) == run_filter(tmp_path / "fresh", changed[:1])
+    assert read_json(tmp_path / "again" / "filter" / "report.json")["scores"] == "measured"  # not the damaged ones
 
 
 def test_report_draws_each_rules_scores_with_its_threshold(tmp_path):

@@ -141,8 +141,7 @@ def run(config: FilterConfig, ctx: StageContext) -> StageCounts:
     scores.mkdir()
     key = _measure_key(config, language, check_language, parts)
     earlier = None if ctx.done_dir is None else ctx.done_dir / SCORES
-    if earlier is not None and _read_key(earlier) == key and all(
-            (earlier / f"{p.stem}.npz").is_file() for p in parts):
+    if earlier is not None and _read_key(earlier) == key and _intact(ctx.done_dir, parts):
         ctx.log.info("filter: deciding from the scores of the last run (%s): only thresholds changed", earlier)
         for path in parts:
             shutil.copyfile(earlier / f"{path.stem}.npz", scores / f"{path.stem}.npz")
@@ -217,6 +216,15 @@ def _digests(parts: list[Path]) -> list[str]:
     outputs = read_json(parts[0].parent / MANIFEST, default={}).get("outputs", {})
     return [outputs[path.name]["sha256"] if path.name in outputs else sha256_file(path)
             for part in parts for path in (part, records_path(part))]
+
+
+def _intact(done_dir: Path, parts: list[Path]) -> bool:
+    """Whether the earlier run's scores of every part are there as its manifest recorded them (a damaged one is
+    measured again, not read)."""
+    outputs = read_json(done_dir / MANIFEST, default={}).get("outputs", {})
+    names = [f"{SCORES}/{part.stem}.npz" for part in parts]
+    return all(name in outputs and (done_dir / name).is_file()
+               and sha256_file(done_dir / name) == outputs[name].get("sha256") for name in names)
 
 
 def _read_key(scores: Path) -> str | None:
