@@ -273,6 +273,9 @@ def cut(tokens: np.ndarray, sentence_codes: np.ndarray | None, rules: RuleSet) -
     return codes, piece_starts(kept, rules.max_tokens, rules.max_sentences) if len(kept) else [0]
 
 
+# what TurkuNLP's rules and the language check measure: of the sentences alone, without lines or text
+TURKU_MEASURES = frozenset({"sentences", "tokens", "words_per_sentence", "words", "no_word_ratio", "punct_ratio",
+                            "upper_ratio", "digit_ratio", "foreign_ratio", "language", "language_score"})
 COUNTED = UPPER | DIGIT | PUNCT | LETTER  # the flags (pipeline.words) rule 4 counts
 # FLAG_SUMS[flags & COUNTED] -> which of (upper, digit, punct, letter) a character with those flags counts for
 FLAG_SUMS = np.array([[bool(f & flag) for flag in (UPPER, DIGIT, PUNCT, LETTER)] for f in range(COUNTED + 1)],
@@ -349,6 +352,11 @@ class DocumentChecker:
         sentence_tokens = np.fromiter((len(r.split()) + w for r, w in counted), np.float64, len(sentences))
         measured = Measurement({}, sentence_tokens)
         values = measured.values
+        if not (rules.line_rules or wanted - TURKU_MEASURES):  # TurkuNLP's rules alone: no lines, no text needed
+            values.update(sentences=len(sentences), tokens=float(sentence_tokens.sum()))
+            self._turku(wanted, values, sentences, counted)
+            self._language(wanted, values, sentences)
+            return measured
         line_sizes = [n for paragraph in paragraphs for n in paragraph] if paragraphs else [1] * len(sentences)
         bounds = np.cumsum([0] + line_sizes)
         lines = [" ".join(sentences[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
@@ -395,13 +403,18 @@ class DocumentChecker:
                                  else sentence_tokens[measured.sentence_codes == KEPT].sum())
         self._turku(wanted, values, sentences, counted)
         self._gopher_quality(wanted, values, text, tokens)
+        self._language(wanted, values, sentences)
+        return measured
+
+    def _language(self, wanted: frozenset[str], values: dict[str, float], sentences: list[str]) -> None:
+        """Rule 6's measures of the sentences kept: 1 if identified as the language (else 0), its probability."""
         if "language" in wanted:
+            c = self.config
             label, probability = identifier(c.langid)[0](" ".join(sentences)[:c.langid_chars],
                                                          "language_score" in wanted)
             values["language"] = float(label == self.language)
             if "language_score" in wanted:
                 values["language_score"] = probability
-        return measured
 
     def _line_rules(self, r: RuleSet, lines: list[str]) -> tuple[int, list[int]]:
         """(the code of a rule that drops the document or KEPT, each line's code)."""
