@@ -205,7 +205,7 @@ def estimate(preset: str = typer.Option("large", "--preset", help="Model size"),
                                                        help="Sequences per GPU (default: the recipe's)"),
              seq: int = typer.Option(128, "--seq", min=1, help="Sequence length"),
              precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp32"),
-             optimizer: str = typer.Option("lamb", "--optimizer", help="lamb, lans or adamw"),
+             optimizer: str = typer.Option("lamb", "--optimizer", help="lamb, lans, stableadamw or adamw"),
              activation_checkpointing: bool = typer.Option(False, "--activation-checkpointing"),
              vocab_size: int = typer.Option(30522, "--vocab-size", min=1, help="Tokens in vocab.txt"),
              arch: str = typer.Option(DEFAULT_ARCH, "--arch", help="Architecture: bert, modernbert (a folder of "

@@ -162,10 +162,13 @@ class TrainConfig:
     # schedule wsd: fraction of `steps`, at the end, over which the lr falls to 0; 0: none, the phase ends at the
     # peak (ModernBERT's phase 1, which its phase 2 continues)
     cooldown: float = 0.0
-    optimizer: Literal["lamb", "lans", "adamw"] = "lamb"  # adamw wants a much smaller lr, e.g. 1e-4
+    # lamb, lans: per-tensor trust ratios; stableadamw: AdamW with per-tensor update clipping (ModernBERT's:
+    # optimizers.py), which makes grad_clip unnecessary (ModernBERT sets none); adamw: torch's. Both AdamWs want a much
+    # smaller lr, e.g. 1e-4
+    optimizer: Literal["lamb", "lans", "stableadamw", "adamw"] = "lamb"
     betas: list[float] = dataclasses.field(default_factory=lambda: [0.9, 0.999])  # decay rates of the moments
     eps: float = 1e-6  # added to the second moment's square root
-    # not on biases and LayerNorm weights (the 1-dimensional tensors); adamw multiplies it by the lr (torch's AdamW)
+    # not on biases and LayerNorm weights (the 1-dimensional tensors); (stable)adamw multiply it by the lr (torch's AdamW)
     weight_decay: float = 0.01
     grad_clip: float = 1.0  # global gradient-norm clipping; 0 disables
     # self-attention kernel (attention.py; the rest of the encoder computes the real tokens only with each): mask
