@@ -1,4 +1,4 @@
-"""`pretrain` command line: phase1, phase2, config, export, eval, finetune, plot, estimate, tune.
+"""`pretrain` command line: phase1, phase2, config, export, merge, eval, finetune, plot, estimate, tune.
 
 Multi-process runs start the same entry point through a launcher, e.g.
 `deepspeed --num_gpus 8 --module pretrain.cli phase1 ...` or `torchrun --nproc_per_node 8 -m pretrain.cli phase1 ...`
@@ -109,6 +109,23 @@ def export(model_dir: Path = typer.Argument(..., callback=utf8_path,
     from pretrain.tools.export import export_hf
 
     typer.echo(export_hf(model_dir, out, force))
+
+
+@app.command()
+def merge(models: list[Path] = typer.Argument(..., callback=utf8_path, metavar="MODEL",
+                                             help="Model directories to average (two or more): exports, other "
+                                             "Hugging Face directories of our archs, or phase directories (their "
+                                             "latest checkpoint)"),
+          out: Path = typer.Option(..., "--out", callback=utf8_path,
+                                   help="Hugging Face model directory to write: new, empty or a previous export, "
+                                   "which is replaced"),
+          force: bool = typer.Option(False, "--force", help="Replace --out even if it holds other files (never a "
+                                                             "directory that belongs to something else)")) -> None:
+    """Average the weights of several models of one arch, shape and tokenizer (e.g. decay variants continued from one
+    checkpoint, as mmBERT merges them) and write the mean as an export, like `pretrain export`'s."""
+    from pretrain.tools.merge import merge_models
+
+    typer.echo(merge_models(models, out, force))
 
 
 @app.command("eval")
