@@ -162,13 +162,20 @@ class TrainConfig:
     # schedule wsd: fraction of `steps`, at the end, over which the lr falls to 0; 0: none, the phase ends at the
     # peak (ModernBERT's phase 1, which its phase 2 continues)
     cooldown: float = 0.0
+    # a time budget for the phase, e.g. 90s, 45m, 6h (schedule wsd): the phase ends when it is spent, its decay (the
+    # last `cooldown` of the steps) timed from the run's own measured speed so that the last step ends on the budget
+    # (cramming's budget triangle; run/budget.py). `steps` is then the most steps the phase may take, and `warmup` a
+    # fraction of the steps the budget allows. Counted from the first step of each run (start-up not counted),
+    # summed over the resumed runs of the phase; null: no budget, the phase takes `steps`
+    budget: str | None = changeable(None)
     # lamb, lans: per-tensor trust ratios; stableadamw: AdamW with per-tensor update clipping (ModernBERT's:
     # optimizers.py), which makes grad_clip unnecessary (ModernBERT sets none); adamw: torch's. Both AdamWs want a much
     # smaller lr, e.g. 1e-4
     optimizer: Literal["lamb", "lans", "stableadamw", "adamw"] = "lamb"
     betas: list[float] = dataclasses.field(default_factory=lambda: [0.9, 0.999])  # decay rates of the moments
     eps: float = 1e-6  # added to the second moment's square root
-    # not on biases and LayerNorm weights (the 1-dimensional tensors); (stable)adamw multiply it by the lr (torch's AdamW)
+    # not on biases and LayerNorm weights (the 1-dimensional tensors); adamw and stableadamw multiply it by the lr
+    # (torch's AdamW)
     weight_decay: float = 0.01
     grad_clip: float = 1.0  # global gradient-norm clipping; 0 disables
     # self-attention kernel (attention.py; the rest of the encoder computes the real tokens only with each): mask
@@ -209,6 +216,21 @@ class TrainConfig:
         others = _settings_of_others(self.arch)
         defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name not in {"vocab_size", *others}}
         return {**defaults, **arch.defaults, **arch.presets[self.preset], "arch": self.arch, **self.model}
+
+
+BUDGET_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def budget_seconds(budget: str) -> float:
+    """The seconds of a `budget` setting (a positive number and a unit: 90s, 45m, 6h); ValueError if it is not one."""
+    text = str(budget).strip()
+    try:
+        seconds = float(text[:-1]) * BUDGET_UNITS[text[-1:]]
+    except (KeyError, ValueError):
+        raise ValueError(f"expected a time such as 90s, 45m or 6h, got {budget!r}") from None
+    if not seconds > 0:
+        raise ValueError(f"must be a positive time, got {budget!r}")
+    return seconds
 
 
 def _settings_of_others(arch: str) -> set[str]:
@@ -274,6 +296,14 @@ def _check(c: TrainConfig) -> None:
     for key, schedule in (("cooldown", "wsd"), ("decay_power", "poly")):
         if c.schedule != schedule and getattr(c, key) != TrainConfig.__dataclass_fields__[key].default:
             fail(key, f"applies to schedule {schedule} only; set schedule: {schedule}")
+    if c.budget is not None:
+        try:
+            budget_seconds(c.budget)
+        except ValueError as e:
+            fail("budget", str(e))
+        if c.schedule != "wsd":
+            fail("budget", "applies to schedule wsd only (its decay is timed to end on the budget); set schedule: "
+                           "wsd")
     if not c.lr > 0:
         fail("lr", f"must be positive, got {c.lr}")
     for key in ("decay_power", "weight_decay", "grad_clip", "eps"):

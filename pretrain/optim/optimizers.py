@@ -17,22 +17,23 @@ on CPU, and it has no LANS. The math follows the references the BERT recipes wer
   arXiv 2304.13013, Algorithm 2; ModernBERT's optimizer): AdamW whose learning rate is divided, per tensor, by
   max(1, RMS) with RMS = sqrt(mean(g ** 2 / max(v_hat, eps ** 2))) over the tensor's elements (Adafactor's update
   clipping, measured on the current gradient against the second moment): a tensor whose gradient jumps far above
-  what v_hat has seen takes a smaller step, the loss spikes that otherwise follow are avoided. The update is
+  what v_hat has seen takes a smaller step, avoiding the loss spikes that would follow. The update is
   m_hat / (sqrt(v_hat) + eps) + weight_decay * w, times lr / max(1, RMS) (the paper's bias-corrected betas give
   exactly Adam's bias-corrected moments, which is how they are kept here).
 
-Both are written with `torch._foreach_*` ops (as torch.optim's own optimizers are) over buckets of parameters, so a
+All but AdamW are written with `torch._foreach_*` ops (as torch.optim's own optimizers are) over buckets of parameters, so a
 step launches few kernels and its temporaries stay bounded whatever the model size; nothing syncs with the host.
 
-Trust ratios (and StableAdamW's RMS) stay per model tensor under ZeRO stages 1 and 2, where DeepSpeed hands the optimizer one flat fp32
-partition per parameter group and rank: `use_partitions` tells it which fragment of which model tensor lies where in
-each partition (read from DeepSpeed by `pretrain.optim.zero_partitions`). Each rank then takes the squared norms of its
-fragments, one all-reduce per `step()` sums them per tensor over the ranks (ZeRO calls `step()` once per parameter
-group; LAMB's group without weight decay needs none, LANS needs a second one: its update depends on the gradient
-norms of the first), and every fragment is scaled by its whole tensor's ratio. StableAdamW's mean divides the summed
-squares by the whole tensor's element count (`PartitionLayout.numels`). Elements of a partition that belong
-to no tensor (alignment padding) are zero and stay zero. LAMB's pre-normalization there divides by DeepSpeed's
-global gradient norm (all groups and ranks, after DeepSpeed's clipping), read once per step.
+Trust ratios (and StableAdamW's RMS) stay per model tensor under ZeRO stages 1 and 2, where DeepSpeed hands the
+optimizer one flat fp32 partition per parameter group and rank: `use_partitions` tells it which fragment of which
+model tensor lies where in each partition (read from DeepSpeed by `pretrain.optim.zero_partitions`). Each rank then
+takes the squared norms of its fragments, one all-reduce per `step()` sums them per tensor over the ranks (ZeRO
+calls `step()` once per parameter group; LAMB's group without weight decay needs none, LANS needs a second one: its
+update depends on the gradient norms of the first), and every fragment is scaled by its whole tensor's ratio.
+StableAdamW's mean divides the summed squares by the whole tensor's element count (`PartitionLayout.numels`).
+Elements of a partition that belong to no tensor (alignment padding) are zero and stay zero. LAMB's
+pre-normalization there divides by DeepSpeed's global gradient norm (all groups and ranks, after DeepSpeed's
+clipping), read once per step.
 """
 from __future__ import annotations
 

@@ -41,7 +41,8 @@ from pretrain.model.attention import KERNELS
 from pretrain.optim.optimizers import BUCKET_NUMEL, OPTIMIZERS
 
 PRECISIONS = ("fp32", "bf16", "fp16")
-OPTIMIZER_TEMPORARIES = {"lamb": 2, "lans": 3, "stableadamw": 2, "adamw": 1}  # fp32 copies of the optimizer's tensors during step()
+# fp32 copies of the optimizer's tensors during step()
+OPTIMIZER_TEMPORARIES = {"lamb": 2, "lans": 3, "stableadamw": 2, "adamw": 1}
 DEEPSPEED_BUCKET = 500_000_000  # elements: DeepSpeed's default reduce_bucket_size and all-reduce bucket
 CONTEXT_BYTES = 1 << 30  # CUDA context, cuBLAS workspaces, NCCL buffers
 FRAGMENTATION = 0.10

@@ -1,4 +1,5 @@
-"""LAMB, LANS, StableAdamW and AdamW against step-by-step hand computations in plain torch (one tensor at a time, no foreach)."""
+"""LAMB, LANS, StableAdamW and AdamW against step-by-step hand computations in plain torch (one tensor at a time, no
+foreach)."""
 import copy
 import math
 
