@@ -2,9 +2,9 @@
 and the warmup-stable-decay schedule fitted to it, so that the decay ends on the budget (cramming's budget
 triangle: Geiping & Goldstein 2022 time every part of the schedule to a fixed budget).
 
-After each step the steps still affordable are the budget left over the mean seconds a step has taken in this run
-(the first step, which also warms up, left out; the evaluations and checkpoints between steps counted in), and the
-schedule's `total_steps` becomes the step the budget ends on. Until the decay starts, its start is the last
+After each step the steps still affordable are the budget left over the mean seconds a step has taken over the later
+half of this run's steps (the first step, which also warms up, never counted; the evaluations and checkpoints between
+steps counted in), and the schedule's `total_steps` becomes the step the budget ends on. Until the decay starts, its start is the last
 `cooldown` of those steps, moving with the estimate while the lr is still at the peak; once a step reaches it, the
 start stays, and the end alone keeps following the estimate (the 1 - sqrt decay stretched or shrunk a little), so
 the last step ends within a step of the budget. The warmup is fixed once, after the run's second step, as `warmup`
@@ -40,7 +40,8 @@ class Budget:
         decay_start = schedule.total_steps - schedule.cooldown_steps
         self.decay_start: int | None = decay_start if first_step > 0 and first_step >= decay_start else None
         self.last = min(steps, schedule.total_steps)
-        self.after_first: float | None = None
+        self.step_ends: list[float] = []  # when each step of this run ended (monotonic clock)
+        self.spent_by_steps = spent_before  # the budget spent at the end of the latest step
         self.planned = False
         log.info("%s: time budget %s, %s spent by earlier runs; counted from step %d on", phase, duration(seconds),
                  duration(spent_before), first_step + 1)
@@ -53,14 +54,15 @@ class Budget:
     def step_done(self, step: int) -> int:
         """After step `step`: the schedule refitted to the budget; returns the step the phase now ends on."""
         now = time.monotonic()
-        done = step - self.first_step
-        if done == 1:
-            self.after_first = now
+        self.step_ends.append(now)
+        since = len(self.step_ends) // 2  # the later half of the run's steps: the estimate follows a change of speed
+        measured = len(self.step_ends) - 1 - since
         spent, per_step = self._agreed(self.spent_before + now - self.started,
-                                       (now - self.after_first) / (done - 1) if done > 1 else math.nan)
+                                       (now - self.step_ends[since]) / measured if measured else math.nan)
+        self.spent_by_steps = spent
         if math.isnan(per_step):
             return self.last
-        self.last = max(step, min(self.steps, step + math.floor((self.seconds - spent) / per_step)))
+        self.last = max(step, min(self.steps, step + round((self.seconds - spent) / per_step)))
         if not self.warmup_fixed:
             self.schedule.warmup_steps = int(self.warmup * self.last)
             self.warmup_fixed = True
@@ -71,7 +73,7 @@ class Budget:
         self.schedule.total_steps = self.last
         self.schedule.cooldown_steps = (self.last - self.decay_start if self.decay_start is not None
                                         else round(self.cooldown * self.last))
-        if not self.planned and (done >= PLAN_AFTER_STEPS or now - self.started >= PLAN_AFTER_S):
+        if not self.planned and (step - self.first_step >= PLAN_AFTER_STEPS or now - self.started >= PLAN_AFTER_S):
             self._log_plan(step, per_step, spent)
         return self.last
 

@@ -241,9 +241,8 @@ def _exit_code(run: Run, step: int, saved: int, stop_signum: int | None, budget:
                     "no step was completed, nothing saved; re-run the same command to start")
         return 128 + stop_signum
     if budget is not None and budget.ends_at(step):
-        log.info("%s complete: its budget of %s spent at step %d (%.1f s from the first step), checkpoint in %s",
-                 run.phase, duration(budget.seconds), step, budget.spent(),
-                 checkpoint_files.checkpoint_dir(run.phase_dir))
+        log.info("%s complete: its budget of %s spent at step %d (%.1f s of steps), checkpoint in %s", run.phase,
+                 duration(budget.seconds), step, budget.spent_by_steps, checkpoint_files.checkpoint_dir(run.phase_dir))
     elif step < run.config.steps:
         log.info("stopped after step %d of %d (steps_this_run); re-run the same command to continue", step,
                  run.config.steps)
