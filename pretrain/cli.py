@@ -1,4 +1,4 @@
-"""`pretrain` command line: phase1, phase2, config, export, merge, eval, finetune, plot, estimate, tune.
+"""`pretrain` command line: phase1, phase2, config, plan, export, merge, eval, finetune, plot, estimate, tune.
 
 Multi-process runs start the same entry point through a launcher, e.g.
 `deepspeed --num_gpus 8 --module pretrain.cli phase1 ...` or `torchrun --nproc_per_node 8 -m pretrain.cli phase1 ...`
@@ -92,6 +92,22 @@ def show_config(phase: str = typer.Option("phase1", "--phase", help="phase1 or p
     for line in config_lines(TrainConfig, config_to_dict(train_config), changeable_note="may change on resume"):
         typer.echo(line)
     for line in config_lines(ModelConfig, train_config.model_settings(), "model.", "phase 2 may change"):
+        typer.echo(line)
+
+
+@app.command()
+def plan(data: Path = typer.Option(..., "--data", callback=utf8_path, help="HDF5 variant directory"),
+         phase: str = typer.Option("phase1", "--phase", help="phase1 or phase2"),
+         preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
+         set_: Optional[list[str]] = SetOpt) -> None:
+    """What the phase these flags describe would draw from the data: per language the training instances and tokens,
+    the sequences and tokens drawn and how often each is repeated; per source (from the shard stage's records beside
+    the variant) the documents and how often their text is seen; a warning past 4 repeats."""
+    from pretrain.config import load_train_config
+    from pretrain.tools.data_plan import data_plan, format_plan
+
+    train_config = load_train_config(phase, config, set_ or [], {"preset": preset} if preset else None)
+    for line in format_plan(data_plan(phase, data, train_config)):
         typer.echo(line)
 
 
