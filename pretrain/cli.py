@@ -23,6 +23,9 @@ OutOpt = typer.Option(..., "--out", callback=utf8_path,
 PresetOpt = typer.Option(None, "--preset", help="Model size: tiny, mini, small, base, large, 1.5b, 5b")
 ConfigOpt = typer.Option(None, "--config", callback=utf8_path,
                          help="YAML file of settings over the phase's recipe (same keys)")
+RecipeOpt = typer.Option(None, "--recipe", help="An anchor's published settings over the arch's recipe: bert-nvidia, "
+                         "modernbert, mmbert, neobert (pretrain/recipes/<name>/<phase>.yaml, each value with its "
+                         "source)")
 SetOpt = typer.Option(None, "--set", callback=utf8_text,
                       help="Override a setting: KEY=VALUE, e.g. micro_batch=32 or model.hidden_dropout_prob=0 "
                       "(repeatable)")
@@ -56,10 +59,11 @@ def phase1(data: Path = typer.Option(..., "--data", callback=utf8_path,
                                                "directory (same vocabulary as the data)"),
            preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
            set_: Optional[list[str]] = SetOpt, deepspeed_config: Optional[Path] = DsOpt,
-           vocab: Optional[Path] = VocabOpt, eval_data: Optional[Path] = EvalDataOpt) -> None:
+           vocab: Optional[Path] = VocabOpt, eval_data: Optional[Path] = EvalDataOpt,
+           recipe: Optional[str] = RecipeOpt) -> None:
     """Phase 1: sequence length 128 (ModernBERT: 1,024) from random weights, or from those of --init, with a fresh
     schedule and optimizer (recipe: pretrain/model/<arch>/phase1.yaml)."""
-    _train("phase1", data, out, preset, config, set_, deepspeed_config, vocab, init, eval_data)
+    _train("phase1", data, out, preset, config, set_, deepspeed_config, vocab, init, eval_data, recipe)
 
 
 @app.command()
@@ -72,23 +76,25 @@ def phase2(data: Path = typer.Option(..., "--data", callback=utf8_path,
                                                "BERT directory"),
            preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
            set_: Optional[list[str]] = SetOpt, deepspeed_config: Optional[Path] = DsOpt,
-           vocab: Optional[Path] = VocabOpt, eval_data: Optional[Path] = EvalDataOpt) -> None:
+           vocab: Optional[Path] = VocabOpt, eval_data: Optional[Path] = EvalDataOpt,
+           recipe: Optional[str] = RecipeOpt) -> None:
     """Phase 2: sequence length 512 (ModernBERT: 8,192, the global layers' RoPE base raised) from phase 1's weights,
     with a fresh schedule and optimizer (recipe: pretrain/model/<arch>/phase2.yaml)."""
-    _train("phase2", data, out, preset, config, set_, deepspeed_config, vocab, init, eval_data)
+    _train("phase2", data, out, preset, config, set_, deepspeed_config, vocab, init, eval_data, recipe)
 
 
 @app.command("config")
 def show_config(phase: str = typer.Option("phase1", "--phase", help="phase1 or phase2"),
                 preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
-                set_: Optional[list[str]] = SetOpt) -> None:
+                set_: Optional[list[str]] = SetOpt, recipe: Optional[str] = RecipeOpt) -> None:
     """Print every setting's effective value for these flags (as the phase command would use it) and what it
     means, the model's (`model.KEY`, the preset's values with the overrides) included. Phase 2 trains phase 1's
     model, whose shape it keeps whatever these say."""
     from wiki2bert_core.config import config_lines, config_to_dict
     from pretrain.config import ModelConfig, TrainConfig, load_train_config
 
-    train_config = load_train_config(phase, config, set_ or [], {"preset": preset} if preset else None)
+    train_config = load_train_config(phase, config, set_ or [], {"preset": preset} if preset else None,
+                                     recipe=recipe)
     for line in config_lines(TrainConfig, config_to_dict(train_config), changeable_note="may change on resume"):
         typer.echo(line)
     for line in config_lines(ModelConfig, train_config.model_settings(), "model.", "phase 2 may change"):
@@ -99,14 +105,15 @@ def show_config(phase: str = typer.Option("phase1", "--phase", help="phase1 or p
 def plan(data: Path = typer.Option(..., "--data", callback=utf8_path, help="HDF5 variant directory"),
          phase: str = typer.Option("phase1", "--phase", help="phase1 or phase2"),
          preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
-         set_: Optional[list[str]] = SetOpt) -> None:
+         set_: Optional[list[str]] = SetOpt, recipe: Optional[str] = RecipeOpt) -> None:
     """What the phase these flags describe would draw from the data: per language the training instances and tokens,
     the sequences and tokens drawn and how often each is repeated; per source (from the shard stage's records beside
     the variant) the documents and how often their text is seen; a warning past 4 repeats."""
     from pretrain.config import load_train_config
     from pretrain.tools.data_plan import data_plan, format_plan
 
-    train_config = load_train_config(phase, config, set_ or [], {"preset": preset} if preset else None)
+    train_config = load_train_config(phase, config, set_ or [], {"preset": preset} if preset else None,
+                                     recipe=recipe)
     for line in format_plan(data_plan(phase, data, train_config)):
         typer.echo(line)
 
@@ -297,7 +304,8 @@ def tune(preset: Optional[str] = PresetOpt,
         typer.echo(line)
 
 
-def _train(phase, data, out, preset, config, overrides, deepspeed_config, vocab, init=None, eval_data=None) -> None:
+def _train(phase, data, out, preset, config, overrides, deepspeed_config, vocab, init=None, eval_data=None,
+           recipe=None) -> None:
     from pretrain.config import load_train_config
     from pretrain.model.model_dir import arch_of
     from pretrain.run.prepare import prepare
@@ -306,7 +314,7 @@ def _train(phase, data, out, preset, config, overrides, deepspeed_config, vocab,
     values = {"preset": preset} if preset else {}
     if eval_data:
         values["eval_data"] = str(eval_data)
-    train_config = load_train_config(phase, config, overrides or [], values or None, init and arch_of(init))
+    train_config = load_train_config(phase, config, overrides or [], values or None, init and arch_of(init), recipe)
     run = prepare(phase, data, out, train_config, vocab, init, deepspeed_config, preset_flag=preset)
     if run.complete:
         typer.echo(f"{run.phase_dir}: {phase} is complete ({run.config.steps} steps); nothing to do", err=True)

@@ -243,14 +243,39 @@ def phase_of_length(seq_len: int, arch: str = DEFAULT_ARCH) -> str:
     return spec(arch).phase_of_length(seq_len)
 
 
+# --recipe NAME: an anchor's published settings, pretrain/recipes/<name>/<phase>.yaml, over the arch's recipe and
+# under --config; a `presets:` mapping in it holds a model size's own values (preset -> settings)
+RECIPES_DIR = Path(__file__).parent / "recipes"
+
+
+def recipe_names() -> list[str]:
+    return sorted(p.name for p in RECIPES_DIR.iterdir() if p.is_dir())
+
+
+def _recipe_layer(recipe: str, phase: str) -> tuple[dict, dict, Path]:
+    """The settings of --recipe's phase file and its `presets:` mapping; ConfigError if there is none."""
+    if recipe not in recipe_names():
+        raise ConfigError(f"--recipe {recipe}: unknown recipe (known: {', '.join(recipe_names())})")
+    path = RECIPES_DIR / recipe / f"{phase}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"--recipe {recipe}: has no {phase} ({path} does not exist)")
+    layer = read_yaml(path)
+    return layer, layer.pop("presets", None) or {}, path
+
+
 def load_train_config(phase: str, config_file: Path | None = None, overrides: list[str] = (),
-                      values: dict[str, Any] | None = None, init_arch: str | None = None) -> TrainConfig:
+                      values: dict[str, Any] | None = None, init_arch: str | None = None,
+                      recipe: str | None = None) -> TrainConfig:
     """`overrides` are --set KEY=VALUE strings (KEY may be dotted: model.hidden_dropout_prob=0);
     `values` are set by other flags (e.g. {"preset": "mini"}); `init_arch`: the arch of the model --init continues,
-    the arch (and recipe) unless a layer sets one."""
+    the arch (and recipe) unless a layer sets one; `recipe`: --recipe's name."""
     if phase not in PHASES:
         raise ConfigError(f"unknown phase {phase!r} (known: {', '.join(PHASES)})")
     layers: list[tuple[dict, str]] = [({"arch": init_arch}, f"--init: {phase}")] if init_arch else []
+    by_preset: dict = {}
+    if recipe is not None:
+        recipe_settings, by_preset, recipe_file = _recipe_layer(recipe, phase)
+        layers.append((recipe_settings, f"{recipe_file}: {phase}"))
     if config_file is not None:
         layers.append((read_yaml(config_file), f"{config_file}: {phase}"))
     for item in overrides:
@@ -260,8 +285,13 @@ def load_train_config(phase: str, config_file: Path | None = None, overrides: li
         layers.append((values, f"command line: {phase}"))
     # the recipe is the arch's that the layers above it set (an unknown arch is refused by `layered`)
     arch = next((layer["arch"] for layer, _ in reversed(layers) if layer.get("arch") in names()), DEFAULT_ARCH)
-    recipe = spec(arch).recipe(phase)
-    return layered(TrainConfig, [(read_yaml(recipe), f"{recipe}: {phase}"), *layers])
+    arch_recipe = spec(arch).recipe(phase)
+    config = layered(TrainConfig, [(read_yaml(arch_recipe), f"{arch_recipe}: {phase}"), *layers])
+    if config.preset in by_preset:  # the size's own values, right over the recipe's
+        at = next(i for i, (_, source) in enumerate(layers) if source.startswith(f"{recipe_file}:")) + 1
+        layers.insert(at, (by_preset[config.preset], f"{recipe_file}: presets.{config.preset}: {phase}"))
+        config = layered(TrainConfig, [(read_yaml(arch_recipe), f"{arch_recipe}: {phase}"), *layers])
+    return config
 
 
 def _check(c: TrainConfig) -> None:

@@ -101,3 +101,17 @@ def test_the_command_prints_the_plan_and_warns_past_4_repeats(variant, monkeypat
     assert "hu         web" in out and "fi         wikipedia" in out
     assert "warning: hu: its instances are read 9.1 times, more than 4" in out  # 1,280 of 141 rows, no mixture
     assert "warning: fi web: its text is seen" in out and "\nalternatives: more text (rehydration" in out
+
+
+def test_a_damaged_document_record_is_one_line(variant, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    copy = tmp_path / "fi+hu"
+    shutil.copytree(variant.parents[1], copy)
+    (copy / "shard" / "training_fi_0001.docs.jsonl").write_text('{"source": "web", "id": "1"}\nnot json\n')
+    monkeypatch.setattr(sys, "argv", ["pretrain", "plan", "--data", str(copy / "hdf5" / "seq_len_32")])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 1 and err == (f"error: {copy}/shard/training_fi_0001.docs.jsonl: line 2 is not a "
+                                            f"document record (JSON with a source)\n")
