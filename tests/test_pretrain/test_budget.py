@@ -46,7 +46,7 @@ def simulate(monkeypatch, seconds_per_step, budget=10.0, cooldown=0.2, warmup=0.
 def test_the_decay_starts_so_that_the_last_step_ends_on_the_budget(monkeypatch):
     factors, last, budget, clock = simulate(monkeypatch, lambda step: 0.1)
     assert last == 100 and clock.now - 1000.0 == pytest.approx(10.0)  # 10 s at 0.1 s a step
-    assert budget.schedule.warmup_steps == 10  # 10% of the steps the budget allows, fixed after step 2
+    assert budget.schedule.warmup_steps == 10  # 10% of the steps the budget allows, fixed at step 3
     assert budget.decay_start == 80  # the last 20% of them
     assert all(factors[s] == 1.0 for s in range(11, 81))
     decay = [factors[s] for s in range(81, 101)]
