@@ -90,7 +90,7 @@ def data_plan(phase: str, data_dir: Path, config: TrainConfig) -> DataPlan:
                  for language, files in by_language.items()]
     params = read_params(data_dir)
     dupe_factor = params.dupe_factor if params else None
-    shard_dir = data_dir.parents[1] / "shard" if len(data_dir.parents) > 1 else None
+    shard_dir = data_dir.resolve().parents[1] / "shard" if len(data_dir.resolve().parents) > 1 else None
     sources: list[SourcePlan] = []
     if dupe_factor and shard_dir is not None and all(_docs_file(shard_dir, f.path).is_file() for f in data.files):
         sources = _source_plans(data, reads, dupe_factor, shard_dir)
