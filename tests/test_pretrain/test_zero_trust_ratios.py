@@ -142,7 +142,7 @@ def test_zero_step_equals_the_per_tensor_step(steps, opt, stage, precision):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("optimizer, stage", [("lamb", 1), ("lans", 2)])
+@pytest.mark.parametrize("optimizer, stage", [("lamb", 1), ("lans", 2), ("stableadamw", 2)])
 def test_a_two_rank_run_has_the_same_losses_under_zero_1_and_2(tmp_path, optimizer, stage, write_dataset):
     data = write_dataset(tmp_path / "work", [40, 40], seq_len=32)
     losses = {}
