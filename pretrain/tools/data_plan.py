@@ -155,7 +155,8 @@ def format_plan(plan: DataPlan) -> list[str]:
         out.append(f"warning: {what}: {seen} {repeats:.1f} times, more than {MAX_REPEATS} (past which repeated data "
                    f"helps much less than new data)")
     if over:
-        out.append("alternatives: more text (rehydration: repeat the best documents by quality rather than all alike), "
-                   "related languages in the mixture, a language_alpha or language_weights that give the repeated "
-                   "language a smaller share, a lower dupe_factor with dynamic masking, or fewer steps")
+        out.append("alternatives: more text, or repeat the best rather than all alike (rehydration: the pipeline's "
+                   "shard.rehydrate repeats documents by their cluster size), related languages in the mixture, a "
+                   "language_alpha or language_weights that give the repeated language a smaller share, a lower "
+                   "dupe_factor with dynamic masking, or fewer steps")
     return out

@@ -100,7 +100,8 @@ def test_the_command_prints_the_plan_and_warns_past_4_repeats(variant, monkeypat
     assert out.startswith("phase1: 20 steps x 64 sequences = 1,280 sequences of 32 tokens drawn\n")
     assert "hu         web" in out and "fi         wikipedia" in out
     assert "warning: hu: its instances are read 9.1 times, more than 4" in out  # 1,280 of 141 rows, no mixture
-    assert "warning: fi web: its text is seen" in out and "\nalternatives: more text (rehydration" in out
+    assert "warning: fi web: its text is seen" in out
+    assert "\nalternatives: more text, or repeat the best rather than all alike (rehydration: " in out
 
 
 def test_a_damaged_document_record_is_one_line(variant, tmp_path, monkeypatch, capsys):
