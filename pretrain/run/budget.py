@@ -3,13 +3,13 @@ and the warmup-stable-decay schedule fitted to it, so that the decay ends on the
 triangle: Geiping & Goldstein 2022 time every part of the schedule to a fixed budget).
 
 After each step the steps still affordable are the budget left over the mean seconds a step has taken over the later
-half of this run's steps (the first step, which also warms up, never counted; the evaluations and checkpoints between
-steps counted in), and the schedule's `total_steps` becomes the step the budget ends on. Until the decay starts, its
-start is the last `cooldown` of those steps, moving with the estimate while the lr is still at the peak; once a step reaches it, the
-start stays, and the end alone keeps following the estimate (the 1 - sqrt decay stretched or shrunk a little), so
-the last step ends within a step of the budget. The warmup is fixed once, at the first estimate (after the run's
-third step: the second is the first measured), as `warmup` of the steps estimated then. Rank 0's clock decides for
-every rank (one broadcast a step).
+half of this run's steps (the first step, which also warms up, never counted; the evaluations and checkpoints
+between steps counted in), and the schedule's `total_steps` becomes the step the budget ends on. Until the decay
+starts, its start is the last `cooldown` of those steps, moving with the estimate while the lr is still at the peak;
+once a step reaches it, the start stays, and the end alone keeps following the estimate (the 1 - sqrt decay
+stretched or shrunk a little), so the last step ends within a step of the budget. The warmup is fixed once, at the
+first estimate (after the run's third step: the second is the first measured), as `warmup` of the steps estimated
+then. Rank 0's clock decides for every rank (one broadcast a step).
 
 The schedule's fields live in the LR scheduler's state, which every checkpoint saves (torch's LambdaLR keeps a
 callable object's attributes), and the time spent so far in the client state (`budget_spent_s`): a resumed run
