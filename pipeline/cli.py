@@ -222,15 +222,22 @@ def sample_dump(out_dir: Path = typer.Argument(..., callback=utf8_path, help="Di
                 lang: str = typer.Option("hu", "--lang", help="hu (Hungarian-like), fi (Finnish-like), ru "
                                          "(Russian-like, Cyrillic) or el (Greek-like): for a generated run of "
                                          "several languages"),
+                mb: Optional[float] = typer.Option(None, "--mb", min=0.001, help="Instead of --pages: about this "
+                                                   "many MB of XML (Hungarian only)"),
+                workers: int = typer.Option(1, "--workers", min=1, help="Processes making the Hungarian dump's "
+                                            "blocks of 10,000 articles (the same bytes whatever their number)"),
                 quiet: bool = QuietOpt) -> None:
     """Write the generated Hungarian-like (or Finnish-, Russian-, Greek-like) sample dump (multistream + index, no
     network) and print its path. Any size: Hungarian pages are generated and written a block at a time (memory
     does not grow with --pages)."""
-    from pipeline.tools.sample_dump import SAMPLE_LANGUAGES, write_sample_dump
+    from pipeline.tools.sample_dump import SAMPLE_LANGUAGES, articles_for_mb, write_sample_dump
 
     if lang not in SAMPLE_LANGUAGES:
         raise ConfigError(f"--lang {lang}: the sample dump is in {', '.join(SAMPLE_LANGUAGES)}")
-    typer.echo(write_sample_dump(out_dir, pages, seed, quiet=quiet, language=lang))
+    if mb is not None and lang != "hu":
+        raise ConfigError(f"--mb: only with --lang hu (give --lang {lang} a --pages)")
+    pages = articles_for_mb(mb) if mb is not None else pages
+    typer.echo(write_sample_dump(out_dir, pages, seed, quiet=quiet, language=lang, workers=workers))
 
 
 @app.command("sample-corpus")
@@ -241,15 +248,20 @@ def sample_corpus(out_dir: Path = typer.Argument(..., callback=utf8_path,
                   files: int = typer.Option(2, "--files", min=1, help="Files the pages are spread over"),
                   fmt: str = typer.Option("jsonl", "--format", help="jsonl or parquet (row groups of 64 pages)"),
                   seed: int = typer.Option(0, "--seed", help="Same seed, same bytes"),
+                  mb: Optional[float] = typer.Option(None, "--mb", min=0.001, help="Instead of --docs: about this "
+                                                     "many MB of page text"),
+                  workers: int = typer.Option(1, "--workers", min=1, help="Processes making the pages, in blocks "
+                                              "of 10,000 (the same bytes whatever their number)"),
                   quiet: bool = QuietOpt) -> None:
     """Write the generated web-like corpus (Hungarian-like pages with boilerplate, copies, spam, code, other
     languages, long articles) into OUT_DIR/pages and truth.json saying which page is which beside it; print the
     pages directory (for --corpus)."""
-    from pipeline.tools.sample_corpus import write_sample_corpus
+    from pipeline.tools.sample_corpus import pages_for_mb, write_sample_corpus
 
     if fmt not in ("jsonl", "parquet"):
         raise ConfigError(f"--format {fmt}: jsonl or parquet")
-    typer.echo(write_sample_corpus(out_dir, docs, seed, files, fmt, quiet=quiet))
+    docs = pages_for_mb(mb) if mb is not None else docs
+    typer.echo(write_sample_corpus(out_dir, docs, seed, files, fmt, quiet=quiet, workers=workers))
 
 
 def _load(lang: str, dumps: list[str] | None, corpora: list[str] | None, tokenizer: Path | None,
