@@ -56,8 +56,17 @@ def run(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Option
         to_stage: Optional[str] = typer.Option(None, "--to", help="Last stage to run"),
         set_: Optional[list[str]] = SetOpt, workers: int = WorkersOpt, force: bool = ForceOpt,
         quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt, verify: bool = VerifyOpt,
-        executor: str = ExecutorOpt, scheduler: Optional[str] = SchedulerOpt) -> None:
+        executor: str = ExecutorOpt, scheduler: Optional[str] = SchedulerOpt,
+        keep: str = typer.Option("all", "--keep", help="all: keep every stage's files; final: remove a stage's "
+                                 "files once every stage that reads them is done (the manifest stays: the run "
+                                 "still resumes, and a dropped stage is made again when a stage that reads it must "
+                                 "re-run), keeping the vocabulary and the HDF5 files (docs/pipeline.md, Disk)")
+        ) -> None:
     """Run the stages of stages.yaml in order, skipping those already done."""
+    from pipeline.runner import KEEP_CHOICES
+
+    if keep not in KEEP_CHOICES:
+        raise ConfigError(f"--keep {keep}: all or final")
     workdir = _executor_workdir(executor, scheduler, workdir)
     pcfg, log = _prepare(lang, dump, corpus, tokenizer, workdir, set_, quiet, config)
     order = _stage_order(pcfg)
@@ -66,7 +75,7 @@ def run(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Option
     if start > end:
         raise ConfigError(f"--from {from_stage} comes after --to {to_stage} in {pcfg.path}")
     _run(pcfg, workdir, order[start:end + 1], executor, scheduler, workers=workers, force=force, quiet=quiet,
-         log=log, verify=verify)
+         log=log, verify=verify, keep=keep)
 
 
 @app.command()
@@ -97,7 +106,7 @@ def status(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Opt
     language's stages, then the mix's and each language's share); with --verify, exit 1 when a finished stage's
     files no longer match their sha256."""
     from pipeline.funnel import Funnel, language_table, source_table
-    from pipeline.runner import DONE, corrupt_stages, read_manifest, status_rows
+    from pipeline.runner import DONE, DROPPED, corrupt_stages, read_manifest, status_rows
 
     pcfg = _load(lang, dump, corpus, tokenizer, set_, config)
     corrupt = {}
@@ -108,8 +117,9 @@ def status(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Opt
         if pcfg.languages:
             typer.echo(f"{name} ({lang_dir}):")
         _echo_table(rows, ["stage", "state", "outputs", "counts", "duration"],
-                    lambda r: f"  ({r['reason']})" if r["state"] in ("stale", "failed", "off") else "")
-        funnel = Funnel({r["stage"]: read_manifest(lang_dir / r["stage"]) for r in rows if r["state"] == DONE})
+                    lambda r: f"  ({r['reason']})" if r["state"] in ("stale", "failed", "off", "dropped") else "")
+        funnel = Funnel({r["stage"]: read_manifest(lang_dir / r["stage"]) for r in rows
+                         if r["state"] in (DONE, DROPPED)})
         for table in (source_table(funnel.source_rows()), language_table(funnel)):
             if table:
                 typer.echo("")
