@@ -225,6 +225,43 @@ def report(lang: str = LangOpt, workdir: Path = WorkdirOpt,
         raise DataError(f"{lang_dir}: {'; '.join(problems)}; the report leaves their figures out")
 
 
+@app.command("plan")
+def plan_command(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Optional[list[str]] = CorpusOpt,
+                 tokenizer: Optional[Path] = TokenizerOpt, set_: Optional[list[str]] = SetOpt,
+                 config: Optional[Path] = ConfigOpt,
+                 cores: int = typer.Option(..., "--cores", min=1, help="Cores the run will have (its --workers)"),
+                 sample_mb: float = typer.Option(50.0, "--sample-mb", min=0.001, help="MB of input (as stored) "
+                                                 "in the larger sample; the smaller is a quarter of it"),
+                 workdir: Optional[Path] = typer.Option(None, "--workdir", callback=utf8_path, help="Where the "
+                                                        "samples run (default: a temporary directory, removed after)"),
+                 as_json: bool = typer.Option(False, "--json", help="Print the prediction as JSON")) -> None:
+    """Predict a run's wall time on --cores cores, CPU time, disk and memory per process, stage by stage, from two
+    samples of its inputs run through every stage (docs/pipeline.md, Plan a run)."""
+    import dataclasses
+    import json
+    import tempfile
+
+    from pipeline.tools.plan import format_plan, plan
+
+    pcfg = _load(lang, dump, corpus, tokenizer, set_, config)
+    if pcfg.languages:
+        raise ConfigError(f"--lang {lang}: pipeline plan predicts one language's run at a time")
+    source = pcfg.stage_configs["download"].source if "download" not in pcfg.idle else None
+    if "download" not in pcfg.idle and (source is None or "://" in source or not Path(source).is_file()):
+        raise ConfigError(f"--dump {source or '(none)'}: pipeline plan samples a local dump file; download it first")
+    corpora = {} if "corpus" in pcfg.idle else {
+        name: {**dataclasses.asdict(src), "weight": pcfg.stage_configs["shard"].weights.get(name)}
+        for name, src in pcfg.stage_configs["corpus"].sources.items()}
+    flags = [item for s in set_ or [] for item in ("--set", s)] + (["--config", str(config)] if config else []) + \
+        (["--tokenizer", str(tokenizer)] if tokenizer else [])
+    with tempfile.TemporaryDirectory(prefix="wiki2bert-plan-") as temporary:
+        where = (workdir or Path(temporary)).resolve()
+        where.mkdir(parents=True, exist_ok=True)
+        with open(where / "plan.log", "a", encoding="utf-8") as log:
+            result = plan(lang, flags, Path(source) if source else None, corpora, cores, sample_mb, where, log)
+    typer.echo(json.dumps(result, indent=2) if as_json else format_plan(result))
+
+
 @app.command("sample-dump")
 def sample_dump(out_dir: Path = typer.Argument(..., callback=utf8_path, help="Directory for the dump and its index"),
                 pages: int = typer.Option(400, "--pages", min=1, help="Articles (plus redirects, stubs, talk pages, ...)"),
