@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipeline.tools.measure import measure  # noqa: E402
+from pipeline.tools.measure import directory_bytes, measure  # noqa: E402
 from pipeline.tools.plan import STAGES, peak_disk  # noqa: E402
 
 CLI = [sys.executable, "-m", "pipeline.cli"]
@@ -63,12 +63,15 @@ def run_executor(executor: str, dump: Path, corpus: Path, args, results: Path, l
         command = [*CLI, "stage", stage, "--lang", "hu", "--workdir", str(workdir), "--dump", str(dump),
                    "--corpus", f"web={corpus}", "--workers", str(args.workers), "--executor", executor, "--quiet",
                    *settings(args)]
+        before = directory_bytes(workdir)
         cost = measure(command, watch=workdir, cwd=ROOT, env=ENV, stdout=log, stderr=log)
         _check(cost, command, log)
+        after = directory_bytes(workdir)
         manifest = json.loads((workdir / "hu" / stage / "_manifest.json").read_text(encoding="utf-8"))
         outputs = manifest["outputs"].values()
         _record(results, {"executor": executor, "stage": stage, **_row(cost),
-                          "written_bytes": sum(o["size"] for o in outputs), "files": len(outputs)})
+                          "written_bytes": sum(o["size"] for o in outputs), "files": len(outputs),
+                          "left_bytes": after - before, "transient_bytes": max(0, cost.disk_peak - after)})
     verify = subprocess.run([*CLI, "verify", str(workdir / "hu" / "hdf5")], cwd=ROOT, env=ENV, capture_output=True,
                             text=True)
     _record(results, {"executor": executor, "stage": "verify", "ok": verify.returncode == 0})
@@ -96,7 +99,7 @@ def report(results: Path) -> None:
           "| written | files | disk at the peak | load |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for (executor, stage), r in latest.items():
-        if stage == "verify":
+        if "wall_s" not in r:  # verify, the executors' comparison
             continue
         written = f"{_mb(r['written_bytes'])} MB" if "written_bytes" in r else "-"
         print(f"| {executor} | {stage} | {r['wall_s']:,.1f} | {r['cpu_s']:,.1f} | {r['main_cpu_s']:,.1f} | "
@@ -108,9 +111,8 @@ def report(results: Path) -> None:
             continue
         wall, cpu = sum(r["wall_s"] for r in stages), sum(r["cpu_s"] for r in stages)
         serial = {r["stage"]: r["main_cpu_s"] for r in stages}
-        costs = {r["stage"]: {"disk_bytes": r["written_bytes"], "transient_bytes": max(
-            0, r["disk_peak"] - sum(p["written_bytes"] for p in stages[:stages.index(r)]) - r["written_bytes"])}
-            for r in stages}
+        costs = {r["stage"]: {"disk_bytes": r["left_bytes"], "output_bytes": r["written_bytes"],
+                              "transient_bytes": r["transient_bytes"]} for r in stages}
         print(f"{executor}: {wall:,.1f} s wall, {cpu:,.1f} s CPU; main processes {sum(serial.values()):,.1f} s CPU "
               f"({sum(serial.values()) / cpu:.0%}: " + ", ".join(f"{s} {v / cpu:.0%}" for s, v in serial.items()
                                                                if v / cpu >= 0.01) + "); "
