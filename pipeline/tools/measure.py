@@ -29,8 +29,10 @@ class Cost:
 
 
 def directory_bytes(path: Path) -> int:
-    """Bytes of the files under `path` (links not followed; files that vanish while it walks are skipped)."""
+    """Bytes of the files under `path`, a file of several hard links once (the hdf5 stage's cache links its
+    outputs); symbolic links not followed, files that vanish while it walks skipped."""
     total = 0
+    seen: set[tuple[int, int]] = set()
     stack = [path]
     while stack:
         try:
@@ -42,7 +44,12 @@ def directory_bytes(path: Path) -> int:
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(Path(entry.path))
                 elif entry.is_file(follow_symlinks=False):
-                    total += entry.stat(follow_symlinks=False).st_size
+                    stat = entry.stat(follow_symlinks=False)
+                    if stat.st_nlink > 1:
+                        if (stat.st_dev, stat.st_ino) in seen:
+                            continue
+                        seen.add((stat.st_dev, stat.st_ino))
+                    total += stat.st_size
             except OSError:
                 pass
     return total
