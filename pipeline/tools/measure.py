@@ -1,5 +1,5 @@
-"""What a command costs while it runs (Linux /proc): wall and CPU seconds, CPU seconds of its main process alone
-(the work no worker shares), peak RSS of its main process and of its largest descendant, and the peak size of a
+"""What a command costs while it runs (Linux /proc): wall and CPU seconds, CPU seconds of its main process's main
+thread (the work no worker process or thread shares), peak RSS of its main process and of its largest descendant, and the peak size of a
 directory it writes. Used by `pipeline plan` (pipeline/tools/plan.py) and bench/rehearsal.py."""
 from __future__ import annotations
 
@@ -21,7 +21,9 @@ DISK_POLL_S = 0.5  # how often the directory is walked for its size
 class Cost:
     wall_s: float
     cpu_s: float  # user + sys of the whole process tree
-    main_cpu_s: float  # user + sys of the main process alone (as last read, at most POLL_S before it ended)
+    # user + sys of the main process's main thread (as last read, at most POLL_S before it ended): its other threads
+    # (sentencepiece's trainer, tokenizers') share work as worker processes do
+    main_cpu_s: float
     main_rss: int  # peak RSS of the main process, bytes
     worker_rss: int  # peak RSS of its largest descendant (0: none)
     disk_peak: int  # peak size of the watched directory, bytes (0: none watched)
@@ -87,14 +89,10 @@ class _Watcher:
     def _poll(self) -> None:
         next_disk = 0.0
         while not self._stop.is_set():
-            main = _read_process(self.pid, self._ticks)
-            if main is not None:
-                self.main_cpu = max(self.main_cpu, main[0])
-                self.main_rss = max(self.main_rss, main[1])
+            self.main_cpu = max(self.main_cpu, _thread_cpu(self.pid, self._ticks))
+            self.main_rss = max(self.main_rss, _peak_rss(self.pid))
             for child in _descendants(self.pid):
-                found = _read_process(child, self._ticks)
-                if found is not None:
-                    self.worker_rss = max(self.worker_rss, found[1])
+                self.worker_rss = max(self.worker_rss, _peak_rss(child))
             if self.watch and time.monotonic() >= next_disk:
                 self.disk_peak = max(self.disk_peak, directory_bytes(self.watch))
                 next_disk = time.monotonic() + DISK_POLL_S
@@ -107,17 +105,23 @@ class _Watcher:
             self.disk_peak = max(self.disk_peak, directory_bytes(self.watch))
 
 
-def _read_process(pid: int, ticks: int) -> tuple[float, int] | None:
-    """(user + sys seconds, peak RSS bytes: VmHWM) of a live process, None once it is gone."""
+def _peak_rss(pid: int) -> int:
+    """The peak RSS (VmHWM) of a live process, bytes; 0 once it is gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
-        return None
+        return 0
+    return next((int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmHWM:")), 0)
+
+
+def _thread_cpu(pid: int, ticks: int) -> float:
+    """user + sys seconds of the main thread of a live process; 0 once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/task/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
     fields = stat[stat.rindex(")") + 2:].split()  # after the command name, which may hold spaces
-    cpu = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
-    hwm = next((int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmHWM:")), 0)
-    return cpu, hwm
+    return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
 
 
 def _descendants(pid: int) -> list[int]:
