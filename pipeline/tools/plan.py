@@ -226,8 +226,10 @@ def run_sample(flags: list[str], stages: Iterable[str], workdir: Path, log: IO) 
         cost = measure([*cli, "stage", stage, *flags, "--workdir", str(workdir), "--workers", str(SAMPLE_WORKERS),
                         "--quiet"], watch=workdir, stdout=log, stderr=log, env=env)
         if cost.returncode != 0:
-            raise DataError(f"pipeline plan: stage {stage} failed on the sample (exit {cost.returncode}); see "
-                            f"{log.name}")
+            log.flush()
+            said = [line for line in Path(log.name).read_text(encoding="utf-8").splitlines() if line.strip()]
+            raise DataError(f"pipeline plan: stage {stage} failed on the sample (exit {cost.returncode}): "
+                            f"{said[-1] if said else 'no output'}")
         after = directory_bytes(workdir)
         manifest = json.loads((workdir / flags[1] / stage / MANIFEST).read_text(encoding="utf-8"))
         results[stage] = StageSample(cost.wall_s, cost.cpu_s, cost.main_cpu_s, cost.main_rss, cost.worker_rss,
