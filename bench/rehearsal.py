@@ -14,7 +14,7 @@ pipeline/tools/plan.py's formula). Results go to <workdir>/results.jsonl as each
 
     nice -n 10 .venv/bin/python bench/rehearsal.py --mb 1000 --workers 16 [--executors local,dask] \\
         [--workdir /tmp/wiki2bert-rehearsal] [--keep-inputs] [--report]
-    .venv/bin/python bench/rehearsal.py --smoke   # 0.2 MB of each, vocab_size 1000, in a temporary workdir
+    .venv/bin/python bench/rehearsal.py --smoke   # 0.2 MB of each, local only, vocab_size 1000, a temporary workdir
 """
 from __future__ import annotations
 
@@ -165,10 +165,12 @@ def main() -> None:
     parser.add_argument("--keep-inputs", action="store_true", help="keep the generated inputs and work dirs (removed "
                         "by default; results.jsonl and rehearsal.log stay)")
     parser.add_argument("--report", action="store_true", help="only print the tables of <workdir>/results.jsonl")
-    parser.add_argument("--smoke", action="store_true", help="0.2 MB of each in a temporary workdir, removed after")
+    parser.add_argument("--smoke", action="store_true", help="0.2 MB of each, local only, in a temporary workdir "
+                        "(removed after)")
     args = parser.parse_args()
     if args.smoke:
-        args.mb, args.vocab_size, args.shards, args.corpus_files = 0.2, 1000, 4, 2
+        # the local executor only: a LocalCluster per stage took 15-25 s each on the loaded test machine
+        args.mb, args.vocab_size, args.shards, args.corpus_files, args.executors = 0.2, 1000, 4, 2, "local"
         args.workdir, args.keep_inputs, args.report = Path(tempfile.mkdtemp(prefix="wiki2bert-rehearsal-")), False, False
     args.corpus_mb = args.corpus_mb or args.mb
     args.workdir = args.workdir.resolve()
