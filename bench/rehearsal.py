@@ -4,7 +4,7 @@ executor and on Dask, per stage.
 It generates the inputs (`pipeline sample-dump --mb`, `pipeline sample-corpus --mb --format parquet`, several
 files, planted duplicates), then, for each executor, runs every stage as its own `pipeline stage ... --workers N`
 process and records per stage: wall and CPU seconds (the whole process tree), the CPU seconds of the stage's main
-process alone (the serial part: work no worker shares), peak RSS of the main process and of its largest
+process's main thread (the serial part: work no worker process or thread shares), peak RSS of the main process and of its largest
 descendant (a worker; under Dask the LocalCluster's worker processes), the bytes and files the stage wrote (its
 manifest's outputs), and the work directory's size at its peak while the stage ran (polled every 0.5 s), all by
 pipeline/tools/measure.py. Then `pipeline verify` on the HDF5 files, and the two executors' outputs compared file by
@@ -95,7 +95,7 @@ def differing_outputs(a: Path, b: Path) -> list[str]:
 def report(results: Path) -> None:
     rows = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines() if line.strip()]
     latest = {(r["executor"], r["stage"]): r for r in rows}
-    print("| executor | stage | wall s | CPU s | main-process CPU s (serial) | peak RSS main | peak RSS largest worker "
+    print("| executor | stage | wall s | CPU s | serial CPU s (main thread) | peak RSS main | peak RSS largest worker "
           "| written | files | disk at the peak | load |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for (executor, stage), r in latest.items():
@@ -113,8 +113,8 @@ def report(results: Path) -> None:
         serial = {r["stage"]: r["main_cpu_s"] for r in stages}
         costs = {r["stage"]: {"disk_bytes": r["left_bytes"], "output_bytes": r["written_bytes"],
                               "transient_bytes": r["transient_bytes"]} for r in stages}
-        print(f"{executor}: {wall:,.1f} s wall, {cpu:,.1f} s CPU; main processes {sum(serial.values()):,.1f} s CPU "
-              f"({sum(serial.values()) / cpu:.0%}: " + ", ".join(f"{s} {v / cpu:.0%}" for s, v in serial.items()
+        print(f"{executor}: {wall:,.1f} s wall, {cpu:,.1f} s CPU; serial (main threads) "
+              f"{sum(serial.values()):,.1f} s CPU ({sum(serial.values()) / cpu:.0%}: " + ", ".join(f"{s} {v / cpu:.0%}" for s, v in serial.items()
                                                                if v / cpu >= 0.01) + "); "
               f"peak disk --keep all {_mb(max(r['disk_peak'] for r in stages))} MB (measured), --keep final "
               f"{_mb(peak_disk(costs, 'final'))} MB (derived); verify "
