@@ -192,7 +192,7 @@ def main() -> None:
     report(results)
     if args.smoke:
         shutil.rmtree(args.workdir)
-    elif not args.keep_inputs:
+    elif not args.keep_inputs and not args.report:
         for directory in ("inputs", *args.executors.split(",")):
             shutil.rmtree(args.workdir / directory, ignore_errors=True)
 
