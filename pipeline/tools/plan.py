@@ -18,9 +18,7 @@ import gzip
 import io
 import json
 import lzma
-import math
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import IO, Iterable
@@ -64,12 +62,8 @@ def peak_disk(costs: dict[str, dict[str, int]], keep: str) -> int:
             for done in order[:i + 1]:
                 its = readers[done]
                 if its and done not in KEPT_BY_FINAL and name in its and all(order.index(r) <= i for r in its):
-                    live -= cost_output(costs[done])
+                    live -= costs[done].get("output_bytes", costs[done]["disk_bytes"])
     return peak
-
-
-def cost_output(cost: dict[str, int]) -> int:
-    return cost.get("output_bytes", cost["disk_bytes"])
 
 
 # --- sampling the inputs -----------------------------------------------------------------------------------------

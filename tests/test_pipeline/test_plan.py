@@ -112,3 +112,18 @@ def test_a_plan_from_samples_predicts_the_real_run(tmp_path):
     assert abs(sum(s["cpu_s"] for s in stages.values()) / cpu - 1) < 0.5
     wall = sum(s["wall_s"] for s in stages.values())  # on 2 cores: between all CPU shared by them and none shared
     assert cpu / 2 / 1.5 < wall < cpu * 1.5
+
+
+def test_the_plan_names_the_serial_steps_and_both_peaks():
+    from pipeline.tools.plan import format_plan
+
+    def stage(wall, cpu, serial, growth=1.0):
+        return {"wall_s": wall, "cpu_s": cpu, "serial_cpu_s": serial, "disk_bytes": 2_000_000_000,
+                "peak_rss_bytes": 150 << 20, "rss_growth": growth}
+
+    text = format_plan({"stages": {"filter": stage(100.0, 1500.0, 10.0), "vocab": stage(900.0, 1000.0, 800.0, 1.3)},
+                        "disk_bytes": 5_000_000_000, "disk_bytes_keep_final": 3_000_000_000,
+                        "input_bytes": 10**9, "cores": 16, "samples": [0.0125, 0.05]})
+    assert "total: 16.7min wall on 16 cores, 41.7min CPU; peak disk 5.0 GB (--keep all), 3.0 GB (--keep final)" in text
+    assert "serial (one core while the others wait): vocab 13.3min (80% of the wall time), filter 10.0s" in text
+    assert "vocab" in text.splitlines()[2] and "memory grew x1.30 between the samples" in text.splitlines()[2]
