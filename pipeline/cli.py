@@ -9,7 +9,7 @@ import typer
 
 from wiki2bert_core.errors import ConfigError, DataError, run_cli
 from wiki2bert_core.utf8_paths import utf8_names, utf8_path, utf8_text
-from pipeline.config import default_config_path, load_pipeline_config
+from pipeline.config import default_config_path, load_pipeline_config, origin
 from wiki2bert_core.log import setup_logging
 from pipeline.workdir import exit_nonzero_after_signal, lock_work_dir
 
@@ -147,6 +147,9 @@ def show_config(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus
             stage_config = config_.stage_configs[name]
             for line in config_lines(type(stage_config), config_to_dict(stage_config), f"{prefix}{name}.",
                                      "runtime: does not change the output"):
+                if name == "filter":  # which layer set each threshold: a FineWeb-2 config, the profile, defaults
+                    key = line.partition(":")[0][len(f"{prefix}{name}."):]
+                    line += f"  [from {origin(config_.origins.get(name, {}), key)}]"
                 typer.echo(line)
 
 
@@ -353,11 +356,27 @@ def _prepare(lang, dumps, corpora, tokenizer, workdir, overrides, quiet, config)
         lock_work_dir(lang_dir)
     log = setup_logging(workdir / pcfg.lang / "pipeline.log", quiet=quiet)
     for config_ in (pcfg.languages or {pcfg.lang: pcfg}).values():
+        _say_generic_web_thresholds(config_, log)
         if config_.profile != config_.lang:
             log.warning("%s: no profile in %s; the `default` profile applies (the rule splitter, no stop words, "
                         "the default filter and vocabulary settings)", config_.lang, config_.path)
             _say_an_unknown_language(config_, log)
     return pcfg, log
+
+
+def _say_generic_web_thresholds(pcfg, log) -> None:
+    """Warns when a corpus is read with the web rule set's generic thresholds: the language has no FineWeb-2
+    figures in its profile and filter.thresholds_from names no config."""
+    from pipeline.sources import corpora
+
+    origins = pcfg.origins.get("filter", {})
+    if "filter" not in pcfg.stage_configs or not corpora(pcfg.stage_configs) or any(
+            key.startswith("rule_sets.web.") and not where.endswith(": defaults.filter")
+            for key, where in origins.items()):
+        return
+    log.warning("%s: no FineWeb-2 thresholds for this language (none in its stages.yaml profile, no "
+                "filter.thresholds_from): the web rule set uses generic ones (datatrove's defaults); set "
+                "filter.thresholds_from to FineWeb-2's config of the language", pcfg.lang)
 
 
 def _say_an_unknown_language(pcfg, log) -> None:

@@ -251,7 +251,8 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
                        scratch_dir=scratch, executor=executor,
                        language_inputs={label: input_dir(lang_dir, label) for label in upstream_manifests
                                         if label.language is not None},
-                       input_configs={label: m.get("config", {}) for label, m in upstream_manifests.items()})
+                       input_configs={label: m.get("config", {}) for label, m in upstream_manifests.items()},
+                       done_dir=final if final.is_dir() else None)
     started = time.time()
     try:
         sources = stage.sources(config) if stage.sources else {}

@@ -24,6 +24,8 @@ EXPECTED = {
     "document_memory.py": r"\| filter \| [\d,]+ MiB \| [\d,]+ MiB \| \d+\.\d \| -?\d+\.\d \|",
     "estimate_memory.py": r"tiny +1 +\d+ +\d+ +\d+\.\d\d",
     "eval_cost.py": r"held-out instance / training sequence: \d+\.\d\d \(time_plan\.EVAL_INSTANCE_COST",
+    "fineweb2_agreement.py": r"ours: 200 documents, kept \d+, [\d,]+ documents per CPU-second",
+    "langid_calibration.py": r"el: \d+ of \d+ own articles identified as el \(their probability: 1% \d\.\d{3}",
     "extract.py": r"extract stage, 2 workers +[\d.]+ +\d+ +[\d.]+ +\d+ ",
     "gpu.py": r"bert tiny +32 packed +[\d,.]+ +[\d,]+ (.|\n)*modernbert tiny +64 packed +[\d,.]+ +[\d,]+ ",
     "hdf5.py": r"scaling 1 -> 2 workers: \d+\.\d\dx",
