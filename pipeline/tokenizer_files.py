@@ -180,6 +180,11 @@ def write_tokenizer_dir(out_dir: Path, tokenizer: Tokenizer, names: dict[str, st
         write_json(out_dir / "tokenizer_config.json", {
             "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": model_max_length,
             "clean_up_tokenization_spaces": False, **special})
+    write_vocab_file(out_dir, tokenizer)
+
+
+def write_vocab_file(out_dir: Path, tokenizer: Tokenizer) -> None:
+    """vocab.txt into `out_dir`: every token of the tokenizer, added ones included, one a line by id."""
     size = tokenizer.get_vocab_size(with_added_tokens=True)
     tokens = [tokenizer.id_to_token(i) for i in range(size)]
     if None in tokens:
