@@ -223,8 +223,7 @@ def test_an_untied_decoder_stays_untied_through_reading_and_export(kind, class_n
     vocabulary_matrices = [p for p in read.model.parameters() if p.shape == (config.vocab_size, config.hidden_size)]
     assert not config.tie_word_embeddings and len(vocabulary_matrices) == 2  # embeddings, decoder
     assert not torch.equal(*vocabulary_matrices)
-    shutil.copy(data_of(kind, bert_data, xlmr_data) / "vocab.txt", model_dir)  # the export's tokenizer
-    export_hf(model_dir, tmp_path / "export")
+    export_hf(model_dir, tmp_path / "export")  # the folder's tokenizer.json is the export's tokenizer
     assert json.loads((tmp_path / "export" / "config.json").read_text())["tie_word_embeddings"] is False
     batch = a_batch(kind)
     theirs = transformers_logits(tmp_path / "export", class_name, batch)[:, 1:11]
@@ -344,3 +343,20 @@ def test_a_model_of_an_extended_tokenizer_trains_and_exports_with_it(xlmr_data, 
     batch["input_ids"][:, 3:5] = torch.tensor([64, 65])
     theirs = transformers_logits(export, "XLMRobertaForMaskedLM", batch)[:, 1:11]
     assert theirs.shape[-1] == 66 and (our_logits(phase, batch) - theirs).abs().max() < 1e-4
+
+
+@pytest.mark.parametrize("kind, class_name, mask", [("xlmr", "XLMRobertaForMaskedLM", "<mask>"),
+                                                     ("bert", "BertForMaskedLM", "[MASK]")])
+def test_a_folder_with_tokenizer_json_alone_exports_the_files_autotokenizer_loads(kind, class_name, mask, bert_data,
+                                                                                   xlmr_data, tmp_path):
+    model_dir = hf_model(kind, class_name, tmp_path / "hf", data_of(kind, bert_data, xlmr_data))
+    for name in ("tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        (model_dir / name).unlink(missing_ok=True)
+    export_hf(model_dir, tmp_path / "export")
+    export = tmp_path / "export"
+    assert {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"} <= {p.name for p in export.iterdir()}
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(export))
+    assert tokenizer.mask_token == mask and tokenizer.pad_token_id == (1 if kind == "xlmr" else 0)
+    original = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    assert tokenizer("w3 w4")["input_ids"] == original.encode("w3 w4").ids
+    assert json.loads((export / "config.json").read_text())["pad_token_id"] == tokenizer.pad_token_id
