@@ -325,3 +325,50 @@ def test_extend_with_without_a_tokenizer_is_one_line(base, tmp_path):
     assert result.stderr.strip().splitlines()[-1] == (
         "error: --set vocab.extend_with=10: vocab.extend_with: extends an adopted tokenizer: give one with "
         "--tokenizer (vocab.tokenizer), or leave vocab.extend_with at 0")
+
+
+@pytest.mark.parametrize("form", ["folder without vocab.txt", "tokenizer.json", "sentencepiece .model"])
+def test_pipeline_hdf5_vocab_takes_any_form_tokenizer_takes(base, tmp_path, form):
+    work = base[1]
+    if form == "sentencepiece .model":
+        given = unigram_model(work, tmp_path / "spm")
+    else:
+        folder = byte_level_folder(work, tmp_path / "roberta")
+        given = folder if form == "folder without vocab.txt" else folder / "tokenizer.json"
+    result = pipeline("hdf5", "--input", work / "hu" / "dedup", "--vocab", given, "--out", tmp_path / "out", "--quiet",
+                      "--set", "hdf5.variants=[{max_seq_length: 64, max_predictions_per_seq: 10}]",
+                      "--set", "hdf5.dupe_factor=1")
+    assert result.returncode == 0, result.stderr
+    variant = next((tmp_path / "out").iterdir())
+    assert verify_path(variant).ok
+    tokenizer = Tokenizer.from_file(str(variant / "tokenizer.json"))
+    assert read_vocab(variant / "vocab.txt") == tokenizer.get_vocab(with_added_tokens=True)
+    params = json.loads((variant / "variant.json").read_text())
+    ids = {role: tokenizer.token_to_id(token) for role, token in zip(("[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"),
+                                                                      ROBERTA)}
+    assert params["special_token_ids"] == ids
+    sep = ids["[SEP]"]
+    stream = "," + ",".join(str(i) for path in sorted((work / "hu" / "dedup").glob("*.txt"))
+                            for document in iter_documents(path)
+                            for e in tokenizer.encode_batch(document, add_special_tokens=False) for i in e.ids) + ","
+    instances = 0
+    for path in variant.glob("*/*.hdf5"):
+        with h5py.File(path) as f:
+            arrays = {name: f[name][:] for name in f}
+        tokens = original_tokens(arrays["input_ids"], arrays["masked_lm_positions"], arrays["masked_lm_ids"])
+        for row, length in zip(tokens, arrays["input_mask"].sum(1)):
+            for segment in np.split(row[1:length - 1], np.flatnonzero(row[1:length - 1] == sep)):
+                segment = segment[segment != sep]
+                assert "," + ",".join(map(str, segment)) + "," in stream
+                instances += 1
+    assert instances > 100
+
+
+def test_pipeline_hdf5_vocab_with_lowercase_and_a_tokenizer_is_one_line(base, tmp_path):
+    folder = byte_level_folder(base[1], tmp_path / "roberta")
+    result = pipeline("hdf5", "--input", base[1] / "hu" / "dedup", "--vocab", folder / "tokenizer.json", "--out",
+                      tmp_path / "out", "--lowercase")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: --lowercase/--strip-accents: {folder / 'tokenizer.json'} already decides them; pass a bare vocab.txt "
+        "to choose")
