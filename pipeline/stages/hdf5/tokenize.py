@@ -48,7 +48,7 @@ def token_batches(path: Path, tokenizer: Tokenizer, special_ids: dict[str, int])
     sentences at a time: sentences without tokens and documents without sentences are dropped, and special
     tokens spelled out in the text ("[SEP]") become [UNK]. Ids are uint16 when the vocabulary allows (BERT
     vocabularies are ~30k): half the memory and disk of int32."""
-    encoder = WordCache(tokenizer, special_ids)
+    encoder = (SpaceChunkCache if splits_at_spaces(tokenizer) else WordCache)(tokenizer, special_ids)
     dtype = id_dtype(tokenizer)
     batch: list[str] = []
     doc_sizes: list[int] = []
@@ -239,6 +239,114 @@ class WordCache:
         if words == [f"a{c}a"]:
             return c
         raise AssertionError(f"pre-tokenizer splits {c!r} in an unexpected way: {words}")
+
+
+class SpaceChunkCache:
+    """encode(sentences) -> (flat ids, tokens per sentence), as WordCache's, for a Unigram or BPE tokenizer whose
+    pre-tokenizer starts a word at each space and whose normalizer does not act across one (splits_at_spaces): a
+    SentencePiece Metaspace (`▁` before each word, also the first) or a byte-level one that adds a space before the
+    first word (GPT-2's split, `Ġ` before each word).
+
+    For such a tokenizer, a sentence of non-empty chunks joined by single spaces encodes as its chunks do one by
+    one: normalizing acts within each chunk (Unicode's normalization forms, lowercasing and accent stripping do not
+    reach over a space; whitespace-collapsing replacements and stripping leave such a sentence as it is), and the
+    chunk alone gets the word start its space gave it in the sentence (Metaspace prepends `▁`, byte-level BPE a
+    space), after which the pieces of one word never depend on another's. So each distinct chunk is encoded once (a
+    Zipfian text repeats most). Each character is first tried as a chunk between two others (`a c a`): one whose
+    encoding there is not `a`'s, its own and `a`'s (a literal `▁`, a combining mark a normalizer moves, a character
+    normalized to a space or to nothing), whitespace other than single spaces between chunks, and an added token's
+    text send their sentence through the tokenizer whole. tests/test_pipeline/test_tokenize.py checks the ids against
+    the tokenizer's encode_batch on adversarial text and random Unicode."""
+
+    def __init__(self, tokenizer: Tokenizer, special_ids: dict[str, int], max_chunks: int = MAX_CACHED_CHUNKS):
+        self.tokenizer = tokenizer
+        self.unk_id = special_ids["[UNK]"]
+        self.special = np.array([i for t, i in special_ids.items() if t != "[UNK]"], dtype=np.int32)
+        self.max_chunks = max_chunks
+        self.added = [t.content for t in tokenizer.get_added_tokens_decoder().values()]
+        self.known: set[str] = {" "}  # characters tried
+        self.whole: set[str] = set()  # characters whose sentences take the tokenizer whole
+        self.needs_whole = _any_of(self.added, self.whole)
+        self.chunks = _Pieces()
+
+    def encode(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        if len(self.chunks.code) > self.max_chunks:
+            self.chunks = _Pieces()
+        self._learn_characters(set().union(*map(set, sentences)) - self.known)
+        whole = np.fromiter((s[:1] == " " or s[-1:] == " " or "  " in s or bool(self.needs_whole
+                             and self.needs_whole.search(s)) for s in sentences), dtype=bool, count=len(sentences))
+        chunked = [s for s, w in zip(sentences, whole) if not w]
+        codes, new = self.chunks.codes(" \n ".join(chunked).split(" "))
+        if new:
+            encodings = self.tokenizer.encode_batch_fast(new, add_special_tokens=False)
+            counts = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(new))
+            ids = np.fromiter(itertools.chain.from_iterable(e.ids for e in encodings), dtype=np.int32,
+                              count=int(counts.sum()))
+            self.chunks.add(np.arange(len(self.chunks.code) - len(new), len(self.chunks.code)), ids, counts)
+        flat, lengths = self.chunks.gather(codes, len(chunked)) if chunked else (np.zeros(0, np.int32),
+                                                                                   np.zeros(0, np.int64))
+        if whole.any():
+            flat, lengths = _interleave(whole, (flat, lengths), self._encode_whole(
+                [s for s, w in zip(sentences, whole) if w]))
+        flat[np.isin(flat, self.special)] = self.unk_id
+        return flat, lengths
+
+    def _encode_whole(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        ids = [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        return np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lengths.sum())), lengths
+
+    def _learn_characters(self, characters: set[str]) -> None:
+        encode = self.tokenizer.encode_batch_fast
+        for c in sorted(characters):
+            self.known.add(c)
+            a, alone, between = (e.ids for e in encode(["a", c, f"a {c} a"], add_special_tokens=False))
+            if c.isspace() or not alone or between != a + alone + a:
+                self.whole.add(c)
+        self.needs_whole = _any_of(self.added, self.whole)
+
+
+def splits_at_spaces(tokenizer: Tokenizer) -> bool:
+    """Whether SpaceChunkCache's reasoning holds for the tokenizer: a Unigram or BPE model (no BPE dropout), a
+    Metaspace pre-tokenizer that splits and puts `▁` before the first word too, or a byte-level one with GPT-2's split
+    and a space added before the first word; normalizers that act within a word (Unicode normalization forms,
+    lowercasing, accent stripping, SentencePiece's precompiled character map), strip the ends, or replace runs of
+    whitespace; no truncation or padding."""
+    spec = json.loads(tokenizer.to_str())
+    model, pre, normalizer = spec["model"], spec["pre_tokenizer"] or {}, spec["normalizer"]
+    if model["type"] not in ("Unigram", "BPE") or model.get("dropout") or spec["truncation"] or spec["padding"]:
+        return False
+    if pre.get("type") == "Sequence" and all(p["type"] == "WhitespaceSplit" for p in pre["pretokenizers"][:-1]):
+        pre = pre["pretokenizers"][-1]  # XLM-R's: words split at whitespace first, then Metaspace's
+    if pre.get("type") == "Metaspace":
+        fits = pre.get("split", True) and pre.get("prepend_scheme", "always") in ("always", "first")
+    else:
+        fits = pre.get("type") == "ByteLevel" and pre.get("add_prefix_space") and pre.get("use_regex", True)
+    steps = normalizer["normalizers"] if normalizer and normalizer["type"] == "Sequence" else [normalizer]
+    return bool(fits) and all(step is None or step["type"] in _WITHIN_WORDS or _replaces_whitespace(step)
+                              for step in steps)
+
+
+_WITHIN_WORDS = ("NFC", "NFD", "NFKC", "NFKD", "Lowercase", "StripAccents", "Strip", "Precompiled")
+_WHITESPACE_RUNS = (" {2,}", r"\s+", " +", r"\s{2,}")
+
+
+def _replaces_whitespace(step: dict) -> bool:
+    """A Replace of a run of whitespace (by a space): nothing to replace in single-spaced text."""
+    return step["type"] == "Replace" and step["pattern"].get("Regex") in _WHITESPACE_RUNS and step["content"] == " "
+
+
+def _interleave(second: np.ndarray, first: tuple[np.ndarray, np.ndarray], other: tuple[np.ndarray, np.ndarray]
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Two groups' (flat ids, lengths) merged in sentence order: `second` marks the sentences of `other`."""
+    lengths = np.zeros(len(second), np.int64)
+    lengths[~second], lengths[second] = first[1], other[1]
+    starts = np.cumsum(lengths) - lengths
+    flat = np.empty(int(lengths.sum()), np.int32)
+    for mask, (ids, group_lengths) in ((~second, first), (second, other)):
+        flat[np.repeat(starts[mask] - (np.cumsum(group_lengths) - group_lengths), group_lengths)
+             + np.arange(len(ids))] = ids
+    return flat, lengths
 
 
 class _Pieces:
