@@ -242,21 +242,22 @@ class WordCache:
 
 
 class SpaceChunkCache:
-    """encode(sentences) -> (flat ids, tokens per sentence), as WordCache's, for a Unigram or BPE tokenizer whose
-    pre-tokenizer starts a word at each space and whose normalizer does not act across one (splits_at_spaces): a
-    SentencePiece Metaspace (`▁` before each word, also the first) or a byte-level one that adds a space before the
-    first word (GPT-2's split, `Ġ` before each word).
+    """encode(sentences) -> (flat ids, tokens per sentence), as WordCache's, for a Unigram or BPE tokenizer whose words
+    start at spaces and whose normalizer does not act across one (splits_at_spaces): SentencePiece's Metaspace, or a
+    byte-level pre-tokenizer (GPT-2's split: `Ġ` on each word after a space; RoBERTa's also on the first word,
+    ModernBERT's not).
 
-    For such a tokenizer, a sentence of non-empty chunks joined by single spaces encodes as its chunks do one by
-    one: normalizing acts within each chunk (Unicode's normalization forms, lowercasing and accent stripping do not
-    reach over a space; whitespace-collapsing replacements and stripping leave such a sentence as it is), and the
-    chunk alone gets the word start its space gave it in the sentence (Metaspace prepends `▁`, byte-level BPE a
-    space), after which the pieces of one word never depend on another's. So each distinct chunk is encoded once (a
-    Zipfian text repeats most). Each character is first tried as a chunk between two others (`a c a`): one whose
-    encoding there is not `a`'s, its own and `a`'s (a literal `▁`, a combining mark a normalizer moves, a character
-    normalized to a space or to nothing), whitespace other than single spaces between chunks, and an added token's
-    text send their sentence through the tokenizer whole. tests/test_pipeline/test_tokenize.py checks the ids against
-    the tokenizer's encode_batch on adversarial text and random Unicode."""
+    For such a tokenizer, a sentence of non-empty chunks joined by single spaces encodes as its first chunk alone
+    and each later one with its space before it (" chunk") do one by one: normalizing acts within each (Unicode's
+    normalization forms, lowercasing and accent stripping do not reach over a space; whitespace-collapsing
+    replacements and stripping leave such a sentence as it is), each gets the word start the sentence gave it
+    (Metaspace makes the space, or the first word's prefix, a `▁`; byte-level BPE's split takes the space into the
+    word as `Ġ`), and no word's pieces depend on another's. So each distinct chunk is encoded once (a Zipfian text
+    repeats most). Each character is first tried as a chunk between two others (`a c a`): one that does not encode
+    there as `a`, ` c` and ` a` do alone (a literal `▁`, a character normalized to a space or to nothing), whitespace
+    other than single spaces between chunks, and an added token's text send their sentence through the tokenizer
+    whole. tests/test_pipeline/test_tokenize.py checks the ids against the tokenizer's encode_batch on adversarial
+    text and random Unicode."""
 
     def __init__(self, tokenizer: Tokenizer, special_ids: dict[str, int], max_chunks: int = MAX_CACHED_CHUNKS):
         self.tokenizer = tokenizer
@@ -276,7 +277,7 @@ class SpaceChunkCache:
         whole = np.fromiter((s[:1] == " " or s[-1:] == " " or "  " in s or bool(self.needs_whole
                              and self.needs_whole.search(s)) for s in sentences), dtype=bool, count=len(sentences))
         chunked = [s for s, w in zip(sentences, whole) if not w]
-        codes, new = self.chunks.codes(" \n ".join(chunked).split(" "))
+        codes, new = self.chunks.codes(_CHUNKS.findall("\n".join(chunked)))
         if new:
             encodings = self.tokenizer.encode_batch_fast(new, add_special_tokens=False)
             counts = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(new))
@@ -300,16 +301,18 @@ class SpaceChunkCache:
         encode = self.tokenizer.encode_batch_fast
         for c in sorted(characters):
             self.known.add(c)
-            a, alone, between = (e.ids for e in encode(["a", c, f"a {c} a"], add_special_tokens=False))
-            if c.isspace() or not alone or between != a + alone + a:
+            a, later_a, alone, between = (e.ids for e in encode(["a", " a", f" {c}", f"a {c} a"],
+                                                                add_special_tokens=False))
+            if c.isspace() or not alone or between != a + alone + later_a:
                 self.whole.add(c)
         self.needs_whole = _any_of(self.added, self.whole)
 
 
 def splits_at_spaces(tokenizer: Tokenizer) -> bool:
     """Whether SpaceChunkCache's reasoning holds for the tokenizer: a Unigram or BPE model (no BPE dropout), a
-    Metaspace pre-tokenizer that splits and puts `▁` before the first word too, or a byte-level one with GPT-2's split
-    and a space added before the first word; normalizers that act within a word (Unicode normalization forms,
+    Metaspace pre-tokenizer that splits and puts `▁` before the first word too (else a stripped " chunk" would lose
+    its `▁`), or a byte-level one with GPT-2's split (a space before the first word or not, but then no stripping,
+    which would take a later chunk's space); normalizers that act within a word (Unicode normalization forms,
     lowercasing, accent stripping, SentencePiece's precompiled character map), strip the ends, or replace runs of
     whitespace; no truncation or padding."""
     spec = json.loads(tokenizer.to_str())
@@ -318,15 +321,17 @@ def splits_at_spaces(tokenizer: Tokenizer) -> bool:
         return False
     if pre.get("type") == "Sequence" and all(p["type"] == "WhitespaceSplit" for p in pre["pretokenizers"][:-1]):
         pre = pre["pretokenizers"][-1]  # XLM-R's: words split at whitespace first, then Metaspace's
+    steps = normalizer["normalizers"] if normalizer and normalizer["type"] == "Sequence" else [normalizer]
     if pre.get("type") == "Metaspace":
         fits = pre.get("split", True) and pre.get("prepend_scheme", "always") in ("always", "first")
     else:
-        fits = pre.get("type") == "ByteLevel" and pre.get("add_prefix_space") and pre.get("use_regex", True)
-    steps = normalizer["normalizers"] if normalizer and normalizer["type"] == "Sequence" else [normalizer]
+        fits = pre.get("type") == "ByteLevel" and pre.get("use_regex", True) and \
+            (pre.get("add_prefix_space") or not any(step and step["type"] == "Strip" for step in steps))
     return bool(fits) and all(step is None or step["type"] in _WITHIN_WORDS or _replaces_whitespace(step)
                               for step in steps)
 
 
+_CHUNKS = re.compile(r"\n| ?[^ \n]+")  # a sentence's first chunk, " chunk" for each later one, "\n" between sentences
 _WITHIN_WORDS = ("NFC", "NFD", "NFKC", "NFKD", "Lowercase", "StripAccents", "Strip", "Precompiled")
 _WHITESPACE_RUNS = (" {2,}", r"\s+", " +", r"\s{2,}")
 
