@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from wiki2bert_core.config import check_keys, layered, parse_setting, read_yaml, require_mapping
 from wiki2bert_core.errors import ConfigError
-from pipeline.sources import check_source_weights, idle_stages, source_names
+from pipeline.sources import check_source_weights, idle_stages, published_rules, source_names
 
 if TYPE_CHECKING:
     from pipeline.stages import InputLabel
@@ -64,6 +64,8 @@ def load_pipeline_config(path: Path, lang: str, overrides: list[str] = (),
     sections = [(defaults, "defaults"),
                 (require_mapping(languages[profile] or {}, path, f"languages.{lang}"), f"languages.{profile}")]
     configs = _stage_configs(path, order, stages, sections, overrides, values)
+    if detected := published_rules(configs):
+        configs = _stage_configs(path, order, stages, sections, overrides, values, detected=detected)
     check_source_weights(getattr(configs.get("shard"), "weights", {}), source_names(configs))
     return PipelineConfig(path=path, lang=lang, stage_order=order, stage_configs=configs,
                           idle=idle_stages(order, stages, configs), profile=profile)
@@ -111,9 +113,11 @@ def read_stages_yaml(path: Path) -> tuple[list[str], dict, dict, dict]:
 
 
 def _stage_configs(path: Path, order: list[str], stages: dict, sections: list[tuple[dict, str]], overrides,
-                   values: dict | None, build: list[str] | None = None) -> dict[str, Any]:
+                   values: dict | None, build: list[str] | None = None, detected: dict | None = None
+                   ) -> dict[str, Any]:
     """The config of each stage of `build` (default: all of `order`): the dataclass defaults <- each section of
-    stages.yaml (a mapping of stage names, and where it is) <- --set `overrides` <- flag `values`."""
+    stages.yaml (a mapping of stage names, and where it is) <- --set `overrides` <- flag `values` <- the `detected`
+    values of the corpus files (pipeline/sources.py: published_rules, which sets only what no layer set)."""
     layers: dict[str, list[tuple[dict, str]]] = {name: [] for name in order}
     for section, where in sections:
         for stage_name, stage_values in section.items():
@@ -128,6 +132,8 @@ def _stage_configs(path: Path, order: list[str], stages: dict, sections: list[tu
         if stage_name not in stages:
             raise ConfigError(f"{path}: stage {stage_name!r} is not in 'stages'")
         layers[stage_name].append((stage_values, f"command line: {stage_name}"))
+    for stage_name, stage_values in (detected or {}).items():
+        layers[stage_name].append((stage_values, f"a publisher's corpus (corpus.sources.*.publisher): {stage_name}"))
     return {name: layered(stages[name].config_cls, layers[name]) for name in build or order}
 
 

@@ -191,19 +191,24 @@ def _sources(rows: list[dict], out_dir: Path) -> str:
     shares = [r for r in rows if r["kept tokens"] is not None and r["training tokens"] is not None]
     if not shares:
         return f"<h2>Sources</h2>{table}"
-    kept = np.array([r["kept tokens"] for r in shares], dtype=float)
-    trained = np.array([r["training tokens"] for r in shares], dtype=float)
+    bars = [("kept tokens", "kept tokens", "C0"), ("rehydrated tokens", "rehydrated (shard.rehydrate)", "C1"),
+            ("training tokens", "training tokens (weighted)", "C2")]
+    bars = [bar for bar in bars if all(r.get(bar[0]) is not None for r in shares)]
     fig, ax = new_figure("Token share of each source, kept and in training")
     y = np.arange(len(shares))
-    ax.barh(y + 0.2, kept / kept.sum(), height=0.4, color="C0", label="kept tokens")
-    ax.barh(y - 0.2, trained / max(1.0, trained.sum()), height=0.4, color="C2", label="training tokens (weighted)")
+    height = 0.8 / len(bars)
+    for n, (key, label, color) in enumerate(bars):
+        tokens = np.array([r[key] for r in shares], dtype=float)
+        ax.barh(y + 0.4 - height * (n + 0.5), tokens / max(1.0, tokens.sum()), height=height, color=color,
+                label=label)
     ax.set_yticks(y, [f"{r['source']} (weight {r['weight']:g})" for r in shares])
     ax.set_xlabel("share of tokens (whitespace-separated)")
     ax.legend()
     png = save_png(fig, out_dir / "source_shares.png")
     return (f"<h2>Sources</h2><p>documents read, with text after sentence splitting, written by the filter (a long "
             f"one cut into pieces counts once a piece), removed as duplicates, kept (what the shard stage took in); "
-            f"tokens kept and in the training split after the weights (shard.weights)</p>{table}{_img(png)}")
+            f"tokens kept, repeated by their cluster size where shard.rehydrate is on, and in the training split "
+            f"after the weights (shard.weights)</p>{table}{_img(png)}")
 
 
 def _documents(lang_dir: Path, out_dir: Path, headline: list) -> str:

@@ -531,7 +531,7 @@ def test_rules_setting_picks_the_rule_set_of_a_source(tmp_path, make_ctx):
 
 def test_unknown_rule_set_is_refused():
     with pytest.raises(ConfigError, match=r"--set filter\.rules\.web=forum: filter\.rules\.web: unknown rule set "
-                                          r"'forum' \(known: web, wikipedia\)"):
+                                          r"'forum' \(known: published, web, wikipedia\)"):
         load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", ["filter.rules.web=forum"])
     with pytest.raises(ConfigError, match=r"rules: needs a \"default\" entry"):
         FilterConfig(rules={"wikipedia": "wikipedia"})

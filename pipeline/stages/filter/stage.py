@@ -7,6 +7,9 @@ other source; `rule_sets`: name -> rules), as rules.py says: TurkuNLP's rules fo
 stop words and a language score besides. A language's thresholds, stop words and notice phrases are in its profile
 (stages.yaml; docs/pipeline.md, "Cleaning web text").
 
+A corpus its publisher cleaned and deduplicated already gets the `published` set (PUBLISHED_RULES; pipeline/sources.py
+gives it): the language check and long documents cut, nothing else.
+
 Long documents (`long_documents`): `split` (the default) cuts a document over its set's max_tokens or max_sentences
 at sentence boundaries into pieces under both, each a document whose record is the original's with "piece": 1,
 2, ... (the same source, id and title); `drop` drops it whole, as TurkuNLP's filterdocs.py does. With `drop` the
@@ -54,6 +57,12 @@ WEB_RULES = RuleSet(
     drop_lines_without_terminal_punctuation=True, drop_lorem_ipsum=True, drop_javascript_lines=True,
     drop_curly_bracket=True, drop_policy_lines=True,
     min_mean_word_length=3.0, max_mean_word_length=10.0, min_stop_words=2, min_language_score=0.9)
+# The published set: a corpus its publisher cleaned and deduplicated (FineWeb-2, HPLT, CulturaX) is not cleaned
+# again; only what our invariants need is checked: its language (langid) and long documents (cut, or dropped with
+# long_documents: drop). Empty documents and those over corpus.max_document_bytes never reach the filter.
+PUBLISHED_RULES = RuleSet(min_avg_words=None, min_sentences=None, min_tokens=None, max_no_word_ratio=None,
+                          max_punct_ratio=None, max_upper_ratio=None, max_digit_ratio=None, max_foreign_ratio=None,
+                          min_words=None)
 C4_POLICY_PHRASES = ["terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies",
                      "use cookies"]
 
@@ -61,12 +70,13 @@ C4_POLICY_PHRASES = ["terms of use", "privacy policy", "cookie policy", "uses co
 @dataclasses.dataclass(frozen=True)
 class FilterConfig:
     """The rule sets and what they need of the language (rules.py's docstring: every rule, in order)."""
-    # source name -> the rule set its documents get; "default": every source not named
+    # source name -> the rule set its documents get; "default": every source not named (a corpus of a publisher,
+    # corpus.sources.NAME.publisher, gets `published` unless named here)
     rules: dict[str, str] = dataclasses.field(
         default_factory=lambda: {WIKIPEDIA_SOURCE: "wikipedia", "default": "web"})
     # rule set name -> its rules (rules.py RuleSet: null or false turns a rule off)
     rule_sets: dict[str, RuleSet] = dataclasses.field(
-        default_factory=lambda: {"wikipedia": RuleSet(), "web": WEB_RULES})
+        default_factory=lambda: {"wikipedia": RuleSet(), "web": WEB_RULES, "published": PUBLISHED_RULES})
     # a document over max_tokens or max_sentences: split: cut at sentence boundaries into pieces under both (records
     # get "piece": 1, 2, ...); drop: dropped whole, as TurkuNLP's filterdocs.py does
     long_documents: Literal["split", "drop"] = "split"
