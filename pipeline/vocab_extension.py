@@ -13,13 +13,14 @@ segmentation saves nothing) and pieces of no use once the whole words are in.
 
 How each kind encodes them: WordPiece matches the longest vocabulary entry first, so the whole word is found;
 Unigram gets the piece with the score of the word's current best segmentation plus EPSILON for each piece it saves,
-so the word becomes the one piece (also against paths through other new pieces, which save fewer) and another word's
-segmentation changes only where a path through new pieces was within a few EPSILON of its best; BPE gets merges at the end of its list that build
-the word from its current pieces left to right, each prefix a vocabulary entry (counted in N), so the word's
-original merges all apply first and the new ones only then.
+so the word becomes the one piece (also against paths through other new pieces, which save fewer) and another
+word's segmentation changes only where a path through new pieces was within a few EPSILON of its best; BPE gets
+merges at the end of its list that build the word from its current pieces left to right, each prefix a vocabulary
+entry (counted in N), so the word's original merges all apply first and the new ones only then (a later word's
+merges come after an earlier one's, which therefore always completes).
 
-pretrain phase1 --init (pretrain/run/prepare.py) initialises the embedding and decoder rows of the new entries from
-the mean of the rows of the pieces the original tokenizer splits each into.
+pretrain phase1 --init (pretrain/run/prepare.py, pretrain/model/hf_weights.py) initialises the embedding and decoder
+rows of the new entries from the mean of the rows of the pieces the original tokenizer splits each into.
 """
 from __future__ import annotations
 
@@ -92,7 +93,8 @@ def _add_unigram_pieces(model: dict, new: list[NewToken], size: int, where: str)
                         "tokens (added tokens after the pieces), so new pieces cannot take the next ids; leave "
                         "vocab.extend_with at 0")
     scores = dict(map(tuple, model["vocab"]))
-    model["vocab"] += [[entry.token, sum(scores[p] for p in entry.pieces) + EPSILON * (len(entry.pieces) - 1)] for entry in new]
+    model["vocab"] += [[entry.token, sum(scores[p] for p in entry.pieces) + EPSILON * (len(entry.pieces) - 1)]
+                       for entry in new]
 
 
 def _bpe_entries(model: dict, words: list[NewToken], vocab: dict[str, int], limit: int) -> list[NewToken]:

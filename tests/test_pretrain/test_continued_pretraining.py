@@ -302,7 +302,8 @@ def test_an_extended_tokenizers_new_rows_start_from_the_mean_of_their_pieces(xlm
     model = pretraining_model(run.model)
     _load_init(model, run)
     theirs = transformers.XLMRobertaForMaskedLM.from_pretrained(str(model_dir))
-    rows = {"input": (model.roberta.embeddings.word_embeddings.weight, theirs.roberta.embeddings.word_embeddings.weight),
+    rows = {"input": (model.roberta.embeddings.word_embeddings.weight,
+                      theirs.roberta.embeddings.word_embeddings.weight),
             "output": (model.lm_head.decoder.weight, theirs.lm_head.decoder.weight),
             "output bias": (model.lm_head.bias, theirs.lm_head.decoder.bias)}
     for what, (ours, original) in rows.items():
