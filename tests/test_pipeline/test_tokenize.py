@@ -165,6 +165,8 @@ def test_space_chunk_cache_equals_the_tokenizer(make, tmp_path):
             lengths += per_sentence.tolist()
         assert lengths == expected_lengths
         assert ids == expected_ids
+        chunked = [s for s in lines if not cache._whole(s, 1)[0]]  # the chunk path is taken where it can be
+        assert len(chunked) > 15 and (max_chunks < 100 or len(cache.chunks.code) > 100)
     assert "▁" in cache.whole or make.startswith("bpe")  # a literal word-start marker takes the tokenizer whole
 
 
@@ -177,7 +179,9 @@ def test_tokenizers_whose_words_depend_on_the_first_are_not_chunked():
     bpe.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Strip()])  # " chunk" would lose its Ġ
     unigram = learnt("unigram", lines)
     unigram.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="never")
+    first = learnt("unigram", lines)  # with Strip, a stripped " chunk" is no longer the text's start: no ▁
+    first.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
     joined = learnt("unigram", lines)
     joined.pre_tokenizer = pre_tokenizers.Metaspace(split=False)  # a sentence is one piece sequence
-    assert not any(splits_at_spaces(t) for t in (bpe, unigram, joined))
+    assert not any(splits_at_spaces(t) for t in (bpe, unigram, first, joined))
     assert splits_at_spaces(learnt("unigram", lines)) and splits_at_spaces(learnt("bpe", lines))

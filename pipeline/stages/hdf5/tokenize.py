@@ -265,7 +265,7 @@ class SpaceChunkCache:
         self.special = np.array([i for t, i in special_ids.items() if t != "[UNK]"], dtype=np.int32)
         self.max_chunks = max_chunks
         self.added = [t.content for t in tokenizer.get_added_tokens_decoder().values()]
-        self.known: set[str] = {" "}  # characters tried
+        self.known: set[str] = {" ", "\n"}  # characters tried (and the sentence break of encode's joined text)
         self.whole: set[str] = set()  # characters whose sentences take the tokenizer whole
         self.needs_whole = _any_of(self.added, self.whole)
         self.chunks = _Pieces()
@@ -273,16 +273,15 @@ class SpaceChunkCache:
     def encode(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
         if len(self.chunks.code) > self.max_chunks:
             self.chunks = _Pieces()
-        self._learn_characters(set().union(*map(set, sentences)) - self.known)
-        whole = np.fromiter((s[:1] == " " or s[-1:] == " " or "  " in s or bool(self.needs_whole
-                             and self.needs_whole.search(s)) for s in sentences), dtype=bool, count=len(sentences))
-        chunked = [s for s, w in zip(sentences, whole) if not w]
-        codes, new = self.chunks.codes(_CHUNKS.findall("\n".join(chunked)))
-        if new:
-            encodings = self.tokenizer.encode_batch_fast(new, add_special_tokens=False)
-            counts = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(new))
-            ids = np.fromiter(itertools.chain.from_iterable(e.ids for e in encodings), dtype=np.int32,
-                              count=int(counts.sum()))
+        text = "\n".join(sentences)
+        self._learn_characters(set(text) - self.known)
+        whole = self._whole(text, len(sentences))
+        chunked = [s for s, w in zip(sentences, whole) if not w] if whole.any() else sentences
+        codes, new = self.chunks.codes(_CHUNKS.findall("\n".join(chunked) if whole.any() else text))
+        if new:  # one encoding, each chunk a word of it that the tokenizer normalizes and pre-tokenizes alone
+            encoding = self.tokenizer.encode(new, is_pretokenized=True, add_special_tokens=False)
+            ids = np.array(encoding.ids, dtype=np.int32)
+            counts = np.bincount(np.array(encoding.word_ids, dtype=np.int64), minlength=len(new))
             self.chunks.add(np.arange(len(self.chunks.code) - len(new), len(self.chunks.code)), ids, counts)
         flat, lengths = self.chunks.gather(codes, len(chunked)) if chunked else (np.zeros(0, np.int32),
                                                                                    np.zeros(0, np.int64))
@@ -291,6 +290,18 @@ class SpaceChunkCache:
                 [s for s, w in zip(sentences, whole) if w]))
         flat[np.isin(flat, self.special)] = self.unk_id
         return flat, lengths
+
+    def _whole(self, text: str, sentences: int) -> np.ndarray:
+        """Which of the "\n"-joined sentences of `text` the tokenizer takes whole: a space at an end or two in a row,
+        a character that does not encode alike alone, an added token's text."""
+        found = [m.start() for m in _ODD_SPACES.finditer(text)]
+        if self.needs_whole is not None:
+            found += [m.start() for m in self.needs_whole.finditer(text)]
+        whole = np.zeros(sentences, dtype=bool)
+        if found:
+            breaks = np.flatnonzero(np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32) == ord("\n"))
+            whole[np.searchsorted(breaks, found)] = True
+        return whole
 
     def _encode_whole(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         ids = [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
@@ -310,8 +321,8 @@ class SpaceChunkCache:
 
 def splits_at_spaces(tokenizer: Tokenizer) -> bool:
     """Whether SpaceChunkCache's reasoning holds for the tokenizer: a Unigram or BPE model (no BPE dropout), a
-    Metaspace pre-tokenizer that splits and puts `▁` before the first word too (else a stripped " chunk" would lose
-    its `▁`), or a byte-level one with GPT-2's split (a space before the first word or not, but then no stripping,
+    Metaspace pre-tokenizer that splits and always puts `▁` before a word (with "first", a " chunk" stripped by the
+    normalizer would lose it: `▁` goes only where the text started), or a byte-level one with GPT-2's split (a space before the first word or not, but then no stripping,
     which would take a later chunk's space); normalizers that act within a word (Unicode normalization forms,
     lowercasing, accent stripping, SentencePiece's precompiled character map), strip the ends, or replace runs of
     whitespace; no truncation or padding."""
@@ -323,7 +334,7 @@ def splits_at_spaces(tokenizer: Tokenizer) -> bool:
         pre = pre["pretokenizers"][-1]  # XLM-R's: words split at whitespace first, then Metaspace's
     steps = normalizer["normalizers"] if normalizer and normalizer["type"] == "Sequence" else [normalizer]
     if pre.get("type") == "Metaspace":
-        fits = pre.get("split", True) and pre.get("prepend_scheme", "always") in ("always", "first")
+        fits = pre.get("split", True) and pre.get("prepend_scheme", "always") == "always"
     else:
         fits = pre.get("type") == "ByteLevel" and pre.get("use_regex", True) and \
             (pre.get("add_prefix_space") or not any(step and step["type"] == "Strip" for step in steps))
@@ -331,6 +342,7 @@ def splits_at_spaces(tokenizer: Tokenizer) -> bool:
                               for step in steps)
 
 
+_ODD_SPACES = re.compile(r"^ | $|  ", re.MULTILINE)
 _CHUNKS = re.compile(r"\n| ?[^ \n]+")  # a sentence's first chunk, " chunk" for each later one, "\n" between sentences
 _WITHIN_WORDS = ("NFC", "NFD", "NFKC", "NFKD", "Lowercase", "StripAccents", "Strip", "Precompiled")
 _WHITESPACE_RUNS = (" {2,}", r"\s+", " +", r"\s{2,}")
