@@ -17,7 +17,8 @@ so the word becomes the one piece (also against paths through other new pieces, 
 word's segmentation changes only where a path through new pieces was within a few EPSILON of its best; BPE gets
 merges at the end of its list that build the word from its current pieces left to right, each prefix a vocabulary
 entry (counted in N), so the word's original merges all apply first and the new ones only then (a later word's
-merges come after an earlier one's, which therefore always completes).
+merges come after an earlier one's, which therefore always completes; a word whose own chain would also merge a pair
+elsewhere in it, `Ġhaha` as `Ġha ha`, is left out).
 
 pretrain phase1 --init (pretrain/run/prepare.py, pretrain/model/hf_weights.py) initialises the embedding and decoder
 rows of the new entries from the mean of the rows of the pieces the original tokenizer splits each into.
@@ -114,10 +115,13 @@ def _bpe_entries(model: dict, words: list[NewToken], vocab: dict[str, int], limi
         entries = list(dict.fromkeys(_merged(a, b, prefix) for a, b in chain if _merged(a, b, prefix) not in known))
         if len(new) + len(entries) > limit:
             continue
-        for a, b in chain:
-            if (a, b) not in ranks:
-                ranks[a, b] = len(merges)
-                merges.append(f"{a} {b}" if as_strings else [a, b])
+        added = list(dict.fromkeys(pair for pair in chain if pair not in ranks))
+        ranks.update((pair, len(merges) + i) for i, pair in enumerate(added))
+        if _apply_merges(list(word.pieces), ranks, prefix) != [word.token]:  # a pair of the chain repeats in the word
+            for pair in added:
+                del ranks[pair]
+            continue
+        merges += [f"{a} {b}" if as_strings else [a, b] for a, b in added]
         for entry in entries:
             known.add(entry)
             model["vocab"][entry] = len(vocab) + len(new)

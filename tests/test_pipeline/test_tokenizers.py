@@ -3,6 +3,7 @@ a byte-level BPE tokenizer, each built here on the sample dump's text; `vocab.me
 scratch; the tokenizers that do not fit refused in one line."""
 from __future__ import annotations
 
+import collections
 import json
 import shutil
 import subprocess
@@ -372,3 +373,15 @@ def test_pipeline_hdf5_vocab_with_lowercase_and_a_tokenizer_is_one_line(base, tm
     assert result.stderr.strip().splitlines()[-1] == (
         f"error: --lowercase/--strip-accents: {folder / 'tokenizer.json'} already decides them; pass a bare vocab.txt "
         "to choose")
+
+
+def test_bpe_extension_leaves_out_a_word_whose_chain_repeats_a_pair():
+    from pipeline.vocab_extension import extend
+
+    vocab = {c: i for i, c in enumerate(["<unk>", "h", "a", "x"])}
+    tokenizer = Tokenizer(models.BPE(vocab, [], unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)  # ModernBERT's: no Ġ on a first word
+    # haha's chain (h a, ha h, hah a) would merge both of its "h a" first and never come to one token
+    extended, new = extend(tokenizer, collections.Counter({"haha": 10, "hax": 3}), 5, 2, 0, "test")
+    assert [entry.token for entry in new] == ["ha", "hax"]
+    assert extended.encode("hax").tokens == ["hax"] and extended.encode("haha").tokens == ["ha", "ha"]
