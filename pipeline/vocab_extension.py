@@ -15,10 +15,11 @@ How each kind encodes them: WordPiece matches the longest vocabulary entry first
 Unigram gets the piece with the score of the word's current best segmentation plus EPSILON for each piece it saves,
 so the word becomes the one piece (also against paths through other new pieces, which save fewer) and another
 word's segmentation changes only where a path through new pieces was within a few EPSILON of its best; BPE gets
-merges at the end of its list that build the word from its current pieces left to right, each prefix a vocabulary
-entry (counted in N), so the word's original merges all apply first and the new ones only then (a later word's
-merges come after an earlier one's, which therefore always completes; a word whose own chain would also merge a pair
-elsewhere in it, `Ġhaha` as `Ġha ha`, is left out).
+merges at the end of its list that build the word from its current pieces along the binary tree whose inner nodes
+are most often in the vocabulary already (each new inner node an entry, counted in N: `Ġgyümölccsel` from `Ġgyümölcs`
+and `csel`, if those are tokens, takes one), so the word's original merges all apply first and the new ones only
+then (a later word's merges come after an earlier one's, which therefore always completes; a word whose own merges
+would also apply elsewhere in it, `haha` as `ha ha`, is left out).
 
 pretrain phase1 --init (pretrain/run/prepare.py, pretrain/model/hf_weights.py) initialises the embedding and decoder
 rows of the new entries from the mean of the rows of the pieces the original tokenizer splits each into.
@@ -99,8 +100,9 @@ def _add_unigram_pieces(model: dict, new: list[NewToken], size: int, where: str)
 
 
 def _bpe_entries(model: dict, words: list[NewToken], vocab: dict[str, int], limit: int) -> list[NewToken]:
-    """The BPE model's merges and vocabulary extended for the words, in order, while their entries (each word's
-    prefixes that are not in the vocabulary yet, and the word) fit in `limit`; returns the new entries."""
+    """The BPE model's merges and vocabulary extended for the words, in order, while their entries (the inner nodes of
+    each word's merge tree that are not in the vocabulary yet, the word among them) fit in `limit`; returns the new
+    entries."""
     merges = model["merges"]
     as_strings = bool(merges) and isinstance(merges[0], str)  # tokenizer.json before tokenizers 0.20: "a b"
     ranks = {tuple(m.split(" ", 1)) if as_strings else tuple(m): rank for rank, m in enumerate(merges)}
@@ -108,18 +110,15 @@ def _bpe_entries(model: dict, words: list[NewToken], vocab: dict[str, int], limi
     new: list[NewToken] = []
     for word in words:
         current = _apply_merges(list(word.pieces), ranks, prefix)
-        chain, built = [], current[0]
-        for piece in current[1:]:
-            chain.append((built, piece))
-            built = _merged(built, piece, prefix)
-        entries = list(dict.fromkeys(_merged(a, b, prefix) for a, b in chain if _merged(a, b, prefix) not in known))
-        if len(new) + len(entries) > limit:
-            continue
-        added = list(dict.fromkeys(pair for pair in chain if pair not in ranks))
-        ranks.update((pair, len(merges) + i) for i, pair in enumerate(added))
-        if _apply_merges(list(word.pieces), ranks, prefix) != [word.token]:  # a pair of the chain repeats in the word
-            for pair in added:
+        for tree in (_merge_tree(current, known, prefix), _merge_tree(current, set(), prefix)):  # then left to right
+            entries = list(dict.fromkeys(_merged(a, b, prefix) for a, b in tree if _merged(a, b, prefix) not in known))
+            added = list(dict.fromkeys(pair for pair in tree if pair not in ranks))
+            ranks.update((pair, len(merges) + i) for i, pair in enumerate(added))
+            if len(new) + len(entries) <= limit and _apply_merges(list(word.pieces), ranks, prefix) == [word.token]:
+                break
+            for pair in added:  # over the limit, or a merge of the tree applies elsewhere in the word too
                 del ranks[pair]
+        else:
             continue
         merges += [f"{a} {b}" if as_strings else [a, b] for a, b in added]
         for entry in entries:
@@ -129,6 +128,29 @@ def _bpe_entries(model: dict, words: list[NewToken], vocab: dict[str, int], limi
         if len(new) == limit:
             break
     return new
+
+
+def _merge_tree(pieces: list[str], known: set[str], prefix: str) -> list[tuple[str, str]]:
+    """The merges, children before parents, of the binary tree over `pieces` with the fewest inner nodes that are
+    not in `known` (the root, their concatenation, is one); among equals, the one that merges from the left (with
+    `known` empty: left to right, one piece at a time)."""
+    text = {(i, i + 1): piece for i, piece in enumerate(pieces)}
+    new_nodes, split = {(i, i + 1): 0 for i in range(len(pieces))}, {}
+    for length in range(2, len(pieces) + 1):
+        for i in range(len(pieces) - length + 1):
+            j = i + length
+            text[i, j] = _merged(text[i, j - 1], pieces[j - 1], prefix)
+            split[i, j] = min(range(j - 1, i, -1), key=lambda m: new_nodes[i, m] + new_nodes[m, j])
+            new_nodes[i, j] = new_nodes[i, split[i, j]] + new_nodes[split[i, j], j] + (text[i, j] not in known)
+    merges: list[tuple[str, str]] = []
+
+    def build(i: int, j: int) -> None:
+        if j - i > 1:
+            build(i, split[i, j])
+            build(split[i, j], j)
+            merges.append((text[i, split[i, j]], text[split[i, j], j]))
+    build(0, len(pieces))
+    return merges
 
 
 def _merged(a: str, b: str, prefix: str) -> str:
