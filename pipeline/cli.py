@@ -158,7 +158,8 @@ def hdf5(input_: Path = typer.Option(..., "--input", callback=utf8_path,
                                      help="Sentence-per-line text, a blank line after each document: a file, "
                                      "or a directory of *.txt files or of training_*/test_* shards"),
          vocab: Path = typer.Option(..., "--vocab", callback=utf8_path,
-                                    help="vocab.txt, or a directory with vocab.txt + tokenizer.json"),
+                                    help="vocab.txt, or any tokenizer --tokenizer takes: a Hugging Face "
+                                    "tokenizer folder, a tokenizer.json, a SentencePiece .model"),
          out: Path = typer.Option(..., "--out", callback=utf8_path,
                                   help="Output directory (gets one subdirectory per variant)"),
          lowercase: Optional[bool] = typer.Option(None, "--lowercase/--no-lowercase",

@@ -67,12 +67,13 @@ def fingerprints(source: str | None) -> dict:
         return {"tokenizer": f"{source}: {first_line(e)}"}
 
 
-def adopt(source: Path, out_dir: Path, lowercase: bool, strip_accents: bool) -> tuple[Tokenizer, str]:
-    """Write the tokenizer `source` as a tokenizer directory `out_dir`; returns it and its kind. DataError naming
-    `source` for one that cannot be read, ConfigError for one that does not fit (another tokenizer, or
-    vocab.lowercase, fixes it)."""
+def adopt(source: Path, out_dir: Path, lowercase: bool | None, strip_accents: bool,
+          flag: str = "--tokenizer") -> tuple[Tokenizer, str]:
+    """Write the tokenizer `source` (given by `flag`) as a tokenizer directory `out_dir`; returns it and its kind.
+    DataError naming `source` for one that cannot be read, ConfigError for one that does not fit (another tokenizer,
+    or vocab.lowercase, fixes it). `lowercase` None: whatever the tokenizer does (a vocab.txt: cased)."""
     source = Path(source)
-    where = f"--tokenizer {source}"
+    where = f"{flag} {source}"
     if not source.exists():
         raise ConfigError(f"{where}: does not exist")
     folder = source if source.is_dir() else None
@@ -88,8 +89,8 @@ def adopt(source: Path, out_dir: Path, lowercase: bool, strip_accents: bool) -> 
         vocab = read_vocab(vocab_file)
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "vocab.txt").write_bytes(vocab_file.read_bytes())
-        write_tokenizer_files(out_dir, vocab, lowercase=lowercase, strip_accents=strip_accents)
-        return wordpiece_tokenizer(vocab, lowercase, strip_accents), "wordpiece"
+        write_tokenizer_files(out_dir, vocab, lowercase=bool(lowercase), strip_accents=strip_accents)
+        return wordpiece_tokenizer(vocab, bool(lowercase), strip_accents), "wordpiece"
     else:
         raise ConfigError(f"{where}: no tokenizer.json, SentencePiece .model or vocab.txt in it")
     kind = tokenizer_kind(tokenizer, where)
@@ -100,7 +101,7 @@ def adopt(source: Path, out_dir: Path, lowercase: bool, strip_accents: bool) -> 
                if names.get(role) not in vocab]
     if missing:
         raise ConfigError(f"{where}: no {', no '.join(missing)} in its vocabulary")
-    if lowercases(tokenizer) != lowercase:
+    if lowercase is not None and lowercases(tokenizer) != lowercase:
         raise ConfigError(f"{where}: {'lowercases' if lowercases(tokenizer) else 'keeps the case of'} the text, but "
                           f"vocab.lowercase is {str(lowercase).lower()}; "
                           f"set vocab.lowercase={str(not lowercase).lower()}")
@@ -180,6 +181,11 @@ def write_tokenizer_dir(out_dir: Path, tokenizer: Tokenizer, names: dict[str, st
         write_json(out_dir / "tokenizer_config.json", {
             "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": model_max_length,
             "clean_up_tokenization_spaces": False, **special})
+    write_vocab_file(out_dir, tokenizer)
+
+
+def write_vocab_file(out_dir: Path, tokenizer: Tokenizer) -> None:
+    """vocab.txt into `out_dir`: every token of the tokenizer, added ones included, one a line by id."""
     size = tokenizer.get_vocab_size(with_added_tokens=True)
     tokens = [tokenizer.id_to_token(i) for i in range(size)]
     if None in tokens:

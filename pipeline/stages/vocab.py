@@ -50,7 +50,8 @@ from wiki2bert_core.log import progress
 from wiki2bert_core.mixture import DEFAULT_ALPHA, check_alpha, language_shares, rates
 from pipeline.stages import Stage, StageContext, StageCounts
 from pipeline.words import BERT_CJK, character_flags, count_words, recorded_chars_per_word
-from pipeline.tokenizer_files import adopt, finish_learnt, fingerprints, learnt_tokenizer, trainer
+from pipeline.tokenizer_files import adopt, finish_learnt, fingerprints, learnt_tokenizer, trainer, write_vocab_file
+from pipeline.vocab_extension import WordCounts, extend
 from wiki2bert_core.wordpiece import (SPECIAL_TOKENS, load_tokenizer, padded_vocab_size, placeholder_token, read_vocab,
                                       special_token_ids, special_token_names, wordpiece_tokenizer, write_tokenizer_dir)
 
@@ -93,11 +94,18 @@ class VocabConfig:
     # several languages: the vocabulary's training sentences hold each language in proportion to (its words) ** alpha
     # (wiki2bert_core/mixture.py: 1 keeps the languages' sizes, 0 makes them equal, XLM-R's 0.3 upsamples the small)
     alpha: float = added_later(DEFAULT_ALPHA)
+    # with `tokenizer`: up to this many new vocabulary entries, for the words of the corpus (seen at least
+    # `min_frequency` times) the tokenizer splits worst, by count x (pieces - 1) (pipeline/vocab_extension.py);
+    # `pretrain phase1 --init` of the tokenizer's model initialises their embeddings from the mean of their pieces'
+    extend_with: int = added_later(0)
 
     def __post_init__(self):
         check_alpha(self.alpha)
         check_minimum(self, 1, "vocab_size", "limit_alphabet")
-        check_minimum(self, 0, "unused_tokens", "input_sentence_size", "seed", "min_frequency")
+        check_minimum(self, 0, "unused_tokens", "input_sentence_size", "seed", "min_frequency", "extend_with")
+        if self.extend_with and self.tokenizer is None:
+            raise SettingError("extend_with", "extends an adopted tokenizer: give one with --tokenizer "
+                                              "(vocab.tokenizer), or leave vocab.extend_with at 0")
         if not 0.0 < self.character_coverage <= 1.0:
             raise SettingError("character_coverage", f"{self.character_coverage} is not in (0, 1]")
 
@@ -108,11 +116,16 @@ def run(config: VocabConfig, ctx: StageContext) -> StageCounts:
     else:
         corpus = _CorpusSentences(list_parts(ctx.inputs["dedup"], ".txt"), quiet=ctx.quiet)
     added = 0
+    original = None  # the adopted tokenizer, where the stage extends it
     if config.tokenizer is not None:
-        _, kind = adopt(Path(config.tokenizer), ctx.out_dir, config.lowercase, config.strip_accents)
-        for _ in corpus.batches():  # the sentences counted, the sample for the figures below
-            pass
+        adopted, kind = adopt(Path(config.tokenizer), ctx.out_dir, config.lowercase, config.strip_accents)
         ctx.log.info("vocab: adopted the %s tokenizer %s", kind, config.tokenizer)
+        if config.extend_with:
+            _extend(config, adopted, corpus, ctx)
+            original = adopted
+        else:
+            for _ in corpus.batches():  # the sentences counted, the sample for the figures below
+                pass
     elif config.method in ("unigram", "bpe"):
         kind = config.method
         _train_learnt(config, corpus, ctx)
@@ -128,16 +141,15 @@ def run(config: VocabConfig, ctx: StageContext) -> StageCounts:
     special = special_token_ids(vocab, special_token_names(ctx.out_dir))
     ctx.log.info("vocab: %d tokens (%d missing characters added), unknown token %d", len(vocab), added,
                  special["[UNK]"])
-    tokenizer = load_tokenizer(ctx.out_dir)
-    if isinstance(corpus, _MixedSentences):
-        languages = corpus.counts(tokenizer, special["[UNK]"])
-        unk_rate, tokens_per_word = _rates(*(sum(c[f"sample_{key}"] for c in languages.values())
-                                             for key in ("unks", "tokens", "words")))
-    else:
-        languages = None
-        chars_per_word = recorded_chars_per_word(ctx.config_by_language("filter").get(ctx.lang))
-        unk_rate, tokens_per_word = _rates(*_sample_quality(tokenizer, special["[UNK]"], corpus.sample,
-                                                            chars_per_word))
+    unk_rate, tokens_per_word, languages = _quality(load_tokenizer(ctx.out_dir), special["[UNK]"], corpus, ctx)
+    extension = {}
+    if original is not None:
+        before = _quality(original, special["[UNK]"], corpus, ctx)[1]
+        extension = {"extension": {"tokens_added": len(vocab) - original.get_vocab_size(with_added_tokens=True),
+                                   "sample_tokens_per_word_before": before}}
+        ctx.log.info("vocab: tokens per word of the held-out sample: %s %.4g, extended %.4g (%+.1f%%)",
+                     config.tokenizer, before, tokens_per_word,
+                     100 * (tokens_per_word - before) / before if before else 0.0)
     learnt_by_sentencepiece = config.tokenizer is None and config.method == "sentencepiece"
     return StageCounts({
         "vocab_size": len(vocab),
@@ -149,7 +161,36 @@ def run(config: VocabConfig, ctx: StageContext) -> StageCounts:
         "special_token_ids": special,
         "tokenizer_kind": kind,
         **({"sentences_too_long": corpus.too_long} if learnt_by_sentencepiece else {}),
+        **extension,
     }, languages=languages)
+
+
+def _quality(tokenizer, unk_id: int, corpus: _CorpusSentences, ctx: StageContext
+             ) -> tuple[float, float, dict[str, dict] | None]:
+    """The [UNK] rate and tokens per word of the corpus's sample, and each language's counts (several languages)."""
+    if isinstance(corpus, _MixedSentences):
+        languages = corpus.counts(tokenizer, unk_id)
+        return *_rates(*(sum(c[f"sample_{key}"] for c in languages.values()) for key in ("unks", "tokens", "words"))),\
+            languages
+    chars_per_word = recorded_chars_per_word(ctx.config_by_language("filter").get(ctx.lang))
+    return *_rates(*_sample_quality(tokenizer, unk_id, corpus.sample, chars_per_word)), None
+
+
+def _extend(config: VocabConfig, tokenizer, corpus: _CorpusSentences, ctx: StageContext) -> None:
+    """The adopted tokenizer in ctx.out_dir extended by up to `extend_with` entries for the words of the corpus, but
+    its sample (the held-out text of the figures), it splits worst (pipeline/vocab_extension.py)."""
+    where = f"--tokenizer {config.tokenizer}"
+    counts = WordCounts(tokenizer, where)
+    for batch in corpus.batches():
+        counts.add(batch, corpus.held_out())
+    unk_id = special_token_ids(tokenizer.get_vocab(with_added_tokens=True), special_token_names(ctx.out_dir))["[UNK]"]
+    extended, new = extend(tokenizer, counts.counts, config.extend_with, config.min_frequency, unk_id, where)
+    extended.save(str(ctx.out_dir / "tokenizer.json"))
+    write_vocab_file(ctx.out_dir, extended)
+    spelled = extended.decoder.decode if extended.decoder else "".join  # byte-level BPE's Ġ...Ã© as text
+    shown = ", ".join(repr(spelled([entry.token])) for entry in new[:10]) + (", ..." if len(new) > 10 else "")
+    ctx.log.info("vocab: extended by %d tokens (of vocab.extend_with %d; %d distinct words counted): %s", len(new),
+                 config.extend_with, len(counts.counts), shown)
 
 
 def _train_learnt(config: VocabConfig, corpus: _CorpusSentences, ctx: StageContext) -> None:
@@ -236,6 +277,10 @@ class _CorpusSentences:
         if len(self.sample) < SAMPLE_SENTENCES:
             self.sample += lines[:SAMPLE_SENTENCES - len(self.sample)]
 
+    def held_out(self) -> set[str]:
+        """The sentences the quality figures are measured on (so far: the first batches fill the sample)."""
+        return set(self.sample)
+
     def check_not_empty(self) -> None:
         if self.sentences == 0:
             raise DataError(f"{self.parts[0].parent}: no text to train a vocabulary on (all parts are empty)")
@@ -275,6 +320,9 @@ class _MixedSentences(_CorpusSentences):
         needed = int(np.searchsorted(covered, coverage * covered[-1])) + 1 if covered[-1] else 0
         return {"sentences": reader.sentences, "words": words, "sample": reader.sample,
                 "characters": "".join(chr(int(code)) for code in order[:needed])}
+
+    def held_out(self) -> set[str]:
+        return {sentence for m in self.measured.values() for sentence in m["sample"]}
 
     def batches(self) -> Iterator[list[str]]:
         self.sentences = self.too_long = 0

@@ -117,3 +117,22 @@ def load_matching(model, state: dict[str, torch.Tensor], source: Path) -> tuple[
 def module_names(names: list[str]) -> list[str]:
     """The modules that hold these parameters, for a log line: cls.seq_relationship.weight -> cls.seq_relationship."""
     return sorted({name.rpartition(".")[0] or name for name in names})
+
+
+def init_new_rows(model, new_token_pieces: dict[int, list[int]]) -> None:
+    """Each new token's row of the vocabulary's tensors (the input embeddings, the masked-LM decoder's weight, unless
+    tied to them, and bias) set to the mean of the rows of the pieces the original tokenizer splits it into
+    (prepare.py: Run.new_token_pieces): the initialisation of IndoBERTweet (Koto et al., 2021) and of Fast Vocabulary
+    Transfer (Gee et al., 2022), which keeps a new token's first predictions near those of its pieces."""
+    from torch import nn
+
+    tensors = {}
+    for name, module in model.named_modules():
+        if (isinstance(module, nn.Embedding) and name.endswith(("word_embeddings", "tok_embeddings"))) or \
+                (isinstance(module, nn.Linear) and name.endswith("decoder")):
+            tensors |= {id(t): t for t in (module.weight, getattr(module, "bias", None)) if t is not None}
+    with torch.no_grad():
+        for tensor in tensors.values():
+            for new, pieces in new_token_pieces.items():
+                tensor[new] = tensor[pieces].mean(0)
+

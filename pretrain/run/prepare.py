@@ -11,8 +11,8 @@ import torch
 from wiki2bert_core.config import changeable_fields, config_to_dict
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json
-from wiki2bert_core.wordpiece import (added_token_ids, padded_vocab_size, read_vocab, special_token_ids,
-                                      special_token_names, vocab_difference, word_start_marker)
+from wiki2bert_core.wordpiece import (added_token_ids, load_tokenizer, padded_vocab_size, read_vocab,
+                                      special_token_ids, special_token_names, vocab_difference, word_start_marker)
 from pretrain.model.attention import available_kernels
 from pretrain.model import checkpoint_files
 from pretrain.model.checkpoint_files import Checkpoint
@@ -84,6 +84,9 @@ class Run:
     user_ds_config: dict
     eval_files: list[Path] = dataclasses.field(default_factory=list)  # held-out files; [] = no evaluation
     masking: DynamicMasking | None = None  # None: the files' masks (masking static)
+    # --init of a Hugging Face directory whose tokenizer the data's extends (vocab.extend_with): each new token's id
+    # -> the ids of the pieces the directory's tokenizer splits it into, whose rows' mean its rows start from
+    new_token_pieces: dict[int, list[int]] = dataclasses.field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -110,14 +113,15 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
         raise DataError(f"{phase_dir / HPARAMS}: missing, so the checkpoint's settings are unknown")
     hparams = read_json(phase_dir / HPARAMS) if resume else None
     init = _init(phase, phase_dir, Path(init_dir) if init_dir else None, Path(out_dir), hparams)
+    new_token_pieces = {}
     if resume:
         _check_same_vocab(vocab_dir / "vocab.txt", PhaseDir(phase_dir).vocab_file,
                           "the vocabulary the model was trained with")
     elif init:
-        _check_init_vocab(vocab_dir / "vocab.txt", vocab, init.model_dir)
+        new_token_pieces = _check_init_vocab(vocab_dir / "vocab.txt", vocab, init.model_dir)
     if init:
         model, config = _continued_model(PhaseDir(phase_dir) if resume else init.model_dir, config, preset_flag,
-                                         phase)
+                                         phase, len(vocab))
     else:
         try:
             model = model_config(config.preset, len(vocab), config.arch, **config.model)
@@ -153,7 +157,7 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
     return Run(phase=phase, phase_dir=phase_dir, config=config, model=model, data=data, vocab_dir=vocab_dir,
                vocab_size=len(vocab), init=init, resume=resume, world_size=world_size,
                grad_accumulation=config.global_batch // per_step, precision=choose_precision(config.precision),
-               user_ds_config=user_ds, eval_files=eval_files, masking=masking)
+               user_ds_config=user_ds, eval_files=eval_files, masking=masking, new_token_pieces=new_token_pieces)
 
 
 def _dynamic_masking(config: TrainConfig, vocab: dict[str, int], vocab_dir: Path, data_dir: Path,
@@ -232,19 +236,21 @@ def _find_init(init_dir: Path, phase: str) -> InitFrom:
     return InitFrom(init_dir.resolve())
 
 
-def _continued_model(source: ModelDir, config: TrainConfig, preset_flag: str | None, phase: str = "phase2"
-                     ) -> tuple[ModelConfig, TrainConfig]:
+def _continued_model(source: ModelDir, config: TrainConfig, preset_flag: str | None, phase: str = "phase2",
+                     data_tokens: int = 0) -> tuple[ModelConfig, TrainConfig]:
     """The model of a phase that continues another's weights (phase 2 those of phase 1, any phase those of --init;
     when resuming, its own run's): that of the model directory `source`, where only training-time settings (the
     changeable ModelConfig fields) may change. The config gets the model's preset (a Hugging Face model's: the preset
-    of its shape, if one has it)."""
+    of its shape, if one has it). A Hugging Face model's vocabulary grows to the data's `data_tokens` where they are
+    more (its tokenizer extended)."""
     if isinstance(source, PhaseDir):
         continued = source.model_config()
         saved = dataclasses.asdict(continued)
         preset = source.hparams().get("config", {}).get("preset", config.preset)
     else:
         continued = source.model_config("--init")
-        saved = {**dataclasses.asdict(continued), "vocab_size": padded_vocab_size(continued.vocab_size)}
+        saved = {**dataclasses.asdict(continued),
+                 "vocab_size": padded_vocab_size(max(continued.vocab_size, data_tokens))}
         preset = preset_of(continued)
         if preset is None and preset_flag is None:
             preset = config.preset
@@ -285,17 +291,28 @@ def _check_sentence_pairs(data_dir: Path) -> None:
                           f"next-sentence prediction (objective mlm+nsp); train it with --set objective=mlm")
 
 
-def _check_init_vocab(vocab_file: Path, vocab: dict[str, int], init_dir: ModelDir) -> None:
+def _check_init_vocab(vocab_file: Path, vocab: dict[str, int], init_dir: ModelDir) -> dict[int, list[int]]:
     """The model --init starts from must have the data's vocabulary: its vocab.txt the same lines, or, where a Hugging
-    Face directory has none, its tokenizer.json the same token -> id map."""
-    if isinstance(init_dir, PhaseDir) or init_dir.vocab_file.is_file():
-        _check_same_vocab(vocab_file, init_dir.vocab_file, "the vocabulary of the model --init starts from")
-        return
+    Face directory has none, its tokenizer.json the same token -> id map. A Hugging Face directory's may also be
+    extended by tokens after its last id (vocab.extend_with): returns each such token's id -> the ids of the pieces
+    the directory's tokenizer splits it into ({} for the same vocabulary)."""
+    what = "the vocabulary of the model --init starts from"
+    if isinstance(init_dir, PhaseDir):
+        _check_same_vocab(vocab_file, init_dir.vocab_file, what)
+        return {}
     tokenizer_file = init_dir.tokenizer_file("its vocabulary cannot be checked against the data's")
-    detail = vocabulary_difference(vocab, token_ids(tokenizer_file))
-    if detail:
-        raise ConfigError(f"{vocab_file}: differs from the vocabulary of the model --init starts from "
-                          f"({tokenizer_file}: {detail})")
+    theirs = read_vocab(tokenizer_file) if tokenizer_file == init_dir.vocab_file else token_ids(tokenizer_file)
+    if len(vocab) <= len(theirs) or {t: i for t, i in vocab.items() if i < len(theirs)} != theirs:
+        if tokenizer_file == init_dir.vocab_file:
+            _check_same_vocab(vocab_file, tokenizer_file, what)
+            return {}
+        detail = vocabulary_difference(vocab, theirs)
+        if detail:
+            raise ConfigError(f"{vocab_file}: differs from {what} ({tokenizer_file}: {detail})")
+        return {}
+    original = load_tokenizer(init_dir.path)  # its model alone splits a token spelled as its input (▁word, Ġword)
+    return {i: [piece.id for piece in original.model.tokenize(token)] for token, i in vocab.items()
+            if i >= len(theirs)}
 
 
 def _check_same_vocab(vocab: Path, reference: Path, what: str) -> None:

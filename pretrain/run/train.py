@@ -29,7 +29,7 @@ from pretrain.config import TrainConfig, budget_seconds
 from pretrain.data.loader import DataState, make_loader, model_inputs, redistribute
 from pretrain.run.deepspeed_settings import autocast_dtype, deepspeed_config, single_process_env, zero_stage_for
 from pretrain.run.evaluate import HeldOut, evaluate, format_figures
-from pretrain.model.hf_weights import load_matching, module_names
+from pretrain.model.hf_weights import init_new_rows, load_matching, module_names
 from pretrain.run.metrics import STEP_STATS, MetricsLog, batch_counts, step_stats
 from pretrain.model.arch import pretraining_model, spec
 from pretrain.run.profiling import profiling
@@ -257,6 +257,10 @@ def _load_init(model: torch.nn.Module, run: Run) -> None:
     initialisation, and the log names them and the tensors the objective leaves out."""
     fresh, unused = load_matching(model, run.init.weights(), run.init.path)
     log.info("%s starts from %s", run.phase, run.init)
+    if run.new_token_pieces:
+        init_new_rows(model, run.new_token_pieces)
+        log.info("%d tokens the data's tokenizer adds to that of %s: their embeddings and decoder rows start from the "
+                 "mean of their pieces' rows", len(run.new_token_pieces), run.init.path)
     if fresh:
         log.info("not in %s, initialised fresh: %s", run.init.path, ", ".join(module_names(fresh)))
     if unused:

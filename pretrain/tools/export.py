@@ -9,8 +9,9 @@ so the export loads our state dict into that class and lets `save_pretrained` wr
 `AutoModelForMaskedLM` loads any of them. The model's vocabulary rows are padded to
 a multiple of 8 for the GPU; the export keeps exactly the tokenizer's rows (config `vocab_size` == len(tokenizer)),
 so no padding row can come out of fill-mask as an empty token. The tokenizer files come from the phase's
-`tokenizer/` directory (a copy of the data directory's), or from the Hugging Face directory. The same model gives
-the same bytes.
+`tokenizer/` directory (a copy of the data directory's), or from the Hugging Face directory (a hub folder may hold
+`tokenizer.json` alone: the export adds the `tokenizer_config.json` and `special_tokens_map.json` AutoTokenizer
+needs). The same model gives the same bytes.
 
 The export never removes what it did not write: `--out` must not exist, be empty, or be a previous export (its
 `pretraining_config.json` and only EXPORT_FILES), which is replaced; anything else only with `force`, and never a
@@ -30,12 +31,14 @@ import torch
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json, remove_tree, replace_dir, write_json
-from wiki2bert_core.wordpiece import (SPECIAL_TOKENS_MAP, TOKENIZER_FILES, copy_tokenizer_files, read_vocab,
-                                      special_token_ids, special_token_names)
+from wiki2bert_core.variant_dir import VOCAB_FILE
+from wiki2bert_core.wordpiece import (ROBERTA_SPECIAL_TOKENS, SPECIAL_TOKENS, SPECIAL_TOKENS_FILE, SPECIAL_TOKENS_MAP,
+                                      TOKENIZER_FILES, copy_tokenizer_files, read_vocab, special_token_ids,
+                                      special_token_names, transformers_name)
 from pretrain.model.arch import export_class, takes_token_types
 from pretrain.model.hf_config import hf_config
 from pretrain.model.model_dir import (HF_CONFIG, PRETRAINING_CONFIG, WEIGHT_FILES, WEIGHT_SHARDS, OurModel,
-                                      read_our_model)
+                                      read_our_model, token_ids)
 from pretrain.out_dirs import EXPORT, check_out_dir
 
 # the names an export writes: save_pretrained's (weights in shards for large models) and ours
@@ -59,12 +62,11 @@ def export_model(read: OurModel):
     import transformers
 
     config = read.model.config
-    vocab_file = read.model_dir.require_vocab("the export would have no tokenizer")
-    vocab = read_vocab(vocab_file)
+    tokenizer_file, vocab, names = _tokenizer(read)
     if len(vocab) > config.vocab_size:
-        raise DataError(f"{vocab_file}: {len(vocab)} tokens, more than the model's {config.vocab_size}")
+        raise DataError(f"{tokenizer_file}: {len(vocab)} tokens, more than the model's {config.vocab_size}")
     architecture = export_class(read.model)
-    special = special_token_ids(vocab, special_token_names(vocab_file.parent))
+    special = special_token_ids(vocab, names)
     model = getattr(transformers, architecture)(hf_config(config, len(vocab), special["[PAD]"], architecture,
                                                           special["[CLS]"], special["[SEP]"]))
     expected = model.state_dict()
@@ -89,7 +91,7 @@ def write_export(read: OurModel, model, out_dir: Path, provenance: dict) -> Path
         try:
             model.save_pretrained(tmp)
             copy_tokenizer_files(read.model_dir.tokenizer_dir, tmp)
-            _write_tokenizer_config(tmp, config.max_position_embeddings)
+            _write_tokenizer_config(tmp, config.max_position_embeddings, _tokenizer(read)[2])
             write_json(tmp / PRETRAINING_CONFIG, {"model_config": dataclasses.asdict(config), **provenance})
         except (OSError, SafetensorError) as e:  # SafetensorError: the weights' write failed (a full disk)
             remove_tree(tmp)  # before the free space is measured
@@ -122,20 +124,51 @@ def check_export_out_dir(model_dir: Path, out_dir: Path, force: bool, within: Pa
         raise ConfigError(f"{out_dir}: {what}; choose another --out, or pass --force to replace it")
 
 
-def _write_tokenizer_config(directory: Path, max_length: int) -> None:
+def _tokenizer(read: OurModel) -> tuple[Path, dict[str, int], dict[str, str]]:
+    """The model directory's tokenizer file (vocab.txt, else tokenizer.json: a hub folder may hold it alone), its
+    token -> id map and its special tokens by role."""
+    tokenizer_file = read.model_dir.tokenizer_file("the export would have no tokenizer")
+    vocab = read_vocab(tokenizer_file) if tokenizer_file.name == VOCAB_FILE else token_ids(tokenizer_file)
+    return tokenizer_file, vocab, _special_names(tokenizer_file, vocab)
+
+
+def _special_names(tokenizer_file: Path, vocab: dict[str, int]) -> dict[str, str]:
+    """role -> the token playing it: as the tokenizer's special_tokens_map.json names it, else BERT's spelling, else
+    RoBERTa's (a Hugging Face folder with tokenizer.json alone); DataError naming the file for a role none of them
+    finds among its tokens."""
+    names = special_token_names(tokenizer_file.parent)
+    found = {role: next((t for t in (names.get(role), ROBERTA_SPECIAL_TOKENS[role]) if t in vocab), None)
+             for role in SPECIAL_TOKENS}
+    missing = [transformers_name(role) for role, token in found.items() if token is None]
+    if missing:
+        raise DataError(f"{tokenizer_file}: no {', no '.join(missing)} among its tokens (by its folder's "
+                        f"{SPECIAL_TOKENS_FILE}, else BERT's or RoBERTa's spelling), so the export cannot name its "
+                        f"special tokens; add a {SPECIAL_TOKENS_FILE} that names them")
+    return found
+
+
+def _write_tokenizer_config(directory: Path, max_length: int, names: dict[str, str]) -> None:
     """The export's tokenizer_config.json: the tokenizer's own (or, where the model directory has none, one made from
-    tokenizer.json's normalizer) with the special tokens named and model_max_length the model's. AutoTokenizer takes
-    the tokenizer class and its [MASK] from this file: config.json's model_type names none for ModernBERT."""
+    tokenizer.json: BERT's for a WordPiece model, with its normalizer's casing, else transformers' generic fast
+    tokenizer) with the special tokens named (`names`: role -> token) and model_max_length the model's; and
+    special_tokens_map.json where the model directory has none. AutoTokenizer takes the tokenizer class and its mask
+    token from these files: config.json's model_type names none for ModernBERT."""
+    special = {name: names[role] for name, role in SPECIAL_TOKENS_MAP.items()}
     path = directory / "tokenizer_config.json"
+    tokenizer = read_json(directory / "tokenizer.json") if (directory / "tokenizer.json").is_file() else None
     if path.is_file():
         settings = read_json(path)
-    else:
-        settings = {"tokenizer_class": "BertTokenizer", **SPECIAL_TOKENS_MAP}
-        if (directory / "tokenizer.json").is_file():
-            normalizer = read_json(directory / "tokenizer.json").get("normalizer") or {}
+    elif tokenizer is None or (tokenizer.get("model") or {}).get("type") == "WordPiece":
+        settings = {"tokenizer_class": "BertTokenizer", **special}
+        if tokenizer is not None:
+            normalizer = tokenizer.get("normalizer") or {}
             settings.update(do_lower_case=bool(normalizer.get("lowercase")),
                             strip_accents=bool(normalizer.get("strip_accents")))
+    else:
+        settings = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False, **special}
     write_json(path, {**settings, "model_max_length": max_length})
+    if not (directory / SPECIAL_TOKENS_FILE).is_file():
+        write_json(directory / SPECIAL_TOKENS_FILE, special)
 
 
 def _tokenizer_rows(value: torch.Tensor, expected: torch.Tensor, padded_vocab_size: int) -> torch.Tensor:

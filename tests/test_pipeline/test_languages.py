@@ -280,3 +280,18 @@ def test_a_weight_for_a_language_or_source_not_in_the_run_is_refused(dumps):
     assert mix.stage_configs["shard"].language_weights == {"ru": 3.0}
     assert mix.languages["ru"].stage_configs["filter"].language == "uk"
     assert mix.languages["hu"].stage_configs["filter"].language is None
+
+
+def test_an_adopted_tokenizer_extended_for_the_mix(mixed, dumps, tmp_path):
+    """vocab.extend_with on a run of several languages: words counted over the mix's sample, each language's
+    held-out sentences left out, the figures before and after over all of them."""
+    adopted = tmp_path / "adopted"
+    shutil.copytree(mixed / "el+hu+ru" / "vocab", adopted)
+    workdir = tmp_path / "work"
+    shutil.copytree(mixed, workdir, symlinks=True)
+    mix_dir = run_mix(workdir, dumps, f"vocab.tokenizer={adopted}", "vocab.extend_with=50")
+    counts = json.loads((mix_dir / "vocab" / MANIFEST).read_text())["counts"]
+    assert counts["extension"]["tokens_added"] == 50
+    assert counts["vocab_size"] == len((adopted / "vocab.txt").read_text().splitlines()) + 50
+    assert counts["sample_tokens_per_word"] < counts["extension"]["sample_tokens_per_word_before"]
+    assert set(counts["languages"]) == {"el", "hu", "ru"}

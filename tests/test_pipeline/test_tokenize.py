@@ -8,7 +8,7 @@ import random
 
 import numpy as np
 import pytest
-from tokenizers import Tokenizer, pre_tokenizers
+from tokenizers import Tokenizer, normalizers, pre_tokenizers
 
 from wiki2bert_core.wordpiece import special_token_ids, wordpiece_tokenizer
 from pipeline.stages.hdf5.tokenize import WordCache, tokenize_documents
@@ -103,3 +103,85 @@ def test_tokenize_documents_offsets(tmp_path):
     assert docs.ids.tolist() == expected and docs.ids.dtype == np.uint16
     assert np.diff(docs.sentence_starts).tolist() == [n for n in lengths if n]  # the zero-width line is dropped
     assert docs.document_starts.tolist() == [0, 2, 2 + sum(1 for n in lengths[2:] if n)]  # so is its document
+
+
+# --- SpaceChunkCache: Unigram and byte-level BPE tokenizers ---------------------------------------------------------
+
+def learnt(method: str, lines: list[str], lowercase: bool = False, strip_accents: bool = False) -> Tokenizer:
+    from pipeline.tokenizer_files import learnt_tokenizer, trainer
+
+    tokenizer = learnt_tokenizer(method, lowercase, strip_accents)
+    characters = sorted(set("".join(lines)) - {" "})
+    tokenizer.train_from_iterator(lines, trainer(method, len(characters) + 400, 1, characters))
+    return tokenizer
+
+
+def sentencepiece_unigram(lines: list[str], tmp_path) -> Tokenizer:
+    """A SentencePiece Unigram model (nmt_nfkc's precompiled character map) as --tokenizer adopts a .model."""
+    import sentencepiece as spm
+    from pipeline.tokenizer_files import _from_sentencepiece
+
+    (tmp_path / "text.txt").write_text("\n".join(lines), encoding="utf-8")
+    spm.SentencePieceTrainer.train(input=str(tmp_path / "text.txt"), model_prefix=str(tmp_path / "spm"),
+                                   vocab_size=290, model_type="unigram", user_defined_symbols=["<mask>"],
+                                   pad_id=3, character_coverage=1.0, minloglevel=2)
+    return _from_sentencepiece(tmp_path / "spm.model", "test")
+
+
+def unigram_or_bpe_reference(tokenizer: Tokenizer, special: dict[str, int], sentences: list[str]):
+    encodings = tokenizer.encode_batch(sentences, add_special_tokens=False)
+    others = {i for role, i in special.items() if role != "[UNK]"}
+    return [special["[UNK]"] if i in others else i for e in encodings for i in e.ids], [len(e.ids) for e in encodings]
+
+
+CHUNK_TRICKY = TRICKY + ["▁literal ▁ marker▁s", "a <mask> b<mask>c", "<s> </s> <pad> <unk>", "'s 're 've n't ’s",
+                         "x,y. (z) 12.5% 1 000", "  ", "", "a", "İİ ΣΣ ΣΑΣ σς"]
+
+
+@pytest.mark.parametrize("make", ["unigram", "unigram uncased", "bpe", "bpe uncased", "bpe without prefix space",
+                                  "sentencepiece .model"])
+def test_space_chunk_cache_equals_the_tokenizer(make, tmp_path):
+    from pipeline.stages.hdf5.tokenize import SpaceChunkCache, splits_at_spaces
+
+    lines = CHUNK_TRICKY + random_unicode(random.Random(11), 400)
+    if make == "sentencepiece .model":
+        tokenizer = sentencepiece_unigram(CHUNK_TRICKY * 20, tmp_path)
+    else:
+        tokenizer = learnt(make.split()[0], lines, lowercase="uncased" in make, strip_accents="uncased" in make)
+        tokenizer.add_special_tokens(["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+        if "without prefix space" in make:  # ModernBERT's: no Ġ on a sentence's first word
+            tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    assert splits_at_spaces(tokenizer)
+    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    special = {role: vocab[t] for role, t in zip(("[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"),
+                                                 ("<s>", "<pad>", "</s>", "<unk>", "<mask>"))}
+    expected_ids, expected_lengths = unigram_or_bpe_reference(tokenizer, special, lines)
+    for max_chunks in (1 << 18, 8):  # the small cache is dropped before almost every batch
+        cache = SpaceChunkCache(tokenizer, special, max_chunks=max_chunks)
+        ids, lengths = [], []
+        for start in range(0, len(lines), 50):
+            flat, per_sentence = cache.encode(lines[start:start + 50])
+            ids += flat.tolist()
+            lengths += per_sentence.tolist()
+        assert lengths == expected_lengths
+        assert ids == expected_ids
+        chunked = [s for s in lines if not cache._whole(s, 1)[0]]  # the chunk path is taken where it can be
+        assert len(chunked) > 15 and (max_chunks < 100 or len(cache.chunks.code) > 100)
+    assert "▁" in cache.whole or make.startswith("bpe")  # a literal word-start marker takes the tokenizer whole
+
+
+def test_tokenizers_whose_words_depend_on_the_first_are_not_chunked():
+    from pipeline.stages.hdf5.tokenize import splits_at_spaces
+
+    lines = CHUNK_TRICKY
+    bpe = learnt("bpe", lines)
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Strip()])  # " chunk" would lose its Ġ
+    unigram = learnt("unigram", lines)
+    unigram.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="never")
+    first = learnt("unigram", lines)  # with Strip, a stripped " chunk" is no longer the text's start: no ▁
+    first.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
+    joined = learnt("unigram", lines)
+    joined.pre_tokenizer = pre_tokenizers.Metaspace(split=False)  # a sentence is one piece sequence
+    assert not any(splits_at_spaces(t) for t in (bpe, unigram, first, joined))
+    assert splits_at_spaces(learnt("unigram", lines)) and splits_at_spaces(learnt("bpe", lines))

@@ -3,6 +3,7 @@ a byte-level BPE tokenizer, each built here on the sample dump's text; `vocab.me
 scratch; the tokenizers that do not fit refused in one line."""
 from __future__ import annotations
 
+import collections
 import json
 import shutil
 import subprocess
@@ -261,3 +262,129 @@ def test_several_languages_adopt_it_for_the_mix(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stdout.splitlines() if "vocab.tokenizer:" in line]
     assert [line.split("  #")[0] for line in lines] == [f'vocab.tokenizer: "{tmp_path / "tok"}"']
+
+
+# --- vocabulary extension (vocab.extend_with) ---------------------------------------------------------------------
+
+def adopted_kinds(work: Path, root: Path) -> dict[str, Path]:
+    return {"wordpiece": wordpiece_folder(work, root / "bert"), "unigram": unigram_model(work, root / "spm"),
+            "bpe": byte_level_folder(work, root / "roberta")}
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "unigram", "bpe"])
+def test_extension_encodes_its_words_as_one_token_and_lowers_held_out_tokens_per_word(base, tmp_path, kind):
+    from pipeline.tokenizer_files import adopt
+    from pipeline.vocab_extension import WordCounts, extend
+
+    original, _ = adopt(adopted_kinds(base[1], tmp_path)[kind], tmp_path / "adopted", False, False)
+    sentences = [line for path in text_files(base[1]) for line in Path(path).read_text().splitlines() if line]
+    held_out, counted = sentences[:300], sentences[300:]
+    counts = WordCounts(original, "test")
+    counts.add(counted, set())
+    unk_id = original.token_to_id("[UNK]" if kind == "wordpiece" else "<unk>")
+    extended, new = extend(original, counts.counts, 60, 2, unk_id, "test")
+    size = original.get_vocab_size(with_added_tokens=True)
+    assert len(new) == 60 and extended.get_vocab_size(with_added_tokens=True) == size + 60
+    assert all(extended.id_to_token(i) == original.id_to_token(i) for i in range(size))  # old ids kept
+    assert [extended.token_to_id(entry.token) for entry in new] == list(range(size, size + 60))
+    words = [entry for entry in new if entry.count]
+    assert len(words) > (10 if kind == "bpe" else 59)  # BPE's prefixes that build a word count too
+    for entry in words:  # the tokenizer's own encoding of a sentence holding the word gives its new id
+        sentence = next(s for s in counted if entry.token in (w for w, _ in extended.pre_tokenizer.pre_tokenize_str(
+            extended.normalizer.normalize_str(s) if extended.normalizer else s)))
+        assert extended.token_to_id(entry.token) in extended.encode(sentence).ids, (entry, sentence)
+    before, after = (sum(len(e.ids) for e in t.encode_batch(held_out)) for t in (original, extended))
+    assert after < before
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", pytest.param("unigram", marks=pytest.mark.slow),
+                                  pytest.param("bpe", marks=pytest.mark.slow)])
+def test_extended_tokenizer_through_hdf5(base, tmp_path, kind):
+    source = adopted_kinds(base[1], tmp_path)[kind]
+    work, result = run_with(base, tmp_path, "--tokenizer", source, "--set", "vocab.extend_with=40")
+    assert result.returncode == 0, result.stderr
+    vocab_dir = work / "hu" / "vocab"
+    counts = json.loads((vocab_dir / "_manifest.json").read_text())["counts"]
+    extended = Tokenizer.from_file(str(vocab_dir / "tokenizer.json"))
+    tokens = list(read_vocab(vocab_dir / "vocab.txt"))
+    assert counts["extension"]["tokens_added"] == 40 and len(tokens) == counts["vocab_size"]
+    assert counts["sample_tokens_per_word"] < counts["extension"]["sample_tokens_per_word_before"]
+    special = ({r: r for r in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")} if kind == "wordpiece" else
+               dict(zip(("[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"), ROBERTA)))
+    check_through_hdf5(work, extended, special, kind, {"wordpiece": "", "unigram": "▁", "bpe": "Ġ"}[kind])
+    new_ids = set(range(len(tokens) - 40, len(tokens)))
+    seen = set()
+    for path in variant_of(work).glob("*/*.hdf5"):
+        with h5py.File(path) as f:
+            seen |= set(np.unique(f["input_ids"][:]).tolist()) & new_ids
+    assert len(seen) > 10  # BPE: some entries are prefixes that only build a word
+
+
+def test_extend_with_without_a_tokenizer_is_one_line(base, tmp_path):
+    work, result = run_with(base, tmp_path, "--set", "vocab.extend_with=10")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: --set vocab.extend_with=10: vocab.extend_with: extends an adopted tokenizer: give one with "
+        "--tokenizer (vocab.tokenizer), or leave vocab.extend_with at 0")
+
+
+@pytest.mark.parametrize("form", ["folder without vocab.txt", "tokenizer.json", "sentencepiece .model"])
+def test_pipeline_hdf5_vocab_takes_any_form_tokenizer_takes(base, tmp_path, form):
+    work = base[1]
+    if form == "sentencepiece .model":
+        given = unigram_model(work, tmp_path / "spm")
+    else:
+        folder = byte_level_folder(work, tmp_path / "roberta")
+        given = folder if form == "folder without vocab.txt" else folder / "tokenizer.json"
+    result = pipeline("hdf5", "--input", work / "hu" / "dedup", "--vocab", given, "--out", tmp_path / "out", "--quiet",
+                      "--set", "hdf5.variants=[{max_seq_length: 64, max_predictions_per_seq: 10}]",
+                      "--set", "hdf5.dupe_factor=1")
+    assert result.returncode == 0, result.stderr
+    variant = next((tmp_path / "out").iterdir())
+    assert verify_path(variant).ok
+    tokenizer = Tokenizer.from_file(str(variant / "tokenizer.json"))
+    assert read_vocab(variant / "vocab.txt") == tokenizer.get_vocab(with_added_tokens=True)
+    params = json.loads((variant / "variant.json").read_text())
+    ids = {role: tokenizer.token_to_id(token) for role, token in zip(("[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"),
+                                                                      ROBERTA)}
+    assert params["special_token_ids"] == ids
+    sep = ids["[SEP]"]
+    stream = "," + ",".join(str(i) for path in sorted((work / "hu" / "dedup").glob("*.txt"))
+                            for document in iter_documents(path)
+                            for e in tokenizer.encode_batch(document, add_special_tokens=False) for i in e.ids) + ","
+    instances = 0
+    for path in variant.glob("*/*.hdf5"):
+        with h5py.File(path) as f:
+            arrays = {name: f[name][:] for name in f}
+        tokens = original_tokens(arrays["input_ids"], arrays["masked_lm_positions"], arrays["masked_lm_ids"])
+        for row, length in zip(tokens, arrays["input_mask"].sum(1)):
+            for segment in np.split(row[1:length - 1], np.flatnonzero(row[1:length - 1] == sep)):
+                segment = segment[segment != sep]
+                assert "," + ",".join(map(str, segment)) + "," in stream
+                instances += 1
+    assert instances > 100
+
+
+def test_pipeline_hdf5_vocab_with_lowercase_and_a_tokenizer_is_one_line(base, tmp_path):
+    folder = byte_level_folder(base[1], tmp_path / "roberta")
+    result = pipeline("hdf5", "--input", base[1] / "hu" / "dedup", "--vocab", folder / "tokenizer.json", "--out",
+                      tmp_path / "out", "--lowercase")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: --lowercase/--strip-accents: {folder / 'tokenizer.json'} already decides them; pass a bare vocab.txt "
+        "to choose")
+
+
+def test_bpe_extension_adds_only_words_its_merges_reach():
+    from pipeline.vocab_extension import extend
+
+    vocab = {c: i for i, c in enumerate(["<unk>", "h", "a", "x"])}
+    tokenizer = Tokenizer(models.BPE(vocab, [], unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)  # ModernBERT's: no Ġ on a first word
+    # merges that build "haha" from h a h a left to right would merge both of its "h a" first and stop at "ha ha"
+    counts = collections.Counter({"haha": 10, "hhh": 9, "hahah": 8, "ahah": 7, "hax": 3})
+    extended, new = extend(tokenizer, counts, 12, 2, 0, "test")
+    words = [entry.token for entry in new if entry.count]
+    assert {"hhh", "hax"} <= set(words)
+    for word in words:
+        assert extended.encode(word).tokens == [word]

@@ -5,6 +5,7 @@ the export loads as the class the model came from with our model's logits, and a
 one line. The models are small, with random weights, built here with transformers."""
 from __future__ import annotations
 
+import collections
 import json
 import shutil
 from pathlib import Path
@@ -22,7 +23,9 @@ from pretrain.finetune.run import finetune
 from pretrain.model.hf_config import hf_config
 from pretrain.model.model_dir import arch_of, read_our_model
 from pretrain.model import checkpoint_files
+from pretrain.model.arch import pretraining_model
 from pretrain.run.prepare import prepare
+from pretrain.run.train import _load_init
 from pretrain.tools.export import export_hf
 from pretrain_cli import metrics, pretrain
 
@@ -220,8 +223,7 @@ def test_an_untied_decoder_stays_untied_through_reading_and_export(kind, class_n
     vocabulary_matrices = [p for p in read.model.parameters() if p.shape == (config.vocab_size, config.hidden_size)]
     assert not config.tie_word_embeddings and len(vocabulary_matrices) == 2  # embeddings, decoder
     assert not torch.equal(*vocabulary_matrices)
-    shutil.copy(data_of(kind, bert_data, xlmr_data) / "vocab.txt", model_dir)  # the export's tokenizer
-    export_hf(model_dir, tmp_path / "export")
+    export_hf(model_dir, tmp_path / "export")  # the folder's tokenizer.json is the export's tokenizer
     assert json.loads((tmp_path / "export" / "config.json").read_text())["tie_word_embeddings"] is False
     batch = a_batch(kind)
     theirs = transformers_logits(tmp_path / "export", class_name, batch)[:, 1:11]
@@ -271,3 +273,91 @@ def test_a_tokenizer_that_is_not_the_datas_is_one_line_naming_the_first_differen
     with pytest.raises(ConfigError, match="no vocab.txt nor tokenizer.json, so its vocabulary cannot be checked"):
         prepare("phase1", bert_data, tmp_path / "out", load_train_config("phase1"), init_dir=model_dir)
     assert not (tmp_path / "out").exists()
+
+
+# the entries vocab.extend_with would add for two words of XLMR_TOKENS's pieces: their ids and their pieces' ids
+EXTENSION = {"▁w1▁w2": (64, [5, 6]), "▁w3▁w4▁w5": (65, [7, 8, 9])}
+
+
+def extended_xlmr_data(xlmr_data: Path, out: Path) -> Path:
+    """xlmr_data whose tokenizer is XLM-R's extended (pipeline/vocab_extension.py) by EXTENSION's entries."""
+    from pipeline.tokenizer_files import write_vocab_file
+    from pipeline.vocab_extension import extend
+
+    shutil.copytree(xlmr_data, out)
+    extended, new = extend(xlmr_tokenizer(), collections.Counter({"▁w1▁w2": 9, "▁w3▁w4▁w5": 3}), 2, 2, 3, "test")
+    assert [entry.token for entry in new] == list(EXTENSION)
+    extended.save(str(out / "tokenizer.json"))
+    write_vocab_file(out, extended)
+    return out
+
+
+def test_an_extended_tokenizers_new_rows_start_from_the_mean_of_their_pieces(xlmr_data, tmp_path):
+    data = extended_xlmr_data(xlmr_data, tmp_path / "data")
+    model_dir = hf_model("xlmr", "XLMRobertaForMaskedLM", tmp_path / "hf", xlmr_data, tied=False)
+    run = prepare("phase1", data, tmp_path / "out", load_train_config("phase1", init_arch="roberta"),
+                  init_dir=model_dir)
+    assert run.new_token_pieces == dict(EXTENSION.values())
+    assert run.model.vocab_size == 72 and run.vocab_size == 66  # 66 tokens padded to a multiple of 8
+    model = pretraining_model(run.model)
+    _load_init(model, run)
+    theirs = transformers.XLMRobertaForMaskedLM.from_pretrained(str(model_dir))
+    rows = {"input": (model.roberta.embeddings.word_embeddings.weight,
+                      theirs.roberta.embeddings.word_embeddings.weight),
+            "output": (model.lm_head.decoder.weight, theirs.lm_head.decoder.weight),
+            "output bias": (model.lm_head.bias, theirs.lm_head.decoder.bias)}
+    for what, (ours, original) in rows.items():
+        assert torch.equal(ours[:64], original), what
+        for new, pieces in EXTENSION.values():
+            assert torch.allclose(ours[new], original[pieces].mean(0), atol=1e-7), what
+    assert not torch.equal(rows["input"][0][64], rows["output"][0][64])  # untied: each from its own rows
+
+
+def test_a_tokenizer_that_extends_another_is_still_refused(xlmr_data, tmp_path):
+    data = extended_xlmr_data(xlmr_data, tmp_path / "data")
+    model_dir = hf_model("xlmr", "XLMRobertaForMaskedLM", tmp_path / "hf", xlmr_data)
+    tokens = XLMR_TOKENS[:10] + ["▁other"] + XLMR_TOKENS[11:]  # id 10 is not the model's
+    tokenizer = Tokenizer(models.Unigram([(token, -float(i)) for i, token in enumerate(tokens)], unk_id=3))
+    tokenizer.save(str(model_dir / "tokenizer.json"))
+    with pytest.raises(ConfigError) as e:
+        prepare("phase1", data, tmp_path / "out", load_train_config("phase1", init_arch="roberta"),
+                init_dir=model_dir)
+    assert str(e.value) == (f"{data / 'vocab.txt'}: differs from the vocabulary of the model --init starts from "
+                            f"({model_dir / 'tokenizer.json'}: id 10: '▁w6' against '▁other' (66 tokens against 64))")
+
+
+@pytest.mark.slow
+def test_a_model_of_an_extended_tokenizer_trains_and_exports_with_it(xlmr_data, tmp_path):
+    data = extended_xlmr_data(xlmr_data, tmp_path / "data")
+    model_dir = hf_model("xlmr", "XLMRobertaForMaskedLM", tmp_path / "hf", xlmr_data)
+    done = pretrain("phase1", "--data", str(data), "--init", str(model_dir), "--out", str(tmp_path / "run"), *TRAIN)
+    assert done.returncode == 0, done.stderr
+    phase = tmp_path / "run" / "phase1"
+    assert ("2 tokens the data's tokenizer adds to that of " in (phase / "train.log").read_text())
+    done = pretrain("export", str(phase), "--out", str(tmp_path / "export"))
+    assert done.returncode == 0, done.stderr
+    export = tmp_path / "export"
+    assert json.loads((export / "config.json").read_text())["vocab_size"] == 66
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(export))
+    assert tokenizer.convert_tokens_to_ids(list(EXTENSION)) == [64, 65]
+    batch = a_batch("xlmr")
+    batch["input_ids"][:, 3:5] = torch.tensor([64, 65])
+    theirs = transformers_logits(export, "XLMRobertaForMaskedLM", batch)[:, 1:11]
+    assert theirs.shape[-1] == 66 and (our_logits(phase, batch) - theirs).abs().max() < 1e-4
+
+
+@pytest.mark.parametrize("kind, class_name, mask", [("xlmr", "XLMRobertaForMaskedLM", "<mask>"),
+                                                     ("bert", "BertForMaskedLM", "[MASK]")])
+def test_a_folder_with_tokenizer_json_alone_exports_the_files_autotokenizer_loads(kind, class_name, mask, bert_data,
+                                                                                   xlmr_data, tmp_path):
+    model_dir = hf_model(kind, class_name, tmp_path / "hf", data_of(kind, bert_data, xlmr_data))
+    for name in ("tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        (model_dir / name).unlink(missing_ok=True)
+    export_hf(model_dir, tmp_path / "export")
+    export = tmp_path / "export"
+    assert {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"} <= {p.name for p in export.iterdir()}
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(export))
+    assert tokenizer.mask_token == mask and tokenizer.pad_token_id == (1 if kind == "xlmr" else 0)
+    original = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    assert tokenizer("w3 w4")["input_ids"] == original.encode("w3 w4").ids
+    assert json.loads((export / "config.json").read_text())["pad_token_id"] == tokenizer.pad_token_id

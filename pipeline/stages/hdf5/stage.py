@@ -54,7 +54,7 @@ from pipeline.stages.hdf5.tokenize import TokenFiles, id_dtype, token_batches
 from pipeline.stages import Stage, StageContext, StageCounts
 from wiki2bert_core.variant_dir import (MIXTURE_FILE, SEGMENT_PAIR, SEQUENCE_KINDS, SPLITS, TEST, TRAINING, Mixture,
                                         VariantParams, file_language, split_file, write_variant_files)
-from pipeline.tokenizer_files import lowercases, tokenizer_kind
+from pipeline.tokenizer_files import adopt, lowercases, tokenizer_kind
 from wiki2bert_core.wordpiece import (load_tokenizer, one_tokenizer_thread, read_vocab, special_token_ids,
                                      special_token_names, tokenizer_from_json, word_start_marker,
                                      write_tokenizer_files)
@@ -245,7 +245,7 @@ def run_standalone(config: Hdf5Config, inputs: Path, vocab: Path, out: Path, low
                    strip_accents: bool | None = None, workers: int = 1, force: bool = False, quiet: bool = False,
                    log: logging.Logger | None = None) -> StageCounts:
     """The stage on the user's own sentence-per-line text (a file, or a directory of *.txt files or of
-    training_*/test_* shards) and vocabulary (a vocab.txt, or a directory with vocab.txt + tokenizer.json).
+    training_*/test_* shards) and tokenizer (a vocab.txt, or any form --tokenizer takes: _standalone_vocab).
     `<out>.partial/` keeps the files finished by a killed run for the next run of the same command, which
     removes it when done."""
     out = Path(out)
@@ -288,11 +288,20 @@ def _standalone_shards(inputs: Path, shard_dir: Path) -> Path:
 
 
 def _standalone_vocab(vocab: Path, vocab_dir: Path, lowercase: bool | None, strip_accents: bool | None) -> Path:
-    if vocab.is_dir() and (vocab / "tokenizer.json").is_file():
+    """The tokenizer directory of --vocab: a directory with vocab.txt and tokenizer.json as it is; a bare vocab.txt
+    made into BERT's tokenizer (cased unless --lowercase); any other form `pipeline run --tokenizer` takes (a
+    tokenizer.json alone, a Hugging Face folder without vocab.txt, a SentencePiece Unigram .model) adopted as the
+    vocab stage adopts it (pipeline/tokenizer_files.py), into `vocab_dir`."""
+    has_vocab_txt = (vocab / "vocab.txt").is_file() if vocab.is_dir() else vocab.suffix == ".txt"
+    if (vocab.is_dir() and (vocab / "tokenizer.json").is_file()) or (vocab.exists() and not has_vocab_txt):
         if lowercase is not None or strip_accents is not None:
-            raise ConfigError(f"--lowercase/--strip-accents: {vocab / 'tokenizer.json'} already decides them; "
+            decider = vocab / "tokenizer.json" if (vocab / "tokenizer.json").is_file() else vocab
+            raise ConfigError(f"--lowercase/--strip-accents: {decider} already decides them; "
                               "pass a bare vocab.txt to choose")
-        return vocab
+        if has_vocab_txt:
+            return vocab
+        adopt(vocab, vocab_dir, None, False, "--vocab")
+        return vocab_dir
     vocab_file = vocab / "vocab.txt" if vocab.is_dir() else vocab
     lowercase = bool(lowercase)
     vocab = read_vocab(vocab_file)

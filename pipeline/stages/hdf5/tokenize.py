@@ -48,7 +48,7 @@ def token_batches(path: Path, tokenizer: Tokenizer, special_ids: dict[str, int])
     sentences at a time: sentences without tokens and documents without sentences are dropped, and special
     tokens spelled out in the text ("[SEP]") become [UNK]. Ids are uint16 when the vocabulary allows (BERT
     vocabularies are ~30k): half the memory and disk of int32."""
-    encoder = WordCache(tokenizer, special_ids)
+    encoder = (SpaceChunkCache if splits_at_spaces(tokenizer) else WordCache)(tokenizer, special_ids)
     dtype = id_dtype(tokenizer)
     batch: list[str] = []
     doc_sizes: list[int] = []
@@ -239,6 +239,131 @@ class WordCache:
         if words == [f"a{c}a"]:
             return c
         raise AssertionError(f"pre-tokenizer splits {c!r} in an unexpected way: {words}")
+
+
+class SpaceChunkCache:
+    """encode(sentences) -> (flat ids, tokens per sentence), as WordCache's, for a Unigram or BPE tokenizer whose words
+    start at spaces and whose normalizer does not act across one (splits_at_spaces): SentencePiece's Metaspace, or a
+    byte-level pre-tokenizer (GPT-2's split: `Ġ` on each word after a space; RoBERTa's also on the first word,
+    ModernBERT's not).
+
+    For such a tokenizer, a sentence of non-empty chunks joined by single spaces encodes as its first chunk alone
+    and each later one with its space before it (" chunk") do one by one: normalizing acts within each (Unicode's
+    normalization forms, lowercasing and accent stripping do not reach over a space; whitespace-collapsing
+    replacements and stripping leave such a sentence as it is), each gets the word start the sentence gave it
+    (Metaspace makes the space, or the first word's prefix, a `▁`; byte-level BPE's split takes the space into the
+    word as `Ġ`), and no word's pieces depend on another's. So each distinct chunk is encoded once (a Zipfian text
+    repeats most). Each character is first tried as a chunk between two others (`a c a`): one that does not encode
+    there as `a`, ` c` and ` a` do alone (a literal `▁`, a character normalized to a space or to nothing), whitespace
+    other than single spaces between chunks, and an added token's text send their sentence through the tokenizer
+    whole. tests/test_pipeline/test_tokenize.py checks the ids against the tokenizer's encode_batch on adversarial
+    text and random Unicode."""
+
+    def __init__(self, tokenizer: Tokenizer, special_ids: dict[str, int], max_chunks: int = MAX_CACHED_CHUNKS):
+        self.tokenizer = tokenizer
+        self.unk_id = special_ids["[UNK]"]
+        self.special = np.array([i for t, i in special_ids.items() if t != "[UNK]"], dtype=np.int32)
+        self.max_chunks = max_chunks
+        self.added = [t.content for t in tokenizer.get_added_tokens_decoder().values()]
+        self.known: set[str] = {" ", "\n"}  # characters tried (and the sentence break of encode's joined text)
+        self.whole: set[str] = set()  # characters whose sentences take the tokenizer whole
+        self.needs_whole = _any_of(self.added, self.whole)
+        self.chunks = _Pieces()
+
+    def encode(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        if len(self.chunks.code) > self.max_chunks:
+            self.chunks = _Pieces()
+        text = "\n".join(sentences)
+        self._learn_characters(set(text) - self.known)
+        whole = self._whole(text, len(sentences))
+        chunked = [s for s, w in zip(sentences, whole) if not w] if whole.any() else sentences
+        codes, new = self.chunks.codes(_CHUNKS.findall("\n".join(chunked) if whole.any() else text))
+        if new:  # one encoding, each chunk a word of it that the tokenizer normalizes and pre-tokenizes alone
+            encoding = self.tokenizer.encode(new, is_pretokenized=True, add_special_tokens=False)
+            ids = np.array(encoding.ids, dtype=np.int32)
+            counts = np.bincount(np.array(encoding.word_ids, dtype=np.int64), minlength=len(new))
+            self.chunks.add(np.arange(len(self.chunks.code) - len(new), len(self.chunks.code)), ids, counts)
+        flat, lengths = self.chunks.gather(codes, len(chunked)) if chunked else (np.zeros(0, np.int32),
+                                                                                   np.zeros(0, np.int64))
+        if whole.any():
+            flat, lengths = _interleave(whole, (flat, lengths), self._encode_whole(
+                [s for s, w in zip(sentences, whole) if w]))
+        flat[np.isin(flat, self.special)] = self.unk_id
+        return flat, lengths
+
+    def _whole(self, text: str, sentences: int) -> np.ndarray:
+        """Which of the "\n"-joined sentences of `text` the tokenizer takes whole: a space at an end or two in a row,
+        a character that does not encode alike alone, an added token's text."""
+        found = [m.start() for m in _ODD_SPACES.finditer(text)]
+        if self.needs_whole is not None:
+            found += [m.start() for m in self.needs_whole.finditer(text)]
+        whole = np.zeros(sentences, dtype=bool)
+        if found:
+            breaks = np.flatnonzero(np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32) == ord("\n"))
+            whole[np.searchsorted(breaks, found)] = True
+        return whole
+
+    def _encode_whole(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        ids = [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        return np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lengths.sum())), lengths
+
+    def _learn_characters(self, characters: set[str]) -> None:
+        encode = self.tokenizer.encode_batch_fast
+        for c in sorted(characters):
+            self.known.add(c)
+            a, later_a, alone, between = (e.ids for e in encode(["a", " a", f" {c}", f"a {c} a"],
+                                                                add_special_tokens=False))
+            if c.isspace() or not alone or between != a + alone + later_a:
+                self.whole.add(c)
+        self.needs_whole = _any_of(self.added, self.whole)
+
+
+def splits_at_spaces(tokenizer: Tokenizer) -> bool:
+    """Whether SpaceChunkCache's reasoning holds for the tokenizer: a Unigram or BPE model (no BPE dropout), a
+    Metaspace pre-tokenizer that splits and always puts `▁` before a word (with "first", a " chunk" stripped by the
+    normalizer would lose it: `▁` goes only where the text started), or a byte-level one with GPT-2's split (a space before the first word or not, but then no stripping,
+    which would take a later chunk's space); normalizers that act within a word (Unicode normalization forms,
+    lowercasing, accent stripping, SentencePiece's precompiled character map), strip the ends, or replace runs of
+    whitespace; no truncation or padding."""
+    spec = json.loads(tokenizer.to_str())
+    model, pre, normalizer = spec["model"], spec["pre_tokenizer"] or {}, spec["normalizer"]
+    if model["type"] not in ("Unigram", "BPE") or model.get("dropout") or spec["truncation"] or spec["padding"]:
+        return False
+    if pre.get("type") == "Sequence" and all(p["type"] == "WhitespaceSplit" for p in pre["pretokenizers"][:-1]):
+        pre = pre["pretokenizers"][-1]  # XLM-R's: words split at whitespace first, then Metaspace's
+    steps = normalizer["normalizers"] if normalizer and normalizer["type"] == "Sequence" else [normalizer]
+    if pre.get("type") == "Metaspace":
+        fits = pre.get("split", True) and pre.get("prepend_scheme", "always") == "always"
+    else:
+        fits = pre.get("type") == "ByteLevel" and pre.get("use_regex", True) and \
+            (pre.get("add_prefix_space") or not any(step and step["type"] == "Strip" for step in steps))
+    return bool(fits) and all(step is None or step["type"] in _WITHIN_WORDS or _replaces_whitespace(step)
+                              for step in steps)
+
+
+_ODD_SPACES = re.compile(r"^ | $|  ", re.MULTILINE)
+_CHUNKS = re.compile(r"\n| ?[^ \n]+")  # a sentence's first chunk, " chunk" for each later one, "\n" between sentences
+_WITHIN_WORDS = ("NFC", "NFD", "NFKC", "NFKD", "Lowercase", "StripAccents", "Strip", "Precompiled")
+_WHITESPACE_RUNS = (" {2,}", r"\s+", " +", r"\s{2,}")
+
+
+def _replaces_whitespace(step: dict) -> bool:
+    """A Replace of a run of whitespace (by a space): nothing to replace in single-spaced text."""
+    return step["type"] == "Replace" and step["pattern"].get("Regex") in _WHITESPACE_RUNS and step["content"] == " "
+
+
+def _interleave(second: np.ndarray, first: tuple[np.ndarray, np.ndarray], other: tuple[np.ndarray, np.ndarray]
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Two groups' (flat ids, lengths) merged in sentence order: `second` marks the sentences of `other`."""
+    lengths = np.zeros(len(second), np.int64)
+    lengths[~second], lengths[second] = first[1], other[1]
+    starts = np.cumsum(lengths) - lengths
+    flat = np.empty(int(lengths.sum()), np.int32)
+    for mask, (ids, group_lengths) in ((~second, first), (second, other)):
+        flat[np.repeat(starts[mask] - (np.cumsum(group_lengths) - group_lengths), group_lengths)
+             + np.arange(len(ids))] = ids
+    return flat, lengths
 
 
 class _Pieces:
