@@ -48,7 +48,7 @@ class Checkpointer:
         client = {"phase": self.run.phase, "step": step, "world_size": self.run.world_size, "ranks": ranks,
                   "config": config_to_dict(c)}
         meta = {"phase": self.run.phase, "steps": c.steps, "world_size": self.run.world_size,
-                "samples_seen": step * c.global_batch}
+                "samples_seen": self.run.schedules.sequences(1, step)}
         if self._background is not None:
             self._background.finish()
         if self._background is None or last_step:
