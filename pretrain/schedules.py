@@ -9,7 +9,9 @@ the phase's steps done, from 0 to 1:
 
 The first pair is at progress 0, the others follow in increasing progress. Optimizer step s (1-based) of a phase of N
 steps is at progress (s - 1) / N, so [0.5, x] takes effect at step N/2 + 1 (the LR schedule's own step count). A
-constant is the schedule of one pair, and behaves exactly as the setting did before it could be scheduled.
+constant is the schedule of one pair, and behaves exactly as the setting did before it could be scheduled; a schedule
+of several pairs is scheduled even where their values are equal (its values are logged; language_alpha's points each
+start an epoch).
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ class Schedule:
 
     @property
     def constant(self) -> bool:
-        return len({value for _, value in self.points}) == 1
+        return len(self.points) == 1
 
     @property
     def values(self) -> list[float]:

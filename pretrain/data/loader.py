@@ -298,6 +298,7 @@ class BatchPlan(Sampler):
         return np.concatenate(rows)[:wanted] if wanted != size else rows[0]
 
     def __iter__(self):
+        self._use_mixture(self._mixture_at(self.first_step))
         epoch, done, row = self.start.epoch, self.start.files_done, self.start.row
         order = ([self.index[name] for name in self.start.files] if self.start.files is not None
                  else self.epoch_files(epoch))

@@ -82,13 +82,13 @@ class Run:
     init: InitFrom | None  # the weights it started from (phase 2: phase 1's; phase 1: those of --init, if given)
     resume: Checkpoint | None  # this phase's own latest checkpoint
     world_size: int
-    grad_accumulation: int
+    grad_accumulation: int  # the first step's (a scheduled global_batch: `schedules` has each step's)
+    schedules: PhaseSchedules  # each setting's value at each step (scheduled or not)
     precision: str  # fp32 | bf16 | fp16
     user_ds_config: dict
     eval_files: list[Path] = dataclasses.field(default_factory=list)  # held-out files; [] = no evaluation
     masking: DynamicMasking | None = None  # None: the files' masks (masking static)
     eval_masking: DynamicMasking | None = None  # the held-out masks at eval_mask_rate; None: the files' own
-    schedules: PhaseSchedules | None = None  # each setting's value at each step (scheduled or not)
 
     @property
     def complete(self) -> bool:

@@ -215,9 +215,9 @@ def _log_plan(run: Run, started: Started, last: int) -> None:
 
 
 def _batches(run: Run, rank: int, data_state: DataState | None, cleanup: contextlib.ExitStack, first_step: int):
-    """This rank's micro-batches from `data_state` on, the first of step `first_step`. The loader's workers ignore SIGTERM (see loader.py), so
-    they are stopped on leaving `cleanup`, whatever happens: at interpreter exit multiprocessing would SIGTERM
-    them and wait forever (e.g. after an exception that keeps the iterator)."""
+    """This rank's micro-batches from `data_state` on, the first of step `first_step`. The loader's workers ignore
+    SIGTERM (see loader.py), so they are stopped on leaving `cleanup`, whatever happens: at interpreter exit
+    multiprocessing would SIGTERM them and wait forever (e.g. after an exception that keeps the iterator)."""
     c = run.config
     batches = iter(make_loader(run.data, c.micro_batch, run.vocab_size, rank, run.world_size, c.seed,
                                c.loader_workers, data_state, pin_memory=torch.cuda.is_available(),
