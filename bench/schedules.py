@@ -1,26 +1,28 @@
-"""Benchmark of scheduled settings' cost on CPU: real tokens/s of `pretrain phase1` with global_batch, mask_rate,
-mask_replace and mask_random given as schedules against the same run with them constant. The schedules hold the
-constant values at every point ([[0, v], [0.5, v]]), so both runs do the same work and every scheduled path runs (the
-batch set and the accumulation boundary each step, each micro-batch's step named by the sampler and masked with that
-step's values, the values in each metrics row); the two runs' losses must be equal. Constant and scheduled alternate
-in each round, so that load on a shared machine hits both alike; tokens/s is a run's real tokens over the time of its
-steps after the first (metrics.jsonl, log_every 1).
+"""Benchmark of scheduled settings' cost on CPU: real tokens/s of the training loop's step (pretrain/run/train.py
+`_train_step`, its loader and engine as `pretrain phase1` builds them) with global_batch, mask_rate, mask_replace and
+mask_random given as schedules against the same run with them constant. The schedules hold the constant values at
+two points ([[0, v], [0.5, v]]), so both runs do the same work and every scheduled path runs (the engine's batch and
+accumulation boundary set each step, each micro-batch's step named by the sampler and masked with that step's
+values); their losses must be equal. The two runs live in one process and alternate step by step (which goes first
+alternates too), so that load on a shared machine hits both alike; a round is `--steps` steps of each, after one
+warm-up step.
 
     .venv/bin/python bench/schedules.py [--data DIR] [--preset mini] [--micro-batch 16] [--accumulation 2]
-                                        [--steps 12] [--rounds 3]
-    .venv/bin/python bench/schedules.py --smoke   # tiny model, micro-batch 4, 4 steps, 1 round
+                                        [--steps 10] [--rounds 3]
+    .venv/bin/python bench/schedules.py --smoke   # tiny model, micro-batch 4, 2 rounds of 2 steps
 
 --data is an HDF5 variant directory with its vocab.txt; default: random ids in NVIDIA's layout at seq 128.
 """
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
+import logging
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import h5py
@@ -28,12 +30,12 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 SEQ_LEN, MAX_PREDICTIONS, VOCAB_SIZE = 128, 20, 1024
-TRAINING_KEYS = ("loss", "mlm_loss", "nsp_loss", "grad_norm", "lr")
+MODES = ("constant", "scheduled")
+OVERHEAD_STEPS = 1000  # steps of the scheduled run's own work, timed alone
 
 
 def write_random_data(root: Path, files: int = 2, samples: int = 256) -> Path:
     """A variant directory with vocab.txt and training/*.hdf5: random ids, full rows, 20 masked positions each."""
-    sys.path.insert(0, str(ROOT))
     from wiki2bert_core.wordpiece import SPECIAL_TOKENS
 
     variant = root / "hdf5" / "seq128"
@@ -63,24 +65,58 @@ def settings(args, scheduled: bool) -> list[str]:
               "mask_random": 0.1}
     items = [f"{key}=[[0, {value}], [0.5, {value}]]" if scheduled else f"{key}={value}" for key, value in
              values.items()]
-    return [*items, f"micro_batch={args.micro_batch}", f"steps={args.steps}", "masking=dynamic", "log_every=1",
-            f"checkpoint_every={args.steps}", "eval_every=0", "checkpoint_writes=blocking"]
+    return [*items, f"preset={args.preset}", f"micro_batch={args.micro_batch}",
+            f"steps={1 + args.rounds * args.steps}", "masking=dynamic", "eval_every=0"]
 
 
-def run(args, out: Path, scheduled: bool) -> tuple[float, list[dict]]:
-    """Real tokens/s of one run (its steps after the first) and its metrics rows."""
-    command = [sys.executable, "-m", "pretrain.cli", "phase1", "--data", str(args.data), "--out", str(out),
-               "--preset", args.preset]
-    for item in settings(args, scheduled):
-        command += ["--set", item]
-    done = subprocess.run(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
-                          text=True)
-    if done.returncode:
-        sys.exit(f"pretrain phase1 exited {done.returncode}:\n{done.stderr[-3000:]}")
-    rows = [json.loads(line) for line in (out / "phase1" / "metrics.jsonl").read_text().splitlines()]
-    seconds = [args.micro_batch * args.accumulation / row["samples_per_s"] for row in rows[1:]]  # of each step
-    tokens = sum(row["real_tokens_per_s"] * s for row, s in zip(rows[1:], seconds))
-    return tokens / sum(seconds), rows
+def measure(args, out: Path) -> tuple[dict[str, list[float]], dict[str, list[float]], bool, float]:
+    """Each mode's seconds and real tokens of every measured step, whether the two runs' step sums (losses,
+    accuracies, tokens) were equal at every step, and the seconds a step of the scheduled run spends on what only it
+    does (each micro-batch's masking at its step, the engine's batch and boundaries), timed alone."""
+    import torch
+
+    from pretrain.config import load_train_config
+    from pretrain.run import checkpoint, train
+    from pretrain.run.metrics import STEP_STATS
+    from pretrain.run.prepare import prepare
+    from pretrain.run.signals import StopSignal
+
+    logging.getLogger().setLevel(logging.WARNING)
+    runs, rng, cleanup = {}, {}, contextlib.ExitStack()
+    for mode in MODES:
+        run = prepare("phase1", args.data, out / mode, load_train_config("phase1", overrides=settings(
+            args, mode == "scheduled")))
+        engine = train.start(run).engine
+        runs[mode], rng[mode] = (run, engine, train._batches(run, 0, None, cleanup, 1)), checkpoint.rng_state()
+    seconds = {mode: [] for mode in MODES}
+    tokens = {mode: [] for mode in MODES}
+    equal = True
+    stop = StopSignal(logging.getLogger(), 1)  # never entered: no signal handler, never agreed
+    with cleanup:
+        for step in range(1, 2 + args.rounds * args.steps):
+            sums = {}
+            for mode in MODES if step % 2 else reversed(MODES):
+                run, engine, batches = runs[mode]
+                sums[mode] = torch.zeros(len(STEP_STATS), dtype=torch.float64)
+                checkpoint.set_rng_state(rng[mode])  # each run its own dropout stream, as in a process of its own
+                start = time.perf_counter()
+                train._train_step(engine, batches, run, sums[mode], step, stop)
+                elapsed = time.perf_counter() - start
+                rng[mode] = checkpoint.rng_state()
+                if step > 1:
+                    seconds[mode].append(elapsed)
+                    tokens[mode].append(float(sums[mode][STEP_STATS.index("real_tokens")]))
+            keys = [i for i, key in enumerate(STEP_STATS) if key != "data_wait_s"]
+            equal &= torch.equal(sums["constant"][keys], sums["scheduled"][keys])
+    run, engine, _ = runs["scheduled"]
+    start = time.perf_counter()
+    for step in range(1, OVERHEAD_STEPS + 1):
+        accumulation = run.schedules.accumulation(step)
+        engine.set_train_batch_size(run.schedules.global_batch(step))
+        for micro in range(accumulation):
+            run.masking.at(step)
+            engine.set_gradient_accumulation_boundary(micro == accumulation - 1)
+    return seconds, tokens, equal, (time.perf_counter() - start) / OVERHEAD_STEPS
 
 
 def main() -> None:
@@ -89,35 +125,36 @@ def main() -> None:
     parser.add_argument("--preset", default="mini", help="model size (pretrain/model/bert/ PRESETS)")
     parser.add_argument("--micro-batch", type=int, default=16, help="sequences per micro-batch")
     parser.add_argument("--accumulation", type=int, default=2, help="micro-batches per step")
-    parser.add_argument("--steps", type=int, default=12, help="steps per run")
+    parser.add_argument("--steps", type=int, default=10, help="steps of each mode per round")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--smoke", action="store_true", help="tiny model, micro-batch 4, 4 steps, 1 round")
+    parser.add_argument("--smoke", action="store_true", help="tiny model, micro-batch 4, 2 rounds of 2 steps")
     args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
     if args.smoke:
-        args.preset, args.micro_batch, args.steps, args.rounds = "tiny", 4, 4, 1
+        args.preset, args.micro_batch, args.steps, args.rounds = "tiny", 4, 2, 2
     with tempfile.TemporaryDirectory() as tmp:
         args.data = args.data or write_random_data(Path(tmp))
-        ratios, results = [], {"constant": [], "scheduled": []}
-        for round_ in range(args.rounds):
-            speeds = {}
-            for mode in results:
-                speeds[mode], rows = run(args, Path(tmp) / f"{mode}{round_}", mode == "scheduled")
-                results[mode].append(speeds[mode])
-                if mode == "constant":
-                    constant_rows = rows
-            same = [[row[k] for k in TRAINING_KEYS if k in row] for row in rows] == \
-                [[row[k] for k in TRAINING_KEYS if k in row] for row in constant_rows]
-            ratios.append(speeds["scheduled"] / speeds["constant"])
-            print(f"round {round_ + 1}: constant {speeds['constant']:,.0f} real tokens/s, scheduled "
-                  f"{speeds['scheduled']:,.0f}, ratio {ratios[-1]:.4f}, losses equal: {same}, load "
-                  f"{os.getloadavg()[0]:.2f}")
-    print(f"CPU, {os.cpu_count()} cores (shared machine), preset {args.preset}, fp32, micro-batch {args.micro_batch} "
-          f"x accumulation {args.accumulation} at seq {SEQ_LEN}, dynamic masking 0.3, {args.steps} steps a run, "
-          f"{args.rounds} round(s), data {args.data}")
-    print(f"constant: median {statistics.median(results['constant']):,.0f} real tokens/s; scheduled: median "
-          f"{statistics.median(results['scheduled']):,.0f}")
-    print(f"scheduled / constant: {statistics.median(ratios):.4f} median of {len(ratios)} round(s) "
-          f"(min {min(ratios):.4f}, max {max(ratios):.4f})")
+        seconds, tokens, equal, overhead = measure(args, Path(tmp) / "runs")
+    import torch
+
+    print(f"CPU, {os.cpu_count()} cores (shared machine), torch threads {torch.get_num_threads()}, preset "
+          f"{args.preset}, fp32, micro-batch {args.micro_batch} x accumulation {args.accumulation} at seq {SEQ_LEN}, "
+          f"packed, dynamic masking 0.3, 2 loader workers a run, {args.rounds} round(s) of {args.steps} steps, load "
+          f"{os.getloadavg()[0]:.2f}, data {args.data}")
+    ratios = []
+    for r in range(args.rounds):
+        part = slice(r * args.steps, (r + 1) * args.steps)
+        speed = {mode: sum(tokens[mode][part]) / sum(seconds[mode][part]) for mode in MODES}
+        ratios.append(speed["scheduled"] / speed["constant"])
+        print(f"round {r + 1}: constant {speed['constant']:,.0f} real tokens/s, scheduled {speed['scheduled']:,.0f}, "
+              f"ratio {ratios[-1]:.4f}")
+    speed = {mode: sum(tokens[mode]) / sum(seconds[mode]) for mode in MODES}
+    print(f"all rounds: constant {speed['constant']:,.0f} real tokens/s, scheduled {speed['scheduled']:,.0f}, "
+          f"ratio {speed['scheduled'] / speed['constant']:.4f}; median of the rounds' ratios "
+          f"{statistics.median(ratios):.4f}; losses equal at every step: {equal}")
+    step = sum(seconds["constant"]) / len(seconds["constant"])
+    print(f"the scheduled run's own work: {1e6 * overhead:.1f} us a step, {100 * overhead / step:.4f}% of a constant "
+          f"step ({1000 * step:.1f} ms)")
 
 
 if __name__ == "__main__":

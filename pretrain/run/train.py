@@ -287,6 +287,8 @@ def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int, stop:
     scheduled_batch = "global_batch" in run.schedules.scheduled
     if scheduled_batch:
         engine.set_train_batch_size(run.schedules.global_batch(step))
+        if hasattr(engine.optimizer, "gradient_accumulation_steps"):  # ZeRO 1/2 keep a copy (their CPU offload reads it)
+            engine.optimizer.gradient_accumulation_steps = accumulation
     for micro in range(accumulation):
         if stop.agreed():
             log.warning("step %d abandoned after %d of %d micro-batches", step, micro, accumulation)
