@@ -139,7 +139,7 @@ class TrainConfig:
     # run is still exact (masking.py). Held-out evaluation keeps the held-out files' stored masks either way
     masking: Literal["static", "dynamic"] = "static"
     # dynamic masking: share of a sequence's tokens to predict ([CLS], [SEP] never), or a schedule
-    # (pretrain/schedules.py: mmBERT's [[0, 0.3], [0.6, 0.15], [0.9, 0.05]])
+    # (pretrain/schedules.py; [[0, 0.3], [0.6, 0.15], [0.9, 0.05]]: the shape of mmBERT's 30 -> 15 -> 5%)
     mask_rate: float | list[Any] | dict[str, Any] = 0.15
     # dynamic masking: share of the positions to predict that become [MASK] (BERT's 0.8; NeoBERT's and EuroBERT's
     # 1.0), or a schedule
