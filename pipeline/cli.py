@@ -9,7 +9,7 @@ import typer
 
 from wiki2bert_core.errors import ConfigError, DataError, run_cli
 from wiki2bert_core.utf8_paths import utf8_names, utf8_path, utf8_text
-from pipeline.config import default_config_path, load_pipeline_config
+from pipeline.config import default_config_path, load_pipeline_config, origin
 from wiki2bert_core.log import setup_logging
 from pipeline.workdir import exit_nonzero_after_signal, lock_work_dir
 
@@ -56,8 +56,17 @@ def run(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Option
         to_stage: Optional[str] = typer.Option(None, "--to", help="Last stage to run"),
         set_: Optional[list[str]] = SetOpt, workers: int = WorkersOpt, force: bool = ForceOpt,
         quiet: bool = QuietOpt, config: Optional[Path] = ConfigOpt, verify: bool = VerifyOpt,
-        executor: str = ExecutorOpt, scheduler: Optional[str] = SchedulerOpt) -> None:
+        executor: str = ExecutorOpt, scheduler: Optional[str] = SchedulerOpt,
+        keep: str = typer.Option("all", "--keep", help="all: keep every stage's files; final: remove a stage's "
+                                 "files once every stage that reads them is done (the manifest stays: the run "
+                                 "still resumes, and a dropped stage is made again when a stage that reads it must "
+                                 "re-run), keeping the vocabulary and the HDF5 files (docs/pipeline.md, Disk)")
+        ) -> None:
     """Run the stages of stages.yaml in order, skipping those already done."""
+    from pipeline.runner import KEEP_CHOICES
+
+    if keep not in KEEP_CHOICES:
+        raise ConfigError(f"--keep {keep}: all or final")
     workdir = _executor_workdir(executor, scheduler, workdir)
     pcfg, log = _prepare(lang, dump, corpus, tokenizer, workdir, set_, quiet, config)
     order = _stage_order(pcfg)
@@ -66,7 +75,7 @@ def run(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Option
     if start > end:
         raise ConfigError(f"--from {from_stage} comes after --to {to_stage} in {pcfg.path}")
     _run(pcfg, workdir, order[start:end + 1], executor, scheduler, workers=workers, force=force, quiet=quiet,
-         log=log, verify=verify)
+         log=log, verify=verify, keep=keep)
 
 
 @app.command()
@@ -97,7 +106,7 @@ def status(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Opt
     language's stages, then the mix's and each language's share); with --verify, exit 1 when a finished stage's
     files no longer match their sha256."""
     from pipeline.funnel import Funnel, language_table, source_table
-    from pipeline.runner import DONE, corrupt_stages, read_manifest, status_rows
+    from pipeline.runner import DONE, DROPPED, corrupt_stages, read_manifest, status_rows
 
     pcfg = _load(lang, dump, corpus, tokenizer, set_, config)
     corrupt = {}
@@ -108,8 +117,9 @@ def status(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Opt
         if pcfg.languages:
             typer.echo(f"{name} ({lang_dir}):")
         _echo_table(rows, ["stage", "state", "outputs", "counts", "duration"],
-                    lambda r: f"  ({r['reason']})" if r["state"] in ("stale", "failed", "off") else "")
-        funnel = Funnel({r["stage"]: read_manifest(lang_dir / r["stage"]) for r in rows if r["state"] == DONE})
+                    lambda r: f"  ({r['reason']})" if r["state"] in ("stale", "failed", "off", "dropped") else "")
+        funnel = Funnel({r["stage"]: read_manifest(lang_dir / r["stage"]) for r in rows
+                         if r["state"] in (DONE, DROPPED)})
         for table in (source_table(funnel.source_rows()), language_table(funnel)):
             if table:
                 typer.echo("")
@@ -137,6 +147,9 @@ def show_config(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus
             stage_config = config_.stage_configs[name]
             for line in config_lines(type(stage_config), config_to_dict(stage_config), f"{prefix}{name}.",
                                      "runtime: does not change the output"):
+                if name == "filter":  # which layer set each threshold: a FineWeb-2 config, the profile, defaults
+                    key = line.partition(":")[0][len(f"{prefix}{name}."):]
+                    line += f"  [from {origin(config_.origins.get(name, {}), key)}]"
                 typer.echo(line)
 
 
@@ -215,6 +228,43 @@ def report(lang: str = LangOpt, workdir: Path = WorkdirOpt,
         raise DataError(f"{lang_dir}: {'; '.join(problems)}; the report leaves their figures out")
 
 
+@app.command("plan")
+def plan_command(lang: str = LangOpt, dump: Optional[list[str]] = DumpOpt, corpus: Optional[list[str]] = CorpusOpt,
+                 tokenizer: Optional[Path] = TokenizerOpt, set_: Optional[list[str]] = SetOpt,
+                 config: Optional[Path] = ConfigOpt,
+                 cores: int = typer.Option(..., "--cores", min=1, help="Cores the run will have (its --workers)"),
+                 sample_mb: float = typer.Option(50.0, "--sample-mb", min=0.001, help="MB of input (as stored) "
+                                                 "in the larger sample; the smaller is a quarter of it"),
+                 workdir: Optional[Path] = typer.Option(None, "--workdir", callback=utf8_path, help="Where the "
+                                                        "samples run (default: a temporary directory, removed after)"),
+                 as_json: bool = typer.Option(False, "--json", help="Print the prediction as JSON")) -> None:
+    """Predict a run's wall time on --cores cores, CPU time, disk and memory per process, stage by stage, from two
+    samples of its inputs run through every stage (docs/pipeline.md, Plan a run)."""
+    import dataclasses
+    import json
+    import tempfile
+
+    from pipeline.tools.plan import format_plan, plan
+
+    pcfg = _load(lang, dump, corpus, tokenizer, set_, config)
+    if pcfg.languages:
+        raise ConfigError(f"--lang {lang}: pipeline plan predicts one language's run at a time")
+    source = pcfg.stage_configs["download"].source if "download" not in pcfg.idle else None
+    if "download" not in pcfg.idle and (source is None or "://" in source or not Path(source).is_file()):
+        raise ConfigError(f"--dump {source or '(none)'}: pipeline plan samples a local dump file; download it first")
+    corpora = {} if "corpus" in pcfg.idle else {
+        name: {**dataclasses.asdict(src), "weight": pcfg.stage_configs["shard"].weights.get(name)}
+        for name, src in pcfg.stage_configs["corpus"].sources.items()}
+    flags = [item for s in set_ or [] for item in ("--set", s)] + (["--config", str(config)] if config else []) + \
+        (["--tokenizer", str(tokenizer)] if tokenizer else [])
+    with tempfile.TemporaryDirectory(prefix="wiki2bert-plan-") as temporary:
+        where = (workdir or Path(temporary)).resolve()
+        where.mkdir(parents=True, exist_ok=True)
+        with open(where / "plan.log", "a", encoding="utf-8") as log:
+            result = plan(lang, flags, Path(source) if source else None, corpora, cores, sample_mb, where, log)
+    typer.echo(json.dumps(result, indent=2) if as_json else format_plan(result))
+
+
 @app.command("sample-dump")
 def sample_dump(out_dir: Path = typer.Argument(..., callback=utf8_path, help="Directory for the dump and its index"),
                 pages: int = typer.Option(400, "--pages", min=1, help="Articles (plus redirects, stubs, talk pages, ...)"),
@@ -222,15 +272,22 @@ def sample_dump(out_dir: Path = typer.Argument(..., callback=utf8_path, help="Di
                 lang: str = typer.Option("hu", "--lang", help="hu (Hungarian-like), fi (Finnish-like), ru "
                                          "(Russian-like, Cyrillic) or el (Greek-like): for a generated run of "
                                          "several languages"),
+                mb: Optional[float] = typer.Option(None, "--mb", min=0.001, help="Instead of --pages: about this "
+                                                   "many MB of XML (Hungarian only)"),
+                workers: int = typer.Option(1, "--workers", min=1, help="Processes making the Hungarian dump's "
+                                            "blocks of 10,000 articles (the same bytes whatever their number)"),
                 quiet: bool = QuietOpt) -> None:
     """Write the generated Hungarian-like (or Finnish-, Russian-, Greek-like) sample dump (multistream + index, no
     network) and print its path. Any size: Hungarian pages are generated and written a block at a time (memory
     does not grow with --pages)."""
-    from pipeline.tools.sample_dump import SAMPLE_LANGUAGES, write_sample_dump
+    from pipeline.tools.sample_dump import SAMPLE_LANGUAGES, articles_for_mb, write_sample_dump
 
     if lang not in SAMPLE_LANGUAGES:
         raise ConfigError(f"--lang {lang}: the sample dump is in {', '.join(SAMPLE_LANGUAGES)}")
-    typer.echo(write_sample_dump(out_dir, pages, seed, quiet=quiet, language=lang))
+    if mb is not None and lang != "hu":
+        raise ConfigError(f"--mb: only with --lang hu (give --lang {lang} a --pages)")
+    pages = articles_for_mb(mb) if mb is not None else pages
+    typer.echo(write_sample_dump(out_dir, pages, seed, quiet=quiet, language=lang, workers=workers))
 
 
 @app.command("sample-corpus")
@@ -241,15 +298,20 @@ def sample_corpus(out_dir: Path = typer.Argument(..., callback=utf8_path,
                   files: int = typer.Option(2, "--files", min=1, help="Files the pages are spread over"),
                   fmt: str = typer.Option("jsonl", "--format", help="jsonl or parquet (row groups of 64 pages)"),
                   seed: int = typer.Option(0, "--seed", help="Same seed, same bytes"),
+                  mb: Optional[float] = typer.Option(None, "--mb", min=0.001, help="Instead of --docs: about this "
+                                                     "many MB of page text"),
+                  workers: int = typer.Option(1, "--workers", min=1, help="Processes making the pages, in blocks "
+                                              "of 10,000 (the same bytes whatever their number)"),
                   quiet: bool = QuietOpt) -> None:
     """Write the generated web-like corpus (Hungarian-like pages with boilerplate, copies, spam, code, other
     languages, long articles) into OUT_DIR/pages and truth.json saying which page is which beside it; print the
     pages directory (for --corpus)."""
-    from pipeline.tools.sample_corpus import write_sample_corpus
+    from pipeline.tools.sample_corpus import pages_for_mb, write_sample_corpus
 
     if fmt not in ("jsonl", "parquet"):
         raise ConfigError(f"--format {fmt}: jsonl or parquet")
-    typer.echo(write_sample_corpus(out_dir, docs, seed, files, fmt, quiet=quiet))
+    docs = pages_for_mb(mb) if mb is not None else docs
+    typer.echo(write_sample_corpus(out_dir, docs, seed, files, fmt, quiet=quiet, workers=workers))
 
 
 def _load(lang: str, dumps: list[str] | None, corpora: list[str] | None, tokenizer: Path | None,
@@ -294,11 +356,27 @@ def _prepare(lang, dumps, corpora, tokenizer, workdir, overrides, quiet, config)
         lock_work_dir(lang_dir)
     log = setup_logging(workdir / pcfg.lang / "pipeline.log", quiet=quiet)
     for config_ in (pcfg.languages or {pcfg.lang: pcfg}).values():
+        _say_generic_web_thresholds(config_, log)
         if config_.profile != config_.lang:
             log.warning("%s: no profile in %s; the `default` profile applies (the rule splitter, no stop words, "
                         "the default filter and vocabulary settings)", config_.lang, config_.path)
             _say_an_unknown_language(config_, log)
     return pcfg, log
+
+
+def _say_generic_web_thresholds(pcfg, log) -> None:
+    """Warns when a corpus is read with the web rule set's generic thresholds: the language has no FineWeb-2
+    figures in its profile and filter.thresholds_from names no config."""
+    from pipeline.sources import corpora
+
+    origins = pcfg.origins.get("filter", {})
+    if "filter" not in pcfg.stage_configs or not corpora(pcfg.stage_configs) or any(
+            key.startswith("rule_sets.web.") and not where.endswith(": defaults.filter")
+            for key, where in origins.items()):
+        return
+    log.warning("%s: no FineWeb-2 thresholds for this language (none in its stages.yaml profile, no "
+                "filter.thresholds_from): the web rule set uses generic ones (datatrove's defaults); set "
+                "filter.thresholds_from to FineWeb-2's config of the language", pcfg.lang)
 
 
 def _say_an_unknown_language(pcfg, log) -> None:

@@ -10,9 +10,9 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wiki2bert_core.config import check_keys, layered, parse_setting, read_yaml, require_mapping
+from wiki2bert_core.config import check_keys, layer_origins, layered, parse_setting, read_yaml, require_mapping
 from wiki2bert_core.errors import ConfigError
-from pipeline.sources import check_source_weights, idle_stages, source_names
+from pipeline.sources import check_source_weights, idle_stages, published_rules, source_names
 
 if TYPE_CHECKING:
     from pipeline.stages import InputLabel
@@ -33,6 +33,8 @@ class PipelineConfig:
     profile: str = "default"  # the stages.yaml profile it took: the language's, or `default` for one without
     # the mix's config of a run of several languages (pipeline/languages.py): each language's own config
     languages: dict[str, PipelineConfig] = dataclasses.field(default_factory=dict)
+    # stage name -> dotted key -> the layer that set it (a key no layer set has the dataclass default)
+    origins: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
 
     def inputs_of(self, name: str) -> list[InputLabel]:
         """The upstream stages `name` reads in this run: its inputs that are in the stage list and have work; in the
@@ -63,10 +65,14 @@ def load_pipeline_config(path: Path, lang: str, overrides: list[str] = (),
     profile = lang if lang in languages else "default"
     sections = [(defaults, "defaults"),
                 (require_mapping(languages[profile] or {}, path, f"languages.{lang}"), f"languages.{profile}")]
-    configs = _stage_configs(path, order, stages, sections, overrides, values)
+    origins: dict[str, dict[str, str]] = {}
+    configs = _stage_configs(path, order, stages, sections, overrides, values, lang=lang, origins=origins)
+    if detected := published_rules(configs):
+        configs = _stage_configs(path, order, stages, sections, overrides, values, detected=detected, lang=lang,
+                                 origins=origins)
     check_source_weights(getattr(configs.get("shard"), "weights", {}), source_names(configs))
     return PipelineConfig(path=path, lang=lang, stage_order=order, stage_configs=configs,
-                          idle=idle_stages(order, stages, configs), profile=profile)
+                          idle=idle_stages(order, stages, configs), profile=profile, origins=origins)
 
 
 def load_mix_config(path: Path, name: str, mix_stages: list[str], languages: dict[str, PipelineConfig],
@@ -111,9 +117,13 @@ def read_stages_yaml(path: Path) -> tuple[list[str], dict, dict, dict]:
 
 
 def _stage_configs(path: Path, order: list[str], stages: dict, sections: list[tuple[dict, str]], overrides,
-                   values: dict | None, build: list[str] | None = None) -> dict[str, Any]:
+                   values: dict | None, build: list[str] | None = None, detected: dict | None = None,
+                   lang: str | None = None, origins: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
     """The config of each stage of `build` (default: all of `order`): the dataclass defaults <- each section of
-    stages.yaml (a mapping of stage names, and where it is) <- --set `overrides` <- flag `values`."""
+    stages.yaml (a mapping of stage names, and where it is) <- the FineWeb-2 config filter.thresholds_from names
+    (of language `lang`) <- --set `overrides` <- flag `values` <- the `detected` values of the corpus files
+    (pipeline/sources.py: published_rules, which sets only what no layer set); `origins` gets which layer set each
+    key."""
     layers: dict[str, list[tuple[dict, str]]] = {name: [] for name in order}
     for section, where in sections:
         for stage_name, stage_values in section.items():
@@ -121,6 +131,16 @@ def _stage_configs(path: Path, order: list[str], stages: dict, sections: list[tu
                 raise ConfigError(f"{path}: {where}.{stage_name}: unknown stage (known: {', '.join(order)})")
             layers[stage_name].append((require_mapping(stage_values or {}, path, f"{where}.{stage_name}"),
                                        f"{path}: {where}.{stage_name}"))
+    if lang is not None and "filter" in layers:
+        thresholds_from = None
+        for layer, _ in layers["filter"] + [({key: value}, "") for stage_name, key, value in
+                                            (parse_override(item, stages) for item in overrides)
+                                            if stage_name == "filter"]:
+            thresholds_from = layer.get("thresholds_from", thresholds_from)
+        if thresholds_from is not None:
+            from pipeline.stages.filter.thresholds import threshold_layer
+
+            layers["filter"].append(threshold_layer(Path(str(thresholds_from)), lang))
     for item in overrides:
         stage_name, key, value = parse_override(item, stages)
         layers[stage_name].append(({key: value}, f"--set {item}: {stage_name}"))
@@ -128,7 +148,18 @@ def _stage_configs(path: Path, order: list[str], stages: dict, sections: list[tu
         if stage_name not in stages:
             raise ConfigError(f"{path}: stage {stage_name!r} is not in 'stages'")
         layers[stage_name].append((stage_values, f"command line: {stage_name}"))
+    for stage_name, stage_values in (detected or {}).items():
+        layers[stage_name].append((stage_values, f"a publisher's corpus (corpus.sources.*.publisher): {stage_name}"))
+    if origins is not None:
+        origins.update({name: layer_origins(layers[name]) for name in build or order})
     return {name: layered(stages[name].config_cls, layers[name]) for name in build or order}
+
+
+def origin(origins: dict[str, str], key: str) -> str:
+    """Where the value of dotted `key` came from: the layer that set it or the nearest mapping above it."""
+    parts = key.split(".")
+    return next((origins[k] for k in (".".join(parts[:n]) for n in range(len(parts), 0, -1)) if k in origins),
+                "default")
 
 
 def parse_override(item: str, stages: dict) -> tuple[str, str, Any]:

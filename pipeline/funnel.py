@@ -36,8 +36,8 @@ FIGURES = (
     Figure("dedup", "documents_kept", total=True, per_source=True),
     Figure("dedup", "removed", per_source=True),
     *(Figure("shard", key, total=True, per_source=True) for key in ("training_documents", "test_documents")),
-    *(Figure("shard", key, per_source=True) for key in ("documents", "tokens", "weight", "training_tokens",
-                                                          "training_share")),
+    *(Figure("shard", key, per_source=True) for key in ("documents", "tokens", "rehydrated_tokens", "weight",
+                                                          "training_tokens", "training_share")),
     *(Figure("shard", key, per_language=True) for key in ("documents", "tokens", "weight", "target_share",
                                                           "training_tokens", "training_share")),
     *(Figure("vocab", key, per_language=True) for key in ("sample_share", "sample_unk_rate",
@@ -95,8 +95,10 @@ class Funnel:
     def source_rows(self) -> list[dict[str, Any]]:
         """One row per source: documents read (extract's articles, the corpus stage's documents), documents with
         text (sentences), after the filter (the documents it wrote: a long one cut into pieces counts once a piece),
-        duplicates (removed by dedup), kept (what the shard stage took in) and their tokens, weight, and the
-        training split's tokens and share (None where a stage is not done, or made before it counted per source).
+        duplicates (removed by dedup), kept (what the shard stage took in) and their tokens, those tokens rehydrated
+        (each document as many times as its cluster size asks: a column only where shard.rehydrate was on), weight,
+        and the training split's tokens and share (None where a stage is not done, or made before it counted per
+        source).
         Empty when no stage recorded per-source counts (a work directory made before sources existed)."""
         if not any(self.counts[s].sources for s in ("corpus", "sentences", "shard") if s in self.counts):
             return []
@@ -105,9 +107,13 @@ class Funnel:
         columns = {"read": read, "with text": self.by_source("sentences", "documents"),
                    "after filter": self.by_source("filter", "documents_written"),
                    "duplicates": self.by_source("dedup", "removed"), "kept": self.by_source("shard", "documents"),
-                   "kept tokens": self.by_source("shard", "tokens"), "weight": self.by_source("shard", "weight"),
+                   "kept tokens": self.by_source("shard", "tokens"),
+                   "rehydrated tokens": self.by_source("shard", "rehydrated_tokens"),
+                   "weight": self.by_source("shard", "weight"),
                    "training tokens": self.by_source("shard", "training_tokens"),
                    "training share": self.by_source("shard", "training_share")}
+        if not any(value is not None for value in columns["rehydrated tokens"].values()):
+            del columns["rehydrated tokens"]
         names = set(read) | set(columns["with text"]) | set(columns["kept"])
         return [{"source": name, **{column: values.get(name) for column, values in columns.items()}}
                 for name in sorted(names, key=lambda n: (n != WIKIPEDIA, n))]

@@ -148,16 +148,17 @@ def check_local_dumps(pcfg: PipelineConfig) -> None:
 
 def run_languages(mix: PipelineConfig, workdir: Path, names: list[str], workers: int = 1, force: bool = False,
                   quiet: bool = False, log: logging.Logger | None = None, verify: bool = False,
-                  executor: Executor | None = None) -> None:
+                  executor: Executor | None = None, keep: str = "all") -> None:
     """Run the stages `names` (in stages.yaml's order) of a run of several languages: each language's own in its
-    directory, one language after another, then the mix's."""
+    directory, one language after another, then the mix's. keep "final" drops, in each directory, the stages read
+    by stages of the same directory only (a language's dedup, read by the mix, is kept)."""
     log = log or logging.getLogger("wiki2bert")
     for lang, config in mix.languages.items():
         own = [name for name in names if name not in mix.stage_order]
         if own:
             log.info("%s: %s in %s", lang, ", ".join(own), workdir / lang)
-            run_stages(config, workdir / lang, own, workers, force, quiet, log, verify, executor)
+            run_stages(config, workdir / lang, own, workers, force, quiet, log, verify, executor, keep)
     shared = [name for name in names if name in mix.stage_order]
     if shared:
         log.info("%s: %s in %s", mix.lang, ", ".join(shared), workdir / mix.lang)
-        run_stages(mix, workdir / mix.lang, shared, workers, force, quiet, log, verify, executor)
+        run_stages(mix, workdir / mix.lang, shared, workers, force, quiet, log, verify, executor, keep)

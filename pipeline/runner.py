@@ -28,6 +28,13 @@ from pipeline.workdir import raise_if_interrupted
 
 DONE, STALE, MISSING, FAILED = "done", "stale", "missing", "failed"
 OFF = "off"  # no work with these flags (pipeline/sources.py): not run, and not read by the stages after it
+# done, but its output files were removed once every stage that reads them was done (`pipeline run --keep final`):
+# the stages after it stay done, and one that must run again has it re-made first
+DROPPED = "dropped"
+KEEP_CHOICES = ("all", "final")
+# what --keep final keeps besides the stages nothing reads: the vocabulary (pretraining and fine-tuning use its
+# tokenizer files)
+KEPT_BY_FINAL = ("vocab",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,11 +124,15 @@ def stage_state(pcfg: PipelineConfig | None, lang_dir: Path, name: str, known: d
         state = StageState(name, DONE, "", manifest)
         for upstream in inputs:
             up = upstream_state(pcfg, lang_dir, upstream, known, corrupt)
-            if up.state != DONE or manifest.get("inputs", {}).get(str(upstream)) != fingerprint(up.manifest):
+            if up.state not in (DONE, DROPPED) or \
+                    manifest.get("inputs", {}).get(str(upstream)) != fingerprint(up.manifest):
                 state = StageState(name, STALE, f"input {upstream} changed", manifest)
                 break
         else:
-            for rel, meta in manifest.get("outputs", {}).items():
+            if "dropped" in manifest:
+                freed = _human_bytes(manifest["dropped"]["bytes"])
+                state = StageState(name, DROPPED, f"files removed by --keep final ({freed})", manifest)
+            for rel, meta in manifest.get("outputs", {}).items() if state.state == DONE else ():
                 if _output_changed(stage_dir / rel, meta):
                     state = StageState(name, STALE, f"output {rel} missing or changed", manifest)
                     break
@@ -144,10 +155,11 @@ def upstream_state(pcfg: PipelineConfig | None, lang_dir: Path, label: InputLabe
 
 def run_stages(pcfg: PipelineConfig, lang_dir: Path, names: list[str], workers: int = 1, force: bool = False,
                quiet: bool = False, log: logging.Logger | None = None, verify: bool = False,
-               executor: Executor | None = None) -> None:
+               executor: Executor | None = None, keep: str = "all") -> None:
     """Run `names` in order, skipping the done ones; verify: first check every finished stage's sha256 (reads all
     outputs), so that one whose bytes changed in place re-runs. Parallel work goes to `executor` (default:
-    the stage context's, LocalExecutor(workers))."""
+    the stage context's, LocalExecutor(workers)). keep "final": once every stage that reads a stage's outputs is
+    done, its files are removed (drop_read_stages); a dropped input of a stage that must run is made again first."""
     log = log or logging.getLogger("wiki2bert")
     corrupt = corrupt_stages(lang_dir, [n for n in pcfg.stage_order if n not in pcfg.idle], quiet) if verify else {}
     for stage_dir, reason in corrupt.items():
@@ -158,19 +170,64 @@ def run_stages(pcfg: PipelineConfig, lang_dir: Path, names: list[str], workers: 
             continue
         known: dict[Path, StageState] = {}
         state = stage_state(pcfg, lang_dir, name, known, corrupt)
-        inputs = {label: upstream_state(pcfg, lang_dir, label, known, corrupt) for label in pcfg.inputs_of(name)}
-        for label, up in inputs.items():
-            if up.state != DONE:
-                raise DataError(f"stage {name} needs {label}, which is {up.state} ({up.reason}): "
-                                    f"run `pipeline run --lang {_lang_flag(pcfg)} --to {up.name}` first")
-        if state.state == DONE and not force:
-            log.info("%s: done, skipping (outputs match config and inputs)", name)
+        if state.state in (DONE, DROPPED) and not force:
+            log.info("%s: done, skipping (outputs match config and inputs%s)", name,
+                     "; its files were dropped" if state.state == DROPPED else "")
             _remove_killed_attempt(lang_dir, name)  # a killed `--force` attempt's, beside the complete output
+        else:
+            log.info("%s: running%s", name, f" ({state.reason})" if state.state != MISSING else "")
+            _run_with_inputs(pcfg, lang_dir, name, workers, quiet, log, executor, corrupt)
+            corrupt.pop(lang_dir / name, None)
+        if keep == "final":
+            drop_read_stages(pcfg, lang_dir, log)
+
+
+def _run_with_inputs(pcfg: PipelineConfig, lang_dir: Path, name: str, workers: int, quiet: bool,
+                     log: logging.Logger, executor: Executor | None, corrupt: dict[Path, str]) -> None:
+    """Run stage `name`, first making again each input whose files --keep final dropped (and theirs, as needed):
+    the same config and inputs give the same bytes, so the stages after them stay done."""
+    known: dict[Path, StageState] = {}
+    inputs = {label: upstream_state(pcfg, lang_dir, label, known, corrupt) for label in pcfg.inputs_of(name)}
+    for label, up in inputs.items():
+        if up.state == DROPPED and label.language is None:
+            log.info("%s: making %s again (its files were dropped by --keep final)", name, label)
+            _run_with_inputs(pcfg, lang_dir, label.stage, workers, quiet, log, executor, corrupt)
+            inputs[label] = upstream_state(pcfg, lang_dir, label, {}, corrupt)
+        elif up.state != DONE:
+            raise DataError(f"stage {name} needs {label}, which is {up.state} ({up.reason}): "
+                            f"run `pipeline run --lang {_lang_flag(pcfg)} --to {up.name}` first")
+    run_stage(pcfg, lang_dir, name, {label: up.manifest for label, up in inputs.items()}, workers, quiet, log,
+              executor)
+
+
+def drop_read_stages(pcfg: PipelineConfig, lang_dir: Path, log: logging.Logger) -> None:
+    """--keep final: remove the output files of each done stage of `lang_dir` whose readers (the stages that read it
+    in this run) are all done, but those of the stages nothing reads and of KEPT_BY_FINAL. The manifest stays,
+    marked `dropped` (its files' sizes and sha256 kept: the stages after it stay done)."""
+    known: dict[Path, StageState] = {}
+    readers = {name: [reader for reader in pcfg.stage_order if reader not in pcfg.idle
+                      and InputLabel(name) in pcfg.inputs_of(reader)] for name in pcfg.stage_order}
+    for name, its_readers in readers.items():
+        if not its_readers or name in KEPT_BY_FINAL or name in pcfg.idle:
             continue
-        log.info("%s: running%s", name, f" ({state.reason})" if state.state != MISSING else "")
-        run_stage(pcfg, lang_dir, name, {label: up.manifest for label, up in inputs.items()}, workers, quiet, log,
-                  executor)
-        corrupt.pop(lang_dir / name, None)
+        state = stage_state(pcfg, lang_dir, name, known).state
+        if state == DROPPED or (state == DONE and all(
+                stage_state(pcfg, lang_dir, reader, known).state in (DONE, DROPPED) for reader in its_readers)):
+            if _drop_outputs(lang_dir / name, read_manifest(lang_dir / name)):
+                log.info("%s: dropped its files (--keep final; %s read them)", name, ", ".join(its_readers))
+
+
+def _drop_outputs(stage_dir: Path, manifest: dict) -> bool:
+    """Mark the manifest dropped, then remove the other files (also those a drop killed midway left); whether
+    there was anything to remove."""
+    if "dropped" not in manifest:
+        outputs = manifest["outputs"]
+        manifest["dropped"] = {"bytes": sum(meta["size"] for meta in outputs.values()), "files": len(outputs)}
+        write_json(stage_dir / MANIFEST, manifest)
+    leftovers = [entry for entry in stage_dir.iterdir() if entry.name != MANIFEST]
+    for entry in leftovers:
+        remove_tree(entry)
+    return bool(leftovers)
 
 
 def _lang_flag(pcfg: PipelineConfig) -> str:
@@ -194,7 +251,8 @@ def run_stage(pcfg: PipelineConfig, lang_dir: Path, name: str, upstream_manifest
                        scratch_dir=scratch, executor=executor,
                        language_inputs={label: input_dir(lang_dir, label) for label in upstream_manifests
                                         if label.language is not None},
-                       input_configs={label: m.get("config", {}) for label, m in upstream_manifests.items()})
+                       input_configs={label: m.get("config", {}) for label, m in upstream_manifests.items()},
+                       done_dir=final if final.is_dir() else None)
     started = time.time()
     try:
         sources = stage.sources(config) if stage.sources else {}
@@ -263,8 +321,9 @@ def _environment_error(e: OSError, stage: str, final: Path) -> str:
 def corrupt_stages(lang_dir: Path, names: list[str], quiet: bool = True) -> dict[Path, str]:
     """{stage directory: what is wrong} for the finished stages whose outputs no longer match the sha256 of their
     manifest."""
-    checks = [(lang_dir / name, lang_dir / name / rel, meta) for name in names
-              for rel, meta in (read_manifest(lang_dir / name) or {}).get("outputs", {}).items()]
+    manifests = {name: read_manifest(lang_dir / name) or {} for name in names}
+    checks = [(lang_dir / name, lang_dir / name / rel, meta) for name, manifest in manifests.items()
+              if "dropped" not in manifest for rel, meta in manifest.get("outputs", {}).items()]
     corrupt: dict[Path, str] = {}
     with progress(sum(meta["size"] for _, _, meta in checks), "verify sha256", "B", quiet=quiet) as bar:
         for name, path, meta in checks:

@@ -5,6 +5,10 @@
   `shard.weights.NAME` = WEIGHT when given. NAME defaults to the file's or directory's name without its extensions
   (a glob: its last directory without wildcards); PATH is a file, a directory or a glob. Its other settings are
   `--set corpus.sources.NAME.KEY=VALUE` (e.g. `text_field=content`).
+- A corpus its publisher cleaned and deduplicated (`corpus.sources.NAME.publisher`, or told by its first file's
+  columns: pipeline/stages/corpus/readers.py) gets the filter's `published` rule set unless `filter.rules` names it
+  (`published_rules`): `--corpus fw2=PATH` alone, or `--set filter.rules.NAME=published` for a cleaned corpus of
+  no known publisher, `--set filter.rules.NAME=web` to clean a published one again.
 - The Wikipedia dump is read when `download.source` is set (`--dump`), or when there are no corpora (then, as
   before, the newest dump on Wikimedia): with `--corpus` and no `--dump`, download and extract have no work. A run
   without corpora leaves the corpus stage out, so its outputs are those of a Wikipedia-only pipeline.
@@ -157,6 +161,28 @@ def idle_stages(order: list[str], stages: dict[str, Any], configs: dict[str, Any
         elif stage.inputs and all(up in idle or up not in stages for up in stage.inputs):
             idle[name] = f"no work upstream ({', '.join(stage.inputs)})"
     return idle
+
+
+def published_rules(configs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """{"filter": {"rules": {NAME: "published"}}} for each corpus of a publisher that filter.rules does not name ({}
+    when there is none). A source whose files cannot be read has none here: the corpus stage reports them."""
+    from pipeline.stages.corpus.readers import find_files
+    from pipeline.stages.corpus.stage import source_publisher
+
+    if "filter" not in configs:
+        return {}
+    published = {}
+    for name in corpora(configs):
+        source = configs["corpus"].sources[name]
+        if name in configs["filter"].rules or source.publisher == "none":
+            continue
+        try:
+            files, _ = find_files(source.path)
+        except (ConfigError, OSError):
+            continue
+        if source_publisher(source, files) is not None:
+            published[name] = "published"
+    return {"filter": {"rules": published}} if published else {}
 
 
 def check_source_weights(weights: Mapping[str, float], known: list[str]) -> None:

@@ -2,11 +2,13 @@
 
 Formats between stages:
 - JSONL parts (`part-00000.jsonl`): one document per line, {"id", "title", "url", "text"} (+ "source" where the
-  document does not come from the Wikipedia dump, and RECORD_ID where a corpus record had an id of its own).
+  document does not come from the Wikipedia dump, RECORD_ID where a corpus record had an id of its own, and
+  PUBLISHED where its corpus's publisher gave metadata of it).
 - document text (`*.txt`): one sentence per line, one blank line after each document.
 - document records (`*.docs.jsonl`, beside a document-text file of the same stem): one JSON object per document of
   that file, in the same order: where it came from ({"source", "id", "title"}, `DocumentRecord`; RECORD_ID) and
-  what stages learnt of it on the way (e.g. "cluster_size"). The text file alone stays the plain format other tools
+  what stages learnt of it on the way (e.g. "cluster_size"); PUBLISHED: what the corpus's publisher said of it
+  ({"url", "language_score", "cluster_size"}, those it gave). The text file alone stays the plain format other tools
   read. `sentences` adds PARAGRAPHS to the records of documents not from the dump: [[2, 1], [3]] is a document of two
   paragraphs (runs of lines between blank lines), the first of two lines (2 sentences, then 1), the second of one
   line of 3 sentences. The filter reads it (its line rules) and leaves it out of the records it writes.
@@ -110,6 +112,7 @@ WIKIPEDIA_SOURCE = "wikipedia"  # the source name of the documents of the Wikipe
 PARAGRAPHS = "paragraphs"  # the record key of a document's lines and paragraphs (module docstring)
 PIECE = "piece"  # the record key of a piece of a document the filter cut (1, 2, ...; absent: the whole document)
 RECORD_ID = "record_id"  # the record key of a corpus document's own id (its id_field), which may repeat
+PUBLISHED = "published"  # the record key of a published corpus's metadata of a document (corpus/readers.py)
 RECORDS_SUFFIX = ".docs.jsonl"
 
 

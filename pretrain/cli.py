@@ -1,4 +1,4 @@
-"""`pretrain` command line: phase1, phase2, config, export, eval, finetune, plot, estimate, tune.
+"""`pretrain` command line: phase1, phase2, config, plan, export, merge, eval, finetune, plot, estimate, tune.
 
 Multi-process runs start the same entry point through a launcher, e.g.
 `deepspeed --num_gpus 8 --module pretrain.cli phase1 ...` or `torchrun --nproc_per_node 8 -m pretrain.cli phase1 ...`
@@ -23,6 +23,9 @@ OutOpt = typer.Option(..., "--out", callback=utf8_path,
 PresetOpt = typer.Option(None, "--preset", help="Model size: tiny, mini, small, base, large, 1.5b, 5b")
 ConfigOpt = typer.Option(None, "--config", callback=utf8_path,
                          help="YAML file of settings over the phase's recipe (same keys)")
+RecipeOpt = typer.Option(None, "--recipe", help="An anchor's published settings over the arch's recipe: bert-nvidia, "
+                         "modernbert, mmbert, neobert (pretrain/recipes/<name>/<phase>.yaml, each value with its "
+                         "source)")
 SetOpt = typer.Option(None, "--set", callback=utf8_text,
                       help="Override a setting: KEY=VALUE, e.g. micro_batch=32 or model.hidden_dropout_prob=0 "
                       "(repeatable)")
@@ -56,10 +59,11 @@ def phase1(data: Path = typer.Option(..., "--data", callback=utf8_path,
                                                "directory (same vocabulary as the data)"),
            preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
            set_: Optional[list[str]] = SetOpt, deepspeed_config: Optional[Path] = DsOpt,
-           vocab: Optional[Path] = VocabOpt, eval_data: Optional[Path] = EvalDataOpt) -> None:
+           vocab: Optional[Path] = VocabOpt, eval_data: Optional[Path] = EvalDataOpt,
+           recipe: Optional[str] = RecipeOpt) -> None:
     """Phase 1: sequence length 128 (ModernBERT: 1,024) from random weights, or from those of --init, with a fresh
     schedule and optimizer (recipe: pretrain/model/<arch>/phase1.yaml)."""
-    _train("phase1", data, out, preset, config, set_, deepspeed_config, vocab, init, eval_data)
+    _train("phase1", data, out, preset, config, set_, deepspeed_config, vocab, init, eval_data, recipe)
 
 
 @app.command()
@@ -72,26 +76,45 @@ def phase2(data: Path = typer.Option(..., "--data", callback=utf8_path,
                                                "BERT directory"),
            preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
            set_: Optional[list[str]] = SetOpt, deepspeed_config: Optional[Path] = DsOpt,
-           vocab: Optional[Path] = VocabOpt, eval_data: Optional[Path] = EvalDataOpt) -> None:
+           vocab: Optional[Path] = VocabOpt, eval_data: Optional[Path] = EvalDataOpt,
+           recipe: Optional[str] = RecipeOpt) -> None:
     """Phase 2: sequence length 512 (ModernBERT: 8,192, the global layers' RoPE base raised) from phase 1's weights,
     with a fresh schedule and optimizer (recipe: pretrain/model/<arch>/phase2.yaml)."""
-    _train("phase2", data, out, preset, config, set_, deepspeed_config, vocab, init, eval_data)
+    _train("phase2", data, out, preset, config, set_, deepspeed_config, vocab, init, eval_data, recipe)
 
 
 @app.command("config")
 def show_config(phase: str = typer.Option("phase1", "--phase", help="phase1 or phase2"),
                 preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
-                set_: Optional[list[str]] = SetOpt) -> None:
+                set_: Optional[list[str]] = SetOpt, recipe: Optional[str] = RecipeOpt) -> None:
     """Print every setting's effective value for these flags (as the phase command would use it) and what it
     means, the model's (`model.KEY`, the preset's values with the overrides) included. Phase 2 trains phase 1's
     model, whose shape it keeps whatever these say."""
     from wiki2bert_core.config import config_lines, config_to_dict
     from pretrain.config import ModelConfig, TrainConfig, load_train_config
 
-    train_config = load_train_config(phase, config, set_ or [], {"preset": preset} if preset else None)
+    train_config = load_train_config(phase, config, set_ or [], {"preset": preset} if preset else None,
+                                     recipe=recipe)
     for line in config_lines(TrainConfig, config_to_dict(train_config), changeable_note="may change on resume"):
         typer.echo(line)
     for line in config_lines(ModelConfig, train_config.model_settings(), "model.", "phase 2 may change"):
+        typer.echo(line)
+
+
+@app.command()
+def plan(data: Path = typer.Option(..., "--data", callback=utf8_path, help="HDF5 variant directory"),
+         phase: str = typer.Option("phase1", "--phase", help="phase1 or phase2"),
+         preset: Optional[str] = PresetOpt, config: Optional[Path] = ConfigOpt,
+         set_: Optional[list[str]] = SetOpt, recipe: Optional[str] = RecipeOpt) -> None:
+    """What the phase these flags describe would draw from the data: per language the training instances and tokens,
+    the sequences and tokens drawn and how often each is repeated; per source (from the shard stage's records beside
+    the variant) the documents and how often their text is seen; a warning past 4 repeats."""
+    from pretrain.config import load_train_config
+    from pretrain.tools.data_plan import data_plan, format_plan
+
+    train_config = load_train_config(phase, config, set_ or [], {"preset": preset} if preset else None,
+                                     recipe=recipe)
+    for line in format_plan(data_plan(phase, data, train_config)):
         typer.echo(line)
 
 
@@ -109,6 +132,23 @@ def export(model_dir: Path = typer.Argument(..., callback=utf8_path,
     from pretrain.tools.export import export_hf
 
     typer.echo(export_hf(model_dir, out, force))
+
+
+@app.command()
+def merge(models: list[Path] = typer.Argument(..., callback=utf8_path, metavar="MODEL",
+                                             help="Model directories to average (two or more): exports, other "
+                                             "Hugging Face directories of our archs, or phase directories (their "
+                                             "latest checkpoint)"),
+          out: Path = typer.Option(..., "--out", callback=utf8_path,
+                                   help="Hugging Face model directory to write: new, empty or a previous export, "
+                                   "which is replaced"),
+          force: bool = typer.Option(False, "--force", help="Replace --out even if it holds other files (never a "
+                                                             "directory that belongs to something else)")) -> None:
+    """Average the weights of several models of one arch, shape and tokenizer (e.g. decay variants continued from one
+    checkpoint, as mmBERT merges them) and write the mean as an export, like `pretrain export`'s."""
+    from pretrain.tools.merge import merge_models
+
+    typer.echo(merge_models(models, out, force))
 
 
 @app.command("eval")
@@ -205,7 +245,7 @@ def estimate(preset: str = typer.Option("large", "--preset", help="Model size"),
                                                        help="Sequences per GPU (default: the recipe's)"),
              seq: int = typer.Option(128, "--seq", min=1, help="Sequence length"),
              precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp32"),
-             optimizer: str = typer.Option("lamb", "--optimizer", help="lamb, lans or adamw"),
+             optimizer: str = typer.Option("lamb", "--optimizer", help="lamb, lans, stableadamw or adamw"),
              activation_checkpointing: bool = typer.Option(False, "--activation-checkpointing"),
              vocab_size: int = typer.Option(30522, "--vocab-size", min=1, help="Tokens in vocab.txt"),
              arch: str = typer.Option(DEFAULT_ARCH, "--arch", help="Architecture: bert, modernbert (a folder of "
@@ -264,7 +304,8 @@ def tune(preset: Optional[str] = PresetOpt,
         typer.echo(line)
 
 
-def _train(phase, data, out, preset, config, overrides, deepspeed_config, vocab, init=None, eval_data=None) -> None:
+def _train(phase, data, out, preset, config, overrides, deepspeed_config, vocab, init=None, eval_data=None,
+           recipe=None) -> None:
     from pretrain.config import load_train_config
     from pretrain.model.model_dir import arch_of
     from pretrain.run.prepare import prepare
@@ -273,7 +314,7 @@ def _train(phase, data, out, preset, config, overrides, deepspeed_config, vocab,
     values = {"preset": preset} if preset else {}
     if eval_data:
         values["eval_data"] = str(eval_data)
-    train_config = load_train_config(phase, config, overrides or [], values or None, init and arch_of(init))
+    train_config = load_train_config(phase, config, overrides or [], values or None, init and arch_of(init), recipe)
     run = prepare(phase, data, out, train_config, vocab, init, deepspeed_config, preset_flag=preset)
     if run.complete:
         typer.echo(f"{run.phase_dir}: {phase} is complete ({run.config.steps} steps); nothing to do", err=True)

@@ -174,10 +174,20 @@ class TrainConfig:
     # schedule wsd: fraction of `steps`, at the end, over which the lr falls to 0; 0: none, the phase ends at the
     # peak (ModernBERT's phase 1, which its phase 2 continues)
     cooldown: float = 0.0
-    optimizer: Literal["lamb", "lans", "adamw"] = "lamb"  # adamw wants a much smaller lr, e.g. 1e-4
+    # a time budget for the phase, e.g. 90s, 45m, 6h (schedule wsd): the phase ends when it is spent, its decay (the
+    # last `cooldown` of the steps) timed from the run's own measured speed so that the last step ends on the budget
+    # (cramming's budget triangle; run/budget.py). `steps` is then the most steps the phase may take, and `warmup` a
+    # fraction of the steps the budget allows. Counted from the first step of each run (start-up not counted),
+    # summed over the resumed runs of the phase; null: no budget, the phase takes `steps`
+    budget: str | None = changeable(None)
+    # lamb, lans: per-tensor trust ratios; stableadamw: AdamW with per-tensor update clipping (ModernBERT's:
+    # optimizers.py), which makes grad_clip unnecessary (ModernBERT sets none); adamw: torch's. Both AdamWs want a much
+    # smaller lr, e.g. 1e-4
+    optimizer: Literal["lamb", "lans", "stableadamw", "adamw"] = "lamb"
     betas: list[float] = dataclasses.field(default_factory=lambda: [0.9, 0.999])  # decay rates of the moments
     eps: float = 1e-6  # added to the second moment's square root
-    # not on biases and LayerNorm weights (the 1-dimensional tensors); adamw multiplies it by the lr (torch's AdamW)
+    # not on biases and LayerNorm weights (the 1-dimensional tensors); adamw and stableadamw multiply it by the lr
+    # (torch's AdamW)
     weight_decay: float = 0.01
     grad_clip: float = 1.0  # global gradient-norm clipping; 0 disables
     # self-attention kernel (attention.py; the rest of the encoder computes the real tokens only with each): mask
@@ -224,6 +234,21 @@ class TrainConfig:
         return {**defaults, **arch.defaults, **arch.presets[self.preset], "arch": self.arch, **self.model}
 
 
+BUDGET_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def budget_seconds(budget: str) -> float:
+    """The seconds of a `budget` setting (a positive number and a unit: 90s, 45m, 6h); ValueError if it is not one."""
+    text = str(budget).strip()
+    try:
+        seconds = float(text[:-1]) * BUDGET_UNITS[text[-1:]]
+    except (KeyError, ValueError):
+        raise ValueError(f"expected a time such as 90s, 45m or 6h, got {budget!r}") from None
+    if not seconds > 0:
+        raise ValueError(f"must be a positive time, got {budget!r}")
+    return seconds
+
+
 def _settings_of_others(arch: str) -> set[str]:
     """The model settings other archs have and `arch` has not."""
     return {key for name in names() for key in spec(name).own_settings} - set(spec(arch).own_settings)
@@ -234,14 +259,39 @@ def phase_of_length(seq_len: int, arch: str = DEFAULT_ARCH) -> str:
     return spec(arch).phase_of_length(seq_len)
 
 
+# --recipe NAME: an anchor's published settings, pretrain/recipes/<name>/<phase>.yaml, over the arch's recipe and
+# under --config; a `presets:` mapping in it holds a model size's own values (preset -> settings)
+RECIPES_DIR = Path(__file__).parent / "recipes"
+
+
+def recipe_names() -> list[str]:
+    return sorted(p.name for p in RECIPES_DIR.iterdir() if p.is_dir())
+
+
+def _recipe_layer(recipe: str, phase: str) -> tuple[dict, dict, Path]:
+    """The settings of --recipe's phase file and its `presets:` mapping; ConfigError if there is none."""
+    if recipe not in recipe_names():
+        raise ConfigError(f"--recipe {recipe}: unknown recipe (known: {', '.join(recipe_names())})")
+    path = RECIPES_DIR / recipe / f"{phase}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"--recipe {recipe}: has no {phase} ({path} does not exist)")
+    layer = read_yaml(path)
+    return layer, layer.pop("presets", None) or {}, path
+
+
 def load_train_config(phase: str, config_file: Path | None = None, overrides: list[str] = (),
-                      values: dict[str, Any] | None = None, init_arch: str | None = None) -> TrainConfig:
+                      values: dict[str, Any] | None = None, init_arch: str | None = None,
+                      recipe: str | None = None) -> TrainConfig:
     """`overrides` are --set KEY=VALUE strings (KEY may be dotted: model.hidden_dropout_prob=0);
     `values` are set by other flags (e.g. {"preset": "mini"}); `init_arch`: the arch of the model --init continues,
-    the arch (and recipe) unless a layer sets one."""
+    the arch (and recipe) unless a layer sets one; `recipe`: --recipe's name."""
     if phase not in PHASES:
         raise ConfigError(f"unknown phase {phase!r} (known: {', '.join(PHASES)})")
     layers: list[tuple[dict, str]] = [({"arch": init_arch}, f"--init: {phase}")] if init_arch else []
+    by_preset: dict = {}
+    if recipe is not None:
+        recipe_settings, by_preset, recipe_file = _recipe_layer(recipe, phase)
+        layers.append((recipe_settings, f"{recipe_file}: {phase}"))
     if config_file is not None:
         layers.append((read_yaml(config_file), f"{config_file}: {phase}"))
     for item in overrides:
@@ -251,8 +301,13 @@ def load_train_config(phase: str, config_file: Path | None = None, overrides: li
         layers.append((values, f"command line: {phase}"))
     # the recipe is the arch's that the layers above it set (an unknown arch is refused by `layered`)
     arch = next((layer["arch"] for layer, _ in reversed(layers) if layer.get("arch") in names()), DEFAULT_ARCH)
-    recipe = spec(arch).recipe(phase)
-    return layered(TrainConfig, [(read_yaml(recipe), f"{recipe}: {phase}"), *layers])
+    arch_recipe = spec(arch).recipe(phase)
+    config = layered(TrainConfig, [(read_yaml(arch_recipe), f"{arch_recipe}: {phase}"), *layers])
+    if config.preset in by_preset:  # the size's own values, right over the recipe's
+        at = next(i for i, (_, source) in enumerate(layers) if source.startswith(f"{recipe_file}:")) + 1
+        layers.insert(at, (by_preset[config.preset], f"{recipe_file}: presets.{config.preset}: {phase}"))
+        config = layered(TrainConfig, [(read_yaml(arch_recipe), f"{arch_recipe}: {phase}"), *layers])
+    return config
 
 
 def _default(key: str) -> Any:
@@ -291,6 +346,14 @@ def _check(c: TrainConfig) -> None:
     for key, schedule in (("cooldown", "wsd"), ("decay_power", "poly")):
         if c.schedule != schedule and getattr(c, key) != _default(key):
             fail(key, f"applies to schedule {schedule} only; set schedule: {schedule}")
+    if c.budget is not None:
+        try:
+            budget_seconds(c.budget)
+        except ValueError as e:
+            fail("budget", str(e))
+        if c.schedule != "wsd":
+            fail("budget", "applies to schedule wsd only (its decay is timed to end on the budget); set schedule: "
+                           "wsd")
     if not c.lr > 0:
         fail("lr", f"must be positive, got {c.lr}")
     for key in ("decay_power", "weight_decay", "grad_clip", "eps"):

@@ -121,6 +121,15 @@ class PhaseSchedules:
     def progress(self, step: int) -> float:
         return (step - 1) / self.steps
 
+    def first_step_at(self, progress: float) -> int:
+        """The first step whose progress is `progress` or more (where a schedule's point takes effect)."""
+        step = max(1, math.ceil(progress * self.steps) + 1)
+        while step > 1 and self.progress(step - 1) >= progress:  # the ceil off by one in floating point
+            step -= 1
+        while self.progress(step) < progress:
+            step += 1
+        return step
+
     def value(self, key: str, step: int) -> float:
         return self.schedules[key].at(self.progress(step))
 

@@ -24,6 +24,8 @@ EXPECTED = {
     "document_memory.py": r"\| filter \| [\d,]+ MiB \| [\d,]+ MiB \| \d+\.\d \| -?\d+\.\d \|",
     "estimate_memory.py": r"tiny +1 +\d+ +\d+ +\d+\.\d\d",
     "eval_cost.py": r"held-out instance / training sequence: \d+\.\d\d \(time_plan\.EVAL_INSTANCE_COST",
+    "fineweb2_agreement.py": r"ours: 200 documents, kept \d+, [\d,]+ documents per CPU-second",
+    "langid_calibration.py": r"el: \d+ of \d+ own articles identified as el \(their probability: 1% \d\.\d{3}",
     "extract.py": r"extract stage, 2 workers +[\d.]+ +\d+ +[\d.]+ +\d+ ",
     "gpu.py": r"bert tiny +32 packed +[\d,.]+ +[\d,]+ (.|\n)*modernbert tiny +64 packed +[\d,.]+ +[\d,]+ ",
     "hdf5.py": r"scaling 1 -> 2 workers: \d+\.\d\dx",
@@ -38,6 +40,7 @@ EXPECTED = {
     "preemption.py": r"steps 1-2 equal the uninterrupted run's bit for bit",
     "pretrain.py": r"speed-up: \d+\.\d\dx best round",
     "schedules.py": r"losses equal at every step: True\nthe scheduled run.s own work: \d+\.\d us a step, \d+\.\d{4}% of a constant",
+    "rehearsal.py": r"local: [\d,.]+ s wall, [\d,.]+ s CPU; serial \(main threads\) [\d,.]+ s CPU(.|\n)*verify passed",
     "scale.py": r"\| total \| \d+\.\d\d, \d+\.\d\d \| \d+\.\d\d, \d+\.\d\d \|",
     "sentences_filter.py": r"web rules for every document +[\d,]+( +[\d.]+){5} +\d+\n(?s:.*)"
                            r"langdetect +[\d.]+% +[\d.]+% +[\d,]+ +[\d.]+",

@@ -43,12 +43,11 @@ def layered(cls: type, layers: Iterable[tuple[Mapping, str]]):
     A key's value replaces the one before it, but mappings are merged key by key, and a dotted key is the nested one
     ({"model.dropout": 0} is {"model": {"dropout": 0}}); a key no layer sets keeps the dataclass default. An error
     reads `<where>.<key>: <problem>`, where being the last layer that set the key (or a mapping above it)."""
+    layers = list(layers)
     values: dict = {}
-    origins: dict[str, str] = {}  # dotted key -> the layer that set it last
-    for layer, where in layers:
-        nested = _nest_dotted_keys(layer)
-        values = deep_merge(values, nested)
-        origins.update((key, where) for key in _dotted_keys(nested))
+    for layer, _ in layers:
+        values = deep_merge(values, _nest_dotted_keys(layer))
+    origins = layer_origins(layers)
     try:
         return _build(cls, values)
     except SettingError as e:
@@ -56,6 +55,14 @@ def layered(cls: type, layers: Iterable[tuple[Mapping, str]]):
         where = next((origins[k] for k in ("".join(parts[:n]) for n in range(len(parts), 0, -1)) if k in origins),
                      f"{cls.__name__} defaults")
         raise ConfigError(f"{where}.{e.key}: {e.problem}") from None
+
+
+def layer_origins(layers: Iterable[tuple[Mapping, str]]) -> dict[str, str]:
+    """Dotted key -> the last of `layers` (mapping, where it came from) that set it (or a mapping above it)."""
+    origins: dict[str, str] = {}
+    for layer, where in layers:
+        origins.update((key, where) for key in _dotted_keys(_nest_dotted_keys(layer)))
+    return origins
 
 
 def deep_merge(base: dict, update: dict) -> dict:

@@ -60,7 +60,8 @@ def file_language(path: Path | str) -> str | None:
 @dataclasses.dataclass(frozen=True)
 class LanguageShare:
     """One language of a mixture."""
-    tokens: int  # its training documents' WordPiece tokens, each document once (after the source weights): its size
+    tokens: int  # its training documents' WordPiece tokens, each document once (after rehydration and the source
+    # weights): its size
     training_tokens: int  # its tokens in the training split after the mixture (repeated and subsampled documents)
     share: float  # training_tokens over all languages' training_tokens
 

@@ -81,6 +81,8 @@ class StageContext:
     # each input -> the config it ran with, as its manifest recorded it (the vocab stage counts words as the filter
     # did)
     input_configs: dict[InputLabel, dict] = dataclasses.field(default_factory=dict)
+    # the stage's completed directory of an earlier run, which this run replaces: the filter reuses its scores
+    done_dir: Path | None = None
 
     def __post_init__(self):
         if self.executor is None:

@@ -20,6 +20,11 @@ Two streaming passes, memory independent of the corpus size (O(number of shards)
   copies of a document go to different shards while there are shards enough (a "random next" segment B is not
   drawn from another copy of A's own document). The counts have each source's documents, tokens and training
   share. With every weight 1 (the default) the shards are those of the unweighted algorithm, byte for byte.
+- rehydration (`rehydrate`, off by default; FineWeb-2's upsampling by duplicate count): each training document is
+  first repeated by its cluster size as `rehydrate_table` says (the copies it had before deduplication: its
+  publisher's count where its corpus published one, else dedup's `cluster_size`); the source weights, and in a mix
+  the languages' alpha and weights, apply to the tokens after it. The counts have each source's
+  `rehydrated_tokens` (its documents' tokens, each as many times as rehydration asks: None when off).
 
 Several languages (the mix of `pipeline run --lang hu,fi,et`, pipeline/languages.py): the stage reads each
 language's dedup output and the mix's vocabulary, and mixes the languages by size^alpha (`alpha`,
@@ -40,6 +45,7 @@ NVIDIA's sharder, by contrast, loads the whole corpus and balances with a loop t
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import hashlib
 import itertools
@@ -54,7 +60,7 @@ from wiki2bert_core.files import write_json
 from wiki2bert_core.mixture import DEFAULT_ALPHA, check_alpha, check_weights, language_shares, rates
 from wiki2bert_core.variant_dir import MIXTURE_FILE, LanguageShare, Mixture, shard_name
 from wiki2bert_core.wordpiece import load_tokenizer, one_tokenizer_thread, tokenizer_from_json
-from pipeline.text_files import DocumentRecord, iter_documents_with_records, list_parts, records_path
+from pipeline.text_files import PUBLISHED, DocumentRecord, iter_documents_with_records, list_parts, records_path
 from wiki2bert_core.log import progress
 from pipeline.stages import Stage, StageContext, StageCounts
 
@@ -62,6 +68,9 @@ BUFFER_BUDGET = 4 << 20  # bytes of shard text held in memory at most, over all 
 MIN_SHARD_BUFFER = 16 << 10
 HASH_BITS = 16
 HASH_BUCKETS = 1 << HASH_BITS  # resolution of the fractional weights: a source's tokens in this many hash buckets
+# FineWeb-2's rehydration: cluster size (the smallest of a range) -> copies; 1,000 and more: once, as the unique
+# documents (FineWeb-2's finding: such clusters are mostly boilerplate)
+FINEWEB2_REHYDRATION = {1: 1, 2: 2, 3: 3, 5: 5, 100: 8, 1000: 1}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,8 +92,27 @@ class ShardConfig:
     # several languages: a weight per language code multiplying its share (1 for one not named, 0 leaves it out of
     # training), e.g. {fi: 2}
     language_weights: dict[str, float] = added_later(default_factory=dict)
+    # repeat each training document by its cluster size (its copies before deduplication: its publisher's count
+    # where its corpus published one, e.g. FineWeb-2's minhash_cluster_size, else dedup's cluster_size) as
+    # rehydrate_table says, before the source weights and the languages' alpha and weights; the test split is not
+    # repeated
+    rehydrate: bool = added_later(False)
+    # cluster size -> copies of a document whose cluster is at least that size (and below the next key), with an
+    # entry for 1, e.g. {1: 1, 2: 2, 10: 4}; {}: FineWeb-2's table (1 -> 1, 2 -> 2, 3-4 -> 3, 5-99 -> 5, 100-999 -> 8,
+    # 1,000 and more -> 1)
+    rehydrate_table: dict[int, int] = added_later(default_factory=dict)
 
     def __post_init__(self):
+        table = {}
+        for size, copies in self.rehydrate_table.items():  # the config layers give the keys as text
+            if not str(size).isdigit() or int(size) < 1:
+                raise SettingError(f"rehydrate_table.{size}", "a cluster size is a whole number of at least 1")
+            if copies < 0:
+                raise SettingError(f"rehydrate_table.{size}", f"copies must not be negative, got {copies}")
+            table[int(size)] = copies
+        if table and 1 not in table:
+            raise SettingError("rehydrate_table", "needs an entry for cluster size 1 (the unique documents)")
+        object.__setattr__(self, "rehydrate_table", dict(sorted(table.items())))
         check_alpha(self.alpha)
         check_weights(self.language_weights)
         check_minimum(self, 1, "num_shards", "min_documents_per_shard")
@@ -94,6 +122,24 @@ class ShardConfig:
         if self.test_fraction > 0 and self.num_test_shards < 1:
             raise SettingError("num_test_shards", "must be at least 1 when shard.test_fraction is above 0")
         check_weights(self.weights, "weights")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Rehydration:
+    """The copies rehydration makes of a document (ShardConfig.rehydrate_table); plain data (it pickles)."""
+    sizes: tuple[int, ...]  # the table's cluster sizes, ascending (the first is 1)
+    copies: tuple[int, ...]
+
+    @classmethod
+    def of(cls, config: ShardConfig) -> _Rehydration | None:
+        """The config's rehydration; None when it is off."""
+        table = config.rehydrate_table or FINEWEB2_REHYDRATION
+        return cls(tuple(table), tuple(table.values())) if config.rehydrate else None
+
+    def repeats(self, record: DocumentRecord) -> int:
+        """The copies of a document: by its publisher's cluster size, else dedup's (1 without either)."""
+        size = (record.extra.get(PUBLISHED) or {}).get("cluster_size", record.extra.get("cluster_size", 1))
+        return self.copies[bisect.bisect_right(self.sizes, size) - 1]
 
 
 class _ShardSet:
@@ -152,10 +198,14 @@ class _SourceWeighting:
     histogram of the source's tokens over HASH_BUCKETS hash buckets, so that the documents below it hold the
     fractional part of its tokens to within one bucket's (about 1/65,536 of the source), whatever the order of
     the documents; a document's decision depends only on its own hash. `weights` None: they are given to settle()
-    (a language of a mix, whose rate is known once every language is counted; its code is hashed too)."""
+    (a language of a mix, whose rate is known once every language is counted; its code is hashed too). With
+    `rehydration`, a document's copies are its rehydration copies times those of the weights, and the weights apply
+    to the tokens of the rehydrated copies."""
 
-    def __init__(self, weights: dict[str, float] | None, seed: int, language: str | None = None):
+    def __init__(self, weights: dict[str, float] | None, seed: int, language: str | None = None,
+                 rehydration: _Rehydration | None = None):
         self.weights = weights
+        self.rehydration = rehydration
         self.key = str(seed).encode()
         self.salt = f"{language}\0" if language else ""
         self.histograms: dict[str, np.ndarray] = {}  # source -> [tokens, documents] of each hash bucket
@@ -170,14 +220,18 @@ class _SourceWeighting:
                                  digest_size=8, key=self.key, person=b"shard.weights").digest()
         return int.from_bytes(digest, "little") >> (64 - HASH_BITS)
 
-    def observe(self, source: str, tokens: int, bucket: int | None = None) -> None:
-        """First pass: a training document of `tokens` tokens (its bucket, if known)."""
+    def repeats(self, record: DocumentRecord) -> int:
+        """The copies rehydration makes of a training document (1 without rehydration)."""
+        return 1 if self.rehydration is None else self.rehydration.repeats(record)
+
+    def observe(self, source: str, tokens: int, bucket: int | None = None, repeats: int = 1) -> None:
+        """First pass: a training document of `tokens` tokens (its bucket, if known), rehydrated into `repeats`."""
         totals = self.training.setdefault(source, [0, 0])
-        totals[0] += tokens
-        totals[1] += 1
+        totals[0] += tokens * repeats
+        totals[1] += repeats
         if self.weights is None or self.weight(source) % 1:
             histogram = self.histograms.setdefault(source, np.zeros((2, HASH_BUCKETS), dtype=np.int64))
-            histogram[:, bucket] += (tokens, 1)
+            histogram[:, bucket] += (tokens * repeats, repeats)
 
     def settle(self, weights: dict[str, float] | None = None) -> dict[str, dict[str, int]]:
         """After the first pass (with the weights, if not given before): each fractional source's threshold;
@@ -201,7 +255,7 @@ class _SourceWeighting:
         weight = self.weight(record.source)
         extra = record.source in self.thresholds and self.bucket(record.source, record.id) < self.thresholds[
             record.source]
-        return int(weight) + extra
+        return (int(weight) + extra) * self.repeats(record)
 
 
 def _documents(parts: list[Path], key: bytes, threshold: int):
@@ -221,11 +275,12 @@ def run(config: ShardConfig, ctx: StageContext) -> StageCounts:
     parts = list_parts(corpus_dir, ".txt")
     key = str(config.seed).encode()
     threshold = int(config.test_fraction * 2 ** 64)
-    weighting = _SourceWeighting(config.weights, config.seed)
+    weighting = _SourceWeighting(config.weights, config.seed, rehydration=_Rehydration.of(config))
     sources: dict[str, dict] = {}
     for is_test, record, text, _ in _documents(parts, key, threshold):
         _count(sources, weighting, record.source, is_test, len(text.split()), None
-               if is_test or not weighting.weight(record.source) % 1 else weighting.bucket(record.source, record.id))
+               if is_test or not weighting.weight(record.source) % 1 else weighting.bucket(record.source, record.id),
+               weighting.repeats(record))
     n_training, n_test = _split_sizes(sources)
     if n_training + n_test == 0:
         raise DataError(f"{corpus_dir}: no documents to shard (all parts are empty)")
@@ -245,6 +300,7 @@ def run(config: ShardConfig, ctx: StageContext) -> StageCounts:
     with progress(sum(p.stat().st_size for p in parts), "shard", "B", quiet=ctx.quiet) as bar:
         sentences = _write(parts, key, threshold, weighting, training, test, bar)
     _finish_sources(sources, weighting)
+    _say_rehydrated(sources, ctx)
     ctx.log.info("shard: %d training documents in %d shards (largest %.3f x mean), %d test documents in %d",
                  n_copies, num_shards, training.balance(), n_test, test_shards)
     if len(sources) > 1 or config.weights:
@@ -265,14 +321,16 @@ def run(config: ShardConfig, ctx: StageContext) -> StageCounts:
 
 
 def _count(sources: dict[str, dict], weighting: _SourceWeighting, source: str, is_test: bool, tokens: int,
-           bucket: int | None) -> None:
-    """First pass: a document of `source` into its counts, a training one into the source weighting."""
-    counts = sources.setdefault(source, {"documents": 0, "tokens": 0, "test_documents": 0})
+           bucket: int | None, repeats: int) -> None:
+    """First pass: a document of `source` (rehydrated into `repeats`) into its counts, a training one into the
+    source weighting."""
+    counts = sources.setdefault(source, {"documents": 0, "tokens": 0, "test_documents": 0, "rehydrated_tokens": 0})
     counts["documents"] += 1
     counts["tokens"] += tokens
     counts["test_documents"] += is_test
+    counts["rehydrated_tokens"] += tokens * repeats
     if not is_test:
-        weighting.observe(source, tokens, bucket)
+        weighting.observe(source, tokens, bucket, repeats)
 
 
 def _split_sizes(sources: dict[str, dict]) -> tuple[int, int]:
@@ -310,13 +368,25 @@ def _write(parts: list[Path], key: bytes, threshold: int, weighting: _SourceWeig
 
 
 def _finish_sources(sources: dict[str, dict], weighting: _SourceWeighting) -> None:
-    """Each source's training documents and tokens (0 for one with none), weight and share of the training split."""
+    """Each source's training documents and tokens (0 for one with none), weight and share of the training split,
+    and its rehydrated tokens (None without rehydration)."""
     training_tokens = sum(c.get("training_tokens", 0) for c in sources.values())
     for source, counts in sources.items():
+        if weighting.rehydration is None:
+            counts["rehydrated_tokens"] = None
         counts.setdefault("training_documents", 0)
         counts.setdefault("training_tokens", 0)
         counts["weight"] = weighting.weight(source)
         counts["training_share"] = round(counts["training_tokens"] / max(1, training_tokens), 6)
+
+
+def _say_rehydrated(sources: dict[str, dict], ctx: StageContext, language: str = "") -> None:
+    """One line of each source's tokens before and after rehydration (none when it is off)."""
+    if all(c["rehydrated_tokens"] is None for c in sources.values()):
+        return
+    ctx.log.info("shard: %srehydrated by cluster size: %s", f"{language}: " if language else "", ", ".join(
+        f"{name} {c['tokens']:,} -> {c['rehydrated_tokens']:,} tokens "
+        f"(x{c['rehydrated_tokens'] / max(1, c['tokens']):.3g})" for name, c in sorted(sources.items())))
 
 
 # --- several languages ------------------------------------------------------------------------------------------
@@ -331,11 +401,13 @@ class _CountTask:
     tokenizer_json: str  # the mix's tokenizer, built once per worker process (tokenizer_from_json)
     seed: int
     test_threshold: int
+    rehydration: _Rehydration | None
 
 
-def _count_part(task: _CountTask) -> list[tuple[str, bool, int, int | None]]:
-    """(source, is a test document, WordPiece tokens, hash bucket of a training one) of each document of a part."""
-    weighting = _SourceWeighting(None, task.seed, task.language)
+def _count_part(task: _CountTask) -> list[tuple[str, bool, int, int | None, int]]:
+    """(source, is a test document, WordPiece tokens, hash bucket of a training one, its rehydration copies) of each
+    document of a part."""
+    weighting = _SourceWeighting(None, task.seed, task.language, task.rehydration)
     key = str(task.seed).encode()
     counts, documents = [], _documents([task.part], key, task.test_threshold)
     # a batch of documents at a time: an Encoding keeps every token's string and offsets; a whole part's were the
@@ -345,7 +417,7 @@ def _count_part(task: _CountTask) -> list[tuple[str, bool, int, int | None]]:
             encodings = tokenizer_from_json(task.tokenizer_json).encode_batch(
                 [text.decode("utf-8") for _, _, text, _ in batch], add_special_tokens=False)
         counts += [(record.source, is_test, len(encoding.ids),
-                    None if is_test else weighting.bucket(record.source, record.id))
+                    None if is_test else weighting.bucket(record.source, record.id), weighting.repeats(record))
                    for (is_test, record, _, _), encoding in zip(batch, encodings)]
     return counts
 
@@ -359,13 +431,15 @@ def _run_languages(config: ShardConfig, ctx: StageContext) -> StageCounts:
     tokenizer = load_tokenizer(ctx.inputs["vocab"])
     tokenizer_json = tokenizer.to_str()
     tokenizer_from_json(tokenizer_json, tokenizer)
-    weightings = {lang: _SourceWeighting(None, config.seed, lang) for lang in dirs}
+    rehydration = _Rehydration.of(config)
+    weightings = {lang: _SourceWeighting(None, config.seed, lang, rehydration) for lang in dirs}
     sources: dict[str, dict[str, dict]] = {lang: {} for lang in dirs}
-    tasks = [_CountTask(lang, part, tokenizer_json, config.seed, threshold) for lang in dirs for part in parts[lang]]
+    tasks = [_CountTask(lang, part, tokenizer_json, config.seed, threshold, rehydration)
+             for lang in dirs for part in parts[lang]]
     with progress(sum(t.part.stat().st_size for t in tasks), "shard: count tokens", "B", quiet=ctx.quiet) as bar:
         for task, documents in zip(tasks, ctx.executor.map(_count_part, tasks)):
-            for source, is_test, tokens, bucket in documents:
-                _count(sources[task.language], weightings[task.language], source, is_test, tokens, bucket)
+            for source, is_test, tokens, bucket, repeats in documents:
+                _count(sources[task.language], weightings[task.language], source, is_test, tokens, bucket, repeats)
             bar.update(task.part.stat().st_size)
     known = {name for per_language in sources.values() for name in per_language}
     for source in sorted(set(config.weights) - known):
@@ -408,6 +482,7 @@ def _run_languages(config: ShardConfig, ctx: StageContext) -> StageCounts:
                           _ShardSet(ctx.out_dir, "test", counts["test_shards"], buffer_bytes, lang))
             counts["sentences"] = _write(parts[lang], key, threshold, weightings[lang], *sets[lang], bar)
             _finish_sources(sources[lang], weightings[lang])
+            _say_rehydrated(sources[lang], ctx, lang)
             counts["sources"] = dict(sorted(sources[lang].items()))
     mixture = Mixture(config.alpha, dict(sorted(config.language_weights.items())),
                       {lang: LanguageShare(c["tokens"], c["training_tokens"], c["training_share"])

@@ -1,2 +1,3 @@
 """The pipeline's side tools, outside the stage chain: `pipeline verify` (verify.py), `pipeline report`
-(report.py) and `pipeline sample-dump` (sample_dump.py)."""
+(report.py), `pipeline sample-dump` (sample_dump.py), `pipeline sample-corpus` (sample_corpus.py) and `pipeline
+plan` (plan.py, with measure.py)."""

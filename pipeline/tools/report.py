@@ -53,6 +53,7 @@ def write_report(lang_dir: Path, out_dir: Path) -> tuple[Path, list[str], list[s
     funnel = Funnel(done)
     if "filter" in done:
         sections.append(_funnel(funnel, lang_dir, out_dir, headline))
+        sections.append(_filter_scores(lang_dir, done["filter"], out_dir))
     if "dedup" in done:
         sections.append(_duplicates(lang_dir, out_dir, headline))
     if sources := funnel.source_rows():
@@ -116,6 +117,56 @@ def _funnel(funnel: Funnel, lang_dir: Path, out_dir: Path, headline: list) -> st
     skipped = ", ".join(f"{k} {v:,}" for k, v in (funnel.total("extract", "skipped") or {}).items())
     skipped = f"<p>dump pages not made articles: {html.escape(skipped)}</p>" if skipped else ""
     return f"<h2>Pages to documents</h2>{skipped}{_img(chart)}{_img(why)}{_drops_table(report)}"
+
+
+def _filter_scores(lang_dir: Path, manifest: dict, out_dir: Path) -> str:
+    """Per rule set, the distribution of each measure a rule of it looks at over its documents (the filter's
+    scores), the rule's threshold drawn in: what a changed threshold would keep or drop."""
+    from pipeline.stages.filter.rules import RuleSet
+
+    config = manifest.get("config", {})
+    scores = sorted((lang_dir / "filter" / "scores").glob("part-*.npz"))
+    if not scores or "rule_sets" not in config:  # a filter run before scores were stored
+        return ""
+    measured: dict[str, dict[str, list[np.ndarray]]] = {}  # rule set -> measure -> values of its documents
+    for path in scores:
+        with np.load(path) as part:
+            for index, source in enumerate(part["sources"]):
+                name = config["rules"].get(str(source), config["rules"]["default"])
+                mine = part["source"] == index
+                for column in part.files:
+                    if column.startswith("m:"):
+                        measured.setdefault(name, {}).setdefault(column[2:], []).append(part[column][mine])
+    figures = []
+    for name, columns in measured.items():
+        checks = [(reason, measure, above, limit) for reason, measure, above, limit
+                  in RuleSet(**config["rule_sets"][name]).checks(config.get("long_documents", "split"), False)
+                  if measure in columns and measure != "line_rules"]
+        if not checks:
+            continue
+        import matplotlib.pyplot as plt
+
+        cols = 4
+        rows = -(-len(checks) // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.4 * rows), dpi=100, squeeze=False)
+        fig.suptitle(f"Filter scores, rule set {name}: each rule's measure over the documents, its threshold in red")
+        for ax, (reason, measure, above, limit) in zip(axes.flat, checks):
+            values = np.concatenate(columns[measure])
+            values = values[np.isfinite(values)]
+            failing = int((values > limit).sum() if above else (values < limit).sum())
+            if len(values):  # the 1% longest tail (15,000-word articles) drawn at the right edge
+                values = np.minimum(values, max(np.percentile(values, 99), limit) * 1.1)
+            ax.hist(values, bins=40, color="C0")
+            ax.axvline(limit, color="red")
+            ax.set_title(f"{measure} ({'max' if above else 'min'} {limit:g}: {failing:,} fail)", fontsize=8)
+            ax.tick_params(labelsize=7)
+        for ax in list(axes.flat)[len(checks):]:
+            ax.axis("off")
+        figures.append(_img(save_png(fig, out_dir / f"filter_scores_{name}.png")))
+    return ("<h2>Filter scores</h2><p>Each rule's measure over the documents of the sources its rule set judges, "
+            "its threshold in red and how many documents fail it (a document counts for each rule it fails, "
+            "though only its first failing rule is its reason); a changed threshold is decided from these "
+            "stored scores without measuring again.</p>" + "".join(figures)) if figures else ""
 
 
 def _stacked_bars(bars: list[tuple[str, dict[str, int], int]], title: str, xlabel: str, path: Path) -> Path:
@@ -191,19 +242,24 @@ def _sources(rows: list[dict], out_dir: Path) -> str:
     shares = [r for r in rows if r["kept tokens"] is not None and r["training tokens"] is not None]
     if not shares:
         return f"<h2>Sources</h2>{table}"
-    kept = np.array([r["kept tokens"] for r in shares], dtype=float)
-    trained = np.array([r["training tokens"] for r in shares], dtype=float)
+    bars = [("kept tokens", "kept tokens", "C0"), ("rehydrated tokens", "rehydrated (shard.rehydrate)", "C1"),
+            ("training tokens", "training tokens (weighted)", "C2")]
+    bars = [bar for bar in bars if all(r.get(bar[0]) is not None for r in shares)]
     fig, ax = new_figure("Token share of each source, kept and in training")
     y = np.arange(len(shares))
-    ax.barh(y + 0.2, kept / kept.sum(), height=0.4, color="C0", label="kept tokens")
-    ax.barh(y - 0.2, trained / max(1.0, trained.sum()), height=0.4, color="C2", label="training tokens (weighted)")
+    height = 0.8 / len(bars)
+    for n, (key, label, color) in enumerate(bars):
+        tokens = np.array([r[key] for r in shares], dtype=float)
+        ax.barh(y + 0.4 - height * (n + 0.5), tokens / max(1.0, tokens.sum()), height=height, color=color,
+                label=label)
     ax.set_yticks(y, [f"{r['source']} (weight {r['weight']:g})" for r in shares])
     ax.set_xlabel("share of tokens (whitespace-separated)")
     ax.legend()
     png = save_png(fig, out_dir / "source_shares.png")
     return (f"<h2>Sources</h2><p>documents read, with text after sentence splitting, written by the filter (a long "
             f"one cut into pieces counts once a piece), removed as duplicates, kept (what the shard stage took in); "
-            f"tokens kept and in the training split after the weights (shard.weights)</p>{table}{_img(png)}")
+            f"tokens kept, repeated by their cluster size where shard.rehydrate is on, and in the training split "
+            f"after the weights (shard.weights)</p>{table}{_img(png)}")
 
 
 def _documents(lang_dir: Path, out_dir: Path, headline: list) -> str:

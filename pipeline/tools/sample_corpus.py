@@ -22,9 +22,10 @@ hold the kinds below in a seeded order, so that any corpus of DECK pages or more
 
 Similarity: word 5-gram sets, words the `\\w+` runs of the casefolded text (`word_shingles`, `jaccard`).
 `OUT/truth.json` lists each page: id, file (in OUT/pages), line (or Parquet row), kind, words, and copy_of / level /
-jaccard / boilerplate_lines where they apply. Pages are generated and written one at a time (copies come from a
-bounded pool of recent pages), so memory does not grow with --docs; the same seed gives the same bytes. An earlier
-sample in OUT is replaced whole; a non-empty OUT holding anything else is refused.
+jaccard / boilerplate_lines where they apply. Pages are generated in blocks of BLOCK_PAGES (copies come from a
+bounded pool of the block's recent pages), by `--workers` processes, and written as they come, so memory does not
+grow with --docs; the same seed gives the same bytes whatever the workers. An earlier sample in OUT is replaced
+whole; a non-empty OUT holding anything else is refused.
 """
 from __future__ import annotations
 
@@ -40,8 +41,9 @@ from typing import Iterator
 from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.files import atomic_write, remove_tree
 from wiki2bert_core.log import progress
-from pipeline.tools.sample_dump import (ADJECTIVES, NOUNS, REGIONS, TOWNS, _ProseGenerator, english_sentences,
-                                        inflect)
+from pipeline.executors.local import LocalExecutor
+from pipeline.tools.sample_dump import (ADJECTIVES, NOUNS, REGIONS, TOWNS, WIKI_LINK, _ProseGenerator,
+                                        english_sentences, inflect)
 
 NEAR_COPY_LEVELS = (1.0, 0.9, 0.8, 0.7, 0.5, 0.3)
 LONG_ARTICLE_WORDS = 15_000
@@ -53,6 +55,8 @@ DECK = (["prose"] * 34 + ["boilerplate"] * 16 + ["exact_copy"] * 6 + ["near_copy
 COPYABLE = ("prose", "boilerplate")
 POOL = 64  # recent copyable pages that copies are made of
 ROW_GROUP_ROWS = 64  # Parquet output: rows per row group (so that small corpora have several)
+BLOCK_PAGES = 10_000  # pages a worker makes at once (a corpus of up to this many pages is one block)
+TEXT_BYTES_PER_PAGE = 1971  # UTF-8 bytes of page text per page, on average over blocks of DECK pages (measured)
 SAMPLE_PAGE_FILE = re.compile(r"web-\d{5}\.(jsonl|parquet)(\.tmp)?")  # what pages/ of a sample holds
 
 SITES = ["varosi-hirek", "utazas-blog", "kerti-naplo", "helyi-kronika", "muzeumi-lap", "falusi-elet",
@@ -77,7 +81,6 @@ LOREM = ("Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmo
          "dolore magna aliqua. Ut enim ad minim veniam, quis nostrud exercitation ullamco laboris nisi ut aliquip ex "
          "ea commodo consequat. Duis aute irure dolor in reprehenderit in voluptate velit esse cillum dolore eu "
          "fugiat nulla pariatur.")
-WIKI_LINK = re.compile(r"\[\[(?:[^|\]]*\|)?([^\]]*)\]\]")
 
 
 @dataclasses.dataclass
@@ -112,8 +115,8 @@ def jaccard(a: set, b: set) -> float:
 
 
 class _PageMaker:
-    def __init__(self, seed: int):
-        self.rng = random.Random(f"sample-corpus:{seed}")
+    def __init__(self, seed: int, block: int = 0):
+        self.rng = random.Random(f"sample-corpus:{seed}" if block == 0 else f"sample-corpus:{seed}:{block}")
         self.prose = _ProseGenerator(self.rng)
         self.pool: collections.deque[WebPage] = collections.deque(maxlen=POOL)
         self.near_copies = 0
@@ -179,8 +182,9 @@ class _PageMaker:
         elif kind == "long_article":
             paragraphs, words = [], 0
             while words < LONG_ARTICLE_WORDS:
-                paragraphs += self.paragraphs(10)
-                words = sum(len(p.split()) for p in paragraphs)
+                more = self.paragraphs(10)
+                paragraphs += more
+                words += sum(len(p.split()) for p in more)
             page.text = "\n".join(paragraphs)
         if kind in COPYABLE:
             self.pool.append(page)
@@ -229,30 +233,48 @@ class _PageMaker:
             best = min((best, (candidate, similarity)), key=lambda c: abs(c[1] - level))
         return best
 
-def iter_pages(docs: int, seed: int = 0) -> Iterator[WebPage]:
-    """The pages of the sample corpus in order, each kind once per DECK-page block in a seeded order."""
-    maker = _PageMaker(seed)
+def _block_pages(task: tuple[int, int, int]) -> list[WebPage]:
+    """A worker's task (seed, block, pages): the pages of block number `block` of BLOCK_PAGES pages, each kind once
+    per DECK pages in a seeded order. Block 0 is seeded by the seed alone, a later one by (seed, block), and its
+    copies are of its own pages."""
+    seed, block, count = task
+    maker = _PageMaker(seed, block)
     deck: list[str] = []
-    for number in range(1, docs + 1):
+    pages = []
+    for number in range(block * BLOCK_PAGES + 1, block * BLOCK_PAGES + count + 1):
         if not deck:
             deck = list(DECK)
             maker.rng.shuffle(deck)
         page = maker.page(number, deck.pop())
         if page.jaccard is not None:
             page.jaccard = round(page.jaccard, 4)
-        yield page
+        pages.append(page)
+    return pages
+
+
+def iter_pages(docs: int, seed: int = 0, workers: int = 1) -> Iterator[WebPage]:
+    """The pages of the sample corpus in order, made a block at a time by `workers` processes."""
+    tasks = [(seed, block, min(BLOCK_PAGES, docs - start)) for block, start in enumerate(range(0, docs, BLOCK_PAGES))]
+    for pages in LocalExecutor(workers).map(_block_pages, tasks):
+        yield from pages
+
+
+def pages_for_mb(mb: float) -> int:
+    """The pages of a sample corpus of about `mb` MB of page text (within a few percent from 1 MB up)."""
+    return max(1, round(mb * 1e6 / TEXT_BYTES_PER_PAGE))
 
 
 def write_sample_corpus(out_dir: Path, docs: int = 300, seed: int = 0, files: int = 2, fmt: str = "jsonl",
-                        quiet: bool = True) -> Path:
+                        quiet: bool = True, workers: int = 1) -> Path:
     """`pipeline sample-corpus`: the pages in `files` files of consecutive pages (out_dir/pages/web-00000.jsonl or
-    .parquet) and out_dir/truth.json; returns the pages directory (the corpus to read)."""
+    .parquet) and out_dir/truth.json, made by `workers` processes (the same bytes whatever their number); returns
+    the pages directory (the corpus to read)."""
     out_dir = Path(out_dir)
     pages_dir = out_dir / "pages"
     _remove_earlier_sample(out_dir)
     pages_dir.mkdir(parents=True, exist_ok=True)
     files = max(1, min(files, docs))
-    pages = iter_pages(docs, seed)
+    pages = iter_pages(docs, seed, workers)
     header = {"seed": seed, "documents": docs, "format": fmt, "near_copy_levels": list(NEAR_COPY_LEVELS),
               "similarity": f"Jaccard of word {SHINGLE_WORDS}-gram sets, words the \\w+ runs of the casefolded text",
               "kinds": sorted(set(DECK))}

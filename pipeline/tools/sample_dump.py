@@ -32,6 +32,7 @@ from xml.sax.saxutils import escape
 
 from wiki2bert_core.files import atomic_write
 from wiki2bert_core.log import progress
+from pipeline.executors.local import LocalExecutor
 from pipeline.tools.sample_languages import LANGUAGES, iter_pages as iter_language_pages
 
 DUMP_NAME = "huwiki-sample-pages-articles-multistream.xml.bz2"
@@ -41,6 +42,7 @@ PAGES_PER_STREAM = 100
 # Articles per generated block: the name lists give unique titles for ~15,000 articles (English titles run out
 # first), so a block stays below that.
 BLOCK_ARTICLES = 10_000
+XML_BYTES_PER_ARTICLE = 2094  # uncompressed XML per article, its share of the other pages included (measured)
 KEPT_KINDS = ("article", "stub", "english")  # the kinds the extract stage writes out
 
 NAMESPACES = {-2: "Média", -1: "Speciális", 0: "", 1: "Vita", 2: "Szerkesztő", 3: "Szerkesztővita",
@@ -238,6 +240,11 @@ PATTERNS = [
     "{a_N_ela} {A} {N} lett.",
     "{Person} {Adv} {a_N_all} {Vi_past}.",
 ]
+# each pattern split at its slots: (the literal texts around them, the slot names)
+PATTERN_PARTS = [(parts[0::2], parts[1::2]) for parts in (re.split(r"\{(\w+)\}", p) for p in PATTERNS)]
+VERB_FORMS = {"Vi": 0, "Vi_past": 1, "Vi_pl": 2, "Vt_indef": 0, "Vt_def": 1, "Vt_indef_past": 2, "Vt_def_past": 3,
+              "Vt_pl": 4}  # a verb slot's index into its INTRANSITIVE_VERBS / TRANSITIVE_VERBS tuple
+WIKI_LINK = re.compile(r"\[\[(?:[^|\]]*\|)?([^\]]*)\]\]")
 
 ENGLISH_NOUNS = [("town", "towns"), ("village", "villages"), ("river", "rivers"), ("church", "churches"),
                  ("castle", "castles"), ("market", "markets"), ("school", "schools"), ("bridge", "bridges"),
@@ -407,33 +414,45 @@ class _ProseGenerator:
     def slot(self, name: str) -> str:
         if name.startswith("a_"):
             phrase = self.slot(name[2:])
-            plain = re.sub(r"\[\[(?:[^|\]]*\|)?([^\]]*)\]\]", r"\1", phrase)
+            plain = WIKI_LINK.sub(r"\1", phrase) if "[[" in phrase else phrase
             return ("az " if plain[:1].lower() in VOWELS else "a ") + phrase
         if name.startswith("AN"):
             return f"{self.choice(ADJECTIVES)} {self.noun(name[3:] or 'nom')}"
         if name == "N" or name.startswith("N_"):
             return self.noun(name[2:] or "nom")
-        rng = self.rng
+        # every other slot draws a verb of each kind first (the draws the sample's bytes were made with)
         verb_i, verb_t = self.choice(INTRANSITIVE_VERBS), self.choice(TRANSITIVE_VERBS)
-        simple = {
-            "A": lambda: self.choice(ADJECTIVES),
-            "T": lambda: self.topic_name,
-            "T_loc": lambda: self.topic_loc if rng.random() < 0.6 else self.choice(TOWNS)[1],
-            "R_loc": lambda: self.region[1],
-            "Person": lambda: self.person if rng.random() < 0.5 else self.person_name(),
-            "Occ": lambda: self.choice(OCCUPATIONS),
-            "Y_ine": lambda: year_inessive(rng.randint(1250, 2020)),
-            "C_ine": lambda: f"a {rng.randint(11, 20)}. században",
-            "Num": lambda: self.choice(NUMBERS),
-            "Adv": lambda: self.choice(ADVERBS),
-            "Vi": lambda: verb_i[0], "Vi_past": lambda: verb_i[1], "Vi_pl": lambda: verb_i[2],
-            "Vt_indef": lambda: verb_t[0], "Vt_def": lambda: verb_t[1], "Vt_indef_past": lambda: verb_t[2],
-            "Vt_def_past": lambda: verb_t[3], "Vt_pl": lambda: verb_t[4],
-        }
-        return simple[name]()
+        if name[0] == "V":
+            return verb_i[VERB_FORMS[name]] if name[1] == "i" else verb_t[VERB_FORMS[name]]
+        rng = self.rng
+        if name == "A":
+            return self.choice(ADJECTIVES)
+        if name == "T":
+            return self.topic_name
+        if name == "T_loc":
+            return self.topic_loc if rng.random() < 0.6 else self.choice(TOWNS)[1]
+        if name == "R_loc":
+            return self.region[1]
+        if name == "Person":
+            return self.person if rng.random() < 0.5 else self.person_name()
+        if name == "Occ":
+            return self.choice(OCCUPATIONS)
+        if name == "Y_ine":
+            return year_inessive(rng.randint(1250, 2020))
+        if name == "C_ine":
+            return f"a {rng.randint(11, 20)}. században"
+        if name == "Num":
+            return self.choice(NUMBERS)
+        if name == "Adv":
+            return self.choice(ADVERBS)
+        raise KeyError(name)
 
     def sentence(self) -> str:
-        text = re.sub(r"\{(\w+)\}", lambda m: self.slot(m.group(1)), self.choice(PATTERNS))
+        literals, slots = PATTERN_PARTS[self.rng.choice(range(len(PATTERNS)))]
+        parts = [literals[0]]
+        for name, literal in zip(slots, literals[1:]):
+            parts += (self.slot(name), literal)
+        text = "".join(parts)
         return text[0].upper() + text[1:]
 
     def paragraph(self, sentences: int, refs: list[str]) -> str:
@@ -568,11 +587,25 @@ def _talk(w: _ProseGenerator) -> str:
 def iter_pages(articles: int = 400, seed: int = 0) -> Iterator[Page]:
     """The pages of a sample dump of any size in dump order, one block of BLOCK_ARTICLES articles in memory at a
     time; up to BLOCK_ARTICLES articles, the pages of generate_pages(articles, seed)."""
+    for block, block_articles, first_id in _blocks(articles):
+        yield from generate_pages(block_articles, seed, block, first_id)
+
+
+def _blocks(articles: int) -> Iterator[tuple[int, int, int]]:
+    """(block number, its articles, its first page id) of each block of a dump of `articles` articles."""
     first_id = 1
     for block, start in enumerate(range(0, articles, BLOCK_ARTICLES)):
-        pages = generate_pages(min(BLOCK_ARTICLES, articles - start), seed, block, first_id)
-        yield from pages
-        first_id += len(pages)
+        block_articles = min(BLOCK_ARTICLES, articles - start)
+        yield block, block_articles, first_id
+        first_id += block_articles + sum(_other_pages(block_articles).values()) + (len(TEMPLATES) if block == 0 else 0)
+
+
+def _other_pages(articles: int) -> dict[str, int]:
+    """How many pages of each other kind a block of `articles` articles has (templates aside: block 0 has them)."""
+    return {"stub": max(2, articles // 30), "english": max(2, articles // 30), "redirect": max(4, articles // 10),
+            "disambiguation": max(2, articles // 40), "empty": max(2, articles // 100),
+            "talk": max(3, articles // 25), "category": min(len(COUNTIES), max(2, articles // 80)),
+            "file": max(2, articles // 100)}
 
 
 def generate_pages(articles: int = 400, seed: int = 0, block: int = 0, first_id: int = 1) -> list[Page]:
@@ -594,6 +627,7 @@ def generate_pages(articles: int = 400, seed: int = 0, block: int = 0, first_id:
                 return title + suffix, extra
         raise RuntimeError("ran out of titles: ask for fewer articles")
 
+    other = _other_pages(articles)
     article_titles = []
     for i in range(articles):
         topic = ("settlement", "person", "building")[i % 3]
@@ -610,42 +644,42 @@ def generate_pages(articles: int = 400, seed: int = 0, block: int = 0, first_id:
         entries.append((title, 0, text, "article", None))
         article_titles.append(title)
 
-    for _ in range(max(2, articles // 30)):
+    for _ in range(other["stub"]):
         title, w.topic_loc = unique(lambda: _settlement_name(rng))
         w.topic_name = title
         text = f"'''{title}''' kis [[település]] {rng.choice(REGIONS)[1]}." + \
             (f" {w.sentence()}" if rng.random() < 0.5 else "") + "\n\n{{csonk}}"
         entries.append((title, 0, text, "stub", None))
-    for _ in range(max(2, articles // 30)):
+    for _ in range(other["english"]):
         title, _ = unique(lambda: (f"{rng.choice(ENGLISH_ADJECTIVES).capitalize()} "
                                    f"{rng.choice(ENGLISH_NOUNS)[0].capitalize()}", None))
         entries.append((title, 0, _english(w, title, rng.randint(8, 14)), "english", None))
 
-    for i in range(max(4, articles // 10)):
+    for i in range(other["redirect"]):
         target = rng.choice(article_titles)
         variant = ["község", "település", "névváltozat", "régi név"]
         title, _ = unique(lambda: (f"{target} ({rng.choice(variant)})", None))
         word = "REDIRECT" if i % 5 == 1 else ("átirányítás" if i % 5 == 3 else "ÁTIRÁNYÍTÁS")
         element = None if i % 7 == 2 else target  # a few carry only the text, no <redirect> element
         entries.append((title, 0, f"#{word} [[{target}]]", "redirect", element))
-    for i in range(max(2, articles // 40)):
+    for i in range(other["disambiguation"]):
         base, _ = unique(lambda: (_settlement_name(rng)[0] + " (egyértelműsítő lap)", None))
         items = "\n".join(f"* [[{rng.choice(article_titles)}]], {rng.choice(ADJECTIVES)} "
                           f"{rng.choice(NOUNS).rstrip('*')}" for _ in range(rng.randint(2, 4)))
         marker = "__DISAMBIG__" if i % 3 == 1 else rng.choice(["{{egyért}}", "{{Egyért}}"])
         entries.append((base, 0, f"'''{base.split(' (')[0]}''' a következőket jelentheti:\n{items}\n\n{marker}",
                         "disambiguation", None))
-    for i in range(max(2, articles // 100)):
+    for i in range(other["empty"]):
         title, _ = unique(lambda: (_settlement_name(rng)[0] + " (üres)", None))
         text = "" if i % 2 == 0 else f"{{{{Település infobox\n| név = {title}\n}}}}\n[[Kategória:Üres lapok]]"
         entries.append((title, 0, text, "empty", None))
-    for title in rng.sample(article_titles, k=max(3, articles // 25)):
+    for title in rng.sample(article_titles, k=other["talk"]):
         entries.append((f"Vita:{title}", 1, _talk(w), "talk", None))
-    for county in rng.sample(COUNTIES, k=min(len(COUNTIES), max(2, articles // 80))):
+    for county in rng.sample(COUNTIES, k=other["category"]):
         entries.append((f"Kategória:{county} vármegye települései{suffix}", 14,
                         f"{county} vármegye községei és városai.\n\n[[Kategória:Magyarország települései]]",
                         "category", None))
-    for title in rng.sample(article_titles, k=max(2, articles // 100)):
+    for title in rng.sample(article_titles, k=other["file"]):
         entries.append((f"Fájl:{title}.jpg", 6,
                         f"== Összefoglaló ==\n{title} képe.\n\n== Licenc ==\n{{{{cc-by-sa-4.0}}}}", "file", None))
 
@@ -707,33 +741,67 @@ def write_multistream(pages: Iterable[Page], dump: Path, index: Path, pages_per_
     """Wikimedia's layout: one bz2 stream for <mediawiki><siteinfo>, one per `pages_per_stream` pages, one for
     </mediawiki>; the index lists `offset:page_id:title` with the byte offset of the page's stream. Both files are
     written as the pages come (one stream's pages in memory) and renamed into place when complete."""
+    _write_streams(_compressed_streams(pages, pages_per_stream), dump, index, language)
+
+
+def _compressed_streams(pages: Iterable[Page], pages_per_stream: int) -> Iterator[tuple[bytes, list[tuple[int, str]]]]:
+    """(a bz2 stream of `pages_per_stream` pages, their (id, title)) for the pages in order."""
+    pages = iter(pages)
+    while chunk := list(itertools.islice(pages, pages_per_stream)):
+        yield bz2.compress("".join(page_xml(p) for p in chunk).encode("utf-8"), 9), [(p.id, p.title) for p in chunk]
+
+
+def _block_streams(task: tuple[int, int, int, int]) -> list[tuple[bytes, list[tuple[int, str]]]]:
+    """A worker's task: the compressed streams of one block (seed, block, its articles, its first page id)."""
+    seed, block, articles, first_id = task
+    return list(_compressed_streams(generate_pages(articles, seed, block, first_id), PAGES_PER_STREAM))
+
+
+def _write_streams(streams: Iterable[tuple[bytes, list[tuple[int, str]]]], dump: Path, index: Path,
+                   language: str) -> None:
     index_compressor = bz2.BZ2Compressor(9)
     with atomic_write(dump, "wb") as f, atomic_write(index, "wb") as index_file:
         f.write(bz2.compress(siteinfo_xml(language).encode("utf-8"), 9))
-        pages = iter(pages)
-        while chunk := list(itertools.islice(pages, pages_per_stream)):
+        for stream, pages in streams:
             offset = f.tell()
-            f.write(bz2.compress("".join(page_xml(p) for p in chunk).encode("utf-8"), 9))
-            index_file.write(index_compressor.compress("".join(f"{offset}:{p.id}:{p.title}\n" for p in chunk)
-                                                       .encode("utf-8")))
+            f.write(stream)
+            index_file.write(index_compressor.compress("".join(f"{offset}:{page_id}:{title}\n"
+                                                               for page_id, title in pages).encode("utf-8")))
         f.write(bz2.compress(CLOSING.encode("utf-8"), 9))
         index_file.write(index_compressor.flush())
 
 
 def write_sample_dump(out_dir: Path, articles: int = 400, seed: int = 0, quiet: bool = True,
-                      language: str = "hu") -> Path:
+                      language: str = "hu", workers: int = 1) -> Path:
     """`pipeline sample-dump`: the multistream dump and its index under out_dir, in `language` (one of
-    SAMPLE_LANGUAGES); returns the dump's path."""
+    SAMPLE_LANGUAGES); returns the dump's path. Hungarian dumps are made a block at a time by `workers` processes
+    (the same bytes whatever their number); each block's pages start a new stream."""
     out_dir.mkdir(parents=True, exist_ok=True)
     dump, index = out_dir / DUMP_NAME.replace("hu", language, 1), out_dir / INDEX_NAME.replace("hu", language, 1)
-    pages = iter_pages(articles, seed) if language == "hu" else (
-        Page(i, *fields) for i, fields in enumerate(iter_language_pages(language, articles, seed), 1))
     with progress(articles, "sample-dump", "articles", quiet=quiet) as bar:
+        if language == "hu":
+            blocks = list(_blocks(articles))
+
+            def counted_blocks() -> Iterator[tuple[bytes, list[tuple[int, str]]]]:
+                streams = LocalExecutor(workers).map(_block_streams, [(seed, *block) for block in blocks])
+                for (_, block_articles, _), block_streams in zip(blocks, streams):
+                    yield from block_streams
+                    bar.update(block_articles)
+
+            _write_streams(counted_blocks(), dump, index, language)
+            return dump
+
         def counted(pages: Iterator[Page]) -> Iterator[Page]:
             for page in pages:
                 if page.kind == "article":
                     bar.update(1)
                 yield page
 
+        pages = (Page(i, *fields) for i, fields in enumerate(iter_language_pages(language, articles, seed), 1))
         write_multistream(counted(pages), dump, index, language=language)
     return dump
+
+
+def articles_for_mb(mb: float) -> int:
+    """The articles of a Hungarian sample dump of about `mb` MB of XML (within a few percent from 1 MB up)."""
+    return max(1, round(mb * 1e6 / XML_BYTES_PER_ARTICLE))

@@ -1,4 +1,4 @@
-"""LAMB, LANS and AdamW for BERT pretraining, as plain `torch.optim.Optimizer`s.
+"""LAMB, LANS, StableAdamW and AdamW for BERT pretraining, as plain `torch.optim.Optimizer`s.
 
 They are passed to `deepspeed.initialize` as the client optimizer: DeepSpeed's own Lamb is a CUDA kernel that fails
 on CPU, and it has no LANS. The math follows the references the BERT recipes were tuned with:
@@ -13,18 +13,27 @@ on CPU, and it has no LANS. The math follows the references the BERT recipes wer
   r_m = m_hat / (sqrt(v_hat) + eps) + wd * w and r_g = g / (sqrt(v_hat) + eps) + wd * w, each scaled by its own
   trust ratio ||w|| / ||r|| and mixed beta1 : (1 - beta1). The per-tensor normalization makes it invariant to the
   gradient's scale, so it has no global clipping.
+- `StableAdamW` (Wortsman et al. 2023, "Stable and low-precision training for large-scale vision-language models",
+  arXiv 2304.13013, Algorithm 2; ModernBERT's optimizer): AdamW whose learning rate is divided, per tensor, by
+  max(1, RMS) with RMS = sqrt(mean(g ** 2 / max(v_hat, eps ** 2))) over the tensor's elements (Adafactor's update
+  clipping, measured on the current gradient against the second moment): a tensor whose gradient jumps far above
+  what v_hat has seen takes a smaller step, avoiding the loss spikes that would follow. The update is
+  m_hat / (sqrt(v_hat) + eps) + weight_decay * w, times lr / max(1, RMS) (the paper's bias-corrected betas give
+  exactly Adam's bias-corrected moments, which is how they are kept here).
 
-Both are written with `torch._foreach_*` ops (as torch.optim's own optimizers are) over buckets of parameters, so a
+All but AdamW are written with `torch._foreach_*` ops (as torch.optim's own optimizers are) over buckets of parameters, so a
 step launches few kernels and its temporaries stay bounded whatever the model size; nothing syncs with the host.
 
-Trust ratios stay per model tensor under ZeRO stages 1 and 2, where DeepSpeed hands the optimizer one flat fp32
-partition per parameter group and rank: `use_partitions` tells it which fragment of which model tensor lies where in
-each partition (read from DeepSpeed by `pretrain.optim.zero_partitions`). Each rank then takes the squared norms of its
-fragments, one all-reduce per `step()` sums them per tensor over the ranks (ZeRO calls `step()` once per parameter
-group; LAMB's group without weight decay needs none, LANS needs a second one: its update depends on the gradient
-norms of the first), and every fragment is scaled by its whole tensor's ratio. Elements of a partition that belong
-to no tensor (alignment padding) are zero and stay zero. LAMB's pre-normalization there divides by DeepSpeed's
-global gradient norm (all groups and ranks, after DeepSpeed's clipping), read once per step.
+Trust ratios (and StableAdamW's RMS) stay per model tensor under ZeRO stages 1 and 2, where DeepSpeed hands the
+optimizer one flat fp32 partition per parameter group and rank: `use_partitions` tells it which fragment of which
+model tensor lies where in each partition (read from DeepSpeed by `pretrain.optim.zero_partitions`). Each rank then
+takes the squared norms of its fragments, one all-reduce per `step()` sums them per tensor over the ranks (ZeRO
+calls `step()` once per parameter group; LAMB's group without weight decay needs none, LANS needs a second one: its
+update depends on the gradient norms of the first), and every fragment is scaled by its whole tensor's ratio.
+StableAdamW's mean divides the summed squares by the whole tensor's element count (`PartitionLayout.numels`).
+Elements of a partition that belong to no tensor (alignment padding) are zero and stay zero. LAMB's
+pre-normalization there divides by DeepSpeed's global gradient norm (all groups and ranks, after DeepSpeed's
+clipping), read once per step.
 """
 from __future__ import annotations
 
@@ -65,6 +74,7 @@ class PartitionLayout:
     """Where the model tensors lie in the flat partitions this rank's optimizer is given (see zero_partitions)."""
     fragments: dict[Tensor, list[Fragment]]  # flat partition -> its fragments
     num_tensors: int  # model tensors numbered 0 .. num_tensors - 1
+    numels: tuple[int, ...]  # elements of each model tensor, whole (all ranks' fragments together)
     process_group: object  # the ranks whose partitions together hold the whole tensors
     grad_norm: Callable[[], Tensor | float]  # norm of all gradients as the optimizer gets them (all groups, ranks)
 
@@ -75,7 +85,8 @@ class _Pieces:
 
     def __init__(self, params: list[Tensor], layout: PartitionLayout | None):
         self.cuts: list[tuple[int, int | None, int]] = []  # (index in the bucket, start, numel); start None: whole
-        slots: list[int] = []
+        self.slots: list[int] = []  # each cut's model tensor (as `norms` indexes them)
+        slots, self.params = self.slots, params
         whole = layout.num_tensors if layout else 0
         for i, p in enumerate(params):
             fragments = layout.fragments.get(p) if layout else None
@@ -108,6 +119,11 @@ class _Pieces:
         squares.index_add_(1, self.slot, partial * partial)
         torch.distributed.all_reduce(squares, group=self.layout.process_group)
         return list(squares.sqrt().unbind())
+
+    def whole_numels(self) -> list[int]:
+        """For each piece, the elements of the whole model tensor it belongs to (all ranks' fragments together)."""
+        return [self.params[i].numel() if start is None else self.layout.numels[slot]
+                for (i, start, _), slot in zip(self.cuts, self.slots)]
 
     def spread(self, per_tensor: Tensor) -> list[Tensor]:
         """A per-model-tensor value for each piece, as 0-dim tensors (no host sync)."""
@@ -273,7 +289,47 @@ class Lans(_AdamMomentsOptimizer):
         return loss
 
 
-OPTIMIZERS = ("lamb", "lans", "adamw")
+class StableAdamW(_AdamMomentsOptimizer):
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.98), eps: float = 1e-6,
+                 weight_decay: float = 0.01):
+        _check_hyperparameters(lr, betas, eps, weight_decay)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = _evaluate(closure)
+        for group, params, step in self._groups_with_grads():
+            beta1, beta2 = group["betas"]
+            eps = group["eps"]
+            bias_correction1, bias_correction2 = 1 - beta1 ** step, 1 - beta2 ** step
+            for bucket in _buckets(params, BUCKET_NUMEL):
+                grads = [p.grad for p in bucket]
+                m, v = self._moments(bucket)
+                self._update_moments(m, v, grads, beta1, beta2)
+                # g / sqrt(max(v_hat, eps^2)), whose root mean square over a tensor divides its learning rate
+                scaled = torch._foreach_div(v, bias_correction2)
+                torch._foreach_clamp_min_(scaled, eps * eps)
+                torch._foreach_sqrt_(scaled)
+                torch._foreach_reciprocal_(scaled)
+                torch._foreach_mul_(scaled, grads)
+                pieces = self._pieces(bucket)
+                torch._foreach_mul_(pieces.views(scaled), [1 / math.sqrt(n) for n in pieces.whole_numels()])
+                (rms,) = pieces.norms(scaled)
+                del scaled
+                lr_factors = 1 / torch.clamp(rms, min=1.0)
+                # update = m_hat / (sqrt(v_hat) + eps) (+ weight_decay * w), as LAMB builds it
+                update = self._denominators(v, bias_correction2, eps)
+                torch._foreach_mul_(update, bias_correction1)
+                torch._foreach_reciprocal_(update)
+                torch._foreach_mul_(update, m)
+                if group["weight_decay"] != 0:
+                    torch._foreach_add_(update, bucket, alpha=group["weight_decay"])
+                torch._foreach_mul_(pieces.views(update), pieces.spread(lr_factors))
+                torch._foreach_add_(bucket, update, alpha=-group["lr"])
+        return loss
+
+
+OPTIMIZERS = ("lamb", "lans", "stableadamw", "adamw")
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
@@ -293,6 +349,8 @@ def build_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float 
         return Lamb(groups, lr=lr, betas=betas, eps=eps)
     if name == "lans":
         return Lans(groups, lr=lr, betas=betas, eps=eps)
+    if name == "stableadamw":
+        return StableAdamW(groups, lr=lr, betas=betas, eps=eps)
     if name == "adamw":
         return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
     raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")

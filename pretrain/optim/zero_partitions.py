@@ -1,4 +1,5 @@
-"""Tells LAMB/LANS which fragment of which model tensor lies where in the flat partitions DeepSpeed gives them.
+"""Tells LAMB, LANS and StableAdamW which fragment of which model tensor lies where in the flat partitions DeepSpeed
+gives them.
 
 Under ZeRO stages 1 and 2 (and DeepSpeed's BF16_Optimizer) the client optimizer gets one flat fp32 partition per
 parameter group and rank. DeepSpeed itself records, for every model parameter of the partition, the fragment's
@@ -20,7 +21,7 @@ def use_tensor_trust_ratios(engine) -> bool:
     if not hasattr(client, "use_partitions"):
         return False
     if engine.zero_optimization_stage() == 3:
-        raise RuntimeError("ZeRO-3 is not supported by LAMB/LANS's per-tensor trust ratios")
+        raise RuntimeError("ZeRO-3 is not supported by LAMB/LANS/StableAdamW's per-tensor statistics")
     lp_groups = getattr(wrapper, "bit16_groups", None) or getattr(wrapper, "bf16_groups", None)
     if lp_groups is None:
         return False
@@ -30,6 +31,7 @@ def use_tensor_trust_ratios(engine) -> bool:
                            "(MoE expert groups are not supported)")
     fragments: dict[torch.Tensor, list[Fragment]] = {}
     number = 0
+    numels = []
     for i, lp_params in enumerate(lp_groups):
         (flat,) = client.param_groups[i]["params"]
         found = []
@@ -39,8 +41,9 @@ def use_tensor_trust_ratios(engine) -> bool:
                 address = mapping.get_hp_fragment_address()
                 found.append(Fragment(number, address.start, address.numel))
             number += 1
+            numels.append(lp.numel())
         fragments[flat] = found
-    client.use_partitions(PartitionLayout(fragments=fragments, num_tensors=number,
+    client.use_partitions(PartitionLayout(fragments=fragments, num_tensors=number, numels=tuple(numels),
                                           process_group=wrapper.real_dp_process_group[0],
                                           grad_norm=lambda: _clipped_grad_norm(wrapper)))
     return True

@@ -25,6 +25,7 @@ class Checkpointer:
     def __init__(self, engine, run: Run, step: int):
         self.engine, self.run = engine, run
         self.saved = step  # the step of the latest checkpoint: at first the one the run resumed from (or 0)
+        self.budget = None  # the run's Budget (run/budget.py), whose time spent each checkpoint keeps
         self._background = None
         if run.config.checkpoint_writes == "background":
             self._background = checkpoint.BackgroundSaver(engine, run.phase_dir, run.config.keep_checkpoints,
@@ -47,6 +48,8 @@ class Checkpointer:
         c = self.run.config
         client = {"phase": self.run.phase, "step": step, "world_size": self.run.world_size, "ranks": ranks,
                   "config": config_to_dict(c)}
+        if self.budget is not None:
+            client["budget_spent_s"] = self.budget.spent()
         meta = {"phase": self.run.phase, "steps": c.steps, "world_size": self.run.world_size,
                 "samples_seen": self.run.schedules.sequences(1, step)}
         if self._background is not None:

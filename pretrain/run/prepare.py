@@ -152,9 +152,9 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
         raise ConfigError(problem)
     user_ds = read_user_ds_config(deepspeed_config)
     stage = user_ds.get("zero_optimization", {}).get("stage", config.zero_stage)
-    if stage == 3 and config.optimizer in ("lamb", "lans"):
-        raise ConfigError(f"zero_stage 3: {config.optimizer} needs whole tensors for its trust ratios and ZeRO-3 "
-                          f"does not give them; use zero_stage 1 or 2 (same per-tensor ratios) or adamw")
+    if stage == 3 and config.optimizer in ("lamb", "lans", "stableadamw"):
+        raise ConfigError(f"zero_stage 3: {config.optimizer} needs whole tensors for its per-tensor statistics and "
+                          f"ZeRO-3 does not give them; use zero_stage 1 or 2 (the same per-tensor values) or adamw")
     masking_vocab = (_masking_vocab(vocab, vocab_dir, data_dir)
                      if config.masking == "dynamic" or config.eval_mask_rate is not None else None)
     masking = (_dynamic_masking(config, masking_vocab, data.seq_len, schedules) if config.masking == "dynamic"

@@ -12,7 +12,6 @@ import dataclasses
 import gc
 import json
 import logging
-import math
 import os
 import random
 import time
@@ -27,7 +26,7 @@ from pretrain.model import checkpoint_files
 from pretrain.run import checkpoint
 from pretrain.run.checkpointer import Checkpointer
 from pretrain.model.attention import choose_attention
-from pretrain.config import TrainConfig
+from pretrain.config import TrainConfig, budget_seconds
 from pretrain.data.loader import DataState, make_loader, model_inputs, redistribute
 from pretrain.run.deepspeed_settings import autocast_dtype, deepspeed_config, single_process_env, zero_stage_for
 from pretrain.run.evaluate import HeldOut, evaluate, format_figures
@@ -39,7 +38,8 @@ from pretrain.run.prepare import Run
 from pretrain.run.run_files import write_run_files
 from pretrain.optim.schedule import lr_schedule
 from pretrain.run.signals import StopSignal
-from pretrain.run.time_plan import EvalCadence, TimePlan, eval_cadence, scale_warning
+from pretrain.run.budget import Budget
+from pretrain.run.time_plan import EvalCadence, TimePlan, duration, eval_cadence, scale_warning
 
 
 log = logging.getLogger(LOGGER_NAME)
@@ -54,6 +54,7 @@ class Started:
     step: int = 0
     data_state: DataState | None = None
     rng: dict | None = None
+    budget_spent_s: float = 0.0  # of the phase's time budget, by the runs before this one
 
 
 def start(run: Run) -> Started:
@@ -86,6 +87,7 @@ def start(run: Run) -> Started:
         return started
     client = checkpoint.load(started.engine, run.resume, universal=universal)
     started.step = client["step"]
+    started.budget_spent_s = client.get("budget_spent_s", 0.0)
     saved_ranks = len(client["ranks"])
     if saved_ranks == run.world_size:
         started.data_state = DataState.from_dict(client["ranks"][rank]["data"])
@@ -147,8 +149,8 @@ def _train(run: Run) -> int:
     started = start(run)
     engine, step, data_state, rng = started.engine, started.step, started.data_state, started.rng
     model = engine.module
-    last = min(c.steps, step + c.steps_this_run) if c.steps_this_run else c.steps
-    _log_plan(run, started, last)
+    run_last = min(c.steps, step + c.steps_this_run) if c.steps_this_run else c.steps
+    _log_plan(run, started, run_last)
     with contextlib.ExitStack() as cleanup:
         batches = _batches(run, rank, data_state, cleanup, step + 1)
         if rng is not None:
@@ -161,8 +163,11 @@ def _train(run: Run) -> int:
         checkpointer = cleanup.enter_context(Checkpointer(engine, run, step))
         stats = torch.zeros(len(STEP_STATS), dtype=torch.float64, device=engine.device)
         held_out, evaluations = _held_out(run, rank, log)
-        plan = TimePlan(run.phase, step, last, run.schedules.sequences(step + 1, last) // max(1, last - step), log,
-                        evaluations)
+        budget = _budget(run, started, log) if c.budget else None
+        checkpointer.budget = budget
+        last = min(run_last, budget.last) if budget else run_last
+        plan = None if budget else TimePlan(run.phase, step, last, run.schedules.sequences(step + 1, last) //
+                                            max(1, last - step), log, evaluations)
         logged, stopped = step, False
         while step < last:
             with profiling(engine, c, run.phase_dir, step + 1, rank):
@@ -174,23 +179,26 @@ def _train(run: Run) -> int:
             rng = checkpoint.rng_state()  # the state the next step starts with: saved with this step
             step += 1
             bar.update(1)
+            if budget is not None:
+                last = min(run_last, budget.step_done(step))
             if step % c.log_every == 0 or step == last:
                 row = metrics.row(step, stats, lr, grad_norm, run.schedules.row(step))
                 bar.set_postfix(loss=f"{row['loss']:.4f}", real_tok_s=f"{row['real_tokens_per_s']:,.0f}",
                                 padding=f"{row['padding_share']:.0%}", refresh=False)
                 logged = step
-            if evaluations and evaluations.due(step) and \
+            if evaluations and (evaluations.due(step) or budget is not None and budget.ends_at(step)) and \
                     not _evaluate(model, held_out, run, step, metrics, log, stop):
                 stopped = True
                 break
             if step % c.checkpoint_every == 0 or step == last:
                 checkpointer.save(step, data_state, rng, last_step=step == last)
                 metrics.restart_clock()
-            plan.step_done(step)
+            if plan is not None:
+                plan.step_done(step)
         if step > max(logged, checkpointer.saved):  # stopped between saves: the row of the step saved next
             metrics.row(step, stats, lr, grad_norm, run.schedules.row(step))
         saved = checkpointer.close(step, data_state, rng)
-    return _exit_code(run, step, saved, stop.signum if stopped else None)
+    return _exit_code(run, step, saved, stop.signum if stopped else None, budget)
 
 
 def _log_plan(run: Run, started: Started, last: int) -> None:
@@ -204,7 +212,7 @@ def _log_plan(run: Run, started: Started, last: int) -> None:
     if run.data.shares is not None:
         mixtures = [(0.0, run.data.shares), *((progress, shares) for progress, _, shares in run.data.later_mixtures)]
         for progress, shares in mixtures:
-            from_step = math.ceil(progress * c.steps) + 1
+            from_step = run.schedules.first_step_at(progress)
             log.info("languages%s (language_alpha %s, language_weights %s): %s",
                      f" from step {from_step}" if progress else "", run.schedules.value("language_alpha", from_step),
                      c.language_weights or "{}", ", ".join(f"{language} {share:.1%}" for language, share in
@@ -228,14 +236,25 @@ def _batches(run: Run, rank: int, data_state: DataState | None, cleanup: context
     return batches
 
 
-def _exit_code(run: Run, step: int, saved: int, stop_signum: int | None) -> int:
+def _budget(run: Run, started: Started, log: logging.Logger) -> Budget:
+    """The phase's time budget, fitting the engine's warmup-stable-decay schedule to it from `started.step` on."""
+    c = run.config
+    schedule = started.engine.lr_scheduler.lr_lambdas[0]
+    return Budget(run.phase, budget_seconds(c.budget), schedule, c.warmup, c.cooldown, started.step, c.steps,
+                  started.budget_spent_s, log, started.engine.device, run.world_size)
+
+
+def _exit_code(run: Run, step: int, saved: int, stop_signum: int | None, budget: Budget | None = None) -> int:
     """Logs how the run ended; 128 + the signal's number for a run a signal stopped, else 0."""
     if stop_signum is not None:
         log.warning("stopped by signal %d; %s", stop_signum,
                     f"checkpoint of step {saved} saved; re-run the same command to resume" if saved else
                     "no step was completed, nothing saved; re-run the same command to start")
         return 128 + stop_signum
-    if step < run.config.steps:
+    if budget is not None and budget.ends_at(step):
+        log.info("%s complete: its budget of %s spent at step %d (%.1f s of steps), checkpoint in %s", run.phase,
+                 duration(budget.seconds), step, budget.spent_by_steps, checkpoint_files.checkpoint_dir(run.phase_dir))
+    elif step < run.config.steps:
         log.info("stopped after step %d of %d (steps_this_run); re-run the same command to continue", step,
                  run.config.steps)
     else:

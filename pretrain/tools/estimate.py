@@ -22,9 +22,9 @@ Transient memory, in three phases that do not overlap (the peak is the largest):
   head on the masked positions (transform inputs; logits, their fp32 copy, log-softmax and its gradient) come on
   top, and the autocast weight copies.
 - gradient all-reduce (ZeRO 0): DeepSpeed flattens the gradients into buckets of up to 5e8 elements.
-- optimizer step: fp32 temporaries the size of the tensors the optimizer sees, LAMB 2, LANS 3, AdamW 1 (LAMB and LANS
-  work in buckets of optimizers.BUCKET_NUMEL elements on unflattened parameters; under ZeRO they get one flat
-  partition per group).
+- optimizer step: fp32 temporaries the size of the tensors the optimizer sees, LAMB 2, LANS 3, StableAdamW 2,
+  AdamW 1 (LAMB, LANS and StableAdamW work in buckets of optimizers.BUCKET_NUMEL elements on unflattened parameters;
+  under ZeRO they get one flat partition per group).
 
 A working margin covers the CUDA context and NCCL (1 GiB) and allocator fragmentation (10%).
 """
@@ -41,7 +41,8 @@ from pretrain.model.attention import KERNELS
 from pretrain.optim.optimizers import BUCKET_NUMEL, OPTIMIZERS
 
 PRECISIONS = ("fp32", "bf16", "fp16")
-OPTIMIZER_TEMPORARIES = {"lamb": 2, "lans": 3, "adamw": 1}  # fp32 copies of the optimizer's tensors during step()
+# fp32 copies of the optimizer's tensors during step()
+OPTIMIZER_TEMPORARIES = {"lamb": 2, "lans": 3, "stableadamw": 2, "adamw": 1}
 DEEPSPEED_BUCKET = 500_000_000  # elements: DeepSpeed's default reduce_bucket_size and all-reduce bucket
 CONTEXT_BYTES = 1 << 30  # CUDA context, cuBLAS workspaces, NCCL buffers
 FRAGMENTATION = 0.10

@@ -34,7 +34,8 @@ from wiki2bert_core.wordpiece import (SPECIAL_TOKENS_MAP, TOKENIZER_FILES, copy_
                                       special_token_ids, special_token_names)
 from pretrain.model.arch import export_class, takes_token_types
 from pretrain.model.hf_config import hf_config
-from pretrain.model.model_dir import HF_CONFIG, PRETRAINING_CONFIG, WEIGHT_FILES, WEIGHT_SHARDS, read_our_model
+from pretrain.model.model_dir import (HF_CONFIG, PRETRAINING_CONFIG, WEIGHT_FILES, WEIGHT_SHARDS, OurModel,
+                                      read_our_model)
 from pretrain.out_dirs import EXPORT, check_out_dir
 
 # the names an export writes: save_pretrained's (weights in shards for large models) and ours
@@ -46,12 +47,17 @@ def export_hf(model_dir: Path, out_dir: Path, force: bool = False, within: Path 
     """Writes the export into `out_dir`; ConfigError if `out_dir` may not be replaced (see the module's doc), DataError
     if the export cannot be written. `within`: the directory of the command that exports (fine-tuning's --out), which
     `out_dir` may lie inside."""
-    import transformers
-    from safetensors import SafetensorError
-
     model_dir, out_dir = Path(model_dir), Path(out_dir)
     check_export_out_dir(model_dir, out_dir, force, within)
     read = read_our_model(model_dir, "pretrain export", "export")
+    return write_export(read, export_model(read), out_dir, {"checkpoint": read.checkpoint and read.checkpoint.tag})
+
+
+def export_model(read: OurModel):
+    """transformers' model of the export's class with `read.model`'s weights, the vocabulary cut to the tokenizer's
+    rows."""
+    import transformers
+
     config = read.model.config
     vocab_file = read.model_dir.require_vocab("the export would have no tokenizer")
     vocab = read_vocab(vocab_file)
@@ -65,7 +71,16 @@ def export_hf(model_dir: Path, out_dir: Path, force: bool = False, within: Path 
     state = {name: _tokenizer_rows(value, expected[name], config.vocab_size)
              for name, value in read.model.state_dict().items() if name in expected}
     model.load_state_dict(state, strict=True)
+    return model
 
+
+def write_export(read: OurModel, model, out_dir: Path, provenance: dict) -> Path:
+    """Writes `model` (export_model's, of `read`) with `read`'s tokenizer as an export into `out_dir`, which the
+    caller checked; `provenance` goes into pretraining_config.json beside the model config. DataError if it cannot be
+    written."""
+    from safetensors import SafetensorError
+
+    config = read.model.config
     place = Path(os.path.abspath(out_dir))  # has a name and a parent also when out_dir is "."
     place.parent.mkdir(parents=True, exist_ok=True)
     tmp = place.with_name(f".{place.name}.tmp-{os.getpid()}")
@@ -75,8 +90,7 @@ def export_hf(model_dir: Path, out_dir: Path, force: bool = False, within: Path 
             model.save_pretrained(tmp)
             copy_tokenizer_files(read.model_dir.tokenizer_dir, tmp)
             _write_tokenizer_config(tmp, config.max_position_embeddings)
-            write_json(tmp / PRETRAINING_CONFIG, {"model_config": dataclasses.asdict(config),
-                                                  "checkpoint": read.checkpoint and read.checkpoint.tag})
+            write_json(tmp / PRETRAINING_CONFIG, {"model_config": dataclasses.asdict(config), **provenance})
         except (OSError, SafetensorError) as e:  # SafetensorError: the weights' write failed (a full disk)
             remove_tree(tmp)  # before the free space is measured
             raise DataError(f"{out_dir}: writing the export failed ({e}); "
@@ -88,11 +102,13 @@ def export_hf(model_dir: Path, out_dir: Path, force: bool = False, within: Path 
     return out_dir
 
 
-def check_export_out_dir(model_dir: Path, out_dir: Path, force: bool, within: Path | None = None) -> None:
-    """ConfigError unless the export may replace `out_dir` (see the module's doc)."""
+def check_export_out_dir(model_dir: Path, out_dir: Path, force: bool, within: Path | None = None,
+                         command: str = "pretrain export") -> None:
+    """ConfigError unless the export may replace `out_dir` (see the module's doc); `command` writes it (also
+    `pretrain merge`, once for each model it merges)."""
     if out_dir.resolve() == model_dir.resolve():
-        raise ConfigError(f"{out_dir}: is the model directory being exported; choose another --out")
-    check_out_dir(out_dir, "pretrain export", EXPORT, replaces=True, within=within)
+        raise ConfigError(f"{out_dir}: is a model directory {command} reads; choose another --out")
+    check_out_dir(out_dir, command, EXPORT, replaces=True, within=within)
     if not out_dir.exists():
         return
     names = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else [out_dir.name]

@@ -68,6 +68,8 @@ DROPPED: dict[str, Page] = {
                          [["Ő az, ki nem fél, de ha jő a ló, el is fut."]]],
     "stop_words": [[["Kézzel készült kerámia bögre, négyszáz milliliteres űrtartalommal, matt fekete mázzal."],
                     ["Mosogatógépben tisztítható, mikrohullámú sütőben használható."]],
+                   [["Kiváló minőségű porcelán tányérkészlet tizenkét darabos kivitelben aranyszínű szegéllyel."],
+                    ["Kávéscsésze csészealjjal kézzel festett virágmintával hatszemélyes kiszerelésben."]],
                    [["Szállítás három munkanapon belül, biztonságos csomagolásban, törés elleni védelemmel."],
                     ["Ajándékba adható díszdobozban, személyre szóló üzenettel kérhető."]],
                    [["Készleten lévő termékeink rendelés után azonnal postázásra kerülnek, ünnepnapokon hosszabb "
@@ -75,6 +77,24 @@ DROPPED: dict[str, Page] = {
     # two Hungarian sentences before five English ones: py3langid (0.4) still says Hungarian, with probability 0.83
     "language_score": [[[*PAGE[0][0], *PAGE[0][1]]]] + [[[sentence]] for sentence in ENGLISH],
 }
+
+DROPPED.update({  # FineWeb quality's rules and Gopher's other quality rules
+    "line_punctuation": [[[s.rstrip(".") for s in line] for line in paragraph] for paragraph in PAGE],
+    "newline_ratio": [[[f"{city[:-1]} {i}."] for i, city in enumerate(CITIES)]],
+    "doc_words": PAGE[:1],
+    "symbol_ratio": PAGE + [[[" ".join(f"#{w}" for w in (
+        "kenyér pékség kalács bejgli pogácsa kifli zsemle cipó kemence liszt élesztő tészta kovász rozs búza sütés "
+        "reggel falu tér család recept").split()) + "."]]],
+    "bullet_lines": [[[f"- {w}"] for w in (
+        "Kenyér minden reggel frissen sütve, helyben.", "Kalács ünnepekre előrendelésre, dióval vagy mákkal.",
+        "Kifli és zsemle hajnali hat órától kapható.", "Pogácsa tepertővel, sajttal, burgonyával.",
+        "Bejgli karácsony előtt két héttel rendelhető.", "Cipó rozslisztből, kovásszal, lassú kelesztéssel.",
+        "Rétes almával, túróval és meggyel töltve.", "Pite a szezon gyümölcseiből, nyáron barackkal.",
+        "Perec sós és édes változatban a vásárokon.", "Torta születésnapra egyedi felirattal, díszítéssel.")]],
+    "ellipsis_lines": [[[s[:-1] + "…" for s in line] if j % 2 == 0 else line for j, line in enumerate(paragraph)]
+                       for paragraph in PAGE],
+    "alpha_words": PAGE + [[["Árak: " + ", ".join(str(100 + 37 * i) for i in range(40)) + "."]]],
+})
 
 # line rule -> (a page with a line it drops, the index of that line's sentence): the rest of the page is kept
 DROPPED_LINES: dict[str, tuple[Page, int]] = {

@@ -38,8 +38,11 @@ def test_config_command_shows_effective_values_and_descriptions():
     lines = result.output.splitlines()
     assert "shard.num_shards: 7  # training shards, balanced by size, whole documents only" in lines
     assert any(line.startswith('extract.redirect_words: ["ÁTIRÁNYÍTÁS", "REDIRECT"]  # localized') for line in lines)
-    assert ("filter.rule_sets.web.max_duplicate_line_share: 0.322  # Gopher: lines equal to an earlier one / lines"
-            in lines)
+    assert any(line.startswith("filter.rule_sets.web.max_duplicate_line_share: 0.322  # Gopher: lines equal to an "
+                               "earlier one / lines  [from ") and line.endswith("stages.yaml: languages.hu.filter]")
+               for line in lines)  # where each filter value came from
+    assert any(line.startswith("filter.rule_sets.web.min_language_score: 0.9  # ")
+               and line.endswith("stages.yaml: defaults.filter]") for line in lines)
 
 
 NEGATIVE_OR_OUT_OF_RANGE = [

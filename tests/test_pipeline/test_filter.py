@@ -20,7 +20,7 @@ from pipeline.text_files import (PARAGRAPHS, WIKIPEDIA_SOURCE, DocumentRecord, i
 from pipeline.runner import run_stage
 from pipeline.stages import InputLabel
 from pipeline.stages.filter.rules import CODE, REASONS, DocumentChecker, RuleSet, piece_starts
-from pipeline.stages.filter.stage import FilterConfig, run
+from pipeline.stages.filter.stage import WEB_RULES, FilterConfig, run
 from pipeline.words import UNSPACED_LETTER, count_words
 from unspaced_text import GARBAGE_JA, GARBAGE_REASONS, GARBAGE_ZH, JA, ZH, unspaced
 from web_pages import DROPPED, DROPPED_LINES, NAVIGATION, PAGE, flat
@@ -145,10 +145,11 @@ def test_unspaced_garbage_is_still_dropped_with_its_profile(lang, documents):
             for title, s in documents.items()} == {title: GARBAGE_REASONS[title] for title in documents}
 
 
-WEB_GARBAGE_REASONS = {  # lists and tables of dates have lines without 。, the other language none of the stop words
-    "都道府県の一覧": "no_terminal_punctuation", "省份列表": "no_terminal_punctuation", "年表": "no_terminal_punctuation",
-    "小さな記事": "min_sentences", "小条目": "min_sentences", "統計": "duplicate_lines", "统计": "duplicate_lines",
-    "English": "stop_words", "日本語": "stop_words"}
+WEB_GARBAGE_REASONS = {  # lists repeat their letters, tables of dates have lines without 。, the other language has
+    # too few letters of the script or none of the stop words
+    "都道府県の一覧": "line_punctuation", "省份列表": "line_punctuation", "年表": "line_punctuation",
+    "小さな記事": "top_ngram", "小条目": "top_ngram", "統計": "duplicate_lines", "统计": "duplicate_lines",
+    "English": "doc_words", "日本語": "stop_words"}
 
 
 @pytest.mark.parametrize("lang,prose,garbage", [("ja", JA, GARBAGE_JA), ("zh", ZH, GARBAGE_ZH)])
@@ -206,17 +207,36 @@ RULE_OFF = {  # rule -> the setting of the web set that turns it off
     "javascript": {"drop_javascript_lines": False},
     "curly_bracket": {"drop_curly_bracket": False},
     "policy": {"drop_policy_lines": False},
+    "line_punctuation": {"min_line_punctuation_share": None},
+    "newline_ratio": {"max_newline_ratio": None},
+    "doc_words": {"min_doc_words": None},
     "mean_word_length": {"min_mean_word_length": None},
+    "symbol_ratio": {"max_symbol_ratio": None},
+    "bullet_lines": {"max_bullet_line_share": None},
+    "ellipsis_lines": {"max_ellipsis_line_share": None},
+    "alpha_words": {"min_alpha_word_share": None},
     "stop_words": {"min_stop_words": None},
     "language_score": {"min_language_score": None},
 }
+ALSO = {  # a rule's crafted page -> the earlier rule it trips too, off for the test
+    "no_terminal_punctuation": {"min_line_punctuation_share": None},
+    "ellipsis_lines": {"drop_lines_without_terminal_punctuation": False},
+}
+C4_LINE_RULES = {"drop_lines_without_terminal_punctuation": True, "drop_lorem_ipsum": True,
+                 "drop_javascript_lines": True, "drop_curly_bracket": True, "drop_policy_lines": True}
+C4_WEB = {"wikipedia": RuleSet(), "web": dataclasses.replace(WEB_RULES, **C4_LINE_RULES)}  # the web set as in English
+EVERY_RULE = {  # Gopher's paragraph rules and C4's line rules, off in the Hungarian profile, on for these tests
+    "max_duplicate_paragraph_share": 0.3, "max_duplicate_paragraph_char_share": 0.2,
+    "max_duplicate_line_char_share": 0.2, "drop_lines_without_terminal_punctuation": True, "drop_lorem_ipsum": True,
+    "drop_javascript_lines": True, "drop_curly_bracket": True, "drop_policy_lines": True}
 
 
 @pytest.fixture(scope="module")
 def web():
-    """(checker, rules) of the Hungarian profile's web set."""
+    """(checker, rules) of the Hungarian profile's web set with every rule on."""
     config = load_pipeline_config(STAGES_YAML, "hu").stage_configs["filter"]
-    return DocumentChecker(config, "hu", check_language=True), config.rule_sets["web"]
+    return DocumentChecker(config, "hu", check_language=True), dataclasses.replace(config.rule_sets["web"],
+                                                                                   **EVERY_RULE)
 
 
 def judge_page(web, page, **changes):
@@ -227,8 +247,8 @@ def judge_page(web, page, **changes):
 
 def test_every_web_rule_has_a_crafted_page_and_a_switch():
     assert set(DROPPED) | set(DROPPED_LINES) == set(RULE_OFF)
-    assert set(RULE_OFF) == set(REASONS[:REASONS.index("avg_words")]) | {"mean_word_length", "stop_words",
-                                                                           "language_score"}
+    assert set(RULE_OFF) == set(REASONS[:REASONS.index("avg_words")]) | set(
+        REASONS[REASONS.index("doc_words"):]) - {"language"}
 
 
 def test_clean_web_page_is_kept_whole(web):
@@ -238,8 +258,8 @@ def test_clean_web_page_is_kept_whole(web):
 
 @pytest.mark.parametrize("rule", list(DROPPED))
 def test_each_web_rule_drops_its_crafted_page_and_only_it(web, rule):
-    assert reason_name(judge_page(web, DROPPED[rule]).code) == rule
-    assert reason_name(judge_page(web, DROPPED[rule], **RULE_OFF[rule]).code) != rule
+    assert reason_name(judge_page(web, DROPPED[rule], **ALSO.get(rule, {})).code) == rule
+    assert reason_name(judge_page(web, DROPPED[rule], **ALSO.get(rule, {}), **RULE_OFF[rule]).code) != rule
 
 
 @pytest.mark.parametrize("rule", list(DROPPED_LINES))
@@ -438,8 +458,9 @@ def test_output_identical_for_one_and_two_workers(tmp_path, make_ctx):
     outputs = []
     for workers in (1, 2):
         ctx = make_ctx(tmp_path, sentences_dir, workers=workers, name=f"out{workers}")
-        run(FilterConfig(word_chars=HU, stop_words=HU_STOP_WORDS), ctx)
-        outputs.append({p.name: p.read_bytes() for p in sorted(ctx.out_dir.iterdir())})
+        run(FilterConfig(word_chars=HU, stop_words=HU_STOP_WORDS, rule_sets=C4_WEB), ctx)
+        outputs.append({str(p.relative_to(ctx.out_dir)): p.read_bytes() for p in sorted(ctx.out_dir.rglob("*"))
+                        if p.is_file()})
     assert outputs[0] == outputs[1]
     assert json.loads(outputs[0]["report.json"])["long_documents"]["documents_cut"] == 1
 
@@ -491,7 +512,8 @@ def test_runs_in_the_chain_with_the_hungarian_profile(tmp_path):
     assert manifest["counts"] == {"documents_in": 3, "documents_kept": 1, "documents_written": 1, "sentences_kept": 5,
                                   "dropped_foreign_ratio": 1, "dropped_language": 1,
                                   "sources": {"wikipedia": {"documents_kept": 1, "documents_written": 1}}}
-    assert set(manifest["outputs"]) == {"part-00000.txt", "part-00000.docs.jsonl", "report.json"}
+    assert set(manifest["outputs"]) == {"part-00000.txt", "part-00000.docs.jsonl", "report.json",
+                                        "scores/part-00000.npz", "scores/key.json"}
 
 
 # --- sources and rule sets ---------------------------------------------------------------------------------------
@@ -501,9 +523,9 @@ def test_each_source_gets_its_rule_set_and_the_report_shows_each(tmp_path, make_
     parts = [[("Pékség", flat(page)[0]), web_document("Pékség", page), web_document("Olcsó", DROPPED["top_ngram"]),
               web_document("Hírek", DROPPED["lorem_ipsum"], source="hirek")]]
     ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", parts))
-    counts = run(FilterConfig(word_chars=HU, stop_words=HU_STOP_WORDS), ctx)
+    counts = run(FilterConfig(word_chars=HU, stop_words=HU_STOP_WORDS, rule_sets=C4_WEB), ctx)
     kept = list(iter_documents(ctx.out_dir / "part-00000.txt"))
-    assert kept == [flat(page)[0], flat(PAGE)[0]]  # the dump's rules keep the navigation line, the web's drop it
+    assert kept == [flat(page)[0], flat(PAGE)[0]]  # the dump's rules keep the navigation line, C4's drop it
     assert counts["sources"] == {"wikipedia": {"documents_kept": 1, "documents_written": 1},  # for pipeline status
                                  "web": {"documents_kept": 1, "documents_written": 1},
                                  "hirek": {"documents_kept": 0, "documents_written": 0}}
@@ -525,13 +547,13 @@ def test_each_source_gets_its_rule_set_and_the_report_shows_each(tmp_path, make_
 def test_rules_setting_picks_the_rule_set_of_a_source(tmp_path, make_ctx):
     page = [NAVIGATION] + PAGE
     ctx = make_ctx(tmp_path, write_parts(tmp_path / "sentences", [[web_document("Pékség", page, WIKIPEDIA_SOURCE)]]))
-    run(FilterConfig(word_chars=HU, stop_words=HU_STOP_WORDS, rules={"default": "web"}), ctx)
+    run(FilterConfig(word_chars=HU, stop_words=HU_STOP_WORDS, rules={"default": "web"}, rule_sets=C4_WEB), ctx)
     assert list(iter_documents(ctx.out_dir / "part-00000.txt")) == [flat(PAGE)[0]]
 
 
 def test_unknown_rule_set_is_refused():
     with pytest.raises(ConfigError, match=r"--set filter\.rules\.web=forum: filter\.rules\.web: unknown rule set "
-                                          r"'forum' \(known: web, wikipedia\)"):
+                                          r"'forum' \(known: published, web, wikipedia\)"):
         load_pipeline_config(DEFAULT_CONFIG_PATH, "hu", ["filter.rules.web=forum"])
     with pytest.raises(ConfigError, match=r"rules: needs a \"default\" entry"):
         FilterConfig(rules={"wikipedia": "wikipedia"})

@@ -463,3 +463,44 @@ def test_inputs_are_read_by_language_in_either_kind_of_run(tmp_path):
                                                                   "hu": tmp_path / "hu" / "dedup"}
     assert mix.config_by_language("filter") == {"fi": {"chars_per_word": None}, "hu": {}}
     assert mix.by_language("vocab") == {}
+
+
+def test_keep_final_drops_what_every_reader_has_read_and_remakes_it_when_needed(tmp_path):
+    """--keep final: toy_make's file goes once toy_upper is done (its manifest stays, marked dropped, so the run
+    still resumes and verifies); a toy_upper that must re-run gets toy_make made again first, with the same bytes."""
+    path = write_yaml(tmp_path, TOY_YAML)
+    lang_dir = tmp_path / "data" / "hu"
+
+    def run_final(overrides=()):
+        pcfg = load_pipeline_config(path, "hu", list(overrides))
+        run_stages(pcfg, lang_dir, pcfg.stage_order, keep="final", verify=True)
+        return pcfg
+
+    pcfg = run_final()
+    assert sorted(p.name for p in (lang_dir / "toy_make").iterdir()) == [MANIFEST]
+    made = json.loads((lang_dir / "toy_make" / MANIFEST).read_text(encoding="utf-8"))
+    assert made["dropped"] == {"bytes": len("körte\n".encode()) * 3, "files": 1}
+    assert (lang_dir / "toy_upper" / "upper.txt").read_text(encoding="utf-8") == "KÖRTE\n" * 3
+    rows = {row["stage"]: row for row in status_rows(pcfg, lang_dir)}
+    assert rows["toy_make"]["state"] == "dropped" and "--keep final" in rows["toy_make"]["reason"]
+    assert rows["toy_upper"]["state"] == "done"
+    assert corrupt_stages(lang_dir, ["toy_make", "toy_upper"]) == {}
+
+    CALLS.clear()
+    run_final()
+    assert CALLS == []  # resumes: nothing to do
+    run(tmp_path)  # --keep all later: still nothing to do, the dropped stage stays dropped
+    assert CALLS == []
+
+    run_final(["toy_upper.sleep_s=0.01"])
+    assert CALLS == ["toy_make", "toy_upper"]
+    remade = json.loads((lang_dir / "toy_make" / MANIFEST).read_text(encoding="utf-8"))
+    assert remade["outputs"]["words.txt"]["sha256"] == made["outputs"]["words.txt"]["sha256"]
+    assert "dropped" in remade and not (lang_dir / "toy_make" / "words.txt").exists()
+
+
+def test_keep_takes_all_or_final(tmp_path):
+    write_yaml(tmp_path, TOY_YAML)
+    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--lang", "hu", "--keep", "some",
+                             "--workdir", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 2 and result.stderr.strip() == "error: --keep some: all or final"

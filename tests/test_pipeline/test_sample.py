@@ -129,3 +129,29 @@ def test_dumps_of_many_blocks_keep_titles_unique_and_the_first_block_as_before(t
     index = bz2.decompress((tmp_path / sample.INDEX_NAME).read_bytes()).decode("utf-8").splitlines()
     assert [line.split(":", 2)[1:] for line in index] == [[str(p.id), p.title] for p in pages]
     assert bz2.decompress(dump.read_bytes()).decode("utf-8").count("<page>") == len(pages)
+
+
+def test_workers_make_the_same_bytes_block_by_block(tmp_path, monkeypatch):
+    """--workers makes the blocks in worker processes; each block's pages start a new stream, and the dump's bytes
+    do not depend on the number of workers."""
+    monkeypatch.setattr(sample, "BLOCK_ARTICLES", 40)
+    one = sample.write_sample_dump(tmp_path / "one", 100, 3)
+    two = sample.write_sample_dump(tmp_path / "two", 100, 3, workers=2)
+    assert one.read_bytes() == two.read_bytes()
+    assert (tmp_path / "one" / sample.INDEX_NAME).read_bytes() == (tmp_path / "two" / sample.INDEX_NAME).read_bytes()
+    index = bz2.decompress((tmp_path / "two" / sample.INDEX_NAME).read_bytes()).decode("utf-8").splitlines()
+    offsets = {}
+    for line in index:
+        offset, page_id, _ = line.split(":", 2)
+        offsets.setdefault(int(offset), []).append(int(page_id))
+    first_of_block_2 = len(sample.generate_pages(40, 3)) + 1
+    assert any(ids[0] == first_of_block_2 for ids in offsets.values())  # block 2 starts a stream
+
+
+def test_mb_sets_the_size_of_the_dump(tmp_path):
+    result = CliRunner().invoke(app, ["sample-dump", str(tmp_path / "out"), "--mb", "0.5", "-q"])
+    assert result.exit_code == 0, result.output
+    xml = bz2.decompress((tmp_path / "out" / sample.DUMP_NAME).read_bytes())
+    assert 0.45e6 < len(xml) < 0.55e6
+    result = CliRunner().invoke(app, ["sample-dump", str(tmp_path / "fi"), "--mb", "0.5", "--lang", "fi"])
+    assert "--mb: only with --lang hu" in str(result.exception)

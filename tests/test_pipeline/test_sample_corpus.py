@@ -106,3 +106,26 @@ def test_an_earlier_sample_is_replaced_whole_and_other_contents_are_refused(tmp_
     with pytest.raises(ConfigError, match=r"web: holds pages/mine\.jsonl"):
         write_sample_corpus(out, docs=10)
     assert (pages_dir / "mine.jsonl").exists() and (pages_dir / "web-00000.parquet").exists()  # nothing removed
+
+
+def test_workers_make_the_same_bytes_and_mb_sets_the_size(tmp_path, monkeypatch):
+    """Blocks of BLOCK_PAGES pages made by worker processes: the same files and truth whatever the workers, ids
+    numbered on across blocks; --mb asks for a size of page text."""
+    import pipeline.tools.sample_corpus as sample_corpus
+    from typer.testing import CliRunner
+    from pipeline.cli import app
+
+    monkeypatch.setattr(sample_corpus, "BLOCK_PAGES", 60)
+    one = write_sample_corpus(tmp_path / "one", docs=150, seed=2, files=2, fmt="parquet")
+    two = write_sample_corpus(tmp_path / "two", docs=150, seed=2, files=2, fmt="parquet", workers=2)
+    assert [p.read_bytes() for p in sorted(one.iterdir())] == [p.read_bytes() for p in sorted(two.iterdir())]
+    assert (tmp_path / "one" / "truth.json").read_bytes() == (tmp_path / "two" / "truth.json").read_bytes()
+    truth = json.loads((tmp_path / "two" / "truth.json").read_text(encoding="utf-8"))["pages"]
+    assert [page["id"] for page in truth] == [f"web-{n:06d}" for n in range(1, 151)]
+    assert all(int(page["copy_of"][4:]) > 120 for page in truth[120:] if "copy_of" in page)  # its own block's
+
+    monkeypatch.undo()
+    result = CliRunner().invoke(app, ["sample-corpus", str(tmp_path / "mb"), "--mb", "1", "-q"])
+    assert result.exit_code == 0, result.output
+    text = sum(len(page[2].encode("utf-8")) for page in pages(Path(result.stdout.strip())).values())
+    assert 0.9e6 < text < 1.1e6

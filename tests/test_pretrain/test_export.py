@@ -152,7 +152,7 @@ def test_export_never_replaces_a_run_or_a_checkpoint_even_forced(exported, tmp_p
     (run / "phase1" / "metrics.jsonl").write_text('{"step": 1}\n')
     other = tmp_path / "other"
     write_phase_dir(other / "phase1", model)
-    out, found = {"phase dir": (run / "phase1", "is the model directory being exported; choose another --out"),
+    out, found = {"phase dir": (run / "phase1", "is a model directory pretrain export reads; choose another --out"),
                   "run dir": (run, "is a pretraining run directory, "),
                   "another run": (other, "is a pretraining run directory, "),
                   "holds a run": (tmp_path, f"holds the pretraining run directory {other}, "),

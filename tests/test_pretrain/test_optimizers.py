@@ -1,4 +1,5 @@
-"""LAMB, LANS and AdamW against step-by-step hand computations in plain torch (one tensor at a time, no foreach)."""
+"""LAMB, LANS, StableAdamW and AdamW against step-by-step hand computations in plain torch (one tensor at a time, no
+foreach)."""
 import copy
 import math
 
@@ -8,7 +9,7 @@ import torch
 from pretrain.optim import optimizers
 from pretrain.config import model_config
 from pretrain.model.bert.model import BertForPreTraining
-from pretrain.optim.optimizers import Lamb, Lans, build_optimizer, parameter_groups
+from pretrain.optim.optimizers import Lamb, Lans, StableAdamW, build_optimizer, parameter_groups
 
 LR, BETAS, EPS, WD = 0.01, (0.9, 0.999), 1e-6, 0.01
 
@@ -120,6 +121,26 @@ def adamw_by_hand(grad_scales):
     return history
 
 
+def stableadamw_by_hand(grad_scales):
+    """Wortsman et al. 2023, Algorithm 2, one tensor at a time; also each step's RMS per tensor."""
+    params, decays = make_params()
+    m = [torch.zeros_like(p) for p in params]
+    v = [torch.zeros_like(p) for p in params]
+    history, rms_history = [], []
+    for step, scale in enumerate(grad_scales, start=1):
+        new, rms_of_step = [], []
+        for i, (p, g, wd) in enumerate(zip(params, make_grads(step, scale), decays)):
+            m[i], v[i], m_hat, v_hat = adam_moments(m[i], v[i], g, step)
+            rms = math.sqrt((g * g / v_hat.clamp(min=EPS ** 2)).mean().item())
+            eta = LR / max(1.0, rms)
+            new.append(p - eta * wd * p - eta * m_hat / (v_hat.sqrt() + EPS))
+            rms_of_step.append(rms)
+        params = new
+        history.append(params)
+        rms_history.append(rms_of_step)
+    return history, rms_history
+
+
 def assert_history_close(got, expected):
     assert len(got) == len(expected)
     for step, (got_params, expected_params) in enumerate(zip(got, expected), start=1):
@@ -160,6 +181,39 @@ def test_lans_is_invariant_to_gradient_scale():
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-9)
 
 
+# step 2's gradients 60 times step 1's: above what the second moment has seen, StableAdamW's clipping acts
+RISING = (0.05, 3.0)
+
+
+@pytest.mark.parametrize("scales", [SCALES, RISING])
+def test_stableadamw_matches_hand_computation(scales):
+    expected, rms = stableadamw_by_hand(scales)
+    assert_history_close(run_optimizer(StableAdamW, scales), expected)
+    if scales == RISING:
+        assert min(rms[1]) > 1.2  # every tensor's learning rate was divided at step 2
+
+
+def test_stableadamw_update_rule_on_a_tiny_tensor():
+    """betas (0.5, 0.9), eps 0, lr 0.1, w = [1, -1]. Step 1, g = [1, 1]: m_hat = 1, v_hat = 1, RMS = 1 (no clipping),
+    w -= 0.1 * 1. Step 2, g = [10, 10]: m = 0.5 * 0.5 + 0.5 * 10 = 5.25, m_hat = 5.25 / 0.75 = 7;
+    v = 0.9 * 0.1 + 0.1 * 100 = 10.09, v_hat = 10.09 / 0.19; RMS = 10 / sqrt(v_hat) = 1.372, so the lr becomes
+    0.1 / RMS and the step 0.1 / RMS * 7 / sqrt(v_hat) = 0.1 * 7 / 10 = 0.07 (AdamW's would be 0.1 * 7 / 7.287)."""
+    w = torch.nn.Parameter(torch.tensor([1.0, -1.0], dtype=torch.float64))
+    opt = StableAdamW([w], lr=0.1, betas=(0.5, 0.9), eps=0.0, weight_decay=0.0)
+    for grad in (1.0, 10.0):
+        w.grad = torch.full_like(w, grad)
+        opt.step()
+    torch.testing.assert_close(w.detach(), torch.tensor([1 - 0.1 - 0.07, -1 - 0.1 - 0.07], dtype=torch.float64),
+                               rtol=1e-12, atol=1e-12)
+    # weight decay is decoupled and scaled by the clipped lr: w -= lr / RMS * (update + wd * w)
+    w = torch.nn.Parameter(torch.tensor([1.0, -1.0], dtype=torch.float64))
+    opt = StableAdamW([w], lr=0.1, betas=(0.5, 0.9), eps=0.0, weight_decay=0.5)
+    w.grad = torch.full_like(w, 1.0)
+    opt.step()
+    torch.testing.assert_close(w.detach(), torch.tensor([1 - 0.1 * (1 + 0.5), -1 - 0.1 * (1 - 0.5)],
+                                                        dtype=torch.float64), rtol=1e-12, atol=1e-12)
+
+
 def test_adamw_via_build_optimizer_matches_hand_computation():
     params, decays = make_params()
 
@@ -182,14 +236,14 @@ def test_adamw_via_build_optimizer_matches_hand_computation():
     assert_history_close(history, adamw_by_hand(SCALES))
 
 
-@pytest.mark.parametrize("cls", [Lamb, Lans])
+@pytest.mark.parametrize("cls", [Lamb, Lans, StableAdamW])
 def test_bucketing_does_not_change_the_result(cls, monkeypatch):
     whole = run_optimizer(cls, SCALES)
     monkeypatch.setattr(optimizers, "BUCKET_NUMEL", 7)  # every tensor in its own bucket
     assert_history_close(run_optimizer(cls, SCALES), whole)
 
 
-@pytest.mark.parametrize("cls", [Lamb, Lans])
+@pytest.mark.parametrize("cls", [Lamb, Lans, StableAdamW])
 def test_state_dict_round_trip_resumes_exactly(cls):
     params, decays = make_params()
     tensors, groups = as_groups(params, decays)
@@ -236,11 +290,12 @@ def test_no_weight_decay_on_biases_and_layernorm():
     assert all(p.dim() >= 2 for p in decay["params"]) and all(p.dim() == 1 for p in no_decay["params"])
 
 
-@pytest.mark.parametrize("name, cls", [("lamb", Lamb), ("lans", Lans), ("adamw", torch.optim.AdamW)])
+@pytest.mark.parametrize("name, cls", [("lamb", Lamb), ("lans", Lans), ("stableadamw", StableAdamW),
+                                       ("adamw", torch.optim.AdamW)])
 def test_build_optimizer_trains_the_model(name, cls):
     torch.manual_seed(0)
     model = BertForPreTraining(model_config("tiny", 64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
-    opt = build_optimizer(model, name, lr=1e-2 if name != "adamw" else 1e-3)
+    opt = build_optimizer(model, name, lr=1e-3 if "adamw" in name else 1e-2)
     assert isinstance(opt, cls) and [g["weight_decay"] for g in opt.param_groups] == [0.01, 0.0]
     batch = dict(input_ids=torch.randint(5, 64, (4, 16)), token_type_ids=torch.zeros(4, 16, dtype=torch.long),
                  attention_mask=torch.ones(4, 16, dtype=torch.long),

@@ -93,15 +93,17 @@ def test_finetune_never_writes_into_a_directory_that_belongs_to_something_else(o
     ("export", "results"), ("export", "variant"), ("export", "work"), ("export", "model"),
     ("plot", "phase"), ("plot", "model"), ("plot", "inside variant"),
     ("phase1", "phase"), ("phase1", "model"), ("phase1", "results"), ("phase1", "inside variant"),
+    ("merge", "model"), ("merge", "inside phase"),
 ])
 def test_every_command_that_writes_an_out_dir_refuses_them_with_the_same_line(owned, monkeypatch, capsys, command,
                                                                                target):
     out = owned[target]
     args = {"export": ["export", owned["phase"], "--force"], "plot": ["plot", owned["run"]],
-            "phase1": ["phase1", "--data", owned["variant"], *TINY]}[command]
+            "phase1": ["phase1", "--data", owned["variant"], *TINY],
+            "merge": ["merge", owned["export"], owned["phase"], "--force"]}[command]
     before = snapshot(owned["phase"].parents[1])
     code, err = cli(monkeypatch, capsys, *args, "--out", out)
-    writes = "replaces" if command == "export" else "writes into"
+    writes = "replaces" if command in ("export", "merge") else "writes into"
     assert (code, err) == (2, f"error: {out}: {KIND_OF[target].format(**owned)}, which pretrain {command} --out never "
                               f"{writes}; choose another --out\n")
     assert snapshot(owned["phase"].parents[1]) == before

@@ -25,7 +25,7 @@ LINE = re.compile(r"^(?P<key>[\w.]+): (?P<value>.+?)  # (?P<description>.+)$")
 # the recipes as they were written out in full (BERT's phase{1,2}.yaml before they held only differences);
 # seq_len is left out: the data decides it
 PHASE1 = dict(arch="bert", preset="base", model={}, objective=None, global_batch=65536, micro_batch=64, pack_sequences=True, steps=7038,
-              steps_this_run=None, lr=6.0e-3, warmup=0.2843, schedule="poly", decay_power=0.5, cooldown=0.0, optimizer="lamb", betas=[0.9, 0.999],
+              steps_this_run=None, lr=6.0e-3, warmup=0.2843, schedule="poly", decay_power=0.5, cooldown=0.0, budget=None, optimizer="lamb", betas=[0.9, 0.999],
               eps=1.0e-6, weight_decay=0.01, grad_clip=1.0, attention="auto", precision="auto", zero_stage=None,
               seed=12345, loader_workers=2, checkpoint_every=200, keep_checkpoints=3, checkpoint_writes="background",
               log_every=10, eval_every=None, eval_samples=10000, eval_data=None, flops_profiler_step=None,

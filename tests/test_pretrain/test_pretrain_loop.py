@@ -179,7 +179,8 @@ def test_two_processes_split_the_files_stop_on_sigterm_and_resume(data, tmp_path
     (["--set", "global_batch=10"], "global_batch 10 is not a multiple of micro_batch 4"),
     (["--set", "precision=fp16"], "precision fp16: needs a GPU"),
     (["--deepspeed-config", "missing.json"], "missing.json: DeepSpeed config file not found"),
-    (["--set", "zero_stage=3"], "zero_stage 3: lamb needs whole tensors for its trust ratios"),
+    (["--set", "zero_stage=3"], "zero_stage 3: lamb needs whole tensors for its per-tensor statistics"),
+    (["--set", "zero_stage=3", "--set", "optimizer=stableadamw"], "zero_stage 3: stableadamw needs whole tensors"),
 ])
 def test_bad_settings_exit_2_with_one_line_before_training(data, tmp_path, monkeypatch, capsys, extra, message):
     assert _exit_code(monkeypatch, ["phase1", "--data", str(data), "--out", str(tmp_path / "r"), *TINY, *extra]) == 2

@@ -20,6 +20,7 @@ from pretrain.model import checkpoint_files
 from pretrain.run.evaluate import HeldOut
 from pretrain.run.prepare import prepare
 from pretrain.schedules import PhaseSchedules
+from pretrain.tools.data_plan import data_plan, format_plan
 from checkpoint_states import assert_same, checkpoint_states
 from language_variants import VOCAB_SIZE, write_language_variant
 from pretrain_cli import ENV, TINY, metrics, pretrain, wait_for_rows
@@ -44,6 +45,7 @@ def test_a_schedule_gives_each_step_its_value():
     assert [schedules.value("mask_rate", step) for step in (1, 5, 8)] == pytest.approx([0.3, 0.2, 0.125])
     assert schedules.scheduled == ["mask_rate", "global_batch"]
     assert schedules.row(3) == {"mask_rate": pytest.approx(0.25), "global_batch": 8}
+    assert [schedules.first_step_at(p) for p in (0, 0.25, 0.3, 0.5, 1)] == [1, 3, 4, 5, 9]
     two_ranks = PhaseSchedules.of(load_train_config("phase1", overrides=[
         "steps=4", "micro_batch=4", "global_batch={linear: [[0, 8], [1, 40]]}"]), world_size=2)
     assert [two_ranks.global_batch(step) for step in range(1, 5)] == [8, 16, 24, 32]  # 8, 16, 24, 32 rounded down
@@ -198,3 +200,16 @@ def test_a_run_killed_mid_ramp_resumes_bit_for_bit(tmp_path, mixed):
               "max_rss_gb")
     assert [{k: v for k, v in row.items() if k not in timing} for row in metrics(stopped)] == \
         [{k: v for k, v in row.items() if k not in timing} for row in metrics(whole)]
+
+
+def test_the_data_plan_draws_each_steps_batch_from_each_steps_mixture(mixed):
+    config = load_train_config("phase1", overrides=["steps=10", "micro_batch=4", "global_batch=[[0, 4], [0.5, 8]]",
+                                                    "language_alpha=[[0, 1.0], [0.5, 0.0]]"])
+    plan = data_plan("phase1", mixed, config)
+    assert plan.drawn == 5 * 4 + 5 * 8
+    assert format_plan(plan)[0].startswith("phase1: 10 steps x global_batch [[0, 4], [0.5, 8]] = 60 sequences")
+    data = open_data(mixed, 32, VOCAB_SIZE, language_alpha=config.language_alpha)
+    fi = [sum(rows for f, rows in zip(data.files, epoch_rows) if f.language == "fi") / sum(epoch_rows)
+          for epoch_rows in (data.epoch_rows, data.later_mixtures[0][1])]
+    drawn = {p.language: p.drawn for p in plan.languages}
+    assert drawn["fi"] == pytest.approx(20 * fi[0] + 40 * fi[1]) and sum(drawn.values()) == pytest.approx(60)

@@ -8,6 +8,9 @@ glob, and cut into read tasks (a file, or one Parquet row group) that run in any
   `BATCH_ROWS` rows of the needed columns only (pyarrow), so memory is bounded by a batch, not by the file.
 - plain text (`.txt`, `.text`, compressed as above): a blank line between documents, each line a paragraph.
 A UTF-8 byte-order mark at the start of a JSON Lines or plain-text file is dropped.
+Corpora their publishers cleaned and deduplicated (`PUBLISHERS`: FineWeb-2, HPLT v2, CulturaX) are told by their
+columns (`detect_publisher`: those of a source's first file); a document of a task with a publisher carries its
+metadata (`Document.published`: url, language_score, cluster_size) from the publisher's columns.
 Each document is named by where it is, `<file>:<line>` (`<file>:<row>` in Parquet, rows counted from 1; a plain
 text document by its first line), the file named relative to the source's directory (or glob root): unique in its
 source by construction, where the records' own ids (`Document.record_id`) may repeat. Bad input raises one line
@@ -24,6 +27,7 @@ import gzip
 import io
 import json
 import lzma
+import math
 import os
 import zlib
 from pathlib import Path
@@ -49,6 +53,31 @@ class Fields:
 
 
 @dataclasses.dataclass(frozen=True)
+class Publisher:
+    """A publisher of cleaned and deduplicated corpora: the columns (JSON keys) that tell its files, and the ones of
+    each document's metadata (None: it publishes none)."""
+    name: str  # as corpus.sources.NAME.publisher names it
+    title: str  # in log lines and docs
+    signature: frozenset[str]  # a file holding all of these columns is the publisher's
+    url: str | None
+    language_score: str | None  # a number, or a list of them whose first is the first language's (HPLT's prob)
+    cluster_size: str | None  # the document's copies before the publisher's deduplication (itself included)
+
+    def columns(self) -> dict[str, str]:
+        """{metadata key: the publisher's column} of the metadata it publishes."""
+        return {key: column for key, column in (("url", self.url), ("language_score", self.language_score),
+                                                ("cluster_size", self.cluster_size)) if column}
+
+
+PUBLISHERS = {p.name: p for p in (
+    Publisher("fineweb-2", "FineWeb-2", frozenset({"text", "url", "language_score", "minhash_cluster_size"}), "url",
+              "language_score", "minhash_cluster_size"),
+    Publisher("hplt", "HPLT v2", frozenset({"text", "u", "lang", "prob", "seg_langs"}), "u", "prob", None),
+    Publisher("culturax", "CulturaX", frozenset({"text", "timestamp", "url", "source"}), "url", None, None),
+)}
+
+
+@dataclasses.dataclass(frozen=True)
 class ReadTask:
     """One unit of parallel reading: a whole file, or one row group of a Parquet file. Plain data (it pickles)."""
     path: str
@@ -58,6 +87,7 @@ class ReadTask:
     row_group: int | None = None  # Parquet only
     first_row: int = 0  # Parquet: rows of the file before this row group
     size: int = 0  # bytes of input this task reads (for progress)
+    publisher: Publisher | None = None  # whose metadata columns are read (None: none are)
 
 
 class Document(NamedTuple):
@@ -65,6 +95,7 @@ class Document(NamedTuple):
     record_id: str | None  # the value of the record's id field; None where it has none (plain text, a null)
     title: str
     text: str
+    published: dict | None = None  # the publisher's metadata of it (Publisher.columns' keys it has values for)
 
 
 def find_files(pattern: str) -> tuple[list[Path], Path]:
@@ -118,7 +149,34 @@ def file_format(path: Path, setting: str) -> str | None:
     return EXTENSIONS.get(os.path.splitext(name)[1])
 
 
-def read_tasks(files: list[Path], root: Path, fields: Fields, setting: str) -> tuple[list[ReadTask], list[Path]]:
+def detect_publisher(files: list[Path], setting: str) -> Publisher | None:
+    """The publisher whose columns the first file of `files` with a known format has (a Parquet file's schema, a
+    JSON Lines file's first record), or None; the first of PUBLISHERS that fits. What cannot be read is left to the
+    corpus stage's reading to report (None here)."""
+    for path in files:
+        kind = file_format(path, setting)
+        if kind is None:
+            continue
+        try:
+            if kind == "parquet":
+                columns = set(_parquet_file(path).schema_arrow.names)
+            elif kind == "jsonl":
+                lines = _lines(path)
+                try:
+                    first = next((line for _, line in lines if line.strip()), "{}")
+                finally:
+                    lines.close()
+                columns = set(record) if isinstance(record := json.loads(first), dict) else set()
+            else:
+                return None
+        except (ConfigError, DataError, OSError, ValueError):
+            return None
+        return next((p for p in PUBLISHERS.values() if p.signature <= columns), None)
+    return None
+
+
+def read_tasks(files: list[Path], root: Path, fields: Fields, setting: str, publisher: Publisher | None = None
+               ) -> tuple[list[ReadTask], list[Path]]:
     """(the read tasks of `files`, the files of no known format); a Parquet file gives one task per row group.
     ConfigError for a Parquet file without the text column, a compressed Parquet name or compressed data given
     the parquet format; DataError for a file that is not Parquet."""
@@ -130,7 +188,7 @@ def read_tasks(files: list[Path], root: Path, fields: Fields, setting: str) -> t
             continue
         name = str(path.relative_to(root)) if path.is_relative_to(root) else path.name
         if kind != "parquet":
-            tasks.append(ReadTask(str(path), name, kind, fields, size=path.stat().st_size))
+            tasks.append(ReadTask(str(path), name, kind, fields, size=path.stat().st_size, publisher=publisher))
             continue
         parquet = _parquet_file(path)
         metadata, schema = parquet.metadata, parquet.schema_arrow
@@ -145,7 +203,7 @@ def read_tasks(files: list[Path], root: Path, fields: Fields, setting: str) -> t
         first = 0
         for group in range(metadata.num_row_groups):
             group_rows = metadata.row_group(group).num_rows
-            tasks.append(ReadTask(str(path), name, kind, fields, group, first, size * group_rows // rows))
+            tasks.append(ReadTask(str(path), name, kind, fields, group, first, size * group_rows // rows, publisher))
             first += group_rows
     return tasks, unknown
 
@@ -241,7 +299,10 @@ def _jsonl_documents(task: ReadTask) -> Iterator[Document]:
             what = "no field" if fields.text not in record else f"a {type(text).__name__}, not a string, in field"
             raise DataError(f"{path}: line {line_no}: {what} {fields.text!r} (fields: {', '.join(record)}); "
                             f"set the source's text_field")
-        yield Document(f"{task.name}:{line_no}", _id(record.get(fields.id)), _title(record.get(fields.title)), text)
+        published = None if task.publisher is None else _published(
+            task.publisher, {c: record.get(c) for c in task.publisher.columns().values()}, path, f"line {line_no}")
+        yield Document(f"{task.name}:{line_no}", _id(record.get(fields.id)), _title(record.get(fields.title)), text,
+                       published)
 
 
 def _text_documents(task: ReadTask) -> Iterator[Document]:
@@ -264,7 +325,8 @@ def _parquet_documents(task: ReadTask) -> Iterator[Document]:
     path, fields = Path(task.path), task.fields
     parquet = _parquet_file(path)
     names = parquet.schema_arrow.names
-    columns = [c for c in dict.fromkeys((fields.text, fields.id, fields.title)) if c in names]
+    metadata = list(task.publisher.columns().values()) if task.publisher else []
+    columns = [c for c in dict.fromkeys((fields.text, fields.id, fields.title, *metadata)) if c in names]
     row = task.first_row
     for batch in parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=[task.row_group], columns=columns):
         values = {c: batch.column(c).to_pylist() for c in columns}
@@ -280,7 +342,34 @@ def _parquet_documents(task: ReadTask) -> Iterator[Document]:
                 raise DataError(f"{path}: row {row}: column {fields.text!r} is {_describe(text)}, not text")
             ident = values[fields.id][i] if fields.id in values else None
             title = values[fields.title][i] if fields.title in values else None
-            yield Document(f"{task.name}:{row}", _id(ident), _title(title), text)
+            published = None if task.publisher is None else _published(
+                task.publisher, {c: values[c][i] for c in metadata if c in values}, path, f"row {row}")
+            yield Document(f"{task.name}:{row}", _id(ident), _title(title), text, published)
+
+
+def _published(publisher: Publisher, values: dict, path: Path, where: str) -> dict | None:
+    """A document's metadata from its publisher's `values` ({column: value}): the url (a string), the language
+    score (a number, or a list's first), the cluster size (a whole number of at least 1; DataError naming the file,
+    `where` and the column otherwise); a null or missing value is left out. None when nothing is left."""
+    published = {}
+    for key, column in publisher.columns().items():
+        value = values.get(column)
+        if key == "language_score" and isinstance(value, list):
+            value = value[0] if value else None
+        if value is None:
+            continue
+        if key == "cluster_size":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise DataError(f"{path}: {where}: column {column!r} is {value!r}, not a whole number of at least 1 "
+                                f"({publisher.title}'s cluster size; set the source's publisher to none to read the "
+                                "text alone)")
+        elif key == "language_score" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                          or not math.isfinite(value)):
+            continue
+        elif key == "url" and not isinstance(value, str):
+            continue
+        published[key] = value
+    return published or None
 
 
 def _id(value) -> str | None:

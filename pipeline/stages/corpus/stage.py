@@ -11,6 +11,10 @@ that names a document (dedup's removed.jsonl, the shards' docs.jsonl) names one.
 which corpora repeat (a constant column, files that each number from 0), is kept as "record_id"; the documents
 whose record_id repeats an earlier one of their source are counted (`duplicate_ids`, one warning for the run),
 from 8-byte hashes of the ids: 8 bytes per document with an id in the main process.
+A source its publisher cleaned and deduplicated (`publisher`: FineWeb-2, HPLT v2, CulturaX; by default told by the
+columns of its first file, readers.py) is said so in one line per source; its documents carry the publisher's
+metadata as PUBLISHED ({"url", "language_score", "cluster_size"}), and pipeline/sources.py gives it the filter's
+`published` rule set unless `filter.rules` names it.
 Sources are read in name order, each file (or Parquet row group) a task of `ctx.executor.map`, so the bytes do not
 depend on the number of workers, the executor or the order of the flags. A run without corpora has no work here:
 the runner leaves the stage out (pipeline/sources.py). The files read are fingerprinted (`sources`: size, mtime and
@@ -26,13 +30,14 @@ from typing import Literal
 
 import numpy as np
 
-from wiki2bert_core.config import SettingError, check_minimum
+from wiki2bert_core.config import SettingError, added_later, check_minimum
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import file_fingerprint
 from wiki2bert_core.log import progress
 from pipeline.stages import Stage, StageContext, StageCounts
-from pipeline.stages.corpus.readers import Fields, ReadTask, find_files, read_documents, read_tasks
-from pipeline.text_files import RECORD_ID, WIKIPEDIA_SOURCE, PartWriter
+from pipeline.stages.corpus.readers import (PUBLISHERS, Fields, Publisher, ReadTask, detect_publisher, find_files,
+                                            read_documents, read_tasks)
+from pipeline.text_files import PUBLISHED, RECORD_ID, WIKIPEDIA_SOURCE, PartWriter
 from pipeline.sources import SOURCE_NAME, SOURCE_NAME_RULE, corpus_idle
 
 
@@ -48,6 +53,10 @@ class CorpusSource:
     # <file>:<row> in Parquet, which is unique where ids may repeat); missing or null: none
     id_field: str = "id"
     title_field: str = "title"  # the key or column of its title (for examples in reports); missing: none (e.g. url)
+    # who cleaned and deduplicated it already: fineweb-2, hplt (v2) or culturax: its metadata columns are read (url,
+    # language score, cluster size) and the filter gives it rule set `published` unless filter.rules names it; auto:
+    # the publisher whose columns its first file has (none if no publisher's); none: a raw corpus
+    publisher: Literal["auto", "fineweb-2", "hplt", "culturax", "none"] = added_later("auto")
 
     def __post_init__(self):
         if not self.path:
@@ -82,8 +91,11 @@ def run(config: CorpusConfig, ctx: StageContext) -> StageCounts:
     for name, source in sorted(config.sources.items()):
         for number, task in enumerate(source_tasks(name, source, ctx)):
             tasks.append((name, number, task, str(ctx.out_dir), config.documents_per_part, config.max_document_bytes))
+    publishers = {name: next((t[2].publisher.name for t in tasks if t[0] == name and t[2].publisher), None)
+                  for name in config.sources}
     totals = {name: {"files": len({t[2].path for t in tasks if t[0] == name}), "documents": 0, "empty": 0,
-                     "too_long": 0, "longest_left_out": 0, "bytes": 0, "parts": 0, "duplicate_ids": 0}
+                     "too_long": 0, "longest_left_out": 0, "bytes": 0, "parts": 0, "duplicate_ids": 0,
+                     **({"publisher": publishers[name]} if publishers[name] else {})}
               for name in config.sources}
     id_hashes: dict[str, list[np.ndarray]] = {name: [] for name in config.sources}
     with progress(sum(t[2].size for t in tasks), "corpus", unit="B", quiet=ctx.quiet) as bar:
@@ -121,10 +133,19 @@ def source_tasks(name: str, source: CorpusSource, ctx: StageContext) -> list[Rea
     """The read tasks of one source; ConfigError naming the source's setting when it names no corpus file."""
     try:
         files, root = find_files(source.path)
+        publisher = source_publisher(source, files)
         tasks, unknown = read_tasks(files, root, Fields(source.text_field, source.id_field, source.title_field),
-                                    source.format)
+                                    source.format, publisher)
     except ConfigError as e:
         raise ConfigError(f"corpus.sources.{name}: {e}") from None
+    if publisher is not None:
+        found = (f"{publisher.title}'s columns ({', '.join(sorted(publisher.signature))}) found in {files[0].name}"
+                 if source.publisher == "auto" else f"corpus.sources.{name}.publisher is {publisher.name}")
+        read = ", ".join(f"{key} from {column!r}" for key, column in publisher.columns().items())
+        ctx.log.info("corpus: %s: %s: read as cleaned and deduplicated by %s: the filter checks only its language "
+                     "and cuts long documents (rule set `published`, unless filter.rules.%s names another), each "
+                     "document keeps %s, and dedup still compares it with the other sources", name, found,
+                     publisher.title, name, read)
     if unknown and (len(files) == 1 or not Path(source.path).is_dir()):
         raise ConfigError(f"corpus.sources.{name}: {unknown[0]}: unknown corpus format (known: .jsonl, .json, "
                           ".ndjson, .parquet, .txt, .text, plain or .gz/.zst/.bz2/.xz); set "
@@ -135,6 +156,13 @@ def source_tasks(name: str, source: CorpusSource, ctx: StageContext) -> list[Rea
     if not tasks:
         raise ConfigError(f"corpus.sources.{name}: {source.path}: no corpus files (.jsonl, .parquet, .txt, ...)")
     return tasks
+
+
+def source_publisher(source: CorpusSource, files: list[Path]) -> Publisher | None:
+    """The publisher of a source: its `publisher` setting, or (auto) the one its first file's columns tell."""
+    if source.publisher == "auto":
+        return detect_publisher(files, source.format)
+    return PUBLISHERS.get(source.publisher)
 
 
 def _read_task(task) -> tuple[dict, np.ndarray]:
@@ -157,6 +185,8 @@ def _read_task(task) -> tuple[dict, np.ndarray]:
             if document.record_id is not None:
                 record[RECORD_ID] = document.record_id
                 hashes.append(_id_hash(document.record_id))
+            if document.published is not None:
+                record[PUBLISHED] = document.published
             writer.write(json.dumps(record, ensure_ascii=False))
             counts["documents"] += 1
             counts["bytes"] += size
@@ -186,4 +216,5 @@ def corpus_fingerprints(config: CorpusConfig) -> dict:
 
 
 STAGE = Stage("corpus", CorpusConfig, run, tools=("pyarrow", "zstandard"), sources=corpus_fingerprints,
-              idle=corpus_idle, output_format=2)  # 2: documents named by file and line, their own ids record_id
+              idle=corpus_idle, output_format=3)  # 2: documents named by file and line, their own ids record_id;
+# 3: a published corpus's metadata (PUBLISHED)

@@ -1,23 +1,36 @@
-"""The filter's document rules (`RuleSet`, one per source) and how a document is judged by them (`DocumentChecker`).
+"""The filter's document rules (`RuleSet`, one per source): what each measures of a document (`DocumentChecker`,
+`Measurement`) and how a rule set decides from those measures (`decide`).
 
-A document's reason is its first failing check, in this order (REASONS); a null threshold or a false switch turns
-its rule off, and a rule set's defaults are TurkuNLP's rules alone (stages.yaml's `wikipedia` set).
+Measuring and deciding are apart so that a changed threshold re-decides from stored measures (docs/pipeline.md,
+"Scores"). A document's reason is its first failing check, in this order (REASONS); a null threshold or a false
+switch turns its rule off, and the rules a set turns off are not measured. The defaults are TurkuNLP's rules alone
+(stages.yaml's `wikipedia` set); the `web` set is FineWeb-2's chain (`fineweb-2-pipeline.py`).
 
-1. Gopher's repetition rules (Rae et al. 2021, table A1), on the document as it came. A line is a line of the
-   source text, a paragraph a run of lines between blank lines (the record's PARAGRAPHS; a document without it,
-   as the dump's, is one paragraph whose lines are its sentences); characters are those of the lines:
+The text a web rule sees is the document as it came: its lines (a line of the source text is the sentences it gave,
+joined by spaces) joined by newlines, a blank line between two paragraphs (the record's PARAGRAPHS; a document
+without it, as the dump's, is one paragraph whose lines are its sentences). Its tokens (rules 1, 2 and 5) are the
+runs of word characters (`\\w`, with a hyphen, apostrophe or period between two of them, and the period of an
+ordinal number before a lowercase word) and each other character that is not a space, case kept: the words and
+punctuation marks of FineWeb-2's word tokenizers (spaCy's), without most of their language-specific exceptions;
+with `chars_per_word` set each letter of a script written without spaces is a token of its own. A token is a symbol if it is a punctuation
+mark, a word otherwise.
+
+1. Gopher's repetition rules (Rae et al. 2021, table A1):
      duplicate_paragraphs       paragraphs equal to an earlier one / paragraphs > max_duplicate_paragraph_share
      duplicate_paragraph_chars  their characters / characters > max_duplicate_paragraph_char_share
      duplicate_lines            lines equal to an earlier one / lines > max_duplicate_line_share
-     duplicate_line_chars       their characters / characters > max_duplicate_line_char_share
-     top_ngram                  for each n of max_top_ngram_share: the most frequent n-gram of words (seen twice or
-                                more), its characters x its count / characters > the share
-     duplicate_ngrams           for each n of max_duplicate_ngram_share: the characters of the word n-grams seen
-                                earlier in the document (overlapping ones counted once) / characters > the share
-                                (datatrove counts them greedily, left to right; on huwiki text the two correlate at
-                                0.99, ours about 1.2x datatrove's)
-   An n-gram's characters are the text's from its first word to its last.
-2. C4's line rules (Raffel et al. 2020, as its code applies them: line by line, in this order). A line rule drops
+     duplicate_line_chars       their characters / characters > max_duplicate_line_char_share (FineWeb quality's
+                                char_duplicates_ratio in the web set)
+     top_ngram                  for each n of max_top_ngram_share: the most frequent token n-gram (the first of
+                                them on a tie), its characters (tokens joined by spaces) x its count / characters
+     duplicate_ngrams           for each n of max_duplicate_ngram_share: the characters of the tokens in n-grams
+                                seen earlier in the document (each token counted once) / characters > the share
+                                (datatrove counts whole repeats greedily, left to right: ours is a little higher)
+2. FineWeb quality's rules (Penedo et al. 2024):
+     line_punctuation           lines ending in a sentence terminal (a mark named FULL STOP, QUESTION MARK,
+                                EXCLAMATION MARK or DANDA) / lines < min_line_punctuation_share
+     newline_ratio              newlines / tokens > max_newline_ratio
+3. C4's line rules (Raffel et al. 2020, as its code applies them: line by line, in this order). A line rule drops
    the line's sentences; lorem_ipsum and curly_bracket drop the document:
      no_terminal_punctuation    the line does not end in a mark of `terminal_punctuation`, or ends in an ellipsis
      lorem_ipsum                the line holds "lorem ipsum" (any case)
@@ -25,7 +38,7 @@ its rule off, and a rule set's defaults are TurkuNLP's rules alone (stages.yaml'
      curly_bracket              the line holds "{"
      policy                     the line holds a phrase of `policy_phrases` (cookie and terms-of-use notices)
    A document left without sentences is dropped for the line rule that dropped most of them.
-3. TurkuNLP's rules (`filterdocs.py` of wiki-bert-pipeline, measured the same way), on the sentences kept:
+4. TurkuNLP's rules (`filterdocs.py` of wiki-bert-pipeline, measured the same way), on the sentences kept:
      avg_words      words per sentence < min_avg_words
      min_sentences  sentences < min_sentences          max_sentences  sentences > max_sentences
      min_tokens     whitespace tokens < min_tokens     max_tokens     whitespace tokens > max_tokens
@@ -37,19 +50,22 @@ its rule off, and a rule set's defaults are TurkuNLP's rules alone (stages.yaml'
      min_words      words < min_words
    Here a word is 2+ letters of `word_chars` with an optional capital first (any letters when `word_chars` is
    null), characters those of the sentences, newlines excluded. With `long_documents: split` max_sentences and
-   max_tokens drop nothing: the document is cut into pieces under both (`piece_starts`), and only a sentence over
-   max_tokens on its own is dropped (reason max_tokens).
-4. Words (Gopher's quality rules), on the sentences kept:
+   max_tokens drop nothing: a kept document over either is cut into pieces under both (`piece_starts`), and only a
+   sentence over max_tokens on its own is dropped (reason max_tokens; the document's other measures include it).
+5. Gopher's quality rules, on the sentences kept (the text of rule 1 where no line was dropped):
+     doc_words         words < min_doc_words
      mean_word_length  mean characters per word < min_mean_word_length or > max_mean_word_length
-     stop_words        fewer than min_stop_words words of `stop_words` (skipped while that list is empty)
-5. The language, identified from the first `langid_chars` characters of the sentences kept:
+     symbol_ratio      "#", or "..." and "…", per token > max_symbol_ratio
+     bullet_lines      lines (blank ones too) starting with "•" or "-" / lines > max_bullet_line_share
+     ellipsis_lines    lines ending in "..." or "…" / lines > max_ellipsis_line_share
+     alpha_words       tokens holding a letter / tokens < min_alpha_word_share
+     stop_words        distinct words of `stop_words` < min_stop_words (skipped while that list is empty)
+6. The language, identified from the first `langid_chars` characters of the sentences kept:
      language          it is not `language`
      language_score    the identifier's probability of it < min_language_score
 Duplicates are the dedup stage's.
 
-The words of rules 1 and 4 are the runs of word characters (`\\w+`) of the casefolded text, and with
-`chars_per_word` set each letter of a script written without spaces is a word of its own (`pipeline.words`).
-Languages without spaces: `chars_per_word` counts their letters as words and tokens for rule 3
+Languages without spaces: `chars_per_word` counts their letters as words and tokens for rule 4
 (docs/pipeline.md, "Languages without spaces").
 """
 from __future__ import annotations
@@ -57,12 +73,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import sys
+import unicodedata
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from wiki2bert_core.config import SettingError
-from pipeline.words import DIGIT, LETTER, PUNCT, UNSPACED, UPPER, WORD, character_flags, split_unspaced, word_hashes
+from pipeline.words import (DIGIT, LETTER, PUNCT, UNICODE_PUNCT, UNSPACED, UPPER, WORD, character_flags,
+                            split_unspaced, word_hashes)
 
 if TYPE_CHECKING:
     from pipeline.stages.filter.stage import FilterConfig
@@ -70,30 +89,36 @@ if TYPE_CHECKING:
 REASONS = (
     "duplicate_paragraphs", "duplicate_paragraph_chars", "duplicate_lines", "duplicate_line_chars", "top_ngram",
     "duplicate_ngrams",
+    "line_punctuation", "newline_ratio",
     "no_terminal_punctuation", "lorem_ipsum", "javascript", "curly_bracket", "policy",
     "avg_words", "min_sentences", "max_sentences", "min_tokens", "max_tokens", "no_word_ratio", "punct_ratio",
     "upper_ratio", "digit_ratio", "foreign_ratio", "min_words",
-    "mean_word_length", "stop_words",
+    "doc_words", "mean_word_length", "symbol_ratio", "bullet_lines", "ellipsis_lines", "alpha_words", "stop_words",
     "language", "language_score",
 )
 KEPT = 0  # a document's (or a sentence's) code: 0 kept, i + 1 dropped for REASONS[i]
 CODE = {reason: i + 1 for i, reason in enumerate(REASONS)}
 ELLIPSES = ("...", "…")
+INNER_MARKS = np.array([ord(c) for c in "-'’."], np.uint32)  # joined to the word characters on both sides
+BULLETS = ("•", "-")
 
 
 @dataclasses.dataclass(frozen=True)
 class RuleSet:
     """One set of document rules; `FilterConfig.rules` says which source gets which. The module docstring says what
     each rule measures and in which order; null (or false) turns a rule off; the defaults are TurkuNLP's rules alone.
-    Gopher's repetition rules look at the document as it came, the others at the lines kept."""
+    The repetition and FineWeb quality rules look at the document as it came, the others at the lines kept."""
     max_duplicate_paragraph_share: float | None = None  # Gopher: paragraphs equal to an earlier one / paragraphs
     max_duplicate_paragraph_char_share: float | None = None  # Gopher: their characters / the document's characters
     max_duplicate_line_share: float | None = None  # Gopher: lines equal to an earlier one / lines
     max_duplicate_line_char_share: float | None = None  # Gopher: their characters / the document's characters
-    # Gopher: n -> the most frequent word n-gram's characters x its count / the document's characters, at most
+    # Gopher: n -> the most frequent token n-gram's characters x its count / the document's characters, at most
     max_top_ngram_share: dict[int, float] = dataclasses.field(default_factory=dict)
-    # Gopher: n -> the characters of the word n-grams seen earlier in the document / its characters, at most
+    # Gopher: n -> the characters of the tokens in n-grams seen earlier in the document / its characters, at most
     max_duplicate_ngram_share: dict[int, float] = dataclasses.field(default_factory=dict)
+    # FineWeb quality: lines ending in a sentence terminal / lines, at least (FineWeb-2's line_punct_thr)
+    min_line_punctuation_share: float | None = None
+    max_newline_ratio: float | None = None  # FineWeb quality: newlines / tokens, at most (FineWeb-2's new_line_ratio)
     drop_lines_without_terminal_punctuation: bool = False  # C4: drop a line not ending in terminal_punctuation
     drop_lorem_ipsum: bool = False  # C4: drop the document if a line holds "lorem ipsum"
     drop_javascript_lines: bool = False  # C4: drop a line that holds "javascript"
@@ -110,9 +135,16 @@ class RuleSet:
     max_digit_ratio: float | None = 0.075  # TurkuNLP: digits / characters
     max_foreign_ratio: float | None = 0.02  # TurkuNLP: letters outside word_chars / characters (off without them)
     min_words: int | None = 30  # TurkuNLP: words (2+ letters of word_chars, optionally capitalized), at least
+    min_doc_words: int | None = None  # Gopher: words (tokens that are not punctuation marks), at least
     min_mean_word_length: float | None = None  # Gopher: mean characters per word, at least
     max_mean_word_length: float | None = None  # Gopher: mean characters per word, at most
-    min_stop_words: int | None = None  # Gopher: words of stop_words, at least (skipped while stop_words is empty)
+    max_symbol_ratio: float | None = None  # Gopher: "#", and apart "..." and "…", per token, at most
+    max_bullet_line_share: float | None = None  # Gopher: lines starting with "•" or "-" / lines, at most
+    max_ellipsis_line_share: float | None = None  # Gopher: lines ending in "..." or "…" / lines, at most
+    # Gopher: tokens holding a letter / tokens, at least (FineWeb-2's max_non_alpha_words_ratio, named for what it
+    # keeps)
+    min_alpha_word_share: float | None = None
+    min_stop_words: int | None = None  # Gopher: distinct words of stop_words, at least (skipped while it is empty)
     min_language_score: float | None = None  # the language identifier's probability of the language, at least
 
     def __post_init__(self):
@@ -123,13 +155,15 @@ class RuleSet:
     def check_ranges(self, prefix: str) -> None:
         """SettingError naming `prefix` + the key of the first value out of its range."""
         for name in ("min_avg_words", "min_sentences", "max_sentences", "min_tokens", "max_tokens", "min_words",
-                     "min_mean_word_length", "max_mean_word_length", "min_stop_words"):
+                     "min_doc_words", "min_mean_word_length", "max_mean_word_length", "min_stop_words",
+                     "max_newline_ratio", "max_symbol_ratio"):
             if (value := getattr(self, name)) is not None and value < 0:
                 raise SettingError(f"{prefix}{name}", f"must not be negative, got {value}")
         shares = [(name, getattr(self, name)) for name in (
             "max_duplicate_paragraph_share", "max_duplicate_paragraph_char_share", "max_duplicate_line_share",
-            "max_duplicate_line_char_share", "max_no_word_ratio", "max_punct_ratio", "max_upper_ratio",
-            "max_digit_ratio", "max_foreign_ratio", "min_language_score")]
+            "max_duplicate_line_char_share", "min_line_punctuation_share", "max_no_word_ratio", "max_punct_ratio",
+            "max_upper_ratio", "max_digit_ratio", "max_foreign_ratio", "max_bullet_line_share",
+            "max_ellipsis_line_share", "min_alpha_word_share", "min_language_score")]
         for name in ("max_top_ngram_share", "max_duplicate_ngram_share"):
             for n, share in getattr(self, name).items():
                 if not (isinstance(n, int) and n >= 2):
@@ -140,18 +174,63 @@ class RuleSet:
                 raise SettingError(f"{prefix}{name}", f"{value} is not between 0 and 1")
 
     @functools.cached_property
-    def repetition(self) -> bool:
-        """Whether a repetition rule is on."""
-        return any(v is not None for v in (
-            self.max_duplicate_paragraph_share, self.max_duplicate_paragraph_char_share,
-            self.max_duplicate_line_share, self.max_duplicate_line_char_share)) \
-            or bool(self.max_top_ngram_share or self.max_duplicate_ngram_share)
-
-    @functools.cached_property
     def line_rules(self) -> bool:
         """Whether a line rule is on."""
         return (self.drop_lines_without_terminal_punctuation or self.drop_lorem_ipsum or self.drop_javascript_lines
                 or self.drop_curly_bracket or self.drop_policy_lines)
+
+    def checks(self, long_documents: str, check_language: bool) -> list[tuple[str, str, bool, float]]:
+        """The rules that are on, in order: (reason, the measure it looks at, whether a measure above the limit fails
+        (else below), the limit); the language check where `check_language`. A line rule's measure `line_rules` is
+        the code of the line rule that dropped the document, 0 if none did."""
+        capped = long_documents == "drop"
+        found = [(reason, measure, above, limit) for reason, measure, above, limit in (
+            ("duplicate_paragraphs", "duplicate_paragraphs", True, self.max_duplicate_paragraph_share),
+            ("duplicate_paragraph_chars", "duplicate_paragraph_chars", True, self.max_duplicate_paragraph_char_share),
+            ("duplicate_lines", "duplicate_lines", True, self.max_duplicate_line_share),
+            ("duplicate_line_chars", "duplicate_line_chars", True, self.max_duplicate_line_char_share),
+            *(("top_ngram", f"top_ngram_{n}", True, share) for n, share in self.max_top_ngram_share.items()),
+            *(("duplicate_ngrams", f"duplicate_ngrams_{n}", True, share)
+              for n, share in self.max_duplicate_ngram_share.items()),
+            ("line_punctuation", "line_punctuation", False, self.min_line_punctuation_share),
+            ("newline_ratio", "newline_ratio", True, self.max_newline_ratio),
+            ("line_rules", "line_rules", True, 0 if self.line_rules else None),
+            ("avg_words", "words_per_sentence", False, self.min_avg_words),
+            ("min_sentences", "sentences", False, self.min_sentences),
+            ("max_sentences", "sentences", True, self.max_sentences if capped else None),
+            ("min_tokens", "tokens", False, self.min_tokens),
+            ("max_tokens", "tokens", True, self.max_tokens if capped else None),
+            ("no_word_ratio", "no_word_ratio", True, self.max_no_word_ratio),
+            ("punct_ratio", "punct_ratio", True, self.max_punct_ratio),
+            ("upper_ratio", "upper_ratio", True, self.max_upper_ratio),
+            ("digit_ratio", "digit_ratio", True, self.max_digit_ratio),
+            ("foreign_ratio", "foreign_ratio", True, self.max_foreign_ratio),
+            ("min_words", "words", False, self.min_words),
+            ("doc_words", "doc_words", False, self.min_doc_words),
+            ("mean_word_length", "mean_word_length", False, self.min_mean_word_length),
+            ("mean_word_length", "mean_word_length", True, self.max_mean_word_length),
+            ("symbol_ratio", "hash_ratio", True, self.max_symbol_ratio),
+            ("symbol_ratio", "ellipsis_ratio", True, self.max_symbol_ratio),
+            ("bullet_lines", "bullet_lines", True, self.max_bullet_line_share),
+            ("ellipsis_lines", "ellipsis_lines", True, self.max_ellipsis_line_share),
+            ("alpha_words", "alpha_words", False, self.min_alpha_word_share),
+            ("stop_words", "stop_words", False, self.min_stop_words),
+            ("language", "language", False, 1.0 if check_language else None),
+            ("language_score", "language_score", False, self.min_language_score if check_language else None),
+        ) if limit is not None]
+        return found
+
+    def measures(self, long_documents: str, check_language: bool) -> frozenset[str]:
+        """What the checks of this set look at, and the sentences and tokens every set reports."""
+        return frozenset(m for _, m, _, _ in self.checks(long_documents, check_language)) | {"sentences", "tokens"}
+
+
+@dataclasses.dataclass
+class Measurement:
+    """What a rule set's measures make of a document (DocumentChecker.measure)."""
+    values: dict[str, float]  # measure name -> value (RuleSet.checks names them)
+    sentence_tokens: np.ndarray  # float64 per sentence: its tokens (letters of unspaced scripts count fractions)
+    sentence_codes: np.ndarray | None = None  # int8 per sentence: KEPT or the line rule that dropped it; None: none
 
 
 @dataclasses.dataclass
@@ -160,15 +239,68 @@ class Verdict:
     code: int  # KEPT, or the code of the reason the document is dropped
     kept_tokens: float  # tokens of the sentences kept (letters of unspaced scripts count fractions)
     sentence_codes: np.ndarray | None = None  # int8 per sentence: KEPT, or the rule that dropped it; None: all kept
-    tokens: np.ndarray | None = None  # float64 per sentence: its tokens, where sentences were dropped or cut
     # a kept document's pieces: the first sentence of each, counted among the sentences kept
     starts: list[int] = dataclasses.field(default_factory=lambda: [0])
 
 
-COUNTED = UPPER | DIGIT | PUNCT | LETTER  # the flags (pipeline.words) rule 3 counts
+def decide(values: dict[str, np.ndarray], rules: RuleSet, long_documents: str, check_language: bool) -> np.ndarray:
+    """The code of each document (KEPT or its first failing check) from its measures (`values`: measure name -> one
+    value per document; a measure a check needs and a document lacks, NaN, fails nothing)."""
+    count = len(values["sentences"])
+    codes = np.zeros(count, np.int8)
+    for reason, measure, above, limit in rules.checks(long_documents, check_language):
+        value = values.get(measure)
+        if value is None:  # a document whose line rules dropped it has no later measures
+            continue
+        with np.errstate(invalid="ignore"):
+            failed = value > limit if above else value < limit
+        undecided = codes == KEPT
+        if reason == "line_rules":
+            codes[undecided & failed] = value[undecided & failed]
+        else:
+            codes[undecided & failed] = CODE[reason]
+    return codes
+
+
+def cut(tokens: np.ndarray, sentence_codes: np.ndarray | None, rules: RuleSet) -> tuple[np.ndarray | None, list[int]]:
+    """A kept document under `long_documents: split`: (its sentence codes with each sentence over max_tokens alone
+    dropped, None where no sentence is dropped; the first sentence of each piece, counted among the sentences kept)."""
+    codes = sentence_codes
+    if rules.max_tokens is not None and (tokens > rules.max_tokens).any():
+        codes = np.zeros(len(tokens), np.int8) if codes is None else codes.copy()
+        codes[(tokens > rules.max_tokens) & (codes == KEPT)] = CODE["max_tokens"]
+    kept = tokens if codes is None else tokens[codes == KEPT]
+    return codes, piece_starts(kept, rules.max_tokens, rules.max_sentences) if len(kept) else [0]
+
+
+# what TurkuNLP's rules and the language check measure: of the sentences alone, without lines or text
+TURKU_MEASURES = frozenset({"sentences", "tokens", "words_per_sentence", "words", "no_word_ratio", "punct_ratio",
+                            "upper_ratio", "digit_ratio", "foreign_ratio", "language", "language_score"})
+COUNTED = UPPER | DIGIT | PUNCT | LETTER  # the flags (pipeline.words) rule 4 counts
 # FLAG_SUMS[flags & COUNTED] -> which of (upper, digit, punct, letter) a character with those flags counts for
 FLAG_SUMS = np.array([[bool(f & flag) for flag in (UPPER, DIGIT, PUNCT, LETTER)] for f in range(COUNTED + 1)],
                      dtype=np.int64)
+
+
+@functools.cache
+def _space_and_terminal() -> tuple[np.ndarray, tuple[str, ...]]:
+    """(whether each code point is a space, the sentence terminals of rule 2)."""
+    space = np.zeros(sys.maxunicode + 1, bool)
+    space[[c for c in range(0x3001) if chr(c).isspace()]] = True
+    terminals = tuple(chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Po" and any(
+        key in unicodedata.name(chr(c), "") for key in ("FULL STOP", "QUESTION MARK", "EXCLAMATION MARK", "DANDA"))
+        and not any(key in unicodedata.name(chr(c)) for key in ("INVERTED", "REVERSED", "TURNED")))
+    return space, terminals
+
+
+@dataclasses.dataclass
+class Tokens:
+    """The tokens of a text (module docstring), in order."""
+    lengths: np.ndarray  # characters of each
+    hashes: np.ndarray  # uint64 hash of each (pipeline.words.word_hashes)
+    symbol: np.ndarray  # bool: a punctuation mark
+    letter: np.ndarray  # bool: holds a letter
+    unspaced: np.ndarray  # bool: a letter of a script written without spaces, a token of its own
 
 
 class DocumentChecker:
@@ -182,89 +314,107 @@ class DocumentChecker:
             upper = "".join(u for u in (c.upper() for c in alphabet) if len(u) == 1 and u not in alphabet)
             capital = f"[{re.escape(upper)}]?" if upper else ""
             self.word = re.compile(rf"\b{capital}[{re.escape(alphabet)}]{{2,}}\b")
-            self.flags = self.flags.copy()  # letters of the alphabet are not foreign
-            self.flags[[ord(c) for c in alphabet + upper]] &= ~np.uint16(LETTER)
+            self.foreign = self.flags.copy()  # letters of the alphabet are not foreign
+            self.foreign[[ord(c) for c in alphabet + upper]] &= ~np.uint16(LETTER)
         else:
             self.word = re.compile(r"\b[^\W\d_]{2,}\b")
-        # the words of the repetition and word rules (module docstring): word characters, and letters of unspaced
-        # scripts each a word of its own where chars_per_word is set
-        self.own_word_flag = UNSPACED if config.chars_per_word is not None else 0
-        self.stop_words = np.unique(self.plain_words(" ".join(config.stop_words))[1])
+            self.foreign = self.flags
+        self.space, self.terminals = _space_and_terminal()
+        # letters of unspaced scripts each a token of their own where chars_per_word is set
+        self.own_token_flag = UNSPACED if config.chars_per_word is not None else 0
+        self.stop_words = np.unique(self.tokens(" ".join(config.stop_words)).hashes)
         self.policy_phrases = tuple(p.casefold() for p in config.policy_phrases)
         self.terminal_punctuation = tuple(config.terminal_punctuation)
 
     def judge(self, sentences: list[str], rules: RuleSet, paragraphs: list[list[int]] | None = None) -> Verdict:
-        """The verdict of `rules` on a document; `paragraphs` is its record's PARAGRAPHS (None: one paragraph, a
-        line a sentence)."""
+        """The verdict of `rules` on one document: measure, then decide (the stage does both for a part at once)."""
+        measured = self.measure(sentences, rules, paragraphs)
+        values = {name: np.array([value]) for name, value in measured.values.items()}
+        code = int(decide(values, rules, self.config.long_documents, self.check_language)[0])
+        verdict = Verdict(code, measured.values["tokens"], measured.sentence_codes)
+        if code == KEPT and self.config.long_documents == "split":
+            verdict.sentence_codes, verdict.starts = cut(measured.sentence_tokens, measured.sentence_codes, rules)
+            if verdict.sentence_codes is not None:
+                verdict.kept_tokens = measured.sentence_tokens[verdict.sentence_codes == KEPT].sum()
+                if not (verdict.sentence_codes == KEPT).any():
+                    verdict.code = CODE["max_tokens"]
+        return verdict
+
+    def measure(self, sentences: list[str], rules: RuleSet, paragraphs: list[list[int]] | None = None
+                ) -> Measurement:
+        """Every measure the checks of `rules` look at (RuleSet.measures), of a document; `paragraphs` is its
+        record's PARAGRAPHS (None: one paragraph, a line a sentence)."""
         c = self.config
+        wanted = rules.measures(c.long_documents, self.check_language)
         # (sentence with unspaced-script letters blanked, words they make): the sentence itself and 0 in spaced text
         counted = ([(s, 0) for s in sentences] if c.chars_per_word is None else
                    [(rest, letters / c.chars_per_word) for rest, letters in map(split_unspaced, sentences)])
-        rest = "\n".join(r for r, _ in counted)
-        unspaced_words = sum(w for _, w in counted)
-        verdict = Verdict(KEPT, len(rest.split()) + unspaced_words)
-        words = None  # the words of rules 1 and 4, once found
-        if rules.repetition or rules.line_rules:
-            line_sizes = [n for paragraph in paragraphs for n in paragraph] if paragraphs else [1] * len(sentences)
-            bounds = np.cumsum([0] + line_sizes)
-            lines = [" ".join(sentences[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
-            if rules.repetition:
-                verdict.code, words = self._repetition(rules, lines, paragraphs)
-                if verdict.code:
-                    return verdict
-        if rules.line_rules:
-            verdict.code, line_codes = self._line_rules(rules, lines)
-            if verdict.code:
-                return verdict
-            if any(line_codes):
-                verdict.sentence_codes = np.repeat(np.array(line_codes, np.int8), line_sizes)
-        split = c.long_documents == "split" and rules.max_tokens is not None and verdict.kept_tokens > rules.max_tokens
-        if verdict.sentence_codes is not None or split:  # the tokens of each sentence are needed
-            verdict.tokens = np.fromiter((len(r.split()) + w for r, w in counted), np.float64, len(sentences))
-        if split and verdict.tokens.max() > rules.max_tokens:
-            if verdict.sentence_codes is None:
-                verdict.sentence_codes = np.zeros(len(sentences), np.int8)
-            verdict.sentence_codes[(verdict.tokens > rules.max_tokens) & (verdict.sentence_codes == KEPT)] = \
-                CODE["max_tokens"]
-        if verdict.sentence_codes is not None:
-            kept = verdict.sentence_codes == KEPT
-            verdict.kept_tokens = verdict.tokens[kept].sum()
-            if not kept.any():
-                verdict.code = int(np.bincount(verdict.sentence_codes).argmax())
-                return verdict
-            sentences = [s for s, k in zip(sentences, kept) if k]
-            counted = [x for x, k in zip(counted, kept) if k]
-            rest = "\n".join(r for r, _ in counted)
-            unspaced_words = sum(w for _, w in counted)
-            words = None
-        verdict.code = self._turku(rules, sentences, counted, rest, unspaced_words, verdict.kept_tokens) \
-            or self._words(rules, sentences, words) or self._language(rules, sentences)
-        if verdict.code == KEPT and split:
-            tokens = verdict.tokens if verdict.sentence_codes is None else verdict.tokens[kept]
-            verdict.starts = piece_starts(tokens, rules.max_tokens, rules.max_sentences)
-        return verdict
-
-    def _repetition(self, r: RuleSet, lines: list[str], paragraphs: list[list[int]] | None
-                    ) -> tuple[int, tuple[np.ndarray, np.ndarray] | None]:
-        """(KEPT or the code of the first failing repetition rule, the document's plain_words if they were needed)."""
-        chars = sum(map(len, lines)) + len(lines) - 1  # of the lines, one newline between two
-        if r.max_duplicate_paragraph_share is not None or r.max_duplicate_paragraph_char_share is not None:
-            bounds = np.cumsum([0] + [len(p) for p in paragraphs or [lines]])
-            texts = ["\n".join(lines[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+        sentence_tokens = np.fromiter((len(r.split()) + w for r, w in counted), np.float64, len(sentences))
+        measured = Measurement({}, sentence_tokens)
+        values = measured.values
+        if not (rules.line_rules or wanted - TURKU_MEASURES):  # TurkuNLP's rules alone: no lines, no text needed
+            values.update(sentences=len(sentences), tokens=float(sentence_tokens.sum()))
+            self._turku(wanted, values, sentences, counted)
+            self._language(wanted, values, sentences)
+            return measured
+        line_sizes = [n for paragraph in paragraphs for n in paragraph] if paragraphs else [1] * len(sentences)
+        bounds = np.cumsum([0] + line_sizes)
+        lines = [" ".join(sentences[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+        paragraph_bounds = np.cumsum([0] + [len(p) for p in paragraphs or [lines]])
+        text = "\n\n".join("\n".join(lines[a:b]) for a, b in zip(paragraph_bounds[:-1], paragraph_bounds[1:]))
+        tokens = None
+        if wanted & {"duplicate_paragraphs", "duplicate_paragraph_chars"}:
+            texts = ["\n".join(lines[a:b]) for a, b in zip(paragraph_bounds[:-1], paragraph_bounds[1:])]
             repeated, repeated_chars = _repeats(texts)
-            if _over(repeated / len(texts), r.max_duplicate_paragraph_share):
-                return CODE["duplicate_paragraphs"], None
-            if _over(repeated_chars / chars, r.max_duplicate_paragraph_char_share):
-                return CODE["duplicate_paragraph_chars"], None
-        repeated, repeated_chars = _repeats(lines)
-        if _over(repeated / len(lines), r.max_duplicate_line_share):
-            return CODE["duplicate_lines"], None
-        if _over(repeated_chars / chars, r.max_duplicate_line_char_share):
-            return CODE["duplicate_line_chars"], None
-        if not (r.max_top_ngram_share or r.max_duplicate_ngram_share):
-            return KEPT, None
-        words = self.plain_words("\n".join(lines))
-        return ngram_code(*words, chars, r.max_top_ngram_share, r.max_duplicate_ngram_share), words
+            values["duplicate_paragraphs"] = repeated / len(texts)
+            values["duplicate_paragraph_chars"] = repeated_chars / len(text)
+        if wanted & {"duplicate_lines", "duplicate_line_chars"}:
+            repeated, repeated_chars = _repeats(lines)
+            values["duplicate_lines"] = repeated / len(lines)
+            values["duplicate_line_chars"] = repeated_chars / len(text)
+        top = [int(m.rpartition("_")[2]) for m in wanted if m.startswith("top_ngram_")]
+        duplicate = [int(m.rpartition("_")[2]) for m in wanted if m.startswith("duplicate_ngrams_")]
+        if top or duplicate or "newline_ratio" in wanted:
+            tokens = self.tokens(text)
+        if top or duplicate:
+            values.update(ngram_shares(tokens, len(text), top, duplicate))
+        if "line_punctuation" in wanted:
+            values["line_punctuation"] = sum(line.endswith(self.terminals) for line in lines) / len(lines)
+        if "newline_ratio" in wanted:
+            values["newline_ratio"] = text.count("\n") / max(1, len(tokens.lengths))
+        if rules.line_rules:
+            code, line_codes = self._line_rules(rules, lines)
+            if any(line_codes):
+                measured.sentence_codes = np.repeat(np.array(line_codes, np.int8), line_sizes)
+                if not code and (measured.sentence_codes == KEPT).sum() == 0:
+                    code = int(np.bincount(measured.sentence_codes).argmax())
+            values["line_rules"] = code
+            if code:
+                values["sentences"], values["tokens"] = 0, 0.0
+                return measured
+            if measured.sentence_codes is not None:
+                kept = measured.sentence_codes == KEPT
+                sentences = [s for s, k in zip(sentences, kept) if k]
+                counted = [x for x, k in zip(counted, kept) if k]
+                text = "\n".join(sentences)
+                tokens = None
+        values["sentences"] = len(sentences)
+        values["tokens"] = float(sentence_tokens.sum() if measured.sentence_codes is None
+                                 else sentence_tokens[measured.sentence_codes == KEPT].sum())
+        self._turku(wanted, values, sentences, counted)
+        self._gopher_quality(wanted, values, text, tokens)
+        self._language(wanted, values, sentences)
+        return measured
+
+    def _language(self, wanted: frozenset[str], values: dict[str, float], sentences: list[str]) -> None:
+        """Rule 6's measures of the sentences kept: 1 if identified as the language (else 0), its probability."""
+        if "language" in wanted:
+            c = self.config
+            label, probability = identifier(c.langid)[0](" ".join(sentences)[:c.langid_chars],
+                                                         "language_score" in wanted)
+            values["language"] = float(label == self.language)
+            if "language_score" in wanted:
+                values["language_score"] = probability
 
     def _line_rules(self, r: RuleSet, lines: list[str]) -> tuple[int, list[int]]:
         """(the code of a rule that drops the document or KEPT, each line's code)."""
@@ -286,79 +436,71 @@ class DocumentChecker:
                 codes.append(KEPT)
         return KEPT, codes
 
-    def _turku(self, r: RuleSet, sentences: list[str], counted: list[tuple[str, float]], rest: str,
-               unspaced_words: float, token_count: float) -> int:
-        """Rule 3 on the sentences kept: `counted` and `rest` as judge makes them, and their tokens."""
-        c = self.config
+    def _turku(self, wanted: frozenset[str], values: dict[str, float], sentences: list[str],
+               counted: list[tuple[str, float]]) -> None:
+        """Rule 4's measures of the sentences kept (`counted` as measure makes it)."""
         n = len(sentences)
+        if not wanted & {"words_per_sentence", "words", "no_word_ratio", "punct_ratio", "upper_ratio", "digit_ratio",
+                         "foreign_ratio"}:
+            return
+        rest = "\n".join(r for r, _ in counted)
+        words = len(self.word.findall(rest)) + sum(w for _, w in counted)
         text = "\n".join(sentences)
-        words = len(self.word.findall(rest)) + unspaced_words
-        chars = len(text) - (n - 1)
+        chars = max(1, len(text) - (n - 1))
         upper, digit, punct, foreign = np.bincount(
-            self.flags[np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)] & COUNTED,
+            self.foreign[np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)] & COUNTED,
             minlength=len(FLAG_SUMS)) @ FLAG_SUMS
-        capped = c.long_documents == "drop"  # split: long documents are cut, not dropped
-        checks = (
-            ("avg_words", r.min_avg_words is not None and words / n < r.min_avg_words),
-            ("min_sentences", r.min_sentences is not None and n < r.min_sentences),
-            ("max_sentences", capped and r.max_sentences is not None and n > r.max_sentences),
-            ("min_tokens", r.min_tokens is not None and token_count < r.min_tokens),
-            ("max_tokens", capped and r.max_tokens is not None and token_count > r.max_tokens),
-            ("no_word_ratio", r.max_no_word_ratio is not None
-             and sum(not w and self.word.search(s) is None for s, w in counted) / n > r.max_no_word_ratio),
-            ("punct_ratio", r.max_punct_ratio is not None and punct / chars > r.max_punct_ratio),
-            ("upper_ratio", r.max_upper_ratio is not None and upper / chars > r.max_upper_ratio),
-            ("digit_ratio", r.max_digit_ratio is not None and digit / chars > r.max_digit_ratio),
-            ("foreign_ratio", r.max_foreign_ratio is not None and c.word_chars is not None
-             and foreign / chars > r.max_foreign_ratio),
-            ("min_words", r.min_words is not None and words < r.min_words),
-        )
-        return next((CODE[reason] for reason, failed in checks if failed), KEPT)
+        values.update(words_per_sentence=words / n, words=words, punct_ratio=punct / chars,
+                      upper_ratio=upper / chars, digit_ratio=digit / chars,
+                      foreign_ratio=foreign / chars if self.config.word_chars is not None else 0.0)
+        if "no_word_ratio" in wanted:
+            values["no_word_ratio"] = sum(not w and self.word.search(s) is None for s, w in counted) / n
 
-    def _words(self, r: RuleSet, sentences: list[str], words: tuple[np.ndarray, np.ndarray] | None) -> int:
-        """Rule 4 on the sentences kept, whose `words` (plain_words) may be known already."""
-        stop_words = r.min_stop_words is not None and len(self.stop_words)
-        if r.min_mean_word_length is None and r.max_mean_word_length is None and not stop_words:
-            return KEPT
-        lengths, hashes, _ = self.plain_words(" ".join(sentences)) if words is None else words
-        mean = lengths.mean() if len(lengths) else 0.0
-        if _over(mean, r.max_mean_word_length) or _under(mean, r.min_mean_word_length):
-            return CODE["mean_word_length"]
-        if stop_words and np.isin(hashes, self.stop_words).sum() < r.min_stop_words:
-            return CODE["stop_words"]
-        return KEPT
+    def _gopher_quality(self, wanted: frozenset[str], values: dict[str, float], text: str,
+                        tokens: Tokens | None) -> None:
+        """Rule 5's measures of `text` (the sentences kept) and its tokens, if known already."""
+        if not wanted & {"doc_words", "mean_word_length", "hash_ratio", "bullet_lines", "ellipsis_lines",
+                         "alpha_words", "stop_words"}:
+            return
+        tokens = self.tokens(text) if tokens is None else tokens
+        count = max(1, len(tokens.lengths))
+        word_lengths = tokens.lengths[~tokens.symbol]
+        lines = text.split("\n")
+        values.update(doc_words=len(word_lengths),
+                      mean_word_length=word_lengths.mean() if len(word_lengths) else 0.0,
+                      hash_ratio=text.count("#") / count,
+                      ellipsis_ratio=(text.count("...") + text.count("…")) / count,
+                      bullet_lines=sum(line.lstrip().startswith(BULLETS) for line in lines) / len(lines),
+                      ellipsis_lines=sum(line.rstrip().endswith(ELLIPSES) for line in lines) / len(lines),
+                      alpha_words=tokens.letter.sum() / count,
+                      stop_words=np.isin(np.unique(tokens.hashes[~tokens.symbol]), self.stop_words).sum()
+                      if len(self.stop_words) else np.nan)
 
-    def plain_words(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(characters, hash) of each word of the casefolded `text`, in order, and the characters between each word
-        and the next: the words of rules 1 and 4, found with the character table instead of a regex, hashed as the
+    def tokens(self, text: str) -> Tokens:
+        """The tokens of `text` (module docstring), found with the character table instead of a regex, hashed as the
         polynomial of their code points (pipeline.words.word_hashes)."""
-        codes = np.frombuffer(text.casefold().encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
         flags = self.flags[codes]
-        single = (flags & self.own_word_flag).astype(bool)
-        word = (flags & WORD).astype(bool) | single
-        after_word = np.concatenate(([False], word[:-1]))
-        after_single = np.concatenate(([False], single[:-1]))
-        starts = np.flatnonzero(word & (~after_word | single | after_single))
-        chars = codes[word].astype(np.uint64)
-        lengths = np.diff(np.append(np.cumsum(word)[starts] - 1, len(chars)))
-        return lengths, word_hashes(chars, np.cumsum(lengths) - lengths), starts[1:] - starts[:-1] - lengths[:-1]
-
-    def _language(self, r: RuleSet, sentences: list[str]) -> int:
-        if not self.check_language:
-            return KEPT
-        label, probability = identifier(self.config.langid)[0](" ".join(sentences)[:self.config.langid_chars],
-                                                                r.min_language_score is not None)
-        if label != self.language:
-            return CODE["language"]
-        return CODE["language_score"] if _under(probability, r.min_language_score) else KEPT
-
-
-def _over(value: float, limit: float | None) -> bool:
-    return limit is not None and value > limit
-
-
-def _under(value: float, limit: float | None) -> bool:
-    return limit is not None and value < limit
+        single = (flags & self.own_token_flag).astype(bool)
+        word = (flags & WORD).astype(bool) & ~single
+        token = ~self.space[codes]
+        if len(codes) > 2:  # the marks spaCy keeps inside a token: 1804-ben, e-mail, 3.5, l'eau; an ordinal's period
+            inner = np.isin(codes[1:-1], INNER_MARKS) & word[:-2] & word[2:]
+            ordinal = (codes[1:-1] == ord(".")) & (flags[:-2] & DIGIT).astype(bool) & self.space[codes[2:]]
+            ordinal[:-1] &= ((flags[3:] & LETTER).astype(bool) & ~(flags[3:] & UPPER).astype(bool))
+            ordinal[-1] = False
+            word[1:-1] |= inner | ordinal
+        start = token.copy()
+        start[1:] &= ~(word[1:] & word[:-1])
+        in_token = np.cumsum(token) - 1  # each character's index among the characters of tokens
+        starts = in_token[start]
+        chars = codes[token].astype(np.uint64)
+        lengths = np.diff(np.append(starts, len(chars)))
+        token_flags = flags[token]
+        symbol = ~word[start] & ~single[start] & (flags[start] & (PUNCT | UNICODE_PUNCT)).astype(bool)
+        letter = np.add.reduceat((token_flags & LETTER).astype(bool) & ~(token_flags & DIGIT).astype(bool), starts) \
+            if len(starts) else np.zeros(0, bool)
+        return Tokens(lengths, word_hashes(chars, starts), symbol, letter.astype(bool), single[start])
 
 
 def _repeats(items: list[str]) -> tuple[int, int]:
@@ -374,43 +516,37 @@ def _repeats(items: list[str]) -> tuple[int, int]:
     return count, chars
 
 
-NGRAM_HASH_FACTOR = np.uint64(0x9E3779B97F4A7C15)  # odd: an n-gram's hash is its words' hashes in base this
+NGRAM_HASH_FACTOR = np.uint64(0x9E3779B97F4A7C15)  # odd: an n-gram's hash is its tokens' hashes in base this
 
 
-def ngram_code(lengths: np.ndarray, ids: np.ndarray, gaps: np.ndarray, chars: int, top: dict[int, float],
-               duplicate: dict[int, float]) -> int:
-    """The code of the first failing n-gram rule (top_ngram and duplicate_ngrams, n in increasing order) for a text
-    of `chars` characters whose words have these lengths, hashes and gaps (DocumentChecker.plain_words), or KEPT.
-    An n-gram's characters are those of the text from its first word to its last (with the spaces between, as Gopher
-    counts them, and none between letters of unspaced scripts). Vectorised: an n-gram is the hash of its words'
-    hashes; np.unique finds the repeats."""
+def ngram_shares(tokens: Tokens, chars: int, top: list[int], duplicate: list[int]) -> dict[str, float]:
+    """`top_ngram_<n>` for each n of `top` and `duplicate_ngrams_<n>` for each of `duplicate` (module docstring,
+    rule 1) of a text of `chars` characters and these tokens. An n-gram's characters are its tokens' joined by
+    spaces, as datatrove joins them, but for none between two letters of a script written without spaces (a token
+    each: spaces would count more than the letters). Vectorised: an n-gram is the hash of its tokens' hashes;
+    np.unique finds the repeats."""
+    lengths, hashes = tokens.lengths, tokens.hashes
+    joins = np.concatenate(([0], np.cumsum(~(tokens.unspaced[1:] & tokens.unspaced[:-1]))))
+    shares = {f"top_ngram_{n}": 0.0 for n in top} | {f"duplicate_ngrams_{n}": 0.0 for n in duplicate}
     cumulative = np.concatenate(([0], np.cumsum(lengths)))
-    cumulative_gaps = np.concatenate(([0], np.cumsum(gaps)))
-    hashes = ids
-    bound = 1.0  # the share of repeated n-grams of the n to come is at most this
+    ngrams = hashes
     for n in range(2, max([*top, *duplicate]) + 1):
-        hashes = hashes[:-1] * NGRAM_HASH_FACTOR + ids[n - 1:]
-        if not len(hashes):
+        ngrams = ngrams[:-1] * NGRAM_HASH_FACTOR + hashes[n - 1:]
+        if not len(ngrams):
             break
+        _, first, inverse, counts = np.unique(ngrams, return_index=True, return_inverse=True, return_counts=True)
         if n in top:
-            _, inverse, counts = np.unique(hashes, return_inverse=True, return_counts=True)
             count = counts[inverse]
-            spans = cumulative[n:] - cumulative[:-n] + cumulative_gaps[n - 1:] - cumulative_gaps[:1 - n]
-            ngram_chars = spans * count
-            if ngram_chars[count > 1].max(initial=0) / chars > top[n]:
-                return CODE["top_ngram"]
-        if n in duplicate and duplicate[n] < bound:
-            _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
-            repeats = np.flatnonzero(first[inverse] != np.arange(len(hashes)))
-            depth = np.zeros(len(ids) + 1, np.int64)  # +1 where a repeat starts, -1 after its last word
+            most = np.flatnonzero(count == count.max())[0]  # the first of the most frequent
+            span = cumulative[most + n] - cumulative[most] + joins[most + n - 1] - joins[most]
+            shares[f"top_ngram_{n}"] = span * count[most] / chars
+        if n in duplicate:
+            repeats = np.flatnonzero(first[inverse] != np.arange(len(ngrams)))
+            depth = np.zeros(len(hashes) + 1, np.int64)  # +1 where a repeat starts, -1 after its last token
             depth[repeats] += 1
             depth[repeats + n] -= 1
-            covered = np.cumsum(depth[:-1]) > 0
-            share = (lengths[covered].sum() + gaps[covered[1:] & covered[:-1]].sum()) / chars  # words, gaps within
-            if share > duplicate[n]:
-                return CODE["duplicate_ngrams"]
-            bound = share  # the words of repeated longer n-grams are among these: their share is at most this
-    return KEPT
+            shares[f"duplicate_ngrams_{n}"] = lengths[np.cumsum(depth[:-1]) > 0].sum() / chars
+    return shares
 
 
 def piece_starts(tokens: np.ndarray, max_tokens: int | None, max_sentences: int | None) -> list[int]:

@@ -3,9 +3,13 @@ long documents into pieces.
 
 Each document is judged by the rule set of its source (`rules`: source name -> rule set name, `default` for every
 other source; `rule_sets`: name -> rules), as rules.py says: TurkuNLP's rules for the Wikipedia dump (the
-`wikipedia` set), and for other corpora (the `web` set) Gopher's repetition rules, C4's line rules, word length,
-stop words and a language score besides. A language's thresholds, stop words and notice phrases are in its profile
-(stages.yaml; docs/pipeline.md, "Cleaning web text").
+`wikipedia` set), and for other corpora (the `web` set) FineWeb-2's chain: Gopher's repetition and quality rules,
+FineWeb's quality rules and a language score, C4's line rules as options. A language's thresholds and stop words
+are in its profile (stages.yaml) or FineWeb-2's config of it (`thresholds_from`, thresholds.py; docs/pipeline.md,
+"Thresholds per language").
+
+A corpus its publisher cleaned and deduplicated already gets the `published` set (PUBLISHED_RULES; pipeline/sources.py
+gives it): the language check and long documents cut, nothing else.
 
 Long documents (`long_documents`): `split` (the default) cuts a document over its set's max_tokens or max_sentences
 at sentence boundaries into pieces under both, each a document whose record is the original's with "piece": 1,
@@ -17,9 +21,11 @@ accuracy and speed). Both are deterministic (langdetect is seeded). Each gets th
 of the document: identification is the slowest check, and a Wikipedia lead is in the article's language. A
 language the identifier does not know skips the check, with a warning and a note in the report.
 
-Two passes over the parts, both parallel: the checks per part, then the kept documents are written. The output is
-the same for any number of workers; a part's sentences dropped by line rules or cut between pieces wait in a scratch
-file (a byte a sentence) between the passes. `report.json`: documents, sentences
+Three passes over the parts: each document's measures (in parallel), stored as the stage's scores (SCORES: a
+run whose settings differ from the last one's only in thresholds reads them instead, docs/pipeline.md, "Scores");
+the decisions from them (in the main process, vectorised); then the kept documents are written (in parallel). The
+output is the same for any number of workers; a part's sentences dropped by line rules or cut between pieces wait
+in a scratch file (a byte a sentence) between the passes. `report.json`: documents, sentences
 and tokens in, kept and dropped by reason, in all and per source (with its rule set), with examples (titles and
 beginnings of dropped documents, dropped lines), and the long documents cut.
 """
@@ -27,6 +33,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import json
+import shutil
 from pathlib import Path
 from typing import Literal
 
@@ -34,10 +43,10 @@ import numpy as np
 
 from wiki2bert_core.config import SettingError, check_minimum
 from wiki2bert_core.errors import DataError
-from wiki2bert_core.files import atomic_write, write_json
+from wiki2bert_core.files import MANIFEST, atomic_write, read_json, sha256_file, write_json
 from wiki2bert_core.log import progress
 from pipeline.stages import Stage, StageContext, StageCounts
-from pipeline.stages.filter.rules import CODE, KEPT, REASONS, DocumentChecker, RuleSet, identifier
+from pipeline.stages.filter.rules import CODE, KEPT, REASONS, DocumentChecker, RuleSet, cut, decide, identifier
 from pipeline.text_files import (PARAGRAPHS, PIECE, WIKIPEDIA_SOURCE, DocumentRecord, iter_documents_with_records,
                                  list_parts, records_path, write_document, write_record)
 
@@ -45,15 +54,29 @@ NEW_PIECE = -1  # a kept sentence's mark in a part's scratch file: the first of 
 DOCUMENTS, SENTENCES, TOKENS = range(3)  # the rows of a source's tally
 EXAMPLE_CHARS = 200  # characters of a dropped document or line in report.json (its beginning and its end)
 
-# The web set: Gopher's repetition thresholds (Rae et al. 2021, table A1), all of C4's line rules, Gopher's word
-# length and stop-word counts, TurkuNLP's other rules; a language's profile adjusts them (stages.yaml).
+SCORES = "scores"  # the stage's folder of measures: one <part>.npz a part (_measure_part) and KEY_FILE
+KEY_FILE = "key.json"  # what the scores were measured from (_measure_key)
+SCORES_VERSION = 1  # raised when a measure changes, so that stored scores are measured again
+
+# The web set: FineWeb-2's chain (fineweb-2-pipeline.py) with the generic thresholds of its filters (datatrove's
+# defaults: Gopher's table A1, FineWeb's quality filter, FineWeb-2's character-duplicate share 0.1); a language's
+# profile (stages.yaml) or filter.thresholds_from gives that language's. C4's line rules and TurkuNLP's rules are
+# off but for the long-document caps, which cut documents into pieces instead of dropping them.
 WEB_RULES = RuleSet(
-    max_duplicate_paragraph_share=0.3, max_duplicate_paragraph_char_share=0.2, max_duplicate_line_share=0.3,
-    max_duplicate_line_char_share=0.2, max_top_ngram_share={2: 0.2, 3: 0.18, 4: 0.16},
+    max_duplicate_line_share=0.3, max_duplicate_line_char_share=0.1, max_top_ngram_share={2: 0.2, 3: 0.18, 4: 0.16},
     max_duplicate_ngram_share={5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.1},
-    drop_lines_without_terminal_punctuation=True, drop_lorem_ipsum=True, drop_javascript_lines=True,
-    drop_curly_bracket=True, drop_policy_lines=True,
-    min_mean_word_length=3.0, max_mean_word_length=10.0, min_stop_words=2, min_language_score=0.9)
+    min_line_punctuation_share=0.12, max_newline_ratio=0.3,
+    min_avg_words=None, min_sentences=None, min_tokens=None, max_no_word_ratio=None, max_punct_ratio=None,
+    max_upper_ratio=None, max_digit_ratio=None, max_foreign_ratio=None, min_words=None,
+    min_doc_words=50, min_mean_word_length=3.0, max_mean_word_length=10.0, max_symbol_ratio=0.1,
+    max_bullet_line_share=0.9, max_ellipsis_line_share=0.3, min_alpha_word_share=0.8, min_stop_words=2,
+    min_language_score=0.9)
+# The published set: a corpus its publisher cleaned and deduplicated (FineWeb-2, HPLT, CulturaX) is not cleaned
+# again; only what our invariants need is checked: its language (langid) and long documents (cut, or dropped with
+# long_documents: drop). Empty documents and those over corpus.max_document_bytes never reach the filter.
+PUBLISHED_RULES = RuleSet(min_avg_words=None, min_sentences=None, min_tokens=None, max_no_word_ratio=None,
+                          max_punct_ratio=None, max_upper_ratio=None, max_digit_ratio=None, max_foreign_ratio=None,
+                          min_words=None)
 C4_POLICY_PHRASES = ["terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies",
                      "use cookies"]
 
@@ -61,12 +84,13 @@ C4_POLICY_PHRASES = ["terms of use", "privacy policy", "cookie policy", "uses co
 @dataclasses.dataclass(frozen=True)
 class FilterConfig:
     """The rule sets and what they need of the language (rules.py's docstring: every rule, in order)."""
-    # source name -> the rule set its documents get; "default": every source not named
+    # source name -> the rule set its documents get; "default": every source not named (a corpus of a publisher,
+    # corpus.sources.NAME.publisher, gets `published` unless named here)
     rules: dict[str, str] = dataclasses.field(
         default_factory=lambda: {WIKIPEDIA_SOURCE: "wikipedia", "default": "web"})
     # rule set name -> its rules (rules.py RuleSet: null or false turns a rule off)
     rule_sets: dict[str, RuleSet] = dataclasses.field(
-        default_factory=lambda: {"wikipedia": RuleSet(), "web": WEB_RULES})
+        default_factory=lambda: {"wikipedia": RuleSet(), "web": WEB_RULES, "published": PUBLISHED_RULES})
     # a document over max_tokens or max_sentences: split: cut at sentence boundaries into pieces under both (records
     # get "piece": 1, 2, ...); drop: dropped whole, as TurkuNLP's filterdocs.py does
     long_documents: Literal["split", "drop"] = "split"
@@ -82,6 +106,10 @@ class FilterConfig:
     language: str | None = None  # the code langid must return; null: --lang
     langid_chars: int = 2000  # characters of each document given to langid
     examples: int = 5  # examples per source and reason in report.json
+    # FineWeb-2's filter config of the language (configs/<iso3>_<script>.yml of huggingface/fineweb-2), or a folder
+    # of them: its thresholds and stop words replace the web set's and the profile's (--set still wins);
+    # thresholds.py lists what it sets. null: the profile's figures (stages.yaml), else generic ones with a warning
+    thresholds_from: str | None = None
 
     def __post_init__(self):
         if "default" not in self.rules:
@@ -109,14 +137,28 @@ def run(config: FilterConfig, ctx: StageContext) -> StageCounts:
     language = config.language or ctx.lang
     check_language, language_note = _language_check(config, language, ctx)
     scratch = ctx.scratch()
+    scores = ctx.out_dir / SCORES
+    scores.mkdir()
+    key = _measure_key(config, language, check_language, parts)
+    earlier = None if ctx.done_dir is None else ctx.done_dir / SCORES
+    if earlier is not None and _read_key(earlier) == key and _intact(ctx.done_dir, parts):
+        ctx.log.info("filter: deciding from the scores of the last run (%s): only thresholds changed", earlier)
+        for path in parts:
+            shutil.copyfile(earlier / f"{path.stem}.npz", scores / f"{path.stem}.npz")
+        measured = "reused"
+    else:
+        tasks = [(path, config, language, check_language, scores) for path in parts]
+        with progress(sum(p.stat().st_size for p in parts), "filter: measuring", unit="B", quiet=ctx.quiet) as bar:
+            for path, _ in zip(parts, ctx.executor.map(_measure_part, tasks)):
+                bar.update(path.stat().st_size)
+        measured = "measured"
+    write_json(scores / KEY_FILE, {"key": key})
 
-    tasks = [(path, config, language, check_language, scratch) for path in parts]
     part_codes, tally = [], Tally(len(REASONS) + 1)
-    with progress(sum(p.stat().st_size for p in parts), "filter: checking", unit="B", quiet=ctx.quiet) as bar:
-        for path, checks in zip(parts, ctx.executor.map(_check_part, tasks)):
-            tally.add(checks)
-            part_codes.append(checks.codes)
-            bar.update(path.stat().st_size)
+    for path in parts:
+        checks = _decide_part(np.load(scores / f"{path.stem}.npz"), config, check_language, scratch, path)
+        tally.add(checks)
+        part_codes.append(checks.codes)
     documents = tally.total()[DOCUMENTS].astype(np.int64)
     if documents.sum() == 0:
         raise DataError(f"{ctx.inputs['sentences']}: no documents in {len(parts)} part file(s)")
@@ -126,12 +168,18 @@ def run(config: FilterConfig, ctx: StageContext) -> StageCounts:
                         + "): check --lang and the filter thresholds in stages.yaml")
 
     tasks = [(path, codes, scratch, ctx.out_dir, config.examples) for path, codes in zip(parts, part_codes)]
+    found = []
     with progress(len(parts), "filter: writing", unit="part", quiet=ctx.quiet) as bar:
         for part_examples in ctx.executor.map(_write_part, tasks):
-            tally.add_examples(part_examples, config.examples)
+            found.append(part_examples)
             bar.update(1)
+    for line_examples, _ in found:  # dropped lines first, as the report lists them
+        tally.add_examples(line_examples, config.examples)
+    for _, document_examples in found:
+        tally.add_examples(document_examples, config.examples)
 
     report = tally.report(config, language_note, _stop_word_check(config, tally.counts, ctx))
+    report["scores"] = measured
     write_json(ctx.out_dir / "report.json", report)
     dropped = report["dropped"]
     ctx.log.info("filter: kept %d of %d documents (written as %d); dropped %s", documents[KEPT], documents.sum(),
@@ -144,6 +192,46 @@ def run(config: FilterConfig, ctx: StageContext) -> StageCounts:
                        sources={name: {"documents_kept": figures["documents"]["kept"],
                                        "documents_written": figures["documents"]["written"]}
                                 for name, figures in report["sources"].items()})
+
+
+def _measure_key(config: FilterConfig, language: str, check_language: bool, parts: list[Path]) -> str:
+    """What the stored scores depend on: the input parts and every setting but the thresholds' values (a threshold
+    turned on or off changes what is measured)."""
+    rule_sets = {name: {"measures": sorted(rules.measures(config.long_documents, check_language)),
+                        "switches": [f.name for f in dataclasses.fields(rules)
+                                     if f.name.startswith("drop_") and getattr(rules, f.name)]}
+                 for name, rules in config.rule_sets.items()}
+    settings = {"version": SCORES_VERSION, "language": language, "check_language": check_language,
+                "rules": config.rules, "rule_sets": rule_sets,
+                **{name: getattr(config, name) for name in ("word_chars", "chars_per_word", "stop_words",
+                                                             "terminal_punctuation", "policy_phrases", "langid",
+                                                             "langid_chars")},
+                "parts": _digests(parts)}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _digests(parts: list[Path]) -> list[str]:
+    """The sha256 of each part and its records, as the sentences stage's manifest has them (read where it lacks
+    one)."""
+    outputs = read_json(parts[0].parent / MANIFEST, default={}).get("outputs", {})
+    return [outputs[path.name]["sha256"] if path.name in outputs else sha256_file(path)
+            for part in parts for path in (part, records_path(part))]
+
+
+def _intact(done_dir: Path, parts: list[Path]) -> bool:
+    """Whether the earlier run's scores of every part are there as its manifest recorded them (a damaged one is
+    measured again, not read)."""
+    outputs = read_json(done_dir / MANIFEST, default={}).get("outputs", {})
+    names = [f"{SCORES}/{part.stem}.npz" for part in parts]
+    return all(name in outputs and (done_dir / name).is_file()
+               and sha256_file(done_dir / name) == outputs[name].get("sha256") for name in names)
+
+
+def _read_key(scores: Path) -> str | None:
+    try:
+        return json.loads((scores / KEY_FILE).read_text())["key"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def unknown_to_langid(config: FilterConfig, language: str) -> bool:
@@ -175,19 +263,18 @@ def _stop_word_check(config: FilterConfig, sources, ctx: StageContext) -> str:
     return f"{len(config.stop_words)} stop words"
 
 
-# --- pass 1: checks -------------------------------------------------------------------------------
+# --- pass 1: measures --------------------------------------------------------------------------------
 
 @dataclasses.dataclass
 class PartChecks:
-    """What pass 1 learnt of a part's documents."""
+    """What the decisions made of a part's documents."""
     codes: np.ndarray  # int8 per document: KEPT or its reason's code
     sources: list[str]  # the part's source names, in order of first appearance
     source_ids: np.ndarray  # per document: its source's index in `sources`
-    sentences: np.ndarray  # per document: sentences left after its line rules
+    sentences: np.ndarray  # per document: sentences left after its line rules (and cut sentences)
     tokens: np.ndarray  # per document: their tokens
     pieces: np.ndarray  # per document: the pieces it is written as, if kept
-    line_drops: np.ndarray  # [source index, code, SENTENCES / TOKENS]: what line rules dropped
-    line_examples: dict[tuple[str, int], list[dict]]  # (source, code) -> dropped lines
+    line_drops: np.ndarray  # [source index, code, SENTENCES / TOKENS]: what line rules (and cuts) dropped
 
 
 @functools.cache
@@ -197,52 +284,87 @@ def _checker(config: FilterConfig, language: str, check_language: bool) -> Docum
     return DocumentChecker(config, language, check_language)
 
 
-def _check_part(task) -> PartChecks:
-    path, config, language, check_language, scratch = task
+def _measure_part(task) -> None:
+    """Measure a part's documents and store the scores (SCORES/<part>.npz): per document `m:<measure>` (NaN where
+    its rule set does not look at it), `source` (an index into `sources`) and `sentences_in`; per sentence
+    `sentence_tokens` and, where line rules dropped some, `line_codes`."""
+    path, config, language, check_language, scores = task
     checker = _checker(config, language, check_language)
-    codes, source_ids, sentence_counts, token_counts, pieces = [], [], [], [], []
-    marks: list[np.ndarray | None] = []  # per document: its sentences' marks (_marks_path), None if all KEPT
-    sizes = []  # per document: its sentences
     sources: dict[str, tuple[int, RuleSet]] = {}  # source -> (its index in this part, its rules)
-    line_drops = np.zeros((0, len(REASONS) + 1, 2))
-    line_examples: dict[tuple[str, int], list[dict]] = {}
+    rows, source_ids, sizes, sentence_tokens, line_codes = [], [], [], [], []
     for index, (record, sentences) in enumerate(iter_documents_with_records(path)):
         if record.source not in sources:
             sources[record.source] = len(sources), config.rule_sets[config.rule_set_name(record.source)]
-            line_drops = np.concatenate([line_drops, np.zeros((1, len(REASONS) + 1, 2))])
         source, rules = sources[record.source]
-        verdict = checker.judge(sentences, rules, _paragraphs(record, len(sentences), path, index)
-                                if PARAGRAPHS in record.extra else None)
-        mark = verdict.sentence_codes
-        if mark is None:
-            sentence_counts.append(len(sentences))
-        else:
-            kept_sentences = mark == KEPT
-            sentence_counts.append(int(kept_sentences.sum()))
-            dropped = np.flatnonzero(~kept_sentences)
-            np.add.at(line_drops[source, :, 0], mark[dropped], 1)
-            np.add.at(line_drops[source, :, 1], mark[dropped], verdict.tokens[dropped])
-            for i in dropped:
-                found = line_examples.setdefault((record.source, int(mark[i])), [])
-                if len(found) < config.examples:
-                    found.append(_example(record, [sentences[i]]))
-        if verdict.code == KEPT and len(verdict.starts) > 1:
-            mark = np.zeros(len(sentences), np.int8) if mark is None else mark.copy()
-            mark[np.flatnonzero(mark == KEPT)[verdict.starts[1:]]] = NEW_PIECE
-        marks.append(mark)
-        sizes.append(len(sentences))
-        codes.append(verdict.code)
+        measured = checker.measure(sentences, rules, _paragraphs(record, len(sentences), path, index)
+                                   if PARAGRAPHS in record.extra else None)
+        rows.append(measured.values)
         source_ids.append(source)
-        token_counts.append(float(verdict.kept_tokens))
-        pieces.append(len(verdict.starts))
+        sizes.append(len(sentences))
+        sentence_tokens.append(measured.sentence_tokens)
+        line_codes.append(measured.sentence_codes)
+    names = sorted({name for row in rows for name in row})
+    arrays = {f"m:{name}": np.array([row.get(name, np.nan) for row in rows], np.float64) for name in names}
+    if any(codes is not None for codes in line_codes):
+        arrays["line_codes"] = np.concatenate([np.zeros(n, np.int8) if codes is None else codes
+                                               for codes, n in zip(line_codes, sizes)])
+    with atomic_write(Path(scores) / f"{path.stem}.npz", "wb") as out:
+        np.savez(out, source=np.array(source_ids, np.int32), sources=np.array(list(sources), dtype=str),
+                 sentences_in=np.array(sizes, np.int64),
+                 sentence_tokens=np.concatenate(sentence_tokens) if sentence_tokens else np.zeros(0), **arrays)
+
+
+def _decide_part(scores, config: FilterConfig, check_language: bool, scratch: Path, path: Path) -> PartChecks:
+    """The decisions on a part's documents from its stored scores; the sentence marks of pass 2 (_marks_path) in
+    `scratch`."""
+    sources = [str(s) for s in scores["sources"]]
+    source_ids, sizes = scores["source"], scores["sentences_in"]
+    count = len(source_ids)
+    values = {name[2:]: scores[name] for name in scores.files if name.startswith("m:")}
+    codes = np.zeros(count, np.int8)
+    for index, name in enumerate(sources):
+        mine = source_ids == index
+        rules = config.rule_sets[config.rule_set_name(name)]
+        codes[mine] = decide({k: v[mine] for k, v in values.items()}, rules, config.long_documents, check_language)
+    sentences = values.get("sentences", np.zeros(count)).astype(np.int64)
+    tokens = values.get("tokens", np.zeros(count)).copy()
+    pieces = np.ones(count, np.int64)
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    sentence_tokens = scores["sentence_tokens"]
+    marks = scores["line_codes"].copy() if "line_codes" in scores.files else None
+    if config.long_documents == "split":
+        for index, name in enumerate(sources):
+            rules = config.rule_sets[config.rule_set_name(name)]
+            over = (codes == KEPT) & (source_ids == index) & (
+                (rules.max_tokens is not None) & (tokens > (rules.max_tokens or 0))
+                | (rules.max_sentences is not None) & (sentences > (rules.max_sentences or 0)))
+            for doc in np.flatnonzero(over):
+                a, b = offsets[doc], offsets[doc + 1]
+                doc_codes, starts = cut(sentence_tokens[a:b], None if marks is None else marks[a:b], rules)
+                if doc_codes is not None:
+                    if marks is None:
+                        marks = np.zeros(len(sentence_tokens), np.int8)
+                    kept = doc_codes == KEPT
+                    sentences[doc], tokens[doc] = kept.sum(), sentence_tokens[a:b][kept].sum()
+                    if not kept.any():
+                        codes[doc] = CODE["max_tokens"]
+                    marks[a:b] = doc_codes
+                if codes[doc] == KEPT and len(starts) > 1:
+                    if marks is None:
+                        marks = np.zeros(len(sentence_tokens), np.int8)
+                    marks[a + np.flatnonzero(marks[a:b] == KEPT)[starts[1:]]] = NEW_PIECE
+                    pieces[doc] = len(starts)
+    line_drops = np.zeros((len(sources), len(REASONS) + 1, 2))
+    if marks is not None:
+        dropped = np.flatnonzero(marks > KEPT)
+        document = np.searchsorted(offsets, dropped, side="right") - 1
+        np.add.at(line_drops, (source_ids[document], marks[dropped], 0), 1)
+        np.add.at(line_drops, (source_ids[document], marks[dropped], 1), sentence_tokens[dropped])
     marks_path = _marks_path(scratch, path)
     marks_path.unlink(missing_ok=True)  # of an earlier run in the same scratch directory
-    if any(m is not None for m in marks):
-        np.save(marks_path, np.concatenate([np.zeros(n, np.int8) if m is None else m for m, n in zip(marks, sizes)]))
-    return PartChecks(np.array(codes, dtype=np.int8), list(sources),
-                      np.array(source_ids, dtype=np.int32), np.array(sentence_counts, dtype=np.int64),
-                      np.array(token_counts, dtype=np.float64), np.array(pieces, dtype=np.int64), line_drops,
-                      line_examples)
+    if marks is not None:
+        np.save(marks_path, marks)
+    return PartChecks(codes, sources, source_ids, sentences, tokens, pieces, line_drops)
 
 
 def _paragraphs(record: DocumentRecord, sentences: int, path: Path, index: int) -> list[list[int]]:
@@ -264,11 +386,15 @@ def _marks_path(scratch: Path, part: Path) -> Path:
 
 # --- pass 2: writing ------------------------------------------------------------------------------
 
-def _write_part(task) -> dict[tuple[str, int], list[dict]]:
+Examples = dict[tuple[str, int], list[dict]]  # (source, code) -> examples
+
+
+def _write_part(task) -> tuple[Examples, Examples]:
     """Write the kept documents of a part (cut into their pieces, without the sentences line rules dropped) and
-    their records; return up to `examples` dropped documents per (source, code)."""
+    their records; return up to `examples` dropped lines and dropped documents per (source, code)."""
     path, codes, scratch, out_dir, examples = task
-    found: dict[tuple[str, int], list[dict]] = {}
+    lines: Examples = {}
+    found: Examples = {}
     marks_path = _marks_path(scratch, path)
     marks = np.load(marks_path) if marks_path.exists() else None
     offset = 0
@@ -276,11 +402,17 @@ def _write_part(task) -> dict[tuple[str, int], list[dict]]:
     with atomic_write(text_path) as out, atomic_write(records_path(text_path)) as records_out:
         for index, (record, sentences) in enumerate(iter_documents_with_records(path)):
             code = int(codes[index])
+            own = None if marks is None else marks[offset:offset + len(sentences)]
+            if own is not None:
+                for i in np.flatnonzero(own > KEPT):
+                    kept = lines.setdefault((record.source, int(own[i])), [])
+                    if len(kept) < examples:
+                        kept.append(_example(record, [sentences[i]]))
             if code == KEPT:
                 if PARAGRAPHS in record.extra:
                     record = dataclasses.replace(record, extra={k: v for k, v in record.extra.items()
                                                                 if k != PARAGRAPHS})
-                pieces = [sentences] if marks is None else _pieces(sentences, marks[offset:offset + len(sentences)])
+                pieces = [sentences] if own is None else _pieces(sentences, own)
                 for number, piece in enumerate(pieces, 1):
                     write_document(out, piece)
                     write_record(records_out, record if len(pieces) == 1 else
@@ -288,7 +420,7 @@ def _write_part(task) -> dict[tuple[str, int], list[dict]]:
             elif len(found.setdefault((record.source, code), [])) < examples:
                 found[record.source, code].append(_example(record, sentences))
             offset += len(sentences)
-    return found
+    return lines, found
 
 
 def _pieces(sentences: list[str], marks: np.ndarray) -> list[list[str]]:
@@ -329,7 +461,7 @@ class Tally:
         return self.counts[name]
 
     def add(self, checks: PartChecks) -> None:
-        """A part's checks, after its duplicates are marked."""
+        """A part's decisions."""
         for index, name in enumerate(checks.sources):
             counts = self._source(name)
             mine = checks.source_ids == index
@@ -344,7 +476,6 @@ class Tally:
             written[0] += int(pieces.sum())
             written[1] += int((pieces > 1).sum())
             written[2] += int(pieces[pieces > 1].sum())
-        self.add_examples(checks.line_examples, None)
 
     def add_examples(self, examples: dict[tuple[str, int], list[dict]], limit: int | None) -> None:
         for (name, code), found in examples.items():

@@ -19,8 +19,8 @@ from typing import Literal
 
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.files import atomic_write
-from pipeline.text_files import (PARAGRAPHS, RECORD_ID, WIKIPEDIA_SOURCE, DocumentRecord, iter_jsonl, list_parts,
-                                 records_path, write_document, write_record)
+from pipeline.text_files import (PARAGRAPHS, PUBLISHED, RECORD_ID, WIKIPEDIA_SOURCE, DocumentRecord, iter_jsonl,
+                                 list_parts, records_path, write_document, write_record)
 from wiki2bert_core.log import progress
 from pipeline.stages import Stage, StageContext, StageCounts
 from pipeline.stages.sentences.splitters import (blank_line_runs, check_quntoken, make_splitter, normalize_paragraph,
@@ -106,7 +106,7 @@ def _split_part(task) -> dict:
                 continue
             record = DocumentRecord(str(article.get("source", WIKIPEDIA_SOURCE)), str(article.get("id", line_no)),
                                     normalize_paragraph(article.get("title", "")),
-                                    {RECORD_ID: article[RECORD_ID]} if RECORD_ID in article else {})
+                                    {key: article[key] for key in (RECORD_ID, PUBLISHED) if key in article})
             # the dump's records stay as they were: the Wikipedia rules read no lines
             runs = None if record.source == WIKIPEDIA_SOURCE else blank_line_runs(article["text"])
             batch.append((record, paragraphs, runs))
