@@ -20,6 +20,7 @@ from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.config import SettingError, changeable, coerce, layered, parse_setting, read_yaml
 from wiki2bert_core.mixture import check_alpha, check_weights
 from wiki2bert_core.wordpiece import padded_vocab_size
+from pretrain.schedules import SCHEDULED, check_sum_at_most_one, check_values, parse_schedule
 from pretrain.model.arch import DEFAULT_ARCH, names, spec
 
 PHASES = ("phase1", "phase2")
@@ -124,7 +125,10 @@ class TrainConfig:
     # mlm+nsp for bert and mlm for modernbert and roberta
     objective: Literal["mlm+nsp", "mlm"] | None = None
     seq_len: int | None = None  # null: the data's sequence length; a number only asserts it
-    global_batch: int = 65536  # sequences per optimizer step, all ranks together
+    # sequences per optimizer step, all ranks together; or a schedule (pretrain/schedules.py: [[0, 8192], [0.25,
+    # 65536]], a batch-size warm-up), grown by gradient accumulation so micro_batch and memory stay: every value a
+    # multiple of micro_batch x ranks (a linear one's rounded down to one)
+    global_batch: int | list[Any] | dict[str, Any] = 65536
     micro_batch: int = 64  # sequences per forward pass on one rank
     # several whole sequences per row of seq_len (first-fit decreasing over each micro-batch's sequences), so
     # little compute goes to padding; micro-batches and global_batch still count sequences, and losses and
@@ -134,9 +138,15 @@ class TrainConfig:
     # new ones drawn each time a sequence is read (RoBERTa's), from the seed, the epoch and the sequence, so a resumed
     # run is still exact (masking.py). Held-out evaluation keeps the held-out files' stored masks either way
     masking: Literal["static", "dynamic"] = "static"
-    # dynamic masking: share of a sequence's tokens to predict ([CLS], [SEP] never), each [MASK] 80% of the time, a
-    # random token 10%, itself 10%
-    mask_rate: float = 0.15
+    # dynamic masking: share of a sequence's tokens to predict ([CLS], [SEP] never), or a schedule
+    # (pretrain/schedules.py; [[0, 0.3], [0.6, 0.15], [0.9, 0.05]]: the shape of mmBERT's 30 -> 15 -> 5%)
+    mask_rate: float | list[Any] | dict[str, Any] = 0.15
+    # dynamic masking: share of the positions to predict that become [MASK] (BERT's 0.8; NeoBERT's and EuroBERT's
+    # 1.0), or a schedule
+    mask_replace: float | list[Any] | dict[str, Any] = 0.8
+    # dynamic masking: share of the positions to predict that become a random token (BERT's 0.1), or a schedule; the
+    # rest, 1 - mask_replace - mask_random, keep their token
+    mask_random: float | list[Any] | dict[str, Any] = 0.1
     whole_word_masking: bool = False  # dynamic masking: a word's `##` pieces (the vocabulary's) masked with it
     # dynamic masking: positions to predict per sequence at most (the batches' masked_lm_positions width); null:
     # ceil(mask_rate * seq_len), NVIDIA's 20 at 128. Refused below what mask_rate needs at the data's seq_len
@@ -144,8 +154,10 @@ class TrainConfig:
     # data of several languages (`pipeline run --lang hu,fi,et`): this phase's own mixture, each language's share
     # of the masked tokens read being weight * size ** language_alpha (wiki2bert_core/mixture.py: 1 the languages'
     # sizes, 0 equal shares; mmBERT anneals 0.7 -> 0.5 -> 0.3 over its phases), over the same files; null: the
-    # files as the pipeline mixed them (unless language_weights are set: then the pipeline's alpha)
-    language_alpha: float | None = None
+    # files as the pipeline mixed them (unless language_weights are set: then the pipeline's alpha). A piecewise
+    # schedule (pretrain/schedules.py; [[0, 0.7], [0.6, 0.5], [0.9, 0.3]]) changes the mixture at its points, each
+    # starting a new epoch of the files read at the new rates
+    language_alpha: float | list[Any] | dict[str, Any] | None = None
     # data of several languages: this phase's weight of each language (1 for one not named, 0 leaves it out of this
     # phase), with language_alpha; the pipeline's language weights do not carry over
     language_weights: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -202,6 +214,10 @@ class TrainConfig:
     eval_samples: int = changeable(10000)  # the first this many instances of the held-out files (MLPerf's 10,000)
     # held-out HDF5 directory (--eval-data); null: the data directory's test/ split (if it has one)
     eval_data: str | None = changeable(None)
+    # held-out evaluation: null, the held-out files' masks as written (the hdf5 stage's masked_lm_prob, 0.15 by
+    # default); a rate, new masks at that rate (single tokens, 80/10/10), the same at every evaluation of every run
+    # and phase, whatever the training's mask_rate
+    eval_mask_rate: float | None = changeable(None)
     flops_profiler_step: int | None = changeable(None)  # DeepSpeed flops profiler at this step -> flops_profile.txt
     # torch.profiler on these steps -> profile/step<N>_rank<R>.{json,txt} (Chrome trace, op table)
     torch_profiler_steps: list[int] = changeable(default_factory=list)
@@ -294,6 +310,10 @@ def load_train_config(phase: str, config_file: Path | None = None, overrides: li
     return config
 
 
+def _default(key: str) -> Any:
+    return TrainConfig.__dataclass_fields__[key].default
+
+
 def _check(c: TrainConfig) -> None:
     def fail(key: str, problem: str):
         raise SettingError(key, problem)
@@ -309,7 +329,7 @@ def _check(c: TrainConfig) -> None:
         fail("attention", f"nested takes no window for {arch.title}'s local layers; use auto, mask or flash")
     if c.seq_len is not None and c.seq_len < 1:
         fail("seq_len", f"must be at least 1 or null (the data's), got {c.seq_len}")
-    for key in ("global_batch", "micro_batch", "steps", "checkpoint_every", "keep_checkpoints", "log_every"):
+    for key in ("micro_batch", "steps", "checkpoint_every", "keep_checkpoints", "log_every"):
         if getattr(c, key) < 1:
             fail(key, f"must be at least 1, got {getattr(c, key)}")
     if c.eval_every is not None and c.eval_every < 0:
@@ -324,7 +344,7 @@ def _check(c: TrainConfig) -> None:
         fail("cooldown", f"must be a fraction of the steps in [0, 1 - warmup] = [0, {1 - c.warmup:g}], got "
                          f"{c.cooldown}")
     for key, schedule in (("cooldown", "wsd"), ("decay_power", "poly")):
-        if c.schedule != schedule and getattr(c, key) != TrainConfig.__dataclass_fields__[key].default:
+        if c.schedule != schedule and getattr(c, key) != _default(key):
             fail(key, f"applies to schedule {schedule} only; set schedule: {schedule}")
     if c.budget is not None:
         try:
@@ -343,17 +363,29 @@ def _check(c: TrainConfig) -> None:
         fail("betas", f"expected two numbers in [0, 1), got {c.betas}")
     if c.zero_stage is not None and c.zero_stage not in (0, 1, 2, 3):
         fail("zero_stage", f"must be 0, 1, 2, 3 or null (by model size), got {c.zero_stage}")
-    if not 0 < c.mask_rate < 1:
-        fail("mask_rate", f"must be in (0, 1), got {c.mask_rate}")
+    schedules = {key: parse_schedule(key, getattr(c, key)) for key in SCHEDULED}
+    check_values("global_batch", schedules["global_batch"],
+                 lambda v: None if isinstance(v, int) and v >= 1 else f"must be an integer of at least 1, got {v}")
+    check_values("mask_rate", schedules["mask_rate"], lambda v: None if 0 < v < 1 else f"must be in (0, 1), got {v}")
+    for key in ("mask_replace", "mask_random"):
+        check_values(key, schedules[key], lambda v: None if 0 <= v <= 1 else f"must be a share in [0, 1], got {v}")
+    check_sum_at_most_one(("mask_replace", "mask_random"), (schedules["mask_replace"], schedules["mask_random"]),
+                          "mask_random" if c.mask_random != _default("mask_random") else "mask_replace")
+    if c.eval_mask_rate is not None and not 0 < c.eval_mask_rate < 1:
+        fail("eval_mask_rate", f"must be in (0, 1) or null (the held-out files' masks), got {c.eval_mask_rate}")
     if c.max_predictions is not None and c.max_predictions < 1:
         fail("max_predictions", f"must be at least 1 or null, got {c.max_predictions}")
     if c.masking == "static":
-        for key in ("mask_rate", "whole_word_masking", "max_predictions"):
-            if getattr(c, key) != TrainConfig.__dataclass_fields__[key].default:
+        for key in ("mask_rate", "mask_replace", "mask_random", "whole_word_masking", "max_predictions"):
+            if getattr(c, key) != _default(key):
                 fail(key, "applies to masking dynamic only (static reads the files' masks as written); set "
                           "masking: dynamic")
     if c.language_alpha is not None:
-        check_alpha(c.language_alpha, "language_alpha")
+        if schedules["language_alpha"].linear:
+            fail("language_alpha", f"takes a piecewise schedule [[progress, alpha], ...], not {{linear: ...}}: the "
+                                   f"mixture changes at its points")
+        for alpha in schedules["language_alpha"].values:
+            check_alpha(alpha, "language_alpha")
     check_weights(c.language_weights, "language_weights")
     if c.loader_workers < 0:
         fail("loader_workers", f"must not be negative, got {c.loader_workers}")

@@ -39,6 +39,7 @@ EXPECTED = {
     "packing.py": r"packed, nested / padded: \d+\.\d\dx best round",
     "preemption.py": r"steps 1-2 equal the uninterrupted run's bit for bit",
     "pretrain.py": r"speed-up: \d+\.\d\dx best round",
+    "schedules.py": r"losses equal at every step: True\nthe scheduled run.s own work: \d+\.\d us a step, \d+\.\d{4}% of a constant",
     "rehearsal.py": r"local: [\d,.]+ s wall, [\d,.]+ s CPU; serial \(main threads\) [\d,.]+ s CPU(.|\n)*verify passed",
     "scale.py": r"\| total \| \d+\.\d\d, \d+\.\d\d \| \d+\.\d\d, \d+\.\d\d \|",
     "sentences_filter.py": r"web rules for every document +[\d,]+( +[\d.]+){5} +\d+\n(?s:.*)"

@@ -14,7 +14,7 @@ same draws give the same masks on both sides.
   word): words in random order (one key per word), each taken whole if it still fits (one that would
   overflow is skipped, a shorter later one may still fit), as Google's whole-word masking does.
 - What: each position to predict becomes [MASK] 80% of the time, a random token of the replacement pool 10%, and
-  keeps its token 10%.
+  keeps its token 10% (pretraining's mask_replace and mask_random may set other shares).
 - Packed: masked_lm_positions ascending, masked_lm_ids the original tokens there, both zero-padded to max_predictions
   (NVIDIA's layout: wiki2bert_core/hdf5_format.py).
 
@@ -106,6 +106,8 @@ class Masking:
     rate: float
     max_predictions: int  # the width of masked_lm_positions
     whole_word: bool
+    mask_share: float = dataclasses.field(default=MASK_SHARE, kw_only=True)  # of the positions to predict: [MASK]
+    random_share: float = dataclasses.field(default=RANDOM_SHARE, kw_only=True)  # a random token; the rest keep theirs
 
     def apply(self, tokens: np.ndarray, in_sequence: np.ndarray, draws: MaskDraws
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -128,8 +130,8 @@ class Masking:
         split, pick = draws.choices(flat)
         pool = self.vocab.replacement_ids
         replacement = pool[np.minimum((pick * len(pool)).astype(np.int64), len(pool) - 1)]
-        flat_tokens[flat] = np.where(split < MASK_SHARE, self.vocab.mask_id,
-                                     np.where(split < MASK_SHARE + RANDOM_SHARE, replacement, labels))
+        flat_tokens[flat] = np.where(split < self.mask_share, self.vocab.mask_id,
+                                     np.where(split < self.mask_share + self.random_share, replacement, labels))
         counts = np.bincount(rows, minlength=n)
         slots = np.arange(len(flat)) - np.repeat(np.cumsum(counts) - counts, counts)
         masked_positions = np.zeros((n, self.max_predictions), dtype=tokens.dtype)

@@ -13,7 +13,14 @@ A phase's own mixture of languages (a variant of several languages, `language_al
 `with_language_mixture`) reads each file's rows as many times an epoch as its language's rate asks for: the first
 `rows` of the file's permutation when fewer than all, else whole permutations (each further one from its own
 stream) and the first rows of one more; a repeated row has its own masks under dynamic masking. Files of a
-language with no share are left out of the epochs. Without one, every row is read once an epoch, as above.
+language with no share are left out of the epochs. Without one, every row is read once an epoch, as above. A
+scheduled language_alpha (pretrain/schedules.py) gives a mixture for each of its points: at the first step of a
+point's progress, each rank leaves the rest of its epoch and starts the next epoch at the new mixture's rates.
+
+With settings scheduled over the phase, `BatchPlan` also names the optimizer step each micro-batch belongs to (the
+phase's global_batch schedule says how many micro-batches a step has), from the step the run starts at; the reader
+masks it with that step's mask settings. A checkpoint is always at a step's end, so a resumed plan starts at a step's
+first micro-batch and names the steps, mixtures and masks the uninterrupted run had.
 
 Files are opened lazily in the process that reads them: an h5py handle opened before the DataLoader forks its
 workers is shared by them and corrupts reads. A worker reads a whole file at once (as NVIDIA's loader does):
@@ -40,6 +47,7 @@ from wiki2bert_core.variant_dir import (PARAMS_FILE, data_dir_of, file_language,
                                         training_files)
 from pretrain.data.masking import DynamicMasking
 from pretrain.data.packing import pack_batch
+from pretrain.schedules import PhaseSchedules, parse_schedule
 
 # HDF5 dataset -> the model's argument name
 MODEL_ARGS = {INPUT_IDS: "input_ids", SEGMENT_IDS: "token_type_ids", INPUT_MASK: "attention_mask",
@@ -73,14 +81,17 @@ class DataDirectory:
     # rows of each file one epoch reads: a phase's own mixture of languages (with_language_mixture); None: each once
     epoch_rows: tuple[int, ...] | None = None
     shares: dict[str, float] | None = None  # with epoch_rows: each language's share of the masked tokens read
+    # a scheduled language_alpha: the (progress, epoch_rows, shares) of each mixture after the first, from that
+    # share of the phase's steps on
+    later_mixtures: tuple[tuple[float, tuple[int, ...], dict[str, float]], ...] = ()
 
     @property
     def samples(self) -> int:
         return sum(f.samples for f in self.files)
 
-    def reading(self) -> list[int]:
-        """The indices of the files an epoch reads."""
-        return [i for i, rows in enumerate(self.epoch_rows or [f.samples for f in self.files]) if rows]
+    def reading(self, epoch_rows: tuple[int, ...] | None = None) -> list[int]:
+        """The indices of the files an epoch reads (at `epoch_rows`; default the first mixture's)."""
+        return [i for i, rows in enumerate(epoch_rows or self.epoch_rows or [f.samples for f in self.files]) if rows]
 
     def check_positions(self, max_position_embeddings: int) -> None:
         """ConfigError if the sequences are longer than a model of `max_position_embeddings` positions takes."""
@@ -119,16 +130,21 @@ def redistribute(states: list[DataState], world_size: int) -> list[DataState]:
 
 
 def open_data(data_dir: Path, seq_len: int | None, vocab_size: int, world_size: int = 1,
-              language_alpha: float | None = None, language_weights: dict[str, float] | None = None
+              language_alpha: float | list | None = None, language_weights: dict[str, float] | None = None
               ) -> DataDirectory:
     """The training files of a data directory (variant_dir.training_files), checked (see open_files), with a
-    phase's own mixture of languages (with_language_mixture). ConfigError if fewer files are read than there are
-    ranks."""
-    data = with_language_mixture(open_files(training_files(data_dir), seq_len, vocab_size), language_alpha,
-                                 language_weights or {})
-    if len(data.reading()) < world_size:
-        raise ConfigError(f"{data_dir}: {len(data.reading())} HDF5 file(s) for {world_size} data-parallel "
-                          f"ranks; every rank needs at least one file (make more, smaller shards)")
+    phase's own mixture of languages (with_language_mixture; a piecewise schedule of alpha: one for each of its
+    points). ConfigError if fewer files are read than there are ranks."""
+    files = open_files(training_files(data_dir), seq_len, vocab_size)
+    (_, first), *later = parse_schedule("language_alpha", language_alpha).points
+    data = with_language_mixture(files, first, language_weights or {})
+    mixtures = [(progress, with_language_mixture(files, alpha, language_weights or {})) for progress, alpha in later]
+    data = dataclasses.replace(data, later_mixtures=tuple((progress, mixture.epoch_rows, mixture.shares)
+                                                          for progress, mixture in mixtures))
+    for mixture in [data, *(mixture for _, mixture in mixtures)]:
+        if len(mixture.reading()) < world_size:
+            raise ConfigError(f"{data_dir}: {len(mixture.reading())} HDF5 file(s) for {world_size} data-parallel "
+                              f"ranks; every rank needs at least one file (make more, smaller shards)")
     return data
 
 
@@ -232,13 +248,18 @@ def _check_layout(f: h5py.File, path: Path, seq_len: int | None, vocab_size: int
 
 class BatchPlan(Sampler):
     """An endless sampler of micro-batches for one data-parallel rank. Yields (pieces, state): pieces are
-    (file index, rows, epoch) to read in that order, state the DataState after the micro-batch (as a dict)."""
+    (file index, rows, epoch) to read in that order, state the DataState after the micro-batch (as a dict). With
+    `schedules` (settings scheduled over the phase), (pieces, state, step): the optimizer step (1-based) the
+    micro-batch belongs to, counted from `first_step`, the step the run starts at."""
 
     def __init__(self, data: DataDirectory, micro_batch: int, rank: int = 0, world_size: int = 1,
-                 seed: int = 0, state: DataState | None = None):
+                 seed: int = 0, state: DataState | None = None, schedules: PhaseSchedules | None = None,
+                 first_step: int = 1):
         self.sizes = [f.samples for f in data.files]
-        self.rows = list(data.epoch_rows or self.sizes)  # rows of each file an epoch reads
-        self.reading = data.reading()
+        self.mixtures = [(0.0, data.epoch_rows), *((p, rows) for p, rows, _ in data.later_mixtures)]
+        self.schedules, self.first_step = schedules, first_step
+        self.data = data
+        self._use_mixture(self._mixture_at(first_step))
         self.names = [f.path.name for f in data.files]
         self.micro_batch, self.rank, self.world_size, self.seed = micro_batch, rank, world_size, seed
         self.start = state or DataState()
@@ -248,6 +269,19 @@ class BatchPlan(Sampler):
             if missing:
                 raise DataError(f"{data.data_dir}: {missing[0]} is gone, but the checkpoint's data position is "
                                     f"in a file order that uses it; resume with the same data")
+
+    def _mixture_at(self, step: int) -> int:
+        """The index of the mixture in effect at `step`."""
+        if self.schedules is None:
+            return 0
+        progress = self.schedules.progress(step)
+        return max(i for i, (start, _) in enumerate(self.mixtures) if start <= progress)
+
+    def _use_mixture(self, index: int) -> None:
+        self.mixture = index
+        epoch_rows = self.mixtures[index][1]
+        self.rows = list(epoch_rows or self.sizes)  # rows of each file an epoch reads
+        self.reading = self.data.reading(epoch_rows)
 
     def epoch_files(self, epoch: int) -> list[int]:
         order = np.random.default_rng([self.seed, epoch]).permutation(len(self.reading))
@@ -264,11 +298,22 @@ class BatchPlan(Sampler):
         return np.concatenate(rows)[:wanted] if wanted != size else rows[0]
 
     def __iter__(self):
+        self._use_mixture(self._mixture_at(self.first_step))
         epoch, done, row = self.start.epoch, self.start.files_done, self.start.row
         order = ([self.index[name] for name in self.start.files] if self.start.files is not None
                  else self.epoch_files(epoch))
         rows = None
+        if self.first_step > 1 and self._mixture_at(self.first_step - 1) != self.mixture:  # resumed where one starts
+            epoch, done, row = epoch + 1, 0, 0
+            order = self.epoch_files(epoch)
+        step, left = self.first_step - 1, 0  # left: micro-batches of `step` still to come
         while True:
+            if self.schedules is not None and not left:
+                step, left = step + 1, self.schedules.accumulation(step + 1)
+                if self._mixture_at(step) != self.mixture:
+                    self._use_mixture(self._mixture_at(step))
+                    epoch, done, row, rows = epoch + 1, 0, 0, None
+                    order = self.epoch_files(epoch)
             pieces, need = [], self.micro_batch
             while need:
                 if done == len(order):
@@ -282,15 +327,20 @@ class BatchPlan(Sampler):
                 row, need = row + take, need - take
                 if row == len(rows):
                     done, row, rows = done + 1, 0, None
-            state = DataState(epoch, tuple(self.names[i] for i in order), done, row)
-            yield pieces, state.to_dict()
+            state = DataState(epoch, tuple(self.names[i] for i in order), done, row).to_dict()
+            if self.schedules is None:
+                yield pieces, state
+            else:
+                left -= 1
+                yield pieces, state, step
 
 
 class BatchReader(Dataset):
     """Reads the micro-batches a BatchPlan names: a dict of int64 tensors under the model's argument names, plus
     `data_state` (the position after it) and `problem` ("" or one line naming a file and what is wrong with it:
     a value the model cannot take, or data that does not read); a batch with a problem holds nothing else.
-    `masking`: the files' masks replaced by dynamic ones (None: read as written)."""
+    `masking`: the files' masks replaced by dynamic ones (None: read as written), those of the micro-batch's step
+    where the plan names it."""
 
     def __init__(self, data: DataDirectory, vocab_size: int, pack: bool = False, masking: DynamicMasking | None = None):
         self.paths = [f.path for f in data.files]
@@ -300,7 +350,7 @@ class BatchReader(Dataset):
         self._cache: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
 
     def __getitem__(self, item) -> dict:
-        pieces, state = item
+        pieces, state, *step = item
         try:
             batch = self.read([(file_index, rows) for file_index, rows, _ in pieces])
         except DataError as e:
@@ -310,7 +360,7 @@ class BatchReader(Dataset):
             indices = np.concatenate([self.first_index[file_index] + rows % self.sizes[file_index]
                                       + rows // self.sizes[file_index] * self.first_index[-1]
                                       for file_index, rows, _ in pieces])
-            batch = self.masking(batch, epochs, indices)
+            batch = (self.masking.at(step[0]) if step else self.masking)(batch, epochs, indices)
         if self.pack:
             batch = pack_batch(batch)
         batch["data_state"] = state
@@ -365,11 +415,13 @@ def model_inputs(batch: dict) -> tuple[dict[str, torch.Tensor], dict]:
 
 def make_loader(data: DataDirectory, micro_batch: int, vocab_size: int, rank: int = 0, world_size: int = 1,
                 seed: int = 0, workers: int = 2, state: DataState | None = None,
-                pin_memory: bool = False, pack: bool = False, masking: DynamicMasking | None = None) -> DataLoader:
+                pin_memory: bool = False, pack: bool = False, masking: DynamicMasking | None = None,
+                schedules: PhaseSchedules | None = None, first_step: int = 1) -> DataLoader:
     """Micro-batches of `micro_batch` instances each; `pack`: in the packed layout of packing.py; `masking`: with
-    dynamic masks (masking.py) instead of the files'."""
+    dynamic masks (masking.py) instead of the files'; `schedules`: settings scheduled over the phase, from step
+    `first_step` on (BatchPlan)."""
     return DataLoader(BatchReader(data, vocab_size, pack, masking),
-                      sampler=BatchPlan(data, micro_batch, rank, world_size, seed, state),
+                      sampler=BatchPlan(data, micro_batch, rank, world_size, seed, state, schedules, first_step),
                       batch_size=None, num_workers=workers, pin_memory=pin_memory,
                       prefetch_factor=4 if workers else None, worker_init_fn=_ignore_stop_signals,
                       # its own generator: creating the loader must not draw from the global torch RNG (dropout)

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from wiki2bert_core.masking import Masking, original_tokens
+from pretrain.schedules import PhaseSchedules
 
 # a fourth, non-zero word in each sequence's seed: numpy's SeedSequence reads [a, b, c] as [a, b, c, 0], which is
 # data.BatchPlan's row-order stream [seed, epoch, file]
@@ -38,9 +39,19 @@ class SequenceDraws:
 
 @dataclasses.dataclass(frozen=True)
 class DynamicMasking(Masking):
-    """A run's masking (TrainConfig's mask_rate, max_predictions, whole_word_masking) and its seed; called by the
-    reader on each micro-batch."""
+    """A run's masking (TrainConfig's mask_rate, mask_replace, mask_random, max_predictions, whole_word_masking)
+    and its seed; called by the reader on each micro-batch. `schedules`: where the phase schedules mask_rate,
+    mask_replace or mask_random, their values at the micro-batch's step (`at`)."""
     seed: int
+    schedules: PhaseSchedules | None = dataclasses.field(default=None, kw_only=True)
+
+    def at(self, step: int) -> DynamicMasking:
+        """The masking of a micro-batch of optimizer step `step` (1-based)."""
+        if self.schedules is None:
+            return self
+        return dataclasses.replace(self, rate=self.schedules.value("mask_rate", step),
+                                   mask_share=self.schedules.value("mask_replace", step),
+                                   random_share=self.schedules.value("mask_random", step))
 
     def __call__(self, batch: dict[str, torch.Tensor], epochs: np.ndarray, indices: np.ndarray
                  ) -> dict[str, torch.Tensor]:

@@ -51,7 +51,7 @@ class Checkpointer:
         if self.budget is not None:
             client["budget_spent_s"] = self.budget.spent()
         meta = {"phase": self.run.phase, "steps": c.steps, "world_size": self.run.world_size,
-                "samples_seen": step * c.global_batch}
+                "samples_seen": self.run.schedules.sequences(1, step)}
         if self._background is not None:
             self._background.finish()
         if self._background is None or last_step:

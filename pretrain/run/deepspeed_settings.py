@@ -64,9 +64,10 @@ def read_user_ds_config(path: Path | None) -> dict:
 def deepspeed_config(c: TrainConfig, grad_accumulation: int, precision: str, user_ds_config: dict,
                      zero_stage: int) -> dict:
     """The DeepSpeed config of a run with these settings (`precision` as choose_precision gives it), the user's
-    --deepspeed-config merged over it."""
+    --deepspeed-config merged over it. A scheduled global_batch has no train_batch_size here: DeepSpeed derives it
+    from the micro-batch, `grad_accumulation` (the first step's) and the ranks, and the loop sets it at each step."""
     ds = {
-        "train_batch_size": c.global_batch,
+        **({"train_batch_size": c.global_batch} if isinstance(c.global_batch, int) else {}),
         "train_micro_batch_size_per_gpu": c.micro_batch,
         "gradient_accumulation_steps": grad_accumulation,
         "gradient_clipping": c.grad_clip,

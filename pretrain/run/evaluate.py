@@ -20,8 +20,10 @@ import torch
 import torch.nn.functional as F
 
 from wiki2bert_core.hdf5_format import used_positions
+from wiki2bert_core.masking import default_max_predictions
 from wiki2bert_core.variant_dir import file_language
 from pretrain.data.loader import BatchReader, open_files
+from pretrain.data.masking import DynamicMasking
 from pretrain.run.signals import StopSignal
 
 EVAL_KEYS = ("eval_mlm_accuracy", "eval_mlm_loss", "eval_nsp_accuracy", "eval_nsp_loss",
@@ -45,10 +47,12 @@ class HeldOut:
 
     @classmethod
     def read(cls, files: list[Path], samples: int, vocab_size: int, max_positions: int, rank: int = 0,
-             world_size: int = 1) -> HeldOut:
+             world_size: int = 1, masking: DynamicMasking | None = None) -> HeldOut:
         """Read through the training's reader, with its checks: DataError naming the file if one is not in NVIDIA's
         layout or holds a value a model of `vocab_size` tokens cannot take, ConfigError if its sequences are longer
-        than the model's `max_positions` (max_position_embeddings)."""
+        than the model's `max_positions` (max_position_embeddings). `masking` (eval_mask_rate): the files' masks
+        replaced by its draws for each instance (epoch 0, the instance's number among the `samples`), capped as its
+        rate needs at the files' sequence length; None: the files' masks."""
         data = open_files(files, None, vocab_size)
         data.check_positions(max_positions)
         languages = sorted({file.language for file in data.files} - {None})
@@ -66,6 +70,9 @@ class HeldOut:
                   for index, first, rows, language in parts if first < stop and start < first + rows] \
             or [(0, np.arange(0), 0)]
         columns = BatchReader(data, vocab_size).read([(index, rows) for index, rows, _ in pieces], whole_files=False)
+        if masking is not None:
+            masking = dataclasses.replace(masking, max_predictions=default_max_predictions(masking.rate, data.seq_len))
+            columns = masking(columns, np.zeros(stop - start, dtype=np.int64), np.arange(start, stop))
         columns[LANGUAGE] = torch.from_numpy(np.concatenate([np.full(len(rows), language, dtype=np.int64)
                                                              for _, rows, language in pieces]))
         return cls(columns, total, -(-total // world_size), languages)

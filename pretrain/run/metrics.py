@@ -78,14 +78,16 @@ class MetricsLog:
     def restart_clock(self) -> None:
         self.start, self.steps = time.perf_counter(), 0
 
-    def row(self, step: int, stats: torch.Tensor, lr: float, grad_norm: float | None) -> dict:
+    def row(self, step: int, stats: torch.Tensor, lr: float, grad_norm: float | None,
+            scheduled: dict[str, float | int] | None = None) -> dict:
+        """The row of `step` (the sums since the last row), with `scheduled`: each scheduled setting's value at
+        `step`, under its own name."""
         if torch.distributed.is_initialized():
             torch.distributed.all_reduce(stats)
         s = dict(zip(STEP_STATS, stats.tolist()))
         stats.zero_()
-        steps = s["micro_batches"] / (self.run.grad_accumulation * self.run.world_size)
         elapsed = time.perf_counter() - self.start
-        sequences = steps * self.run.config.global_batch
+        sequences = s["micro_batches"] * self.run.config.micro_batch
         samples_per_s = sequences / elapsed
         flops = self.training_flops(s["real_tokens"], s["attention_pairs"], sequences, s["predictions"])
         tflops = flops / elapsed / 1e12
@@ -97,7 +99,7 @@ class MetricsLog:
                "real_tokens_per_s": s["real_tokens"] / elapsed,
                "padding_share": 1.0 - s["real_tokens"] / max(1.0, s["positions"]), "tflops": tflops,
                "data_wait_s": s["data_wait_s"] / self.run.world_size,
-               "data_wait_share": s["data_wait_s"] / self.run.world_size / elapsed}
+               "data_wait_share": s["data_wait_s"] / self.run.world_size / elapsed, **(scheduled or {})}
         if self.run.config.objective == "mlm":
             row = {key: value for key, value in row.items() if not key.startswith("nsp_")}
         if self.peak:

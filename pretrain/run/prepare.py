@@ -26,7 +26,10 @@ from pretrain.out_dirs import RUN, check_out_dir
 from wiki2bert_core.variant_dir import (DOC_SENTENCES, PARAMS_FILE, find_vocab_file, held_out_files, held_out_split,
                                         read_params, training_files)
 from pretrain.data.masking import DynamicMasking
+from pretrain.schedules import PhaseSchedules
 from wiki2bert_core.masking import MaskingVocab, default_max_predictions, predictions_needed
+
+EVAL_MASK_SEED = 0  # the held-out masks at eval_mask_rate: the same in every run and phase
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +82,8 @@ class Run:
     init: InitFrom | None  # the weights it started from (phase 2: phase 1's; phase 1: those of --init, if given)
     resume: Checkpoint | None  # this phase's own latest checkpoint
     world_size: int
-    grad_accumulation: int
+    grad_accumulation: int  # the first step's (a scheduled global_batch: `schedules` has each step's)
+    schedules: PhaseSchedules  # each setting's value at each step (scheduled or not)
     precision: str  # fp32 | bf16 | fp16
     user_ds_config: dict
     eval_files: list[Path] = dataclasses.field(default_factory=list)  # held-out files; [] = no evaluation
@@ -87,6 +91,7 @@ class Run:
     # --init of a Hugging Face directory whose tokenizer the data's extends (vocab.extend_with): each new token's id
     # -> the ids of the pieces the directory's tokenizer splits it into, whose rows' mean its rows start from
     new_token_pieces: dict[int, list[int]] = dataclasses.field(default_factory=dict)
+    eval_masking: DynamicMasking | None = None  # the held-out masks at eval_mask_rate; None: the files' own
 
     @property
     def complete(self) -> bool:
@@ -99,9 +104,12 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
     """Every check that can fail before training; ConfigError (exit 2) with one line on the first problem."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     per_step = config.micro_batch * world_size
-    if config.global_batch % per_step:
-        raise ConfigError(f"global_batch {config.global_batch} is not a multiple of micro_batch {config.micro_batch}"
-                          f" x {world_size} rank(s) = {per_step}; change global_batch or micro_batch")
+    schedules = PhaseSchedules.of(config, world_size)
+    batches = schedules.schedules["global_batch"]
+    for global_batch in [] if batches.linear else batches.values:
+        if global_batch % per_step:
+            raise ConfigError(f"global_batch {global_batch} is not a multiple of micro_batch {config.micro_batch} x "
+                              f"{world_size} rank(s) = {per_step}; change global_batch or micro_batch")
     check_out_dir(Path(out_dir), f"pretrain {phase}", RUN)
     phase_dir = Path(out_dir) / phase
     training_files(data_dir)  # a wrong --data is reported as such, before the vocabulary is looked for
@@ -151,35 +159,47 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
     if stage == 3 and config.optimizer in ("lamb", "lans", "stableadamw"):
         raise ConfigError(f"zero_stage 3: {config.optimizer} needs whole tensors for its per-tensor statistics and "
                           f"ZeRO-3 does not give them; use zero_stage 1 or 2 (the same per-tensor values) or adamw")
-    masking = (_dynamic_masking(config, vocab, vocab_dir, data_dir, data.seq_len) if config.masking == "dynamic"
+    masking_vocab = (_masking_vocab(vocab, vocab_dir, data_dir)
+                     if config.masking == "dynamic" or config.eval_mask_rate is not None else None)
+    masking = (_dynamic_masking(config, masking_vocab, data.seq_len, schedules) if config.masking == "dynamic"
                else None)
+    eval_masking = (DynamicMasking(masking_vocab, config.eval_mask_rate, default_max_predictions(
+        config.eval_mask_rate, data.seq_len), False, EVAL_MASK_SEED) if config.eval_mask_rate is not None else None)
     eval_files = _held_out_files(config, data_dir)
     return Run(phase=phase, phase_dir=phase_dir, config=config, model=model, data=data, vocab_dir=vocab_dir,
                vocab_size=len(vocab), init=init, resume=resume, world_size=world_size,
-               grad_accumulation=config.global_batch // per_step, precision=choose_precision(config.precision),
-               user_ds_config=user_ds, eval_files=eval_files, masking=masking, new_token_pieces=new_token_pieces)
+               grad_accumulation=schedules.accumulation(1), precision=choose_precision(config.precision),
+               user_ds_config=user_ds, eval_files=eval_files, masking=masking, eval_masking=eval_masking,
+               schedules=schedules, new_token_pieces=new_token_pieces)
 
 
-def _dynamic_masking(config: TrainConfig, vocab: dict[str, int], vocab_dir: Path, data_dir: Path,
-                     seq_len: int) -> DynamicMasking:
+def _masking_vocab(vocab: dict[str, int], vocab_dir: Path, data_dir: Path) -> MaskingVocab:
     """The special ids and word-start marker as the data's variant.json records them (without one, the vocabulary's:
     the tokens its special_tokens_map.json names, BERT's without one, and the word-start marker of its pieces),
-    the added tokens of the vocabulary's tokenizer.json. ConfigError if max_predictions is below what mask_rate needs
-    in a sequence of the data's length."""
-    needed = int(predictions_needed(config.mask_rate, seq_len))
-    if config.max_predictions is not None and config.max_predictions < needed:
-        raise ConfigError(f"max_predictions {config.max_predictions}: mask_rate {config.mask_rate} needs {needed} "
-                          f"in a sequence of {seq_len} tokens; raise it or leave it null (ceil(mask_rate * seq_len))")
-    cap = (config.max_predictions if config.max_predictions is not None
-           else default_max_predictions(config.mask_rate, seq_len))
+    the added tokens of the vocabulary's tokenizer.json."""
     params = read_params(data_dir)
     if params:
         special_ids, word_start = params.special_token_ids, params.word_start
     else:  # a WordPiece vocabulary (## continuations) has no word-start marker, whichever letters its tokens hold
         special_ids = special_token_ids(vocab, special_token_names(vocab_dir))
         word_start = "" if any(token.startswith("##") for token in vocab) else word_start_marker(vocab)
-    masking_vocab = MaskingVocab.from_vocab(vocab, special_ids, word_start, added_token_ids(vocab_dir))
-    return DynamicMasking(masking_vocab, config.mask_rate, cap, config.whole_word_masking, config.seed)
+    return MaskingVocab.from_vocab(vocab, special_ids, word_start, added_token_ids(vocab_dir))
+
+
+def _dynamic_masking(config: TrainConfig, masking_vocab: MaskingVocab, seq_len: int,
+                     schedules: PhaseSchedules) -> DynamicMasking:
+    """The training's masking, with the mask settings' schedules where one is scheduled. ConfigError if
+    max_predictions is below what the highest mask_rate needs in a sequence of the data's length."""
+    rate = max(schedules.schedules["mask_rate"].values)
+    needed = int(predictions_needed(rate, seq_len))
+    if config.max_predictions is not None and config.max_predictions < needed:
+        raise ConfigError(f"max_predictions {config.max_predictions}: mask_rate {rate} needs {needed} "
+                          f"in a sequence of {seq_len} tokens; raise it or leave it null (ceil(mask_rate * seq_len))")
+    cap = config.max_predictions if config.max_predictions is not None else default_max_predictions(rate, seq_len)
+    scheduled = {"mask_rate", "mask_replace", "mask_random"} & set(schedules.scheduled)
+    return DynamicMasking(masking_vocab, schedules.value("mask_rate", 1), cap, config.whole_word_masking, config.seed,
+                          mask_share=schedules.value("mask_replace", 1), random_share=schedules.value("mask_random", 1),
+                          schedules=schedules if scheduled else None)
 
 
 def _held_out_files(config: TrainConfig, data_dir: Path) -> list[Path]:
@@ -196,7 +216,7 @@ def _check_resumable(resume: Checkpoint, hparams: dict, config: TrainConfig) -> 
     # runs from before the objective and arch settings trained BERT with mlm+nsp, those from before the language
     # settings all languages as the files held them
     before = {"objective": "mlm+nsp", "arch": DEFAULT_ARCH, "language_alpha": None, "language_weights": {},
-              **hparams["config"]}
+              "mask_replace": 0.8, "mask_random": 0.1, **hparams["config"]}
     now = config_to_dict(config)
     changeable = changeable_fields(TrainConfig)
     for key, value in now.items():

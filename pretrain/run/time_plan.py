@@ -8,6 +8,7 @@ import logging
 import time
 
 from pretrain.config import TrainConfig
+from pretrain.schedules import parse_schedule
 
 # On a CPU, a global batch above this many sequences is a GPU-sized plan: even the tiny model takes a few ms per
 # sequence at seq_len 128 on CPU cores, so a step of 1,024 sequences takes seconds, one of the recipes' 65,536
@@ -29,11 +30,12 @@ EVAL_INSTANCE_COST = 0.5
 def scale_warning(phase: str, config: TrainConfig, world_size: int, cuda: bool) -> str | None:
     """A warning when the plan is clearly out of scale for the device: no GPU and a global batch above
     CPU_GLOBAL_BATCH; None otherwise."""
-    if cuda or config.global_batch <= CPU_GLOBAL_BATCH:
+    global_batch = max(parse_schedule("global_batch", config.global_batch).values)  # a schedule's largest
+    if cuda or global_batch <= CPU_GLOBAL_BATCH:
         return None
-    accumulation = config.global_batch // (config.micro_batch * world_size)
+    accumulation = global_batch // (config.micro_batch * world_size)
     return (f"{phase}: no GPU here, and the plan is sized for GPUs: {config.steps:,} steps x global_batch "
-            f"{config.global_batch:,} sequences (micro_batch {config.micro_batch} x {world_size} rank(s) x "
+            f"{global_batch:,} sequences (micro_batch {config.micro_batch} x {world_size} rank(s) x "
             f"accumulation {accumulation:,}), more than {CPU_GLOBAL_BATCH:,} sequences per step, slow on a CPU "
             f"(the recipes' plans take days); for a CPU trial set global_batch, micro_batch and steps, e.g. "
             f"--set global_batch=64 --set micro_batch=32 --set steps=150")
@@ -55,9 +57,10 @@ class EvalCadence:
         return f"{evaluations} time{'s' * (evaluations > 1)} ({when}), ~{self.share:.0%} of the training time"
 
 
-def eval_cadence(config: TrainConfig, instances: int) -> EvalCadence:
-    """The cadence of config.eval_every (> 0) or, for null, the default one, for `instances` held-out instances."""
-    sequences = config.steps * config.global_batch
+def eval_cadence(config: TrainConfig, instances: int, sequences: int | None = None) -> EvalCadence:
+    """The cadence of config.eval_every (> 0) or, for null, the default one, for `instances` held-out instances and
+    the phase's `sequences` (default: steps x global_batch, a constant's)."""
+    sequences = sequences or config.steps * config.global_batch
     every = config.eval_every
     if every is None:
         affordable = int(EVAL_SHARE * sequences / (EVAL_INSTANCE_COST * instances))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import json
 import logging
 import os
 import random
@@ -151,7 +152,7 @@ def _train(run: Run) -> int:
     run_last = min(c.steps, step + c.steps_this_run) if c.steps_this_run else c.steps
     _log_plan(run, started, run_last)
     with contextlib.ExitStack() as cleanup:
-        batches = _batches(run, rank, data_state, cleanup)
+        batches = _batches(run, rank, data_state, cleanup, step + 1)
         if rng is not None:
             checkpoint.set_rng_state(rng)  # after the loader's workers are started: dropout continues exactly
         metrics = MetricsLog(run, model.training_flops, rank == 0, step)
@@ -165,7 +166,8 @@ def _train(run: Run) -> int:
         budget = _budget(run, started, log) if c.budget else None
         checkpointer.budget = budget
         last = min(run_last, budget.last) if budget else run_last
-        plan = None if budget else TimePlan(run.phase, step, last, c.global_batch, log, evaluations)
+        plan = None if budget else TimePlan(run.phase, step, last, run.schedules.sequences(step + 1, last) //
+                                            max(1, last - step), log, evaluations)
         logged, stopped = step, False
         while step < last:
             with profiling(engine, c, run.phase_dir, step + 1, rank):
@@ -180,7 +182,7 @@ def _train(run: Run) -> int:
             if budget is not None:
                 last = min(run_last, budget.step_done(step))
             if step % c.log_every == 0 or step == last:
-                row = metrics.row(step, stats, lr, grad_norm)
+                row = metrics.row(step, stats, lr, grad_norm, run.schedules.row(step))
                 bar.set_postfix(loss=f"{row['loss']:.4f}", real_tok_s=f"{row['real_tokens_per_s']:,.0f}",
                                 padding=f"{row['padding_share']:.0%}", refresh=False)
                 logged = step
@@ -194,32 +196,41 @@ def _train(run: Run) -> int:
             if plan is not None:
                 plan.step_done(step)
         if step > max(logged, checkpointer.saved):  # stopped between saves: the row of the step saved next
-            metrics.row(step, stats, lr, grad_norm)
+            metrics.row(step, stats, lr, grad_norm, run.schedules.row(step))
         saved = checkpointer.close(step, data_state, rng)
     return _exit_code(run, step, saved, stop.signum if stopped else None, budget)
 
 
 def _log_plan(run: Run, started: Started, last: int) -> None:
-    c = run.config
+    c, first = run.config, started.step + 1
     log.info("%s: steps %d..%d of %d, %s parameters, %d rank(s) x micro-batch %d x accumulation %d = %d, %s, "
-             "ZeRO %d", run.phase, started.step + 1, last, c.steps, f"{started.engine.module.num_parameters():,}",
-             run.world_size, c.micro_batch, run.grad_accumulation, c.global_batch, run.precision, started.zero_stage)
+             "ZeRO %d", run.phase, first, last, c.steps, f"{started.engine.module.num_parameters():,}",
+             run.world_size, c.micro_batch, run.schedules.accumulation(first), run.schedules.global_batch(first),
+             run.precision, started.zero_stage)
+    for key in run.schedules.scheduled:
+        log.info("scheduled %s: %s", key, json.dumps(getattr(c, key)))
     if run.data.shares is not None:
-        log.info("languages (language_alpha %s, language_weights %s): %s", c.language_alpha, c.language_weights or "{}",
-                 ", ".join(f"{language} {share:.1%}" for language, share in run.data.shares.items()))
+        mixtures = [(0.0, run.data.shares), *((progress, shares) for progress, _, shares in run.data.later_mixtures)]
+        for progress, shares in mixtures:
+            from_step = run.schedules.first_step_at(progress)
+            log.info("languages%s (language_alpha %s, language_weights %s): %s",
+                     f" from step {from_step}" if progress else "", run.schedules.value("language_alpha", from_step),
+                     c.language_weights or "{}", ", ".join(f"{language} {share:.1%}" for language, share in
+                                                           shares.items()))
     if run.masking is not None:
         log.info("dynamic masking: %g of each sequence's tokens, at most %d, %s", run.masking.rate,
                  run.masking.max_predictions, "whole words" if run.masking.whole_word else "single tokens")
 
 
-def _batches(run: Run, rank: int, data_state: DataState | None, cleanup: contextlib.ExitStack):
-    """This rank's micro-batches from `data_state` on. The loader's workers ignore SIGTERM (see loader.py), so
-    they are stopped on leaving `cleanup`, whatever happens: at interpreter exit multiprocessing would SIGTERM
-    them and wait forever (e.g. after an exception that keeps the iterator)."""
+def _batches(run: Run, rank: int, data_state: DataState | None, cleanup: contextlib.ExitStack, first_step: int):
+    """This rank's micro-batches from `data_state` on, the first of step `first_step`. The loader's workers ignore
+    SIGTERM (see loader.py), so they are stopped on leaving `cleanup`, whatever happens: at interpreter exit
+    multiprocessing would SIGTERM them and wait forever (e.g. after an exception that keeps the iterator)."""
     c = run.config
     batches = iter(make_loader(run.data, c.micro_batch, run.vocab_size, rank, run.world_size, c.seed,
                                c.loader_workers, data_state, pin_memory=torch.cuda.is_available(),
-                               pack=c.pack_sequences, masking=run.masking))
+                               pack=c.pack_sequences, masking=run.masking,
+                               schedules=run.schedules if run.schedules.scheduled else None, first_step=first_step))
     if c.loader_workers:  # a loader without workers has none to stop
         cleanup.callback(batches._shutdown_workers)
     return batches
@@ -283,8 +294,10 @@ def _lock_phase_dir(run: Run) -> None:
 
 
 def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int, stop: StopSignal):
-    """One optimizer step (`grad_accumulation` micro-batches). Adds the step's sums to `stats`; returns the
-    learning rate used, the gradient norm (None if not measured) and the data position after the step.
+    """One optimizer step (its global batch's micro-batches). Adds the step's sums to `stats`; returns the
+    learning rate used, the gradient norm (None if not measured) and the data position after the step. A scheduled
+    global_batch sets the engine's batch and the accumulation boundary itself: DeepSpeed's own boundary counts
+    micro-batches since the start, which a changed accumulation puts out of step.
 
     Returns None, adding nothing, when a stop signal is agreed before one of its micro-batches: the step is
     abandoned. DeepSpeed changes the weights, optimizer, schedule and its step counters only in the step() of the
@@ -293,10 +306,18 @@ def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int, stop:
     log_step = step % run.config.log_every == 0
     lr = grad_norm = None
     sums = torch.zeros_like(stats)
-    for micro in range(run.grad_accumulation):
+    accumulation = run.schedules.accumulation(step)
+    scheduled_batch = "global_batch" in run.schedules.scheduled
+    if scheduled_batch:
+        engine.set_train_batch_size(run.schedules.global_batch(step))
+        if hasattr(engine.optimizer, "gradient_accumulation_steps"):  # ZeRO 1/2 keep a copy (their CPU offload reads it)
+            engine.optimizer.gradient_accumulation_steps = accumulation
+    for micro in range(accumulation):
         if stop.agreed():
-            log.warning("step %d abandoned after %d of %d micro-batches", step, micro, run.grad_accumulation)
+            log.warning("step %d abandoned after %d of %d micro-batches", step, micro, accumulation)
             return None
+        if scheduled_batch:
+            engine.set_gradient_accumulation_boundary(micro == accumulation - 1)
         start = time.perf_counter()
         batch = next(batches)
         wait = time.perf_counter() - start
@@ -305,7 +326,7 @@ def _train_step(engine, batches, run: Run, stats: torch.Tensor, step: int, stop:
         batch = {k: v.to(engine.device, non_blocking=True) for k, v in batch.items()}
         out = engine(**batch)
         engine.backward(out.loss)
-        if micro == run.grad_accumulation - 1:
+        if micro == accumulation - 1:
             lr = engine.optimizer.param_groups[0]["lr"]
             if log_step and engine.zero_optimization_stage() == 0:
                 grad_norm = _grad_norm(engine)  # DeepSpeed keeps no norm without ZeRO
@@ -322,8 +343,8 @@ def _held_out(run: Run, rank: int, log: logging.Logger) -> tuple[HeldOut, EvalCa
                  f"no test/ split in {run.data.data_dir}; pass --eval-data DIR")
         return None, None
     held_out = HeldOut.read(run.eval_files, run.config.eval_samples, run.vocab_size,
-                            run.model.max_position_embeddings, rank, run.world_size)
-    evaluations = eval_cadence(run.config, held_out.total)
+                            run.model.max_position_embeddings, rank, run.world_size, run.eval_masking)
+    evaluations = eval_cadence(run.config, held_out.total, run.schedules.sequences(1, run.config.steps))
     log.info("held-out evaluation on the first %s instances of %s: %s", f"{held_out.total:,}",
              run.eval_files[0].parent, evaluations.describe())
     return held_out, evaluations

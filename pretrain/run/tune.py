@@ -40,6 +40,7 @@ from wiki2bert_core.config import parse_setting
 from wiki2bert_core.errors import ConfigError
 from pretrain.model.attention import available_kernels
 from pretrain.config import load_train_config, model_config, phase_of_length
+from pretrain.schedules import parse_schedule
 from pretrain.model.arch import pretraining_model, spec as arch_spec
 from pretrain.run.deepspeed_settings import choose_precision, zero_stage_for
 from pretrain.tools.estimate import GIB, estimate_memory, parameter_sizes
@@ -152,7 +153,8 @@ def make_setup(preset: str | None, seq_len: int, zero_stage: int | None, precisi
         phase=phase, arch=config.arch, overrides=tuple(o for o in overrides if parse_setting(o)[0] not in TUNED),
         preset=config.preset, seq_len=seq_len, max_predictions=max_predictions, vocab_size=vocab_size,
         zero_stage=config.zero_stage if config.zero_stage is not None else zero_stage_for(parameters),
-        precision=choose_precision(config.precision), optimizer=config.optimizer, global_batch=config.global_batch,
+        precision=choose_precision(config.precision), optimizer=config.optimizer,
+        global_batch=math.gcd(*parse_schedule("global_batch", config.global_batch).values),  # divides every value
         micro_batch=config.micro_batch, memory_cap=cap, memory_limit=limit,
         data=str(data) if data is not None else None,
         device=torch.cuda.get_device_name(0) if cuda else "CPU")

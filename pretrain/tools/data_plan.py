@@ -1,8 +1,10 @@
 """`pretrain plan`: what a phase will draw from its data, per language and source, and how often it repeats each.
 
-The run draws `steps` x `global_batch` sequences. An epoch reads each training file's rows once, or, with a phase's
-own mixture of languages (language_alpha, language_weights), the file's `epoch_rows` (pretrain/data/loader.py), so
-file f is read draws x epoch_rows_f / sum(epoch_rows) times over its rows: its rows repeat reads_f / rows_f times.
+The run draws `steps` x `global_batch` sequences (a scheduled global_batch: each step's). An epoch reads each
+training file's rows once, or, with a phase's own mixture of languages (language_alpha, language_weights), the file's
+`epoch_rows` (pretrain/data/loader.py), so file f is read draws x epoch_rows_f / sum(epoch_rows) times over its rows
+(a scheduled language_alpha: summed over its mixtures, each with the draws of its steps): its rows repeat
+reads_f / rows_f times.
 Per language, the plan prints the training instances and their real tokens (the input masks summed, each row once),
 the sequences and tokens the run draws and the repeats of the instances.
 
@@ -31,6 +33,7 @@ from wiki2bert_core.variant_dir import read_params
 from wiki2bert_core.wordpiece import read_vocab
 from pretrain.config import TrainConfig
 from pretrain.data.loader import open_data
+from pretrain.schedules import PhaseSchedules
 
 MAX_REPEATS = 4  # Muennighoff et al. 2023 ("Scaling Data-Constrained Language Models"): up to ~4 epochs cost little
 DOCS_SUFFIX = ".docs.jsonl"
@@ -60,16 +63,13 @@ class SourcePlan:
 class DataPlan:
     phase: str
     steps: int
-    global_batch: int
+    global_batch: int | list | dict  # the setting: a number or a schedule
+    drawn: int  # sequences the run draws
     seq_len: int
     dupe_factor: int | None  # None: no variant.json (NVIDIA's directory)
     languages: list[LanguagePlan]
     sources: list[SourcePlan]  # empty when the shard stage's records are not beside the variant
     shard_dir: Path | None
-
-    @property
-    def drawn(self) -> int:
-        return self.steps * self.global_batch
 
 
 def data_plan(phase: str, data_dir: Path, config: TrainConfig) -> DataPlan:
@@ -78,9 +78,14 @@ def data_plan(phase: str, data_dir: Path, config: TrainConfig) -> DataPlan:
     vocab = read_vocab(data_dir / "vocab.txt") if (data_dir / "vocab.txt").is_file() else None
     data = open_data(data_dir, config.seq_len, len(vocab) if vocab else 2 ** 31 - 1, 1, config.language_alpha,
                      config.language_weights)
-    epoch_rows = data.epoch_rows or tuple(f.samples for f in data.files)
-    drawn = config.steps * config.global_batch
-    reads = [drawn * rows / sum(epoch_rows) for rows in epoch_rows]  # rows read from each file over the run
+    schedules = PhaseSchedules.of(config)
+    mixtures = [(0.0, data.epoch_rows), *((progress, rows) for progress, rows, _ in data.later_mixtures)]
+    firsts = [schedules.first_step_at(progress) for progress, _ in mixtures] + [config.steps + 1]
+    reads = [0.0] * len(data.files)  # rows read from each file over the run
+    for (_, epoch_rows), first, after in zip(mixtures, firsts, firsts[1:]):
+        epoch_rows = epoch_rows or tuple(f.samples for f in data.files)
+        drawn = schedules.sequences(first, after - 1) if after > first else 0
+        reads = [read + drawn * rows / sum(epoch_rows) for read, rows in zip(reads, epoch_rows)]
     by_language: dict[str, list[tuple[int, float, int]]] = {}
     for f, read in zip(data.files, reads):
         by_language.setdefault(f.language or "-", []).append((f.samples, read, _real_tokens(f.path)))
@@ -96,8 +101,8 @@ def data_plan(phase: str, data_dir: Path, config: TrainConfig) -> DataPlan:
         sources = _source_plans(data, reads, dupe_factor, shard_dir)
     else:
         shard_dir = None
-    return DataPlan(phase, config.steps, config.global_batch, data.seq_len, dupe_factor, languages, sources,
-                    shard_dir)
+    return DataPlan(phase, config.steps, config.global_batch, schedules.sequences(1, config.steps), data.seq_len,
+                    dupe_factor, languages, sources, shard_dir)
 
 
 def _docs_file(shard_dir: Path, hdf5_file: Path) -> Path:
@@ -133,8 +138,9 @@ def _source_plans(data, reads: list[float], dupe_factor: int, shard_dir: Path) -
 def format_plan(plan: DataPlan) -> list[str]:
     """The plan as lines: the draws, a table per language, one per source (when the shards' records are there), and
     a warning for each language or source repeated more than MAX_REPEATS times."""
-    out = [f"{plan.phase}: {plan.steps:,} steps x {plan.global_batch:,} sequences = {plan.drawn:,} sequences of "
-           f"{plan.seq_len} tokens drawn"]
+    batch = (f"{plan.global_batch:,} sequences" if isinstance(plan.global_batch, int) else
+             f"global_batch {json.dumps(plan.global_batch)}")
+    out = [f"{plan.phase}: {plan.steps:,} steps x {batch} = {plan.drawn:,} sequences of {plan.seq_len} tokens drawn"]
     out.append(f"{'language':<10} {'instances':>12} {'tokens':>15} {'drawn':>15} {'tokens drawn':>16} "
                f"{'repeats':>9}")
     for p in plan.languages:

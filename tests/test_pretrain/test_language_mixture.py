@@ -14,39 +14,19 @@ import torch
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.mixture import language_shares
-from wiki2bert_core.variant_dir import LanguageShare, Mixture, VariantParams, held_out_files, write_variant_files
+from wiki2bert_core.variant_dir import held_out_files
 from pretrain.config import model_config
 from pretrain.data.loader import BatchPlan, DataState, open_data, redistribute
 from pretrain.model.bert.model import BertForPreTraining
 from pretrain.run.evaluate import HeldOut, evaluate
 from pretrain.tools.plots import plot_run
-
-VOCAB_SIZE = 60
-SIZES = {"fi": 3_000, "hu": 30_000}  # each language's tokens, each document once
-FILES = {"fi": [15, 13], "hu": [40, 35, 38]}  # rows of each training file; the pipeline's alpha 0.3 mix
-SPECIAL_IDS = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4}
+from language_variants import FILES, SIZES, VOCAB_SIZE, write_language_variant
 
 
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory, write_vocab_dir, write_hdf5) -> Path:
-    """A variant directory of two languages, as the hdf5 stage of `pipeline run --lang fi,hu` writes it."""
-    variant = tmp_path_factory.mktemp("data") / "fi+hu" / "hdf5" / "seq_len_32"
-    vocab = write_vocab_dir(tmp_path_factory.mktemp("vocab") / "vocab")
-    languages, seed = {}, 0
-    for language, rows in FILES.items():
-        masked = {"training": 0, "test": 0}
-        for split, sizes in (("training", rows), ("test", [30 if language == "fi" else 50])):
-            for i, n in enumerate(sizes):
-                seed += 1
-                arrays = write_hdf5(variant / split / f"{split}_{language}_{i:04d}.hdf5", n, seed=seed)
-                masked[split] += int(np.count_nonzero(arrays["masked_lm_positions"]))
-        languages[language] = {"training_instances": sum(rows), "training_masked_tokens": masked["training"],
-                               "test_instances": 0, "test_masked_tokens": masked["test"]}
-    shares = language_shares({k: v["training_masked_tokens"] for k, v in languages.items()}, 1.0)
-    mixture = Mixture(0.3, {}, {lang: LanguageShare(SIZES[lang], 0, shares[lang]) for lang in SIZES})
-    params = VariantParams(32, 5, 0.15, 5, 0.1, 12345, False, False, VOCAB_SIZE, SPECIAL_IDS, mixture=mixture)
-    write_variant_files(variant, vocab, params, {"languages": languages})
-    return variant
+    return write_language_variant(tmp_path_factory.mktemp("data") / "fi+hu" / "hdf5" / "seq_len_32",
+                                  write_vocab_dir(tmp_path_factory.mktemp("vocab") / "vocab"), write_hdf5)
 
 
 def read_epoch(data, world_size: int = 1, micro_batch: int = 4) -> list[tuple[str, int]]:

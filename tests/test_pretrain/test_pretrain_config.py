@@ -31,7 +31,7 @@ PHASE1 = dict(arch="bert", preset="base", model={}, objective=None, global_batch
               log_every=10, eval_every=None, eval_samples=10000, eval_data=None, flops_profiler_step=None,
               torch_profiler_steps=[],
               masking="static", mask_rate=0.15, whole_word_masking=False, max_predictions=None,
-              language_alpha=None, language_weights={})
+              language_alpha=None, language_weights={}, mask_replace=0.8, mask_random=0.1, eval_mask_rate=None)
 PHASE2 = {**PHASE1, "global_batch": 32768, "micro_batch": 16, "steps": 1563, "lr": 4.0e-3, "warmup": 0.128}
 
 
@@ -68,7 +68,8 @@ def test_config_command_prints_every_setting_with_its_description():
                   if f.name != "vocab_size" and f.name not in spec("modernbert").own_settings]
     assert list(printed) == [f.name for f in dataclasses.fields(TrainConfig)] + model_keys
     assert all(description.strip() for _, description in printed.values())
-    assert printed["global_batch"] == (65536, "sequences per optimizer step, all ranks together")
+    assert printed["global_batch"][0] == 65536
+    assert printed["global_batch"][1].startswith("sequences per optimizer step, all ranks together; or a schedule")
     assert printed["log_every"][1].endswith("[may change on resume]")
     assert not printed["lr"][1].endswith("]")
     assert printed["model.hidden_dropout_prob"][1].endswith("[phase 2 may change]")

@@ -20,16 +20,15 @@ import time
 from pathlib import Path
 
 import h5py
-import numpy as np
 import psutil
 import pytest
-import torch
 
 from wiki2bert_core.errors import ConfigError, DataError
 from pretrain.model import checkpoint_files
 from pretrain.config import load_train_config
 from pretrain.run.prepare import prepare
 from hdf5_edits import rechunk
+from checkpoint_states import assert_same, checkpoint_states
 from pretrain_cli import ENV, TINY, metrics, pretrain, torchrun, wait_for_rows
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,34 +41,6 @@ ABANDONED = re.compile(r"step (\d+) abandoned after (\d+) of (\d+) micro-batches
 @pytest.fixture(scope="module")
 def data(tmp_path_factory, write_dataset) -> Path:
     return write_dataset(tmp_path_factory.mktemp("data"), [40, 40, 40], seq_len=32)
-
-
-def assert_same(a, b, where: str = "") -> None:
-    """Bit-for-bit equality of two checkpoint states (nested dicts, lists, tensors, arrays, RNG states)."""
-    assert type(a) is type(b), where
-    if isinstance(a, torch.Tensor):
-        assert a.dtype == b.dtype and torch.equal(a, b), where
-    elif isinstance(a, np.ndarray):
-        assert np.array_equal(a, b), where
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for key in a:
-            assert_same(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_same(x, y, f"{where}[{i}]")
-    elif hasattr(a, "__dict__"):  # e.g. DeepSpeed's loss scaler
-        assert_same(vars(a), vars(b), where)
-    else:
-        assert a == b, where
-
-
-def checkpoint_states(tag_dir: Path) -> dict:
-    states = {p.name: torch.load(p, map_location="cpu", weights_only=False) for p in sorted(tag_dir.glob("*.pt"))}
-    for state in states.values():
-        state.pop("config", None)  # the client's copy of the run config: checkpoint_every differs on purpose
-    return states
 
 
 @pytest.mark.slow

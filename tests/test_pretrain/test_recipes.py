@@ -41,7 +41,8 @@ def test_the_anchors_signature_settings():
     assert modernbert.optimizer == "stableadamw" and modernbert.model["global_rope_theta"] == 160000.0
     assert load_train_config("phase1", recipe="modernbert", values={"preset": "large"}).lr == 5e-4
     assert load_train_config("phase1", recipe="modernbert").lr == 8e-4
-    assert load_train_config("phase1", recipe="neobert").mask_rate == 0.2
+    neobert = [load_train_config(phase, recipe="neobert") for phase in ("phase1", "phase2")]
+    assert [(c.mask_rate, c.mask_replace, c.mask_random) for c in neobert] == [(0.2, 1.0, 0.0)] * 2
     # NVIDIA's recipe is the TrainConfig defaults (the objective written out: null means BERT's mlm+nsp there)
     defaults = load_train_config("phase1", values={"arch": "bert", "objective": "mlm+nsp"})
     assert load_train_config("phase1", recipe="bert-nvidia") == defaults
