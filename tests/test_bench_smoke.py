@@ -63,8 +63,10 @@ CONCURRENT_SCRIPTS = 2
 
 
 def run_smoke(script: str, work: Path) -> subprocess.CompletedProcess:
+    # the timeout catches a hang: the slowest smoke, bench/objectives.py's, took 84 s alone at load 3, but over 300 s
+    # at load 7-14 two at a time
     return subprocess.run([sys.executable, str(REPO / "bench" / script), "--smoke"], cwd=work,
-                          env={**BENCH_ENV, "TMPDIR": str(work)}, capture_output=True, text=True, timeout=300)
+                          env={**BENCH_ENV, "TMPDIR": str(work)}, capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
