@@ -13,7 +13,8 @@ instead (its stored masks).
 
     .venv/bin/python bench/modernbert.py [--preset mini] [--seq 512] [--micro-batch 16] [--rounds 3] [--threads 1]
                                          [--data DIR]
-    .venv/bin/python bench/modernbert.py --smoke   # tiny, seq 64, vocabulary 512, 1 round of 1 step
+    .venv/bin/python bench/modernbert.py --smoke   # tiny, seq 64, vocabulary 512, 1 round of 1 step, memory of
+                                                   # the three models in one process
 """
 from __future__ import annotations
 
@@ -117,15 +118,16 @@ def build(name: str, preset: str, vocab_size: int, micro_batch: int):
     return engine, inputs
 
 
-def peak_memory(name: str, args, vocab_size: int) -> int:
-    """Bytes: the peak resident set of `args.memory_steps` training steps of model `name` in a fresh process."""
-    done = subprocess.run([sys.executable, __file__, "--memory-of", name, "--preset", args.preset, "--seq",
+def peak_memory(names: tuple[str, ...], args, vocab_size: int) -> dict[str, int]:
+    """{name: bytes}: the peak resident set of `args.memory_steps` training steps of each model of `names`, one
+    after another in one fresh process (one model a process for figures that mean something)."""
+    done = subprocess.run([sys.executable, __file__, "--memory-of", ",".join(names), "--preset", args.preset, "--seq",
                            str(args.seq), "--micro-batch", str(args.micro_batch), "--vocab-size", str(vocab_size),
                            "--memory-steps", str(args.memory_steps), *(["--data", str(args.data)] if args.data else [])],
                           capture_output=True, text=True, env=_fresh_env())
     if done.returncode:
-        sys.exit(f"memory of {name} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])["peak_bytes"]
+        sys.exit(f"memory of {', '.join(names)} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _fresh_env() -> dict:
@@ -135,18 +137,22 @@ def _fresh_env() -> dict:
 
 
 def measure_memory(args) -> None:
-    """The child process of peak_memory: prints {"peak_bytes": ...}."""
+    """The child process of peak_memory: prints {name: peak bytes} of the models named in --memory-of."""
     import deepspeed  # noqa: F401  (its libraries are loaded before the footprint is taken)
 
     from pretrain.run.tune import PeakMemory
 
     batches, vocab_size = batches_of(args, args.memory_steps)
-    memory = PeakMemory(cuda=False)
-    engine, inputs = build(args.memory_of, args.preset, vocab_size, args.micro_batch)
-    for b in batches:
-        engine.backward(engine(**inputs(b)).loss)
-        engine.step()
-    print(json.dumps({"peak_bytes": memory.peak()}))
+    peaks = {}
+    for name in args.memory_of.split(","):
+        memory = PeakMemory(cuda=False)
+        engine, inputs = build(name, args.preset, vocab_size, args.micro_batch)
+        for b in batches:
+            engine.backward(engine(**inputs(b)).loss)
+            engine.step()
+        peaks[name] = memory.peak()
+        del engine  # freed before the next model is built
+    print(json.dumps(peaks))
 
 
 def batches_of(args, count: int) -> tuple[list[dict], int]:
@@ -167,8 +173,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads for every model (one keeps a shared machine's load off the ratios)")
     parser.add_argument("--data", type=Path, help="HDF5 variant directory (its stored masks) instead of random rows")
-    parser.add_argument("--memory-of", choices=MODELS, help=argparse.SUPPRESS)
-    parser.add_argument("--smoke", action="store_true", help="tiny, seq 64, vocabulary 512, 1 round of 1 step")
+    parser.add_argument("--memory-of", help=argparse.SUPPRESS)  # MODELS, comma-separated
+    parser.add_argument("--smoke", action="store_true", help="tiny, seq 64, vocabulary 512, 1 round of 1 step, the "
+                                                             "models' memory in one process")
     args = parser.parse_args()
     if args.smoke:
         args.preset, args.seq, args.micro_batch, args.vocab_size, args.rounds, args.steps_per_round = \
@@ -207,7 +214,8 @@ def main() -> None:
                   + " real tokens/s; wiki2bert / "
                   + ", ".join(f"{name} {seconds[name][-1] / seconds['wiki2bert'][-1]:.2f}x" for name in MODELS[1:]),
                   flush=True)
-    peaks = {name: peak_memory(name, args, vocab_size) for name in MODELS}
+    peaks = peak_memory(MODELS, args, vocab_size) if args.smoke else \
+        {name: peak_memory((name,), args, vocab_size)[name] for name in MODELS}
     speed = {name: (real / min(s), real * len(s) / sum(s)) for name, s in seconds.items()}
     print(f"first loss (same weights and batch): {losses['wiki2bert']:.5f}")
     for name in MODELS:

@@ -12,7 +12,7 @@ left to the interpreter's teardown (as the 2-rank test workers once did, with os
 aborts the product's teardown avoids.
 
     .venv/bin/python bench/two_rank_exits.py [--runs 20] [--zero-stage 1] [--loader-workers 2] [--control]
-    .venv/bin/python bench/two_rank_exits.py --smoke   # 2 runs
+    .venv/bin/python bench/two_rank_exits.py --smoke   # 1 run
 """
 from __future__ import annotations
 
@@ -45,10 +45,10 @@ def main() -> None:
     parser.add_argument("--loader-workers", type=int, default=2)
     parser.add_argument("--control", action="store_true", help="leave the process groups to the interpreter's "
                                                                  "teardown")
-    parser.add_argument("--smoke", action="store_true", help="--runs 2")
+    parser.add_argument("--smoke", action="store_true", help="--runs 1")
     args = parser.parse_args()
     if args.smoke:
-        args.runs = 2
+        args.runs = 1
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_ENV}
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     exits: collections.Counter = collections.Counter()

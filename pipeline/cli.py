@@ -361,7 +361,6 @@ def _prepare(lang, dumps, corpora, tokenizer, workdir, overrides, quiet, config)
         if config_.profile != config_.lang:
             log.warning("%s: no profile in %s; the `default` profile applies (the rule splitter, no stop words, "
                         "the default filter and vocabulary settings)", config_.lang, config_.path)
-            _say_an_unknown_language(config_, log)
     return pcfg, log
 
 
@@ -378,21 +377,6 @@ def _say_generic_web_thresholds(pcfg, log) -> None:
     log.warning("%s: no FineWeb-2 thresholds for this language (none in its stages.yaml profile, no "
                 "filter.thresholds_from): the web rule set uses generic ones (datatrove's defaults); set "
                 "filter.thresholds_from to FineWeb-2's config of the language", pcfg.lang)
-
-
-def _say_an_unknown_language(pcfg, log) -> None:
-    """Warns, before any stage runs, when the filter's language identifier does not know the language (asked only
-    for a language without a profile: loading the identifier takes a second or two)."""
-    from pipeline.stages.filter.stage import unknown_to_langid
-
-    filter_config = pcfg.stage_configs.get("filter")
-    if filter_config is None:  # a set of stages without the filter (tests' toy stages)
-        return
-    language = filter_config.language or pcfg.lang
-    if unknown_to_langid(filter_config, language):
-        log.warning("%s: %s does not know the language code %r: the filter's language check is off for %s (its "
-                    "documents pass whatever their language); set filter.language to a code it knows, or "
-                    "filter.langid", pcfg.lang, filter_config.langid, language, pcfg.lang)
 
 
 def _run(pcfg, workdir: Path, names: list[str], executor: str, scheduler: str | None, **options) -> None:

@@ -30,6 +30,8 @@ FIGURES = (
     Figure("extract", "articles", total=True),
     Figure("extract", "skipped", total=True),  # pages not made articles, by reason
     Figure("corpus", "documents", total=True, per_source=True),
+    Figure("corpus", "too_long", per_source=True),  # left out: longer than corpus.max_document_bytes
+    Figure("corpus", "duplicate_ids", per_source=True),  # documents whose record id repeats an earlier one's
     Figure("sentences", "documents", per_source=True),
     Figure("filter", "documents_kept", total=True, per_source=True),
     Figure("filter", "documents_written", total=True, per_source=True),
@@ -93,18 +95,21 @@ class Funnel:
         return (self.counts[stage].languages or {}) if stage in self.counts else {}
 
     def source_rows(self) -> list[dict[str, Any]]:
-        """One row per source: documents read (extract's articles, the corpus stage's documents), documents with
-        text (sentences), after the filter (the documents it wrote: a long one cut into pieces counts once a piece),
-        duplicates (removed by dedup), kept (what the shard stage took in) and their tokens, those tokens rehydrated
-        (each document as many times as its cluster size asks: a column only where shard.rehydrate was on), weight,
-        and the training split's tokens and share (None where a stage is not done, or made before it counted per
-        source).
-        Empty when no stage recorded per-source counts (a work directory made before sources existed)."""
+        """One row per source: documents read (extract's articles, the corpus stage's documents), the corpus
+        stage's documents left out as too long and those whose record id repeats (these two columns only where the
+        corpus stage counted them), documents with text (sentences), after the filter (the documents it wrote: a
+        long one cut into pieces counts once a piece), duplicates (removed by dedup), kept (what the shard stage
+        took in) and their tokens, those tokens rehydrated (each document as many times as its cluster size asks: a
+        column only where shard.rehydrate was on), weight, and the training split's tokens and share (None where a
+        stage is not done, or made before it counted per source). Empty when no stage recorded per-source counts (a
+        work directory made before sources existed)."""
         if not any(self.counts[s].sources for s in ("corpus", "sentences", "shard") if s in self.counts):
             return []
         read = {**(self.by_source("extract", "articles") if self.dump_read else {}),
                 **self.by_source("corpus", "documents")}
-        columns = {"read": read, "with text": self.by_source("sentences", "documents"),
+        corpus = {column: by for column, key in (("too long", "too_long"), ("repeated ids", "duplicate_ids"))
+                  if (by := self.by_source("corpus", key))}
+        columns = {"read": read, **corpus, "with text": self.by_source("sentences", "documents"),
                    "after filter": self.by_source("filter", "documents_written"),
                    "duplicates": self.by_source("dedup", "removed"), "kept": self.by_source("shard", "documents"),
                    "kept tokens": self.by_source("shard", "tokens"),

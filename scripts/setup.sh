@@ -12,8 +12,8 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[pretrain,test,bench]"
 # DeepSpeed JIT-builds its CPU communication op on first use (~40 s); build it here, once, so that no timed test
 # is the one that builds it (a build killed half-way leaves a lock that hangs every later DeepSpeed run). Importing
-# pretrain first puts it where pretrain looks for it: .venv/torch_extensions (TORCH_EXTENSIONS_DIR, unless set), not
-# the ~/.cache/torch_extensions that all environments share.
+# pretrain first puts it where pretrain looks for it: .venv/torch_extensions/ninja-<the ninja on PATH>
+# (TORCH_EXTENSIONS_DIR, unless set), not the ~/.cache/torch_extensions that all environments share.
 .venv/bin/python -c "import pretrain
 from deepspeed.ops.op_builder.cpu import ShareMemCommBuilder
 ShareMemCommBuilder().load(verbose=False)" \

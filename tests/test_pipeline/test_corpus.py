@@ -418,12 +418,14 @@ def test_a_wikipedia_and_web_mix_end_to_end_shows_each_source(tmp_path):
     table = {line.split()[0]: line.split() for line in status[status.index("") + 2:]}
     assert status[status.index("") + 1].split()[:2] == ["source", "read"] and set(table) == {"wikipedia", "web"}
     header = status[status.index("") + 1]
-    assert [c.strip() for c in re.split(r"\s{2,}", header.strip())][:6] == [
-        "source", "read", "with text", "after filter", "duplicates", "kept"]
-    # read, with text, after filter (a long page cut into pieces), duplicates, kept: the filter's and dedup's counts
-    read, with_text, filtered, duplicates, kept = map(int, table["web"][1:6])
-    assert read == with_text == 100 and filtered > kept == filtered - duplicates and duplicates > 0
-    assert table["web"][7] == "2"
+    assert [c.strip() for c in re.split(r"\s{2,}", header.strip())][:8] == [
+        "source", "read", "too long", "repeated ids", "with text", "after filter", "duplicates", "kept"]
+    # read, too long, repeated ids (the corpus stage's), with text, after filter (a long page cut into pieces),
+    # duplicates, kept: the filter's and dedup's counts
+    read, too_long, repeated, with_text, filtered, duplicates, kept = map(int, table["web"][1:8])
+    assert read == with_text == 100 and too_long == repeated == 0
+    assert filtered > kept == filtered - duplicates and duplicates > 0
+    assert table["web"][9] == "2"
     assert float(table["web"][-1].rstrip("%")) + float(table["wikipedia"][-1].rstrip("%")) == pytest.approx(100, 0.01)
     sources = collections.Counter(json.loads(line)["source"] for shard in (tmp_path / "w/hu/shard").glob("*.docs.jsonl")
                                   for line in shard.read_text(encoding="utf-8").splitlines())

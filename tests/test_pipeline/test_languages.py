@@ -253,17 +253,25 @@ def test_a_language_without_a_profile_is_said_once_and_set_takes_a_language(dump
     assert any(line.startswith("vocab.alpha: 0.3  #") for line in lines)  # the mix's stages once, unprefixed
 
 
-def test_a_language_the_identifier_does_not_know_is_said_to_go_unchecked_before_the_stages_run(tmp_path):
-    """py3langid knows no 'xx': the filter cannot check that language, so any text passes as it (issue 37)."""
+def test_a_language_the_identifier_does_not_know_is_said_to_go_unchecked_once(tmp_path):
+    """py3langid knows no 'xx': the filter cannot check that language, so any text passes as it (issue 37); one
+    warning says so (the filter's, as it runs), one for the language without a profile, none for hu."""
+    text = ("A falu a megye északi részén fekszik, a folyó bal partján, a hegyek lábánál. Első írásos említése a "
+            "tizenharmadik századból való, amikor a király a környező földekkel együtt egy nemes családnak adta. "
+            "A lakosság nagy része ma is földművelésből él, de sokan a közeli városban dolgoznak. ")
     for lang in ("hu", "xx"):
-        (tmp_path / f"{lang}.jsonl").write_text('{"text": "Egy mondat."}\n', encoding="utf-8")
+        (tmp_path / f"{lang}.jsonl").write_text("".join(json.dumps({"text": text * (1 + i % 3)}) + "\n"
+                                                        for i in range(6)), encoding="utf-8")
     result = pipeline_cli(tmp_path, "run", "--lang", "hu,xx", "--corpus", "hu=web=hu.jsonl", "--corpus",
-                          "xx=web=xx.jsonl", "--to", "corpus", "--quiet")
+                          "xx=web=xx.jsonl", "--to", "filter", "--quiet")
     assert result.returncode == 0, result.stderr
     notes = [line for line in result.stderr.splitlines() if "language check" in line]
     assert len(notes) == 1 and notes[0].endswith(
-        "xx: py3langid does not know the language code 'xx': the filter's language check is off for xx (its "
-        "documents pass whatever their language); set filter.language to a code it knows, or filter.langid"), notes
+        "filter: xx: language check skipped: py3langid does not know the language code 'xx', so documents of xx "
+        "pass whatever their language (set filter.language to a code it knows, or filter.langid)"), notes
+    assert sum("xx: no profile" in line for line in result.stderr.splitlines()) == 1
+    assert json.loads((tmp_path / "data" / "xx" / "filter" / "report.json").read_text())["language_check"].startswith(
+        "skipped: py3langid does not know the language code 'xx'")
 
 
 def test_a_weight_for_a_language_or_source_not_in_the_run_is_refused(dumps):

@@ -21,7 +21,7 @@ from wiki2bert_core.wordpiece import SPECIAL_TOKENS, read_vocab, special_token_i
 from pipeline.cli import main
 from pipeline.runner import fingerprint, read_manifest
 from pipeline.stages import stage_by_name
-from pipeline.funnel import Funnel
+from pipeline.funnel import Funnel, source_table
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 DEDUP_REPORT = {  # the dedup stage's report.json for the filter output below: one exact duplicate
@@ -188,6 +188,26 @@ def test_a_corpus_only_run_shows_its_documents_and_drops_and_each_sources_share_
     assert steps == [("corpus documents", {"web": 6, "news": 4}, 10), ("documents kept", {"news": 3, "web": 4}, 7),
                      ("documents written (long ones cut)", {"news": 3, "web": 5}, 8),
                      ("documents kept by dedup", {"news": 3, "web": 3}, 6)]
+
+
+def test_the_corpus_stages_documents_left_out_as_too_long_and_repeated_ids_are_in_the_sources_table(tmp_path,
+                                                                                                   monkeypatch):
+    """`pipeline status` and `pipeline report` show, per source, the corpus stage's documents over
+    corpus.max_document_bytes and those whose record id repeats, beside the documents read (issue 37)."""
+    lang = tmp_path / "hu"
+    manifest(lang / "corpus", {"documents": 10, "sources": {
+        "web": {"documents": 6, "too_long": 2, "duplicate_ids": 5},
+        "news": {"documents": 4, "too_long": 0, "duplicate_ids": 0}}})
+    manifest(lang / "sentences", {"documents": 10, "sources": {"web": {"documents": 6}, "news": {"documents": 4}}})
+    funnel = Funnel({name: read_manifest(lang / name) for name in ("corpus", "sentences")})
+    table = source_table(funnel.source_rows())  # what `pipeline status` prints
+    assert list(table[0])[:5] == ["source", "read", "too long", "repeated ids", "with text"]
+    assert [(r["source"], r["read"], r["too long"], r["repeated ids"]) for r in table] == [
+        ("news", "4", "0", "0"), ("web", "6", "2", "5")]
+    assert run(monkeypatch, "--workdir", str(tmp_path), "--out", str(tmp_path / "r")) == 0
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert "<th>read</th><th>too long</th><th>repeated ids</th><th>with text</th>" in page
+    assert "<tr><td>web</td><td>6</td><td>2</td><td>5</td><td>6</td>" in page
 
 
 def test_missing_or_changed_outputs_are_named_never_ok(work_dir, monkeypatch, capsys):

@@ -437,12 +437,26 @@ def test_a_variant_directory_copied_alone_trains_evaluates_and_exports(tmp_path,
 def test_deepspeed_ops_are_built_in_the_environments_own_cache(tmp_path):
     """DeepSpeed JIT-builds its ops through torch.utils.cpp_extension.load, into TORCH_EXTENSIONS_DIR, by default the
     user-wide ~/.cache/torch_extensions that every environment shares (a build lock another one left hung runs):
-    pretrain points it into its virtual environment, unless it is set."""
-    code = "import os, pretrain.cli; print(os.environ.get('TORCH_EXTENSIONS_DIR'))"
+    pretrain points it into its virtual environment, one directory a `ninja` on PATH (two ninja versions read each
+    other's .ninja_log as out of date: a process with the venv's bin on PATH and one without rebuilt the op in
+    turn), unless it is set."""
     env = {k: v for k, v in ENV.items() if k != "TORCH_EXTENSIONS_DIR"}
-    own = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+
+    def extensions_dir(module: str = "pretrain", path: str = env.get("PATH", os.defpath), **extra: str) -> str:
+        code = f"import os, {module}; print(os.environ.get('TORCH_EXTENSIONS_DIR'))"
+        return subprocess.run([sys.executable, "-c", code], env={**env, "PATH": path, **extra}, capture_output=True,
+                              text=True, check=True).stdout.strip()
+
+    own = extensions_dir("pretrain.cli")
     in_venv = sys.prefix != sys.base_prefix and os.access(sys.prefix, os.W_OK)
-    assert own.stdout.strip() == (str(Path(sys.prefix) / "torch_extensions") if in_venv else "None")
-    given = subprocess.run([sys.executable, "-c", code], env={**env, "TORCH_EXTENSIONS_DIR": str(tmp_path)},
-                           capture_output=True, text=True, check=True)
-    assert given.stdout.strip() == str(tmp_path)
+    if in_venv:
+        other_ninja = tmp_path / "bin" / "ninja"
+        other_ninja.parent.mkdir()
+        other_ninja.write_text("#!/bin/sh\n")
+        other_ninja.chmod(0o755)
+        other = extensions_dir(path=f"{other_ninja.parent}{os.pathsep}{env.get('PATH', os.defpath)}")
+        assert Path(own).parent == Path(other).parent == Path(sys.prefix) / "torch_extensions" and own != other
+        assert extensions_dir() == own  # the same ninja, the same directory
+    else:
+        assert own == "None"
+    assert extensions_dir(TORCH_EXTENSIONS_DIR=str(tmp_path)) == str(tmp_path)

@@ -131,11 +131,25 @@ class FilterConfig:
     def rule_set_name(self, source: str) -> str:
         return self.rules.get(source, self.rules["default"])
 
+    def language_check(self, lang: str) -> tuple[bool, str]:
+        """(whether a run of --lang `lang` checks its documents' language, what report.json says of it): off with
+        langid none, and off, with the reason, when langid does not know the code the run asks of it."""
+        language = self.language or lang
+        if self.langid == "none":
+            return False, "off"
+        if language not in identifier(self.langid)[1]:
+            return False, (f"skipped: {self.langid} does not know the language code {language!r}, so documents of "
+                           f"{lang} pass whatever their language (set filter.language to a code it knows, or "
+                           "filter.langid)")
+        return True, f"{self.langid}: {language}"
+
 
 def run(config: FilterConfig, ctx: StageContext) -> StageCounts:
     parts = list_parts(ctx.inputs["sentences"], ".txt")
     language = config.language or ctx.lang
-    check_language, language_note = _language_check(config, language, ctx)
+    check_language, language_note = config.language_check(ctx.lang)
+    if not check_language and config.langid != "none":  # langid does not know the code
+        ctx.log.warning("filter: %s: language check %s", ctx.lang, language_note)
     scratch = ctx.scratch()
     scores = ctx.out_dir / SCORES
     scores.mkdir()
@@ -232,22 +246,6 @@ def _read_key(scores: Path) -> str | None:
         return json.loads((scores / KEY_FILE).read_text())["key"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def unknown_to_langid(config: FilterConfig, language: str) -> bool:
-    """Whether the language identifier config.langid does not know `language`: the language check is then off."""
-    return config.langid != "none" and language not in identifier(config.langid)[1]
-
-
-def _language_check(config: FilterConfig, language: str, ctx: StageContext) -> tuple[bool, str]:
-    """(whether documents are checked for `language`, what report.json says about it)."""
-    if config.langid == "none":
-        return False, "off"
-    if unknown_to_langid(config, language):
-        note = f"skipped: {config.langid} does not know language {language!r} (set filter.language or filter.langid)"
-        ctx.log.warning("filter: language check %s", note)
-        return False, note
-    return True, f"{config.langid}: {language}"
 
 
 def _stop_word_check(config: FilterConfig, sources, ctx: StageContext) -> str:
