@@ -256,12 +256,17 @@ def test_a_language_without_a_profile_is_said_once_and_set_takes_a_language(dump
 def test_a_language_the_identifier_does_not_know_is_said_to_go_unchecked_once(tmp_path):
     """py3langid knows no 'xx': the filter cannot check that language, so any text passes as it (issue 37); one
     warning says so (the filter's, as it runs), one for the language without a profile, none for hu."""
-    text = ("A falu a megye északi részén fekszik, a folyó bal partján, a hegyek lábánál. Első írásos említése a "
-            "tizenharmadik századból való, amikor a király a környező földekkel együtt egy nemes családnak adta. "
-            "A lakosság nagy része ma is földművelésből él, de sokan a közeli városban dolgoznak. ")
-    for lang in ("hu", "xx"):
-        (tmp_path / f"{lang}.jsonl").write_text("".join(json.dumps({"text": text * (1 + i % 3)}) + "\n"
-                                                        for i in range(6)), encoding="utf-8")
+    sentences = ["A falu a megye északi részén fekszik, a folyó bal partján, a hegyek lábánál.",
+                 "Első írásos említése a tizenharmadik századból való, amikor a király egy nemes családnak adta.",
+                 "A lakosság nagy része ma is földművelésből él, de sokan a közeli városban dolgoznak.",
+                 "A templomot a tizennyolcadik század végén építették barokk stílusban, tornya messziről látszik.",
+                 "Az iskola épülete a főtéren áll, és a gyerekek mellett a felnőttek is látogatják az esti órákat.",
+                 "Nyaranta a szüreti fesztiválon zenekarok játszanak, és a környékbeli borászok is bemutatkoznak.",
+                 "A vasútállomás a falutól két kilométerre van, a buszok óránként indulnak a megyeszékhely felé.",
+                 "A határban erdők és rétek váltják egymást, ezért a kirándulók szívesen járnak erre tavasszal."]
+    for lang in ("hu", "xx"):  # six documents of over 50 words, no sentence repeated within one (FineWeb-2's rules)
+        (tmp_path / f"{lang}.jsonl").write_text("".join(json.dumps({"text": " ".join(sentences[i:] + sentences[:i])})
+                                                        + "\n" for i in range(6)), encoding="utf-8")
     result = pipeline_cli(tmp_path, "run", "--lang", "hu,xx", "--corpus", "hu=web=hu.jsonl", "--corpus",
                           "xx=web=xx.jsonl", "--to", "filter", "--quiet")
     assert result.returncode == 0, result.stderr
