@@ -103,25 +103,32 @@ def task_subset(task: Path, examples: dict[str, int], out: Path) -> Path:
     return target
 
 
-def evaluations(run: Path) -> dict[int, float]:
+def evaluations(run: Path) -> dict[int, dict]:
+    """step -> the held-out figures of each evaluation of the run's phase 1."""
     rows = [json.loads(line) for line in (run / "phase1" / "metrics.jsonl").read_text().splitlines()]
-    return {r["step"]: r["eval_mlm_accuracy"] for r in rows if "eval_mlm_accuracy" in r}
+    return {r["step"]: r for r in rows if "eval_mlm_accuracy" in r}
 
 
-def plot(curves: dict[str, dict[int, float]], path: Path, title: str, batch: int) -> None:
+def plot(curves: dict[str, dict[int, dict]], path: Path, batch: int) -> None:
+    """Held-out MLM accuracy (with the held-out set's unigram baseline) and loss of each run, by step."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 3.8), dpi=110)
+    fig, axes = plt.subplots(1, 2, figsize=(9.6, 3.8), dpi=110)
     for name, points in curves.items():
-        ax.plot(list(points), list(points.values()), marker="o", label=name)
-    ax.set_xlabel(f"step ({batch} sequences of 128 tokens)")
-    ax.set_ylabel("held-out MLM accuracy")
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend()
+        for ax, key in zip(axes, ("eval_mlm_accuracy", "eval_mlm_loss")):
+            ax.plot(list(points), [p[key] for p in points.values()], marker="o", label=name)
+    baseline = next(iter(next(iter(curves.values())).values()))["eval_mlm_unigram_baseline"]
+    axes[0].axhline(baseline, color="grey", linestyle="--", label="unigram baseline")
+    for ax, label in zip(axes, ("held-out MLM accuracy", "held-out MLM loss")):
+        ax.set_xlabel(f"step ({batch} sequences of 128 tokens)")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle("a published checkpoint continued vs the same shape from scratch (same steps, data, masks)",
+                 fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -177,11 +184,14 @@ def main() -> None:
            for name, path in models.items()))
 
     curves = {name: evaluations(run) for name, run in runs.items()}
-    ahead = all(curves["continued"][step] > curves["scratch"][step] for step in curves["scratch"])
-    lines = [f"Held-out MLM accuracy ({args.eval_samples} held-out sequences, their stored masks):", "",
-             "| step | " + " | ".join(curves) + " |", "|---|" + "---|" * len(curves)]
+    ahead = all(curves["continued"][step]["eval_mlm_accuracy"] > curves["scratch"][step]["eval_mlm_accuracy"]
+                for step in curves["scratch"])
+    lines = [f"Held-out MLM accuracy and loss ({args.eval_samples} held-out sequences, their stored masks):", "",
+             "| step | " + " | ".join(f"{name} accuracy" for name in curves) + " | "
+             + " | ".join(f"{name} loss" for name in curves) + " |", "|---|" + "---|" * 2 * len(curves)]
     for step in curves["scratch"]:
-        lines.append(f"| {step} | " + " | ".join(f"{c[step]:.4f}" for c in curves.values()) + " |")
+        lines.append(f"| {step} | " + " | ".join(f"{c[step]['eval_mlm_accuracy']:.4f}" for c in curves.values())
+                     + " | " + " | ".join(f"{c[step]['eval_mlm_loss']:.3f}" for c in curves.values()) + " |")
     lines += ["", f"continued ahead at every evaluation: {'yes' if ahead else 'no'}", ""]
     for i, name in enumerate(models):  # each finetune run has the majority baseline's row: the first one's shown
         results = json.loads((out / "finetune" / name / "results.json").read_text())
@@ -194,8 +204,7 @@ def main() -> None:
     lines += ["", f"wall time: {(time.time() - started) / 60:.0f} min"]
     (out / "evidence.md").write_text("\n".join(lines), encoding="utf-8")
     print("\n".join(lines))
-    plot(curves, args.plot or out / "continued_vs_scratch.png",
-         f"{config.get('_name_or_path', model.name)} continued vs the same shape from scratch", args.batch)
+    plot(curves, args.plot or out / "continued_vs_scratch.png", args.batch)
 
 
 if __name__ == "__main__":
