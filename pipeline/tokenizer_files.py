@@ -121,10 +121,15 @@ def _names_by_spelling(tokenizer: Tokenizer) -> dict[str, str]:
 
 
 def _load(path: Path, where: str) -> Tokenizer:
+    """The tokenizer.json `path` without the padding and truncation it may be saved with (sentence-transformers
+    models' pad and cut every encoding to 128 or 256 tokens): the pipeline encodes each sentence whole and unpadded."""
     try:
-        return Tokenizer.from_file(str(path))
+        tokenizer = Tokenizer.from_file(str(path))
     except Exception as e:  # the Rust side raises plain Exceptions
         raise DataError(f"{where}: cannot load {path.name} ({first_line(e)})") from None
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
 
 
 def _from_sentencepiece(path: Path, where: str) -> Tokenizer:

@@ -140,6 +140,21 @@ def test_wordpiece_folder(base, tmp_path):
                        "wordpiece", "")
 
 
+def test_folder_saved_with_padding_and_truncation(base, tmp_path):
+    """A hub tokenizer.json that pads and cuts every encoding (sentence-transformers' do): the instances hold each
+    sentence's own tokens, not [PAD]s turned into [UNK] (nor sentences cut short)."""
+    folder = wordpiece_folder(base[1], tmp_path / "st")
+    unpadded = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    saved = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    saved.enable_padding(pad_id=unpadded.token_to_id("[PAD]"), pad_token="[PAD]", length=64)
+    saved.enable_truncation(8)
+    saved.save(str(folder / "tokenizer.json"))
+    work, result = run_with(base, tmp_path, "--tokenizer", folder)
+    assert result.returncode == 0, result.stderr
+    check_through_hdf5(work, unpadded, {r: r for r in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")},
+                       "wordpiece", "")
+
+
 def test_sentencepiece_unigram_model(base, tmp_path):
     model = unigram_model(base[1], tmp_path / "spm")
     work, result = run_with(base, tmp_path, "--tokenizer", model)
