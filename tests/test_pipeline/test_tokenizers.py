@@ -193,8 +193,7 @@ def test_byte_level_bpe_folder_and_a_changed_tokenizer(base, tmp_path):
 def test_learnt_method_through_hdf5_loads_in_autotokenizer(base, tmp_path, method, word_start):
     from transformers import AutoTokenizer
 
-    from pretrain.config import TrainConfig
-    from pretrain.run.prepare import _dynamic_masking
+    from pretrain.run.prepare import _masking_vocab
 
     work, result = run_with(base, tmp_path, "--set", f"vocab.method={method}")
     assert result.returncode == 0, result.stderr
@@ -206,13 +205,13 @@ def test_learnt_method_through_hdf5_loads_in_autotokenizer(base, tmp_path, metho
     check_through_hdf5(work, tokenizer, dict(zip(("[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"), ROBERTA)),
                        method, word_start)
     variant = variant_of(work)
-    loader_masking = _dynamic_masking(TrainConfig(), read_vocab(variant / "vocab.txt"), variant, variant, 64)
-    assert (loader_masking.vocab.cls_id, loader_masking.vocab.pad_id, loader_masking.vocab.mask_id) == (0, 1, 4)
+    masking_vocab = _masking_vocab(read_vocab(variant / "vocab.txt"), variant, variant)
+    assert (masking_vocab.cls_id, masking_vocab.pad_id, masking_vocab.mask_id) == (0, 1, 4)
     pieces = tokenizer.encode("Budapest fővárosa", add_special_tokens=False).tokens
-    assert loader_masking.vocab.continues_word[tokenizer.encode("Budapest fővárosa",
+    assert masking_vocab.continues_word[tokenizer.encode("Budapest fővárosa",
                                                                 add_special_tokens=False).ids].tolist() == [
         not piece.startswith(word_start) for piece in pieces]
-    assert not set(loader_masking.vocab.replacement_ids.tolist()) & {0, 1, 2, 3, 4}
+    assert not set(masking_vocab.replacement_ids.tolist()) & {0, 1, 2, 3, 4}
     auto = AutoTokenizer.from_pretrained(str(vocab_dir))
     sentence = "Budapest Magyarország fővárosa."
     assert auto(sentence).input_ids == tokenizer.encode(sentence).ids
