@@ -159,6 +159,13 @@ class _AdamMomentsOptimizer(torch.optim.Optimizer):
     DeepSpeed's ZeRO checkpoints save and restore a group-level "step")."""
 
     layout: PartitionLayout | None = None
+    default_betas: tuple[float, float] = (0.9, 0.999)
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] | None = None, eps: float = 1e-6,
+                 weight_decay: float = 0.01, **settings):
+        betas = tuple(betas if betas is not None else self.default_betas)
+        _check_hyperparameters(lr, betas, eps, weight_decay)
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, **settings))
 
     def use_partitions(self, layout: PartitionLayout) -> None:
         """From now on the parameters in `layout.fragments` are flat partitions of many tensors (ZeRO 1/2).
@@ -203,11 +210,9 @@ class _AdamMomentsOptimizer(torch.optim.Optimizer):
 
 
 class Lamb(_AdamMomentsOptimizer):
-    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6,
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] | None = None, eps: float = 1e-6,
                  weight_decay: float = 0.01, max_grad_norm: float = 1.0):
-        _check_hyperparameters(lr, betas, eps, weight_decay)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      max_grad_norm=max_grad_norm))
+        super().__init__(params, lr, betas, eps, weight_decay, max_grad_norm=max_grad_norm)
 
     def _clip_divisor(self) -> Tensor | None:
         """max(1, ||all grads|| / max_grad_norm), or None when pre-normalization is off (max_grad_norm <= 0)."""
@@ -251,11 +256,6 @@ class Lamb(_AdamMomentsOptimizer):
 
 
 class Lans(_AdamMomentsOptimizer):
-    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6,
-                 weight_decay: float = 0.01):
-        _check_hyperparameters(lr, betas, eps, weight_decay)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
-
     @torch.no_grad()
     def step(self, closure=None):
         loss = _evaluate(closure)
@@ -290,10 +290,7 @@ class Lans(_AdamMomentsOptimizer):
 
 
 class StableAdamW(_AdamMomentsOptimizer):
-    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.98), eps: float = 1e-6,
-                 weight_decay: float = 0.01):
-        _check_hyperparameters(lr, betas, eps, weight_decay)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
+    default_betas = (0.9, 0.98)
 
     @torch.no_grad()
     def step(self, closure=None):
