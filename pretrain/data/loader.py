@@ -2,7 +2,9 @@
 (wiki2bert_core/hdf5_format.py; files made by NVIDIA's own scripts work too).
 
 Order: in epoch e, rank r of W reads the files permutation(seed, e)[r::W], each file's rows in the order
-permutation(seed, e, file); micro-batches run on across file and epoch boundaries. `BatchPlan`, the DataLoader's
+permutation(seed, e, file); micro-batches run on across file and epoch boundaries. A variant of several languages
+(one file per language and shard) is read with its languages interleaved: each micro-batch holds every language by
+its share of the epoch's reads, each language's files still read one after another (InterleavedCursor). `BatchPlan`, the DataLoader's
 sampler, names the rows of each micro-batch (and the epoch they are read in) together with the position after it
 (`DataState`); the training loop keeps the position of the last batch it consumed and a checkpoint stores that, so a
 resumed run reads exactly the batches it would have read, whatever was prefetched and whatever the number of workers.
@@ -54,10 +56,11 @@ MODEL_ARGS = {INPUT_IDS: "input_ids", SEGMENT_IDS: "token_type_ids", INPUT_MASK:
               MASKED_LM_POSITIONS: "masked_lm_positions", MASKED_LM_IDS: "masked_lm_ids",
               NEXT_SENTENCE_LABELS: "next_sentence_labels"}
 CHECK_ROWS = 256  # rows per file whose values are checked before training (all rows are, as they are read)
-CACHED_FILES = 2  # per reading process: a micro-batch can end one file and start the next
+CACHED_FILES = 2  # per reading process and language: a micro-batch can end one file and start the next
 # a fifth word in the seed of a file's further row permutations (repeated rows): distinct from the row order's
 # [seed, epoch, file] and dynamic masking's [seed, epoch, index, 1]
 _REPEAT_STREAM = 2
+INTERLEAVE_BLOCK = 4096  # slots of an epoch of several languages whose share of each language is exact (InterleavedCursor)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +106,8 @@ class DataDirectory:
 @dataclasses.dataclass(frozen=True)
 class DataState:
     """Where one rank is in its stream: `files` is its file order (names) in `epoch`, of which `files_done` are
-    finished, and `row` rows of the current file's permutation are read."""
+    finished, and `row` rows of the current file's permutation are read (languages interleaved: the first
+    `files_done` are the finished ones, and `row` is the number of rows read this epoch; InterleavedCursor)."""
     epoch: int = 0
     files: tuple[str, ...] | None = None  # None: not started (computed from seed and epoch)
     files_done: int = 0
@@ -256,6 +260,8 @@ class BatchPlan(Sampler):
                  seed: int = 0, state: DataState | None = None, schedules: PhaseSchedules | None = None,
                  first_step: int = 1):
         self.sizes = [f.samples for f in data.files]
+        self.languages = [f.language for f in data.files]
+        self.interleaved = len(set(self.languages) - {None}) > 1
         self.mixtures = [(0.0, data.epoch_rows), *((p, rows) for p, rows, _ in data.later_mixtures)]
         self.schedules, self.first_step = schedules, first_step
         self.data = data
@@ -297,42 +303,154 @@ class BatchPlan(Sampler):
                         + repeat * size)
         return np.concatenate(rows)[:wanted] if wanted != size else rows[0]
 
+    def cursor(self, epoch: int, order: list[int] | None = None, files_done: int = 0, row: int = 0
+               ) -> FileCursor | InterleavedCursor:
+        """The rank's position at (epoch, its file order: default the epoch's, files_done, row) (DataState)."""
+        order = self.epoch_files(epoch) if order is None else order
+        if self.interleaved:
+            return InterleavedCursor(self, epoch, order, row)
+        return FileCursor(self, epoch, order, files_done, row)
+
     def __iter__(self):
         self._use_mixture(self._mixture_at(self.first_step))
-        epoch, done, row = self.start.epoch, self.start.files_done, self.start.row
-        order = ([self.index[name] for name in self.start.files] if self.start.files is not None
-                 else self.epoch_files(epoch))
-        rows = None
+        start = self.start
+        cursor = self.cursor(start.epoch, None if start.files is None else [self.index[n] for n in start.files],
+                             start.files_done, start.row)
         if self.first_step > 1 and self._mixture_at(self.first_step - 1) != self.mixture:  # resumed where one starts
-            epoch, done, row = epoch + 1, 0, 0
-            order = self.epoch_files(epoch)
+            cursor = self.cursor(start.epoch + 1)
         step, left = self.first_step - 1, 0  # left: micro-batches of `step` still to come
         while True:
             if self.schedules is not None and not left:
                 step, left = step + 1, self.schedules.accumulation(step + 1)
                 if self._mixture_at(step) != self.mixture:
                     self._use_mixture(self._mixture_at(step))
-                    epoch, done, row, rows = epoch + 1, 0, 0, None
-                    order = self.epoch_files(epoch)
-            pieces, need = [], self.micro_batch
-            while need:
-                if done == len(order):
-                    epoch, done, row, rows = epoch + 1, 0, 0, None
-                    order = self.epoch_files(epoch)
-                    continue
-                if rows is None:
-                    rows = self.file_rows(epoch, order[done])
-                take = min(need, len(rows) - row)
-                pieces.append((order[done], rows[row:row + take], epoch))
-                row, need = row + take, need - take
-                if row == len(rows):
-                    done, row, rows = done + 1, 0, None
-            state = DataState(epoch, tuple(self.names[i] for i in order), done, row).to_dict()
+                    cursor = self.cursor(cursor.epoch + 1)
+            pieces = cursor.take(self.micro_batch)
+            state = cursor.state().to_dict()
             if self.schedules is None:
                 yield pieces, state
             else:
                 left -= 1
                 yield pieces, state, step
+
+
+class FileCursor:
+    """A rank reading its files one after another (one language, or none named): each file's rows in
+    BatchPlan.file_rows order; micro-batches run on across file and epoch boundaries."""
+
+    def __init__(self, plan: BatchPlan, epoch: int, order: list[int], files_done: int, row: int):
+        self.plan, self.epoch, self.order, self.done, self.row = plan, epoch, order, files_done, row
+        self.rows: np.ndarray | None = None
+
+    def take(self, n: int) -> list[tuple[int, np.ndarray, int]]:
+        pieces = []
+        while n:
+            if self.done == len(self.order):
+                self.epoch, self.order, self.done, self.row = self.epoch + 1, self.plan.epoch_files(self.epoch + 1), 0, 0
+                continue
+            if self.rows is None:
+                self.rows = self.plan.file_rows(self.epoch, self.order[self.done])
+            take = min(n, len(self.rows) - self.row)
+            pieces.append((self.order[self.done], self.rows[self.row:self.row + take], self.epoch))
+            self.row, n = self.row + take, n - take
+            if self.row == len(self.rows):
+                self.done, self.row, self.rows = self.done + 1, 0, None
+        return pieces
+
+    def state(self) -> DataState:
+        return DataState(self.epoch, tuple(self.plan.names[i] for i in self.order), self.done, self.row)
+
+
+class InterleavedCursor:
+    """A rank reading a variant of several languages with the languages interleaved in every micro-batch (read file
+    after file, a micro-batch would hold one language for thousands of steps: the model forgets the others). Each
+    language's files in the rank's order are one stream of rows (each file's in BatchPlan.file_rows order); the
+    epoch's slots take the streams' rows block by block: block b of B takes rows [R_l*b//B, R_l*(b+1)//B) of the
+    stream of R_l rows, spread evenly over the block's slots, so every micro-batch holds each language by its share
+    of the epoch's reads (within a row or two). A position is the epoch's slot (DataState.row); the state's `files`
+    lists the files every stream has finished first (language by language, in stream order), then the rest in the
+    rank's order, so `redistribute` deals out the unfinished ones and the streams read from it are the same."""
+
+    def __init__(self, plan: BatchPlan, epoch: int, order: list[int], slot: int):
+        self.plan = plan
+        self._start(epoch, order, slot)
+
+    def _start(self, epoch: int, order: list[int], slot: int) -> None:
+        self.epoch, self.order = epoch, order
+        languages = sorted({self.plan.languages[i] for i in order})
+        self.streams = [[i for i in order if self.plan.languages[i] == language] for language in languages]
+        self.ends = [np.cumsum([self.plan.rows[i] for i in stream]) for stream in self.streams]
+        self.totals = [int(ends[-1]) for ends in self.ends]
+        self.size = sum(self.totals)
+        self.blocks = -(-self.size // INTERLEAVE_BLOCK)
+        self.file_rows: dict[int, np.ndarray] = {}
+        self.slot = slot
+        if slot < self.size:
+            block = self._block_of(slot)
+            self._enter(block)
+            skipped = self.labels[:slot - self.block_start]
+            self.at = [a + int(np.count_nonzero(skipped == s)) for s, a in enumerate(self.at)]
+            self.offset = slot - self.block_start
+        else:
+            self.block, self.labels, self.offset, self.at = self.blocks, np.zeros(0, np.int64), 0, list(self.totals)
+
+    def _firsts(self, block: int) -> list[int]:
+        """Each stream's first row in `block`."""
+        return [total * block // self.blocks for total in self.totals]
+
+    def _block_of(self, slot: int) -> int:
+        low, high = 0, self.blocks - 1  # the last block whose first slot is at most `slot`
+        while low < high:
+            middle = (low + high + 1) // 2
+            low, high = (middle, high) if sum(self._firsts(middle)) <= slot else (low, middle - 1)
+        return low
+
+    def _enter(self, block: int) -> None:
+        """Start `block`: its slots' streams, each stream's rows at evenly spaced slots."""
+        self.block, self.at = block, self._firsts(block)
+        self.block_start = sum(self.at)
+        counts = [after - first for first, after in zip(self.at, self._firsts(block + 1))]
+        keys = np.concatenate([(np.arange(count) + 0.5) / count for count in counts])
+        streams = np.repeat(np.arange(len(counts)), counts)
+        self.labels = streams[np.argsort(keys, kind="stable")]
+        self.offset = 0
+
+    def take(self, n: int) -> list[tuple[int, np.ndarray, int]]:
+        pieces = []
+        while n:
+            if self.slot == self.size:
+                self._start(self.epoch + 1, self.plan.epoch_files(self.epoch + 1), 0)
+                continue
+            if self.offset == len(self.labels):
+                self._enter(self.block + 1)
+            take = min(n, len(self.labels) - self.offset)
+            chunk = self.labels[self.offset:self.offset + take]
+            for stream, count in enumerate(np.bincount(chunk, minlength=len(self.streams)).tolist()):
+                pieces += self._stream_pieces(stream, self.at[stream], self.at[stream] + count)
+                self.at[stream] += count
+            self.offset, self.slot, n = self.offset + take, self.slot + take, n - take
+        return pieces
+
+    def _stream_pieces(self, stream: int, first: int, after: int) -> list[tuple[int, np.ndarray, int]]:
+        """Rows [first, after) of a stream as (file index, rows, epoch), file by file."""
+        pieces, ends = [], self.ends[stream]
+        while first < after:
+            k = int(np.searchsorted(ends, first, side="right"))
+            file_index, file_first = self.streams[stream][k], int(ends[k - 1]) if k else 0
+            if file_index not in self.file_rows:
+                self.file_rows = {i: rows for i, rows in self.file_rows.items() if i not in self.streams[stream]}
+                self.file_rows[file_index] = self.plan.file_rows(self.epoch, file_index)
+            last = min(after, int(ends[k]))
+            pieces.append((file_index, self.file_rows[file_index][first - file_first:last - file_first], self.epoch))
+            first = last
+        return pieces
+
+    def state(self) -> DataState:
+        finished = [stream[:int(np.searchsorted(ends, at, side="right"))]
+                    for stream, ends, at in zip(self.streams, self.ends, self.at)]
+        done = {i for files in finished for i in files}
+        files = [i for files in finished for i in files] + [i for i in self.order if i not in done]
+        return DataState(self.epoch, tuple(self.plan.names[i] for i in files), len(done), self.slot)
 
 
 class BatchReader(Dataset):
@@ -348,6 +466,7 @@ class BatchReader(Dataset):
         self.sizes = [f.samples for f in data.files]
         self.first_index = np.cumsum([0] + self.sizes)  # of each file's rows among all rows
         self._cache: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
+        self.cached_files = CACHED_FILES * max(1, len({f.language for f in data.files} - {None}))
 
     def __getitem__(self, item) -> dict:
         pieces, state, *step = item
@@ -401,7 +520,7 @@ class BatchReader(Dataset):
         else:
             with h5py.File(self.paths[file_index], "r") as f:
                 self._cache[file_index] = read_rows(f)
-            while len(self._cache) > CACHED_FILES:
+            while len(self._cache) > self.cached_files:
                 self._cache.popitem(last=False)
         return self._cache[file_index]
 

@@ -73,6 +73,23 @@ def test_an_upsampled_language_reads_each_row_before_any_again_and_a_weight_0_le
     assert {name for name, _ in read_epoch(without)} == {f.path.name for f in without.files if f.language == "hu"}
 
 
+@pytest.mark.parametrize("alpha", [1.0, 0.0])
+def test_every_micro_batch_holds_each_language_by_its_share(mixed, alpha):
+    """Read file after file, a micro-batch of a variant of several languages would hold one language for a whole
+    file (the demo's model forgot each language as the next one's file came)."""
+    data = open_data(mixed, 32, VOCAB_SIZE, language_alpha=alpha)
+    language = {f.path.name: f.language for f in data.files}
+    batches = []
+    for pieces, state in BatchPlan(data, 8, seed=7):
+        if state["epoch"] > 0:
+            break
+        batches.append(Counter(data.files[f].language for f, rows, _ in pieces for _ in rows))
+    reads = Counter(language[name] for name, _ in read_epoch(data))
+    for counts in batches:
+        for lang in FILES:
+            assert abs(counts[lang] - 8 * reads[lang] / sum(reads.values())) < 2
+
+
 def test_a_mixture_resumes_exactly_and_on_another_number_of_ranks(mixed):
     data = open_data(mixed, 32, VOCAB_SIZE, language_alpha=0.0)
     plan = BatchPlan(data, 5, seed=3)
@@ -82,8 +99,9 @@ def test_a_mixture_resumes_exactly_and_on_another_number_of_ranks(mixed):
         batches.append([(f, int(r)) for f, rows, _ in pieces for r in rows])
     for k in (7, 33, 61):
         resumed = BatchPlan(data, 5, seed=3, state=DataState.from_dict(states[k - 1]))
-        assert [[(f, int(r)) for f, rows, _ in pieces for r in rows] for (pieces, _), _ in
-                zip(resumed, range(80 - k))] == batches[k:]
+        again = list(zip(resumed, range(80 - k)))
+        assert [[(f, int(r)) for f, rows, _ in pieces for r in rows] for (pieces, _), _ in again] == batches[k:]
+        assert [state for (_, state), _ in again] == states[k:]  # the checkpoints' positions too
     two = [BatchPlan(data, 5, rank, 2, seed=3) for rank in range(2)]
     saved = [DataState.from_dict(next(iter(p))[1]) for p in two]  # each rank after one micro-batch
     left = redistribute(saved, 3)
