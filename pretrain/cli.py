@@ -161,7 +161,11 @@ def eval_(path: Path = typer.Argument(..., callback=utf8_path,
           tag: Optional[str] = typer.Option(None, "--tag", help="Checkpoint of the phase directory, e.g. "
                                                                 "step00000200 (default: the latest)"),
           samples: int = typer.Option(10000, "--samples", min=1, help="Evaluate on the first N instances"),
-          batch: int = typer.Option(64, "--batch", min=1, help="Instances per forward pass")) -> None:
+          batch: int = typer.Option(64, "--batch", min=1, help="Instances per forward pass"),
+          mask_rate: Optional[float] = typer.Option(None, "--mask-rate", min=0.0, max=1.0,
+                                                    help="Mask the instances afresh at this rate, as training's "
+                                                    "eval_mask_rate does (default: the files' own masks); needs "
+                                                    "the data directory's vocabulary")) -> None:
     """Held-out masked-LM and NSP accuracy and loss (the eval_* figures of training) of a model on an HDF5
     directory, and the baselines of the same instances (most frequent masked token's share, majority NSP label's
     share); one `key value` line each. A model without the NSP head (trained MLM-only) gets the MLM figures only."""
@@ -170,11 +174,16 @@ def eval_(path: Path = typer.Argument(..., callback=utf8_path,
     from wiki2bert_core.variant_dir import held_out_files
     from pretrain.model.model_dir import read_our_model
     from pretrain.run.evaluate import HeldOut, evaluate, format_figures
+    from pretrain.run.prepare import data_masking_vocab, held_out_masking
 
+    if mask_rate is not None and not 0 < mask_rate < 1:
+        raise ConfigError(f"--mask-rate {mask_rate}: must be in (0, 1)")
     files = held_out_files(data)
+    masking = held_out_masking(data_masking_vocab(data), mask_rate) if mask_rate is not None else None
     read = read_our_model(path, "pretrain eval", "evaluate", tag)
     model = read.model
-    held_out = HeldOut.read(files, samples, read.vocab_tokens, model.config.max_position_embeddings)
+    held_out = HeldOut.read(files, samples, read.vocab_tokens, model.config.max_position_embeddings,
+                            masking=masking)
     if torch.cuda.is_available():
         model = model.cuda()
     typer.echo(f"{read.described} on {held_out.total:,} instances of {data}", err=True)

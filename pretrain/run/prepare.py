@@ -24,7 +24,7 @@ from pretrain.model.model_dir import (HPARAMS, HuggingFaceDir, ModelDir, PhaseDi
                                       require_encoder_weights, token_ids, vocabulary_difference)
 from pretrain.out_dirs import RUN, check_out_dir
 from wiki2bert_core.variant_dir import (DOC_SENTENCES, PARAMS_FILE, find_vocab_file, held_out_files, held_out_split,
-                                        read_params, training_files)
+                                        own_vocab, read_params, training_files)
 from pretrain.data.masking import DynamicMasking
 from pretrain.schedules import PhaseSchedules
 from wiki2bert_core.masking import MaskingVocab, default_max_predictions, predictions_needed
@@ -163,14 +163,29 @@ def prepare(phase: str, data_dir: Path, out_dir: Path, config: TrainConfig, voca
                      if config.masking == "dynamic" or config.eval_mask_rate is not None else None)
     masking = (_dynamic_masking(config, masking_vocab, data.seq_len, schedules) if config.masking == "dynamic"
                else None)
-    eval_masking = (DynamicMasking(masking_vocab, config.eval_mask_rate, default_max_predictions(
-        config.eval_mask_rate, data.seq_len), False, EVAL_MASK_SEED) if config.eval_mask_rate is not None else None)
+    eval_masking = (held_out_masking(masking_vocab, config.eval_mask_rate) if config.eval_mask_rate is not None
+                    else None)
     eval_files = _held_out_files(config, data_dir)
     return Run(phase=phase, phase_dir=phase_dir, config=config, model=model, data=data, vocab_dir=vocab_dir,
                vocab_size=len(vocab), init=init, resume=resume, world_size=world_size,
                grad_accumulation=schedules.accumulation(1), precision=choose_precision(config.precision),
                user_ds_config=user_ds, eval_files=eval_files, masking=masking, eval_masking=eval_masking,
                schedules=schedules, new_token_pieces=new_token_pieces)
+
+
+def held_out_masking(masking_vocab: MaskingVocab, rate: float) -> DynamicMasking:
+    """The held-out masks at `rate` (eval_mask_rate, `pretrain eval --mask-rate`): the same draws in every run, phase
+    and evaluation (EVAL_MASK_SEED); HeldOut.read caps the predictions at the files' sequence length."""
+    return DynamicMasking(masking_vocab, rate, 0, False, EVAL_MASK_SEED)
+
+
+def data_masking_vocab(data_dir: Path) -> MaskingVocab:
+    """The masking vocabulary of a data directory with its own vocabulary (ConfigError naming it if it has none)."""
+    if own_vocab(data_dir) is None:
+        raise ConfigError(f"{data_dir}: no vocab.txt in this data directory, so new masks cannot be drawn; name a "
+                          f"variant directory of the pipeline or leave --mask-rate out (the files' own masks)")
+    vocab_dir = find_vocab_file(data_dir).parent
+    return _masking_vocab(read_vocab(vocab_dir / "vocab.txt"), vocab_dir, data_dir)
 
 
 def _masking_vocab(vocab: dict[str, int], vocab_dir: Path, data_dir: Path) -> MaskingVocab:

@@ -248,6 +248,19 @@ def test_data_longer_than_the_model_takes_is_one_line(data, tmp_path, monkeypatc
         f"error: {data}: sequences of length 32, longer than the model's max_position_embeddings 16"), err
 
 
+def test_a_mask_rate_outside_0_1_or_data_without_its_vocabulary_is_one_line(data, tmp_path, monkeypatch, capsys):
+    model_dir = hugging_face_dir(tmp_path / "hf")
+    code, err = eval_exit(monkeypatch, capsys, str(model_dir), "--data", str(data), "--mask-rate", "1")
+    assert code == 2 and err.splitlines()[-1] == "error: --mask-rate 1.0: must be in (0, 1)", err
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    (flat / "test_0000.hdf5").symlink_to(data / "test" / "test_0000.hdf5")
+    code, err = eval_exit(monkeypatch, capsys, str(model_dir), "--data", str(flat), "--mask-rate", "0.3")
+    assert code == 2 and "Traceback" not in err and err.splitlines()[-1] == (
+        f"error: {flat}: no vocab.txt in this data directory, so new masks cannot be drawn; name a variant directory "
+        f"of the pipeline or leave --mask-rate out (the files' own masks)"), err
+
+
 @pytest.fixture
 def skewed(tmp_path, write_hdf5) -> tuple[Path, dict[str, np.ndarray]]:
     """Two test files whose masked tokens are mostly 9 in the first file: the first 45 of their 60 instances' targets

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from wiki2bert_core.masking import predictions_needed
-from pretrain.cli import main
+from typer.testing import CliRunner
+
+from pretrain.cli import app, main
 from pretrain.config import load_train_config
 from pretrain.data.loader import BatchPlan, make_loader, open_data
 from pretrain.model import checkpoint_files
@@ -169,6 +171,13 @@ def test_a_run_killed_mid_ramp_resumes_bit_for_bit(tmp_path, mixed):
     assert [row["mask_replace"] for row in rows] == [0.8] * 4 + [1] * 4
     assert [row["language_alpha"] for row in rows] == [1.0] * 4 + [0.0] * 4
     assert [row["step"] for row in metrics(whole) if "eval_mlm_accuracy" in row] == [4, 8]
+    evaluated = CliRunner().invoke(app, ["eval", str(whole), "--data", str(mixed), "--samples", "40",
+                                         "--mask-rate", "0.15"])  # afresh, as the run's held-out figures
+    assert evaluated.exit_code == 0, evaluated.output
+    figures = dict(line.split() for line in evaluated.stdout.splitlines())
+    last = [row for row in metrics(whole) if "eval_mlm_accuracy" in row][-1]
+    assert {key: float(value) for key, value in figures.items()} == pytest.approx(
+        {key: last[key] for key in figures}, abs=1e-6)  # printed to 6 places
     states = [checkpoint_states(checkpoint_files.by_tag(whole, f"step{s:08d}").path)["mp_rank_00_model_states.pt"]
               ["ranks"][0]["data"] for s in range(1, 9)]
     assert [state["epoch"] for state in states] == [0] * 4 + [1] * 4  # the new mixture starts an epoch
