@@ -51,7 +51,7 @@ pipeline run "${languages[@]}" --workers 2
 pipeline status "${languages[@]}" | tail -4
 mixed=$(ls -d "$work"/el+fi+hu/hdf5/*_seq_len_128_*)
 pretrain phase1 --data "$mixed" --out "$run-languages" --preset tiny --set language_alpha=0.5 \
-  --set steps=300 --set global_batch=32 --set micro_batch=32 --set lr=2e-2 --set warmup=0.1 --set log_every=20 --set eval_every=100 \
+  --set steps=300 --set global_batch=32 --set micro_batch=32 --set lr=1e-2 --set warmup=0.1 --set log_every=20 --set eval_every=100 \
   --set eval_samples=1500
 pretrain eval "$run-languages/phase1" --data "$mixed" --samples 1500 | grep -E '^eval_mlm_(accuracy|unigram_baseline)_'
 echo "plots: $(pretrain plot "$run-languages" | grep languages.png)"
