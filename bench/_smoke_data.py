@@ -1,6 +1,7 @@
-"""Small generated inputs for the bench scripts' --smoke runs (no network, nothing from ../shared/data): a sample
-dump run through the pipeline, and from it a stand-in for ../shared/data in that directory's layout. Not a bench
-script itself (tests/test_bench_smoke.py runs bench/[!_]*.py)."""
+"""Generated inputs for the bench scripts (no network, nothing from ../shared/data): for their --smoke runs a sample
+dump run through the pipeline, and from it a stand-in for ../shared/data in that directory's layout; for the
+pretraining scripts a variant directory of random ids. Not a bench script itself (tests/test_bench_smoke.py runs
+bench/[!_]*.py)."""
 from __future__ import annotations
 
 import json
@@ -9,10 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import h5py
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT.parent / "shared" / "reference"  # NVIDIA's scripts, where CI and the dev machines keep them
 ARTICLES = 60  # ~100 KB of text, a few thousand HDF5 instances at seq 128
 VOCAB_SIZE = 1000  # sentencepiece pieces that ARTICLES articles (or half of them) support
+RANDOM_SEQ_LEN, RANDOM_PREDICTIONS = 128, 20  # write_random_data's sequence length and masked positions a row
 # `pipeline run` settings for ARTICLES articles: VOCAB_SIZE, shards of shard.min_documents_per_shard documents
 SETTINGS = ["--set", f"vocab.vocab_size={VOCAB_SIZE}", "--set", "shard.num_shards=4"]
 
@@ -65,3 +70,36 @@ def shared_data(directory: Path, articles: int = ARTICLES) -> Path:
     if REFERENCE.is_dir():
         (directory / "reference").symlink_to(REFERENCE)
     return data
+
+
+def write_random_data(root: Path, files: int, samples: int, vocab_size: int) -> Path:
+    """root/hdf5/seq128, a variant directory with vocab.txt (the special tokens, then w0, w1, ...) and
+    training/*.hdf5 in NVIDIA's layout: full rows of random ids, [CLS] A [SEP] B [SEP] split in the middle, 20
+    positions a row masked with [MASK] and their ids kept in masked_lm_ids, so that dynamic masking reads the true
+    tokens too (throughput does not depend on the ids)."""
+    from wiki2bert_core.hdf5_format import (DTYPES, INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS,
+                                            NEXT_SENTENCE_LABELS, SEGMENT_IDS)
+    from wiki2bert_core.wordpiece import SPECIAL_TOKENS
+
+    variant = root / "hdf5" / f"seq{RANDOM_SEQ_LEN}"
+    (variant / "training").mkdir(parents=True)
+    tokens = list(SPECIAL_TOKENS) + [f"w{i}" for i in range(vocab_size - len(SPECIAL_TOKENS))]
+    (variant / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    middle = RANDOM_SEQ_LEN // 2
+    maskable = [p for p in range(1, RANDOM_SEQ_LEN - 1) if p != middle]
+    rng = np.random.default_rng(0)
+    for i in range(files):
+        ids = rng.integers(len(SPECIAL_TOKENS), vocab_size, (samples, RANDOM_SEQ_LEN), dtype=np.int32)
+        ids[:, 0], ids[:, middle], ids[:, -1] = (tokens.index(t) for t in ("[CLS]", "[SEP]", "[SEP]"))
+        positions = np.sort(np.stack([rng.choice(maskable, RANDOM_PREDICTIONS, replace=False)
+                                      for _ in range(samples)]), axis=1)
+        masked_ids = np.take_along_axis(ids, positions, axis=1)
+        ids[np.arange(samples)[:, None], positions] = tokens.index("[MASK]")
+        columns = {INPUT_IDS: ids, INPUT_MASK: np.ones((samples, RANDOM_SEQ_LEN)),
+                   SEGMENT_IDS: (np.arange(RANDOM_SEQ_LEN) > middle)[None].repeat(samples, 0),
+                   MASKED_LM_POSITIONS: positions, MASKED_LM_IDS: masked_ids,
+                   NEXT_SENTENCE_LABELS: rng.integers(0, 2, samples)}
+        with h5py.File(variant / "training" / f"training_{i:04d}.hdf5", "w") as f:
+            for name, values in columns.items():
+                f[name] = values.astype(DTYPES[name])
+    return variant

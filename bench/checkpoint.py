@@ -9,7 +9,7 @@ the memory of its copy, once a run) and their ratio (goal: background at most 20
 (a background write shares the CPU with training) and each run's peak memory (a background run holds a copy of the
 states in CPU memory).
 
-Data: random ids in NVIDIA's layout with BERT's vocabulary (bench/pretrain.py's generator).
+Data: random ids in NVIDIA's layout with BERT's vocabulary (bench/_smoke_data.py's write_random_data).
 
     .venv/bin/python bench/checkpoint.py [--preset base] [--steps 7] [--checkpoint-every 2] [--micro-batch 1]
     .venv/bin/python bench/checkpoint.py --smoke   # tiny, vocabulary 1,024, 5 steps, a checkpoint every 2
@@ -17,7 +17,6 @@ Data: random ids in NVIDIA's layout with BERT's vocabulary (bench/pretrain.py's 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -28,17 +27,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from _smoke_data import write_random_data
+
 ROOT = Path(__file__).resolve().parent.parent
 WAITED = re.compile(r"checkpoint of step (\d+): training waited ([\d.]+) s")
 WRITTEN = re.compile(r"checkpoint of step (\d+) complete: [\d.]+ GiB written and verified in the background in "
                      r"([\d.]+) s")
-
-
-def random_data(root: Path, vocab_size: int) -> Path:
-    spec = importlib.util.spec_from_file_location("bench_pretrain", ROOT / "bench" / "pretrain.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.write_random_data(root, files=2, samples=256, vocab_size=vocab_size)
 
 
 def run(data: Path, out: Path, mode: str, args) -> dict:
@@ -81,7 +75,7 @@ def main() -> None:
     os.environ.setdefault("PYTHONPATH", str(ROOT))
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        data = random_data(tmp / "data", args.vocab_size)
+        data = write_random_data(tmp / "data", files=2, samples=256, vocab_size=args.vocab_size)
         results = {mode: run(data, tmp / mode, mode, args) for mode in ("blocking", "background")}
     blocking, background = results["blocking"], results["background"]
     print(f"pretrain phase1 --preset {args.preset}, CPU, {args.steps} steps of {args.micro_batch} x seq 128, "

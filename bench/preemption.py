@@ -5,9 +5,9 @@ SIGTERM part-way into step 2 and prints the seconds from the signal to the proce
 abandoned step and what waiting for the step to end would have cost (the old behaviour); then re-runs the same
 command and checks that its losses, learning rates and gradient norms equal the uninterrupted run's bit for bit.
 
-Data: random ids in NVIDIA's layout (bench/pretrain.py's generator) over a small vocabulary (1,024 tokens), so that
-micro-batches are quick: the time from SIGTERM to exit does not depend on the step's length, only on the micro-batch
-in progress, the checkpoint and the process's teardown.
+Data: random ids in NVIDIA's layout (bench/_smoke_data.py's write_random_data) over a small vocabulary (1,024
+tokens), so that micro-batches are quick: the time from SIGTERM to exit does not depend on the step's length, only on
+the micro-batch in progress, the checkpoint and the process's teardown.
 
     .venv/bin/python bench/preemption.py [--accumulation 2048] [--micro-batch 1] [--vocab-size 1024] [--into-step 0.4]
     .venv/bin/python bench/preemption.py --smoke   # accumulation 64, SIGTERM as soon as step 1 is logged
@@ -15,7 +15,6 @@ in progress, the checkpoint and the process's teardown.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import re
 import signal
@@ -25,16 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from _smoke_data import write_random_data
+
 ROOT = Path(__file__).resolve().parent.parent
 COMPARED = ("loss", "mlm_loss", "nsp_loss", "lr", "grad_norm")
-
-
-def random_data(root: Path, vocab_size: int) -> Path:
-    spec = importlib.util.spec_from_file_location("bench_pretrain", ROOT / "bench" / "pretrain.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    # a small vocabulary: the micro-batches are fast, the accumulation is what counts
-    return module.write_random_data(root, vocab_size=vocab_size)
 
 
 def rows(out: Path) -> list[dict]:
@@ -55,7 +48,8 @@ def main() -> None:
         args.accumulation, args.into_step = 64, 0.0
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        data = random_data(tmp / "data", args.vocab_size)
+        # a small vocabulary: the micro-batches are fast, the accumulation is what counts
+        data = write_random_data(tmp / "data", files=4, samples=512, vocab_size=args.vocab_size)
 
         def command(out: Path) -> list[str]:
             return [sys.executable, "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(out),

@@ -21,36 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import h5py
-import numpy as np
+from _smoke_data import RANDOM_SEQ_LEN as SEQ_LEN, write_random_data
 
 ROOT = Path(__file__).resolve().parent.parent
-SEQ_LEN, MAX_PREDICTIONS, VOCAB_SIZE = 128, 20, 30522
-
-
-def write_random_data(root: Path, files: int = 4, samples: int = 512, vocab_size: int = VOCAB_SIZE) -> Path:
-    """A variant directory hdf5/seq128/ with vocab.txt and training/*.hdf5: random ids, 20 masked positions per
-    sequence."""
-    from wiki2bert_core.hdf5_format import (INPUT_IDS, INPUT_MASK, MASKED_LM_IDS, MASKED_LM_POSITIONS, NEXT_SENTENCE_LABELS,
-                                  SEGMENT_IDS)
-    from wiki2bert_core.wordpiece import SPECIAL_TOKENS
-
-    variant = root / "hdf5" / "seq128"
-    (variant / "training").mkdir(parents=True)
-    tokens = list(SPECIAL_TOKENS) + [f"w{i}" for i in range(vocab_size - len(SPECIAL_TOKENS))]
-    (variant / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
-    rng = np.random.default_rng(0)
-    for i in range(files):
-        positions = np.sort(np.stack([rng.choice(np.arange(1, SEQ_LEN - 1), MAX_PREDICTIONS, replace=False)
-                                      for _ in range(samples)]), axis=1)
-        with h5py.File(variant / "training" / f"training_{i:04d}.hdf5", "w") as f:
-            f[INPUT_IDS] = rng.integers(5, vocab_size, (samples, SEQ_LEN), dtype=np.int32)
-            f[INPUT_MASK] = np.ones((samples, SEQ_LEN), np.int8)
-            f[SEGMENT_IDS] = (np.arange(SEQ_LEN) >= SEQ_LEN // 2).astype(np.int8)[None].repeat(samples, 0)
-            f[MASKED_LM_POSITIONS] = positions.astype(np.int32)
-            f[MASKED_LM_IDS] = rng.integers(5, vocab_size, (samples, MAX_PREDICTIONS), dtype=np.int32)
-            f[NEXT_SENTENCE_LABELS] = rng.integers(0, 2, samples, dtype=np.int8)
-    return variant
+VOCAB_SIZE = 30522  # BERT's, of the random data
 
 
 def run_cli(data: Path, vocab: Path | None, out: Path, preset: str, micro_batch: int, steps: int) -> dict:
@@ -151,7 +125,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench_pretrain_") as tmp:
         data = args.data or (write_random_data(Path(tmp) / "hu", files=1, samples=64, vocab_size=1024) if args.smoke
-                             else write_random_data(Path(tmp) / "hu"))
+                             else write_random_data(Path(tmp) / "hu", files=4, samples=512, vocab_size=VOCAB_SIZE))
         vocab_size = len(read_vocab(find_vocab_file(data, args.vocab)))
         print(f"CPU, {os.cpu_count()} cores (shared machine), torch threads {_threads()}, preset {args.preset}, "
               f"seq {SEQ_LEN}, "

@@ -25,38 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import h5py
-import numpy as np
+from _smoke_data import RANDOM_SEQ_LEN as SEQ_LEN, write_random_data
 
 ROOT = Path(__file__).resolve().parent.parent
-SEQ_LEN, MAX_PREDICTIONS, VOCAB_SIZE = 128, 20, 1024
 MODES = ("constant", "scheduled")
 OVERHEAD_STEPS = 1000  # steps of the scheduled run's own work, timed alone
-
-
-def write_random_data(root: Path, files: int = 2, samples: int = 256) -> Path:
-    """A variant directory with vocab.txt and training/*.hdf5: random ids, full rows, 20 masked positions each."""
-    from wiki2bert_core.wordpiece import SPECIAL_TOKENS
-
-    variant = root / "hdf5" / "seq128"
-    (variant / "training").mkdir(parents=True)
-    tokens = list(SPECIAL_TOKENS) + [f"w{i}" for i in range(VOCAB_SIZE - len(SPECIAL_TOKENS))]
-    (variant / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
-    rng = np.random.default_rng(0)
-    for i in range(files):
-        ids = rng.integers(len(SPECIAL_TOKENS), VOCAB_SIZE, (samples, SEQ_LEN), dtype=np.int32)
-        ids[:, 0], ids[:, SEQ_LEN // 2], ids[:, -1] = (tokens.index(t) for t in ("[CLS]", "[SEP]", "[SEP]"))
-        positions = np.sort(np.stack([rng.choice([p for p in range(1, SEQ_LEN - 1) if p != SEQ_LEN // 2],
-                                                 MAX_PREDICTIONS, replace=False) for _ in range(samples)]), axis=1)
-        with h5py.File(variant / "training" / f"training_{i:04d}.hdf5", "w") as f:
-            f["masked_lm_ids"] = np.take_along_axis(ids, positions, axis=1)
-            ids[np.arange(samples)[:, None], positions] = tokens.index("[MASK]")
-            f["input_ids"] = ids
-            f["input_mask"] = np.ones((samples, SEQ_LEN), np.int32)
-            f["segment_ids"] = (np.arange(SEQ_LEN) > SEQ_LEN // 2).astype(np.int32)[None].repeat(samples, 0)
-            f["masked_lm_positions"] = positions.astype(np.int32)
-            f["next_sentence_labels"] = rng.integers(0, 2, samples, dtype=np.int32)
-    return variant
 
 
 def settings(args, scheduled: bool) -> list[str]:
@@ -133,7 +106,7 @@ def main() -> None:
     if args.smoke:
         args.preset, args.micro_batch, args.steps, args.rounds = "tiny", 4, 2, 2
     with tempfile.TemporaryDirectory() as tmp:
-        args.data = args.data or write_random_data(Path(tmp))
+        args.data = args.data or write_random_data(Path(tmp), files=2, samples=256, vocab_size=1024)
         seconds, tokens, equal, overhead = measure(args, Path(tmp) / "runs")
     import torch
 

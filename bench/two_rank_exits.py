@@ -2,10 +2,10 @@
 'terminate called' lines of a C++ abort in their output.
 
 Each run is `torchrun --standalone --nproc_per_node 2 -m pretrain.cli phase1 --preset tiny` (seq 128, random ids
-of bench/pretrain.py's generator over 1,024 tokens, 4 steps of 2 ranks x micro-batch 4, held-out evaluation off,
-ZeRO --zero-stage, loader workers --loader-workers), one thread a process, one run after another in a fresh
-directory. A run is clean when torchrun exits 0, no worker reports another exit code and no 'terminate called' line
-appears. Run it on a loaded machine: teardown races show under load.
+of bench/_smoke_data.py's write_random_data over 1,024 tokens, 4 steps of 2 ranks x micro-batch 4, held-out
+evaluation off, ZeRO --zero-stage, loader workers --loader-workers), one thread a process, one run after another in a
+fresh directory. A run is clean when torchrun exits 0, no worker reports another exit code and no 'terminate called'
+line appears. Run it on a loaded machine: teardown races show under load.
 
 --control runs the ranks with `pretrain.run.train.leave_process_groups` made a no-op, so that the process groups are
 left to the interpreter's teardown (as the 2-rank test workers once did, with os._exit as their workaround): the
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import importlib.util
 import os
 import re
 import subprocess
@@ -27,15 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from _smoke_data import write_random_data
+
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-
-
-def random_data(root: Path) -> Path:
-    spec = importlib.util.spec_from_file_location("bench_pretrain", ROOT / "bench" / "pretrain.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.write_random_data(root, files=2, samples=64, vocab_size=1024)
 
 
 def main() -> None:
@@ -56,7 +50,7 @@ def main() -> None:
     seconds, loads = [], []  # each run's wall seconds, the 1-minute load average as it ends
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        data = random_data(tmp / "data")
+        data = write_random_data(tmp / "data", files=2, samples=64, vocab_size=1024)
         for i in range(args.runs):
             started = time.perf_counter()
             done = subprocess.run(
