@@ -21,12 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import _results
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -93,8 +94,7 @@ def differing_outputs(a: Path, b: Path) -> list[str]:
 
 
 def report(results: Path) -> None:
-    rows = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines() if line.strip()]
-    latest = {(r["executor"], r["stage"]): r for r in rows}
+    latest = _results.latest(results, "executor")
     print("| executor | stage | wall s | CPU s | serial CPU s (main thread) | peak RSS main | peak RSS largest worker "
           "| written | files | disk at the peak | load |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -137,8 +137,7 @@ def _check(cost, command: list[str], log) -> None:
 
 
 def _record(results: Path, row: dict) -> None:
-    with open(results, "a", encoding="utf-8") as f:
-        f.write(json.dumps(row) + "\n")
+    _results.append(results, row)
     if "wall_s" in row:
         print(f"{row['executor']} {row['stage']}: {row['wall_s']:.1f} s wall, {row['cpu_s']:.1f} s CPU, "
               f"load {row['load']}", flush=True)
@@ -176,9 +175,7 @@ def main() -> None:
     args.workdir = args.workdir.resolve()
     results = args.workdir / "results.jsonl"
     if not args.report:
-        args.workdir.mkdir(parents=True, exist_ok=True)
-        print(f"{platform.node()}: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; results in {results}",
-              flush=True)
+        _results.start(results)
         with open(args.workdir / "rehearsal.log", "a", encoding="utf-8") as log:
             dump, corpus = generate(args, results, log)
             runs = {executor: run_executor(executor, dump, corpus, args, results, log)

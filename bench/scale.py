@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import argparse
 import bz2
-import json
 import os
-import platform
 import resource
 import shutil
 import subprocess
@@ -32,6 +30,8 @@ import time
 from pathlib import Path
 
 import psutil
+
+import _results
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -129,8 +129,7 @@ def run_size(factor: int, args, results: Path) -> None:
 
 
 def report(results: Path) -> None:
-    rows = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines() if line.strip()]
-    latest = {(r["factor"], r["stage"]): r for r in rows}
+    latest = _results.latest(results, "factor")
     factors = sorted({f for f, _ in latest})
     print("| size | stage | wall s | CPU s | wall s per MB XML | CPU s per MB XML | peak RSS main | "
           "peak RSS largest worker | tree peak | load |")
@@ -178,8 +177,7 @@ def _order(stage: str) -> int:
 
 
 def _record(results: Path, row: dict) -> None:
-    with open(results, "a", encoding="utf-8") as f:
-        f.write(json.dumps(row) + "\n")
+    _results.append(results, row)
     print(f"{row['factor']}x {row['stage']}: {row['wall_s']:.1f} s wall, {row['cpu_s']:.1f} s CPU, "
           f"main {row['main_mib']} MiB, worker {row['worker_mib']} MiB, load {row['load']}", flush=True)
 
@@ -211,9 +209,7 @@ def main() -> None:
     args.workdir = args.workdir.resolve()
     results = args.workdir / "results.jsonl"
     if not args.report:
-        args.workdir.mkdir(parents=True, exist_ok=True)
-        print(f"{platform.node()}: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; results in {results}",
-              flush=True)
+        _results.start(results)
         for factor in (int(f) for f in args.factors.split(",")):
             run_size(factor, args, results)
     report(results)
