@@ -1,6 +1,7 @@
 """The pretraining tests' environment, the one home of it: running `pretrain` (or a script) as a user does, in a
 subprocess of its own (no launcher variables inherited, one thread, this checkout's code), under torchrun or as the
-ranks of a gloo group started by hand, and reading what a phase logged."""
+ranks of a gloo group started by hand, and reading what a phase logged; and a command refused, run in the tests'
+process."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -39,6 +42,19 @@ def rank_envs(world_size: int) -> list[dict[str, str]]:
 def pretrain(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pretrain.cli", *args], env=ENV, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def assert_refused(monkeypatch, capsys, message: str, out: Path, *args: str) -> None:
+    """`pretrain *args --out <out>`, run in this process as the console script runs it, exits 2 with one `error:` line
+    that holds message, and writes nothing at out."""
+    from pretrain.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["pretrain", *args, "--out", str(out)])
+    with pytest.raises(SystemExit) as e:
+        main()
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith("error: ") and err.count("\n") == 1 and message in err, err
+    assert not out.exists()
 
 
 def metrics(phase_dir: Path) -> list[dict]:

@@ -4,8 +4,6 @@ a function of seed, epoch and sequence only (not of workers, ranks or batches) a
 exactly; bad settings are refused with one line."""
 from __future__ import annotations
 
-import sys
-
 import h5py
 import numpy as np
 import pytest
@@ -13,12 +11,11 @@ import torch
 
 from wiki2bert_core.wordpiece import read_vocab, wordpiece_tokenizer
 from pipeline.stages.hdf5.stage import Hdf5Config, Variant
-from pretrain.cli import main
 from pretrain.data.loader import BatchPlan, make_loader, open_data
 from pretrain.data.masking import DynamicMasking
 from wiki2bert_core.masking import MaskingVocab, default_max_predictions, original_tokens
 from pretrain.data.packing import pack_batch
-from pretrain_cli import TINY, metrics, pretrain
+from pretrain_cli import TINY, assert_refused, metrics, pretrain
 
 VOCAB_SIZE = 60  # conftest's write_vocab_dir
 
@@ -214,13 +211,7 @@ def test_masks_are_a_function_of_seed_epoch_and_sequence_not_of_workers_ranks_or
 ])
 def test_bad_masking_settings_exit_2_with_one_line(tmp_path, monkeypatch, capsys, write_dataset, extra, message):
     data = write_dataset(tmp_path / "data", [8, 8])
-    monkeypatch.setattr(sys, "argv", ["pretrain", "phase1", "--data", str(data), "--out", str(tmp_path / "r"), *TINY,
-                                      *extra])
-    with pytest.raises(SystemExit) as e:
-        main()
-    err = capsys.readouterr().err
-    assert e.value.code == 2 and err.startswith("error: ") and err.count("\n") == 1 and message in err, err
-    assert not (tmp_path / "r").exists()
+    assert_refused(monkeypatch, capsys, message, tmp_path / "r", "phase1", "--data", str(data), *TINY, *extra)
 
 
 @pytest.mark.slow

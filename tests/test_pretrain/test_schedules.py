@@ -15,7 +15,7 @@ import pytest
 from wiki2bert_core.masking import predictions_needed
 from typer.testing import CliRunner
 
-from pretrain.cli import app, main
+from pretrain.cli import app
 from pretrain.config import load_train_config
 from pretrain.data.loader import BatchPlan, make_loader, open_data
 from pretrain.model import checkpoint_files
@@ -25,7 +25,7 @@ from pretrain.schedules import PhaseSchedules
 from pretrain.tools.data_plan import data_plan, format_plan
 from checkpoint_states import assert_same, checkpoint_states
 from language_variants import VOCAB_SIZE, write_language_variant
-from pretrain_cli import ENV, TINY, metrics, pretrain, wait_for_rows
+from pretrain_cli import ENV, TINY, assert_refused, metrics, pretrain, wait_for_rows
 
 MASK_ID = 4  # conftest's vocabulary
 
@@ -68,13 +68,7 @@ def test_a_schedule_gives_each_step_its_value():
 ])
 def test_bad_schedules_exit_2_with_one_line(tmp_path, monkeypatch, capsys, write_dataset, extra, message):
     data = write_dataset(tmp_path / "data", [8, 8])
-    monkeypatch.setattr(sys, "argv", ["pretrain", "phase1", "--data", str(data), "--out", str(tmp_path / "r"), *TINY,
-                                      *extra])
-    with pytest.raises(SystemExit) as e:
-        main()
-    err = capsys.readouterr().err
-    assert e.value.code == 2 and err.startswith("error: ") and err.count("\n") == 1 and message in err, err
-    assert not (tmp_path / "r").exists()
+    assert_refused(monkeypatch, capsys, message, tmp_path / "r", "phase1", "--data", str(data), *TINY, *extra)
 
 
 def test_each_steps_batches_are_masked_at_its_rate_and_split(tmp_path, write_dataset):
