@@ -14,7 +14,7 @@ over the steps after the first `--warmup-steps` (start-up and the first steps' a
 
     .venv/bin/python bench/continued_trainer.py [--dump DUMP] [--arch bert roberta] [--preset mini] [--seq 128]
         [--micro-batch 32] [--steps 12] [--rounds 3] [--threads 1] [--vocab-size 16000]
-    .venv/bin/python bench/continued_trainer.py --smoke   # tiny, a small generated dump, seq 64, 1 round of 4 steps
+    .venv/bin/python bench/continued_trainer.py --smoke   # XLM-R tiny, a small generated dump, seq 64, 1 round of 4 steps
 
 Without --dump a generated Hungarian sample dump (`pipeline sample-dump`, --articles pages) is used. Needs
 `accelerate` (transformers' Trainer does): the `bench` extra installs it.
@@ -266,14 +266,16 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads of both (OMP_NUM_THREADS)")
     parser.add_argument("--seed", type=int, default=12345, help="data order and masks of both")
     parser.add_argument("--trainer-run", help=argparse.SUPPRESS)
-    parser.add_argument("--smoke", action="store_true", help="tiny, 40 generated pages, seq 64, vocabulary 600, "
-                                                             "micro-batch 4, 1 round of 4 steps (2 counted)")
+    parser.add_argument("--smoke", action="store_true", help="XLM-R only (BERT differs in its tokenizer alone), tiny, "
+                                                             "40 generated pages, seq 64, vocabulary 600, micro-batch "
+                                                             "4, 1 round of 4 steps (2 counted)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     if args.trainer_run:
         return trainer_run(json.loads(args.trainer_run))
     if args.smoke:
         args.dump, args.articles, args.preset, args.seq, args.vocab_size = None, 40, "tiny", 64, 600
+        args.arch = ["roberta"]
         args.micro_batch, args.steps, args.warmup_steps, args.rounds = 4, 4, 2, 1
     with tempfile.TemporaryDirectory(prefix="bench_continued_") as tmp:
         root = Path(tmp)

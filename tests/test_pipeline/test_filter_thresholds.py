@@ -137,6 +137,7 @@ def test_a_changed_threshold_is_decided_from_the_stored_scores_as_a_full_run_dec
     assert read_json(tmp_path / "again" / "filter" / "report.json")["scores"] == "measured"  # not the damaged ones
 
 
+@pytest.mark.slow
 def test_report_draws_each_rules_scores_with_its_threshold(tmp_path):
     from pipeline.runner import read_manifest
     from pipeline.tools.report import _filter_scores

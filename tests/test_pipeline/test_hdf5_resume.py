@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from pipeline.stages.hdf5.finished_files import SIDECAR
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,6 +28,7 @@ def file_hashes(directory: Path) -> dict[str, str]:
             for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_killed_hdf5_reuses_its_finished_files(tmp_path, write_vocab, write_corpus):
     vocab = tmp_path / "vocab.txt"
     write_vocab(vocab)

@@ -186,6 +186,7 @@ def test_a_one_language_run_writes_the_bytes_it_wrote_before_languages_could_be_
     assert "mixture" not in record and "languages" not in record
 
 
+@pytest.mark.slow
 def test_same_languages_in_any_order_and_any_workers_give_the_same_bytes(mixed, dumps, tmp_path):
     """--lang el,ru,hu with 2 workers writes the bytes --lang hu,ru,el with 1 did (the directory is named by the
     sorted codes); every stage of every directory."""
@@ -203,6 +204,7 @@ def pipeline_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
+@pytest.mark.slow
 def test_bad_languages_flags_are_refused_with_one_line(dumps, tmp_path):
     def refused(*args: str, code: int = 2) -> str:
         result = pipeline_cli(tmp_path, *args)

@@ -68,6 +68,7 @@ def test_stopped_workers_remove_their_half_written_files(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_pipeline_run_leaves_no_process_behind(tmp_path):
     """Every process the run started (its workers, and what they started: quntoken's shells) has ended and been
     reaped the moment the command returns: none is handed to PID 1, which in a container may never reap it."""

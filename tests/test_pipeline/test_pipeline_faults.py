@@ -252,6 +252,7 @@ cli.main()
 """
 
 
+@pytest.mark.slow
 def test_killed_vocab_leaves_nothing_after_one_rerun(tmp_path, dump):
     work = tmp_path / "data"
     lang_dir = work / "hu"

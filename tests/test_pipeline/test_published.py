@@ -277,6 +277,7 @@ def test_the_mixture_shares_follow_the_rehydrated_tokens(tmp_path, write_documen
     assert shares["off"]["hu"] == pytest.approx(0.5, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_published_and_rehydrated_runs_write_the_same_bytes_with_1_and_2_workers(tmp_path):
     """corpus (FineWeb-2's Parquet) through shard with rehydration on, with 1 and 2 workers: the same bytes; the
     funnel's rows show the tokens before and after rehydration."""

@@ -291,6 +291,7 @@ def test_bundled_stages_yaml_loads_for_every_profile():
         assert pcfg.idle == {"corpus": "no --corpus"}  # a run without --corpus: the Wikipedia pipeline as it was
 
 
+@pytest.mark.slow
 def test_status_judges_against_the_config_its_own_flags_give(tmp_path):
     """status has no memory of earlier commands: the same --dump/--set as the run give "done", others "stale"."""
     from pipeline.tools.sample_dump import write_sample_dump

@@ -99,6 +99,7 @@ def test_no_test_split(tmp_path, corpus, run_shard):
     assert not list(out.glob("test_*.txt")) and counts["test_documents"] == 0 and counts["training_documents"] == 6000
 
 
+@pytest.mark.slow
 def test_memory_does_not_grow_with_the_corpus(tmp_path, monkeypatch, make_corpus, run_shard):
     monkeypatch.setattr(shard, "BUFFER_BUDGET", 256 << 10)  # the stage's only corpus-sized-looking buffer, made small
     peaks = {}

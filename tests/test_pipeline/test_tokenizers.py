@@ -131,6 +131,7 @@ def check_through_hdf5(work: Path, tokenizer: Tokenizer, special: dict[str, str]
     assert abs(as_mask / masked - 0.8) < 0.03 and abs(same / masked - 0.1) < 0.03
 
 
+@pytest.mark.slow
 def test_wordpiece_folder(base, tmp_path):
     folder = wordpiece_folder(base[1], tmp_path / "bert")
     work, result = run_with(base, tmp_path, "--tokenizer", folder)

@@ -170,6 +170,7 @@ def test_export_never_replaces_a_run_or_a_checkpoint_even_forced(exported, tmp_p
         assert sorted(str(p) for p in tmp_path.rglob("*")) == before
 
 
+@pytest.mark.slow
 def test_a_full_disk_during_export_is_one_line_and_keeps_the_previous_export(exported, tmp_path):
     model, _ = exported
     write_phase_dir(tmp_path / "phase1", model)

@@ -138,6 +138,7 @@ def test_save_keeps_each_tasks_best_seed_as_a_model_of_its_auto_class(tiny_model
     assert {p: p.stat().st_mtime_ns for p in (out / "best").rglob("*")} == kept  # nothing to do again
 
 
+@pytest.mark.slow
 def test_a_test_split_gets_the_best_seeds_predictions_ready_to_submit(tiny_model, tmp_path):
     """Seeds finished without --save: the best one is fine-tuned again, to the same model (the same seed on the
     same machine), for the model and the test predictions."""

@@ -32,6 +32,7 @@ def finished(tiny_model, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_each_kind_learns_its_task_well_above_the_majority_baseline(finished):
     results = json.loads((finished / "results.json").read_text(encoding="utf-8"))
     rows = {(row["model"], row["task"]): row for row in results["results"]}

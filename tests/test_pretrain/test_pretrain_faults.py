@@ -202,6 +202,7 @@ def test_a_signal_to_one_rank_during_evaluation_stops_both_within_seconds(data, 
     assert [row["step"] for row in metrics(out / "phase1")] == [1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_stops_pretrain_eval_within_seconds(two_checkpoints, long_held_out, signum):
     proc = subprocess.Popen([sys.executable, "-m", "pretrain.cli", "eval", str(two_checkpoints), "--data",
@@ -359,6 +360,7 @@ def held_lock(directory: Path):
         holder.wait()
 
 
+@pytest.mark.slow
 def test_a_second_run_on_a_busy_phase_dir_is_refused_and_a_killed_runs_lock_is_free(data, tmp_path):
     phase_dir = tmp_path / "run" / "phase1"
     args = ["phase1", "--data", str(data), "--out", str(tmp_path / "run"), *TINY, "--set", "steps=1"]
@@ -375,6 +377,7 @@ def test_a_second_run_on_a_busy_phase_dir_is_refused_and_a_killed_runs_lock_is_f
     assert [row["step"] for row in metrics(phase_dir)] == [1]
 
 
+@pytest.mark.slow
 def test_eval_and_plot_of_a_running_phase_are_not_blocked_by_its_lock(data, two_checkpoints, tmp_path):
     with held_lock(two_checkpoints):
         evaluated = pretrain("eval", str(two_checkpoints), "--data", str(data / "training"), "--samples", "20")

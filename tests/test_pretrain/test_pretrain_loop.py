@@ -54,6 +54,7 @@ def full_run(data, tmp_path_factory) -> Path:
     return out / "phase1"
 
 
+@pytest.mark.slow
 def test_the_time_plan_is_logged_once_the_first_steps_are_measured(full_run):
     log = (full_run / "train.log").read_text()
     plan = re.findall(r"phase1: 8 steps x 8 sequences at [0-9.e+-]+ s/step here: about \d+ s \(done ~\d\d:\d\d UTC\)",
@@ -268,6 +269,7 @@ except DataError as e:
 """
 
 
+@pytest.mark.slow
 def test_each_rank_checks_a_share_of_the_checksums_and_all_report_a_damage(tmp_path):
     class Engine:
         global_rank = 0
