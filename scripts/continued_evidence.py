@@ -17,40 +17,15 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
-import random
-import shutil
-import subprocess
-import sys
 import time
 import zipfile
 from statistics import median
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
+from _evidence import DATA, HUWIKI, cli, evaluations, task_subset, wait
+
 SHAPE = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "max_position_embeddings",
          "type_vocab_size", "layer_norm_eps")
-
-
-def env(threads: int) -> dict:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-
-
-def cli(tool: str, *args, threads: int, log: Path) -> subprocess.Popen:
-    """`tool` (pipeline or pretrain) with `args`, its output into `log`; started, not waited for."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w") as f:
-        process = subprocess.Popen([sys.executable, "-m", f"{tool}.cli", *map(str, args)], env=env(threads),
-                                   stdout=f, stderr=subprocess.STDOUT)
-    process.log = log
-    return process
-
-
-def wait(*processes: subprocess.Popen) -> None:
-    for p in processes:
-        if p.wait():
-            sys.exit(f"error: {' '.join(map(str, p.args[2:4]))} exited {p.returncode}: see {p.log}")
 
 
 def published_model(source: Path, out: Path) -> Path:
@@ -87,28 +62,6 @@ def train_settings(args) -> list[str]:
     return [a for key, value in settings.items() for a in ("--set", f"{key}={json.dumps(value)}")]
 
 
-def task_subset(task: Path, examples: dict[str, int], out: Path) -> Path:
-    """A copy of the task directory `task` whose training and dev files (JSON arrays) hold `examples[split]` of their
-    examples (0: all), drawn at random (seed 0); the other files as they are."""
-    target = out / task.name
-    target.mkdir(parents=True, exist_ok=True)
-    for path in task.iterdir():
-        split = next((s for s in examples if s in path.name), None)
-        if split and examples[split] and path.suffix == ".json":
-            rows = json.loads(path.read_text(encoding="utf-8"))
-            picked = sorted(random.Random(0).sample(range(len(rows)), min(examples[split], len(rows))))
-            (target / path.name).write_text(json.dumps([rows[i] for i in picked], ensure_ascii=False), encoding="utf-8")
-        elif path.is_file():
-            shutil.copyfile(path, target / path.name)
-    return target
-
-
-def evaluations(run: Path) -> dict[int, dict]:
-    """step -> the held-out figures of each evaluation of the run's phase 1."""
-    rows = [json.loads(line) for line in (run / "phase1" / "metrics.jsonl").read_text().splitlines()]
-    return {r["step"]: r for r in rows if "eval_mlm_accuracy" in r}
-
-
 def plot(curves: dict[str, dict[int, dict]], path: Path, batch: int) -> None:
     """Held-out MLM accuracy (with the held-out set's unigram baseline) and loss of each run, by step."""
     import matplotlib
@@ -137,8 +90,7 @@ def plot(curves: dict[str, dict[int, dict]], path: Path, batch: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, required=True, help="the published model: folder or package wheel")
-    parser.add_argument("--dump", type=Path,
-                        default=DATA / "wiki" / "huwiki-20240920-pages-articles-multistream.xml.bz2")
+    parser.add_argument("--dump", type=Path, default=HUWIKI)
     parser.add_argument("--task", type=Path, default=DATA / "finetune" / "hulu" / "HuCOLA")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--plot", type=Path, help="the plot's path (default OUT/continued_vs_scratch.png)")
