@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200, help="optimizer steps of each arm (the mmbert arm's stable "
                                                                 "and decay runs together)")
     parser.add_argument("--decay-share", type=float, default=0.2, help="of the steps: the lr decay, Wikipedia-only "
-                                                                       "at 5% in the mmbert arm")
+                                                                       "at 5%% in the mmbert arm")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--warmup", type=float, default=0.06, help="share of the steps")
