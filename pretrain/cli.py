@@ -118,15 +118,18 @@ def plan(data: Path = typer.Option(..., "--data", callback=utf8_path, help="HDF5
         typer.echo(line)
 
 
+# the model directory `export` and `merge` write
+EXPORT_OUT = typer.Option(..., "--out", callback=utf8_path, help="Hugging Face model directory to write: new, empty or "
+                          "a previous export, which is replaced")
+EXPORT_FORCE = typer.Option(False, "--force", help="Replace --out even if it holds other files (never a directory "
+                                                   "that belongs to something else)")
+
+
 @app.command()
 def export(model_dir: Path = typer.Argument(..., callback=utf8_path,
                                            help="A phase directory (its latest checkpoint), e.g. runs/hu/phase2, or "
                                            "a Hugging Face BERT, XLM-R or ModernBERT directory"),
-           out: Path = typer.Option(..., "--out", callback=utf8_path,
-                                    help="Hugging Face model directory to write: new, empty or a "
-                                    "previous export, which is replaced"),
-           force: bool = typer.Option(False, "--force", help="Replace --out even if it holds other files (never a "
-                                                              "directory that belongs to something else)")) -> None:
+           out: Path = EXPORT_OUT, force: bool = EXPORT_FORCE) -> None:
     """Write the model's weights as a Hugging Face BertForPreTraining directory (BertForMaskedLM for a BERT trained
     MLM-only, XLMRobertaForMaskedLM for an XLM-R, ModernBertForMaskedLM for a ModernBERT) with its tokenizer."""
     from pretrain.tools.export import export_hf
@@ -139,11 +142,7 @@ def merge(models: list[Path] = typer.Argument(..., callback=utf8_path, metavar="
                                              help="Model directories to average (two or more): exports, other "
                                              "Hugging Face directories of our archs, or phase directories (their "
                                              "latest checkpoint)"),
-          out: Path = typer.Option(..., "--out", callback=utf8_path,
-                                   help="Hugging Face model directory to write: new, empty or a previous export, "
-                                   "which is replaced"),
-          force: bool = typer.Option(False, "--force", help="Replace --out even if it holds other files (never a "
-                                                             "directory that belongs to something else)")) -> None:
+          out: Path = EXPORT_OUT, force: bool = EXPORT_FORCE) -> None:
     """Average the weights of several models of one arch, shape and tokenizer (e.g. decay variants continued from one
     checkpoint, as mmBERT merges them) and write the mean as an export, like `pretrain export`'s."""
     from pretrain.tools.merge import merge_models

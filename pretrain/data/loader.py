@@ -383,7 +383,7 @@ class InterleavedCursor:
         self.totals = [int(ends[-1]) for ends in self.ends]
         self.size = sum(self.totals)
         self.blocks = -(-self.size // INTERLEAVE_BLOCK)
-        self.file_rows: dict[int, np.ndarray] = {}
+        self.reading: list[tuple[int, np.ndarray] | None] = [None] * len(self.streams)  # each stream's file, rows
         self.slot = slot
         if slot < self.size:
             block = self._block_of(slot)
@@ -437,11 +437,10 @@ class InterleavedCursor:
         while first < after:
             k = int(np.searchsorted(ends, first, side="right"))
             file_index, file_first = self.streams[stream][k], int(ends[k - 1]) if k else 0
-            if file_index not in self.file_rows:
-                self.file_rows = {i: rows for i, rows in self.file_rows.items() if i not in self.streams[stream]}
-                self.file_rows[file_index] = self.plan.file_rows(self.epoch, file_index)
+            if self.reading[stream] is None or self.reading[stream][0] != file_index:
+                self.reading[stream] = file_index, self.plan.file_rows(self.epoch, file_index)
             last = min(after, int(ends[k]))
-            pieces.append((file_index, self.file_rows[file_index][first - file_first:last - file_first], self.epoch))
+            pieces.append((file_index, self.reading[stream][1][first - file_first:last - file_first], self.epoch))
             first = last
         return pieces
 

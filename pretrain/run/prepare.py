@@ -181,10 +181,11 @@ def held_out_masking(masking_vocab: MaskingVocab, rate: float) -> DynamicMasking
 
 def data_masking_vocab(data_dir: Path) -> MaskingVocab:
     """The masking vocabulary of a data directory with its own vocabulary (ConfigError naming it if it has none)."""
-    if own_vocab(data_dir) is None:
+    vocab_file = own_vocab(data_dir)
+    if vocab_file is None:
         raise ConfigError(f"{data_dir}: no vocab.txt in this data directory, so new masks cannot be drawn; name a "
                           f"variant directory of the pipeline or leave --mask-rate out (the files' own masks)")
-    vocab_dir = find_vocab_file(data_dir).parent
+    vocab_dir = vocab_file.parent
     return _masking_vocab(read_vocab(vocab_dir / "vocab.txt"), vocab_dir, data_dir)
 
 
