@@ -65,7 +65,8 @@ def extend(tokenizer: Tokenizer, counts: collections.Counter[str], limit: int, m
            where: str) -> tuple[Tokenizer, list[NewToken]]:
     """The tokenizer with up to `limit` new entries (after every id it has) for the words of `counts` it splits
     worst (module docstring), and those entries in id order."""
-    model = json.loads(tokenizer.to_str())["model"]
+    whole = json.loads(tokenizer.to_str())
+    model = whole["model"]  # extended in place
     vocab = tokenizer.get_vocab(with_added_tokens=True)
     candidates = []
     for word, count in counts.items():
@@ -84,8 +85,6 @@ def extend(tokenizer: Tokenizer, counts: collections.Counter[str], limit: int, m
             _add_unigram_pieces(model, new, len(vocab), where)
         else:
             model["vocab"].update({entry.token: len(vocab) + i for i, entry in enumerate(new)})
-    whole = json.loads(tokenizer.to_str())
-    whole["model"] = model
     return Tokenizer.from_str(json.dumps(whole)), new
 
 

@@ -93,7 +93,7 @@ def main() -> None:
     runs, models = out / "runs", out / "models"
     seeds = range(1, args.seeds + 1)
 
-    def train(name: str, data: Path, seed: int, *extra) -> callable:
+    def train(name: str, data: Path, *extra) -> callable:
         return lambda: cli("pretrain", "phase1", "--data", data, "--out", runs / name, *extra, threads=1,
                            log=out / "logs" / f"{name}.log")
 
@@ -103,14 +103,14 @@ def main() -> None:
 
     jobs = []
     for seed in seeds:
-        jobs += [train(f"constant-{seed}", full, seed, *settings(args, seed, steps=args.steps, mask_rate=0.3,
+        jobs += [train(f"constant-{seed}", full, *settings(args, seed, steps=args.steps, mask_rate=0.3,
                                                                  warmup=args.warmup, cooldown=args.decay_share)),
-                 train(f"stable-{seed}", full, seed, *settings(args, seed, steps=stable,
+                 train(f"stable-{seed}", full, *settings(args, seed, steps=stable,
                                                                mask_rate=[[0, 0.3], [0.5, 0.15]],
                                                                warmup=args.warmup * args.steps / stable, cooldown=0))]
     in_pairs(jobs)
     in_pairs([export(f"stable-{seed}") for seed in seeds])
-    in_pairs([train(f"mmbert-{seed}", wiki, seed, "--init", models / f"stable-{seed}",
+    in_pairs([train(f"mmbert-{seed}", wiki, "--init", models / f"stable-{seed}",
                     *settings(args, seed, steps=decay, mask_rate=0.05, warmup=0, cooldown=1)) for seed in seeds])
     arms = {"constant": [f"constant-{seed}" for seed in seeds], "mmbert": [f"mmbert-{seed}" for seed in seeds]}
     in_pairs([export(name) for names in arms.values() for name in names])

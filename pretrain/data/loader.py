@@ -322,8 +322,9 @@ class BatchPlan(Sampler):
         while True:
             if self.schedules is not None and not left:
                 step, left = step + 1, self.schedules.accumulation(step + 1)
-                if self._mixture_at(step) != self.mixture:
-                    self._use_mixture(self._mixture_at(step))
+                mixture = self._mixture_at(step)
+                if mixture != self.mixture:
+                    self._use_mixture(mixture)
                     cursor = self.cursor(cursor.epoch + 1)
             pieces = cursor.take(self.micro_batch)
             state = cursor.state().to_dict()

@@ -287,7 +287,9 @@ def _space_and_terminal() -> tuple[np.ndarray, tuple[str, ...]]:
     """(whether each code point is a space, the sentence terminals of rule 2)."""
     space = np.zeros(sys.maxunicode + 1, bool)
     space[[c for c in range(0x3001) if chr(c).isspace()]] = True
-    terminals = tuple(chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Po" and any(
+    # a terminal is punctuation (character_flags' UNICODE_PUNCT: looked up once, not for every code point again)
+    terminals = tuple(chr(c) for c in np.flatnonzero(character_flags() & UNICODE_PUNCT)
+                      if unicodedata.category(chr(c)) == "Po" and any(
         key in unicodedata.name(chr(c), "") for key in ("FULL STOP", "QUESTION MARK", "EXCLAMATION MARK", "DANDA"))
         and not any(key in unicodedata.name(chr(c)) for key in ("INVERTED", "REVERSED", "TURNED")))
     return space, terminals
@@ -361,10 +363,10 @@ class DocumentChecker:
         bounds = np.cumsum([0] + line_sizes)
         lines = [" ".join(sentences[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
         paragraph_bounds = np.cumsum([0] + [len(p) for p in paragraphs or [lines]])
-        text = "\n\n".join("\n".join(lines[a:b]) for a, b in zip(paragraph_bounds[:-1], paragraph_bounds[1:]))
+        texts = ["\n".join(lines[a:b]) for a, b in zip(paragraph_bounds[:-1], paragraph_bounds[1:])]
+        text = "\n\n".join(texts)
         tokens = None
         if wanted & {"duplicate_paragraphs", "duplicate_paragraph_chars"}:
-            texts = ["\n".join(lines[a:b]) for a, b in zip(paragraph_bounds[:-1], paragraph_bounds[1:])]
             repeated, repeated_chars = _repeats(texts)
             values["duplicate_paragraphs"] = repeated / len(texts)
             values["duplicate_paragraph_chars"] = repeated_chars / len(text)
