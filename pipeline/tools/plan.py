@@ -26,6 +26,7 @@ from typing import IO, Iterable
 from wiki2bert_core.errors import ConfigError, DataError
 from pipeline.runner import KEPT_BY_FINAL, MANIFEST
 from pipeline.stages import stage_by_name
+from pipeline.stages.corpus.readers import COMPRESSIONS
 from pipeline.tools.measure import directory_bytes, measure
 
 STAGES = ["download", "extract", "corpus", "sentences", "filter", "dedup", "vocab", "shard", "hdf5"]
@@ -167,7 +168,7 @@ def _copy_head(path: Path, dest: Path, fraction: float, kind: str) -> int:
     uncompressed to `dest` without the compression suffix; the bytes on disk read."""
     budget = max(1, int(path.stat().st_size * fraction))
     name = dest.name
-    for suffix in (".gz", ".zst", ".zstd", ".bz2", ".xz"):
+    for suffix in COMPRESSIONS:
         if name.lower().endswith(suffix):
             dest = dest.with_name(name[:-len(suffix)])
     with open(path, "rb") as raw, _decompressed(raw, path) as lines, open(dest, "wb") as out:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bz2
 import dataclasses
+import functools
 import glob
 import gzip
 import io
@@ -63,8 +64,9 @@ class Publisher:
     language_score: str | None  # a number, or a list of them whose first is the first language's (HPLT's prob)
     cluster_size: str | None  # the document's copies before the publisher's deduplication (itself included)
 
+    @functools.cached_property
     def columns(self) -> dict[str, str]:
-        """{metadata key: the publisher's column} of the metadata it publishes."""
+        """{metadata key: the publisher's column} of the metadata it publishes (read for every document: built once)."""
         return {key: column for key, column in (("url", self.url), ("language_score", self.language_score),
                                                 ("cluster_size", self.cluster_size)) if column}
 
@@ -300,7 +302,7 @@ def _jsonl_documents(task: ReadTask) -> Iterator[Document]:
             raise DataError(f"{path}: line {line_no}: {what} {fields.text!r} (fields: {', '.join(record)}); "
                             f"set the source's text_field")
         published = None if task.publisher is None else _published(
-            task.publisher, {c: record.get(c) for c in task.publisher.columns().values()}, path, f"line {line_no}")
+            task.publisher, {c: record.get(c) for c in task.publisher.columns.values()}, path, f"line {line_no}")
         yield Document(f"{task.name}:{line_no}", _id(record.get(fields.id)), _title(record.get(fields.title)), text,
                        published)
 
@@ -325,7 +327,7 @@ def _parquet_documents(task: ReadTask) -> Iterator[Document]:
     path, fields = Path(task.path), task.fields
     parquet = _parquet_file(path)
     names = parquet.schema_arrow.names
-    metadata = list(task.publisher.columns().values()) if task.publisher else []
+    metadata = list(task.publisher.columns.values()) if task.publisher else []
     columns = [c for c in dict.fromkeys((fields.text, fields.id, fields.title, *metadata)) if c in names]
     row = task.first_row
     for batch in parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=[task.row_group], columns=columns):
@@ -352,7 +354,7 @@ def _published(publisher: Publisher, values: dict, path: Path, where: str) -> di
     score (a number, or a list's first), the cluster size (a whole number of at least 1; DataError naming the file,
     `where` and the column otherwise); a null or missing value is left out. None when nothing is left."""
     published = {}
-    for key, column in publisher.columns().items():
+    for key, column in publisher.columns.items():
         value = values.get(column)
         if key == "language_score" and isinstance(value, list):
             value = value[0] if value else None

@@ -141,7 +141,7 @@ def source_tasks(name: str, source: CorpusSource, ctx: StageContext) -> list[Rea
     if publisher is not None:
         found = (f"{publisher.title}'s columns ({', '.join(sorted(publisher.signature))}) found in {files[0].name}"
                  if source.publisher == "auto" else f"corpus.sources.{name}.publisher is {publisher.name}")
-        read = ", ".join(f"{key} from {column!r}" for key, column in publisher.columns().items())
+        read = ", ".join(f"{key} from {column!r}" for key, column in publisher.columns.items())
         ctx.log.info("corpus: %s: %s: read as cleaned and deduplicated by %s: the filter checks only its language "
                      "and cuts long documents (rule set `published`, unless filter.rules.%s names another), each "
                      "document keeps %s, and dedup still compares it with the other sources", name, found,
