@@ -92,6 +92,11 @@ class DataDirectory:
     def samples(self) -> int:
         return sum(f.samples for f in self.files)
 
+    @property
+    def mixtures(self) -> list[tuple[float, tuple[int, ...] | None, dict[str, float] | None]]:
+        """(progress, epoch_rows, shares) of every mixture of the phase, the first at progress 0."""
+        return [(0.0, self.epoch_rows, self.shares), *self.later_mixtures]
+
     def reading(self, epoch_rows: tuple[int, ...] | None = None) -> list[int]:
         """The indices of the files an epoch reads (at `epoch_rows`; default the first mixture's)."""
         return [i for i, rows in enumerate(epoch_rows or self.epoch_rows or [f.samples for f in self.files]) if rows]
@@ -262,7 +267,7 @@ class BatchPlan(Sampler):
         self.sizes = [f.samples for f in data.files]
         self.languages = [f.language for f in data.files]
         self.interleaved = len(set(self.languages) - {None}) > 1
-        self.mixtures = [(0.0, data.epoch_rows), *((p, rows) for p, rows, _ in data.later_mixtures)]
+        self.mixtures = [(progress, rows) for progress, rows, _ in data.mixtures]
         self.schedules, self.first_step = schedules, first_step
         self.data = data
         self._use_mixture(self._mixture_at(first_step))

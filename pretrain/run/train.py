@@ -210,8 +210,7 @@ def _log_plan(run: Run, started: Started, last: int) -> None:
     for key in run.schedules.scheduled:
         log.info("scheduled %s: %s", key, json.dumps(getattr(c, key)))
     if run.data.shares is not None:
-        mixtures = [(0.0, run.data.shares), *((progress, shares) for progress, _, shares in run.data.later_mixtures)]
-        for progress, shares in mixtures:
+        for progress, _, shares in run.data.mixtures:
             from_step = run.schedules.first_step_at(progress)
             log.info("languages%s (language_alpha %s, language_weights %s): %s",
                      f" from step {from_step}" if progress else "", run.schedules.value("language_alpha", from_step),

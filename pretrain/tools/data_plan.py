@@ -79,10 +79,9 @@ def data_plan(phase: str, data_dir: Path, config: TrainConfig) -> DataPlan:
     data = open_data(data_dir, config.seq_len, len(vocab) if vocab else 2 ** 31 - 1, 1, config.language_alpha,
                      config.language_weights)
     schedules = PhaseSchedules.of(config)
-    mixtures = [(0.0, data.epoch_rows), *((progress, rows) for progress, rows, _ in data.later_mixtures)]
-    firsts = [schedules.first_step_at(progress) for progress, _ in mixtures] + [config.steps + 1]
+    firsts = [schedules.first_step_at(progress) for progress, _, _ in data.mixtures] + [config.steps + 1]
     reads = [0.0] * len(data.files)  # rows read from each file over the run
-    for (_, epoch_rows), first, after in zip(mixtures, firsts, firsts[1:]):
+    for (_, epoch_rows, _), first, after in zip(data.mixtures, firsts, firsts[1:]):
         epoch_rows = epoch_rows or tuple(f.samples for f in data.files)
         drawn = schedules.sequences(first, after - 1) if after > first else 0
         reads = [read + drawn * rows / sum(epoch_rows) for read, rows in zip(reads, epoch_rows)]
