@@ -131,10 +131,11 @@ class DataState:
 def redistribute(states: list[DataState], world_size: int) -> list[DataState]:
     """The data positions of a checkpoint's ranks, dealt out to `world_size` ranks (a resume on another number of
     ranks): the files that the saved ranks had not finished in the earliest epoch any of them is in go round-robin
-    to the new ranks (a file begun is read again from its first row); later epochs split as usual, r::world_size.
-    A rank that was already in a later epoch has its reads there repeated."""
+    to the new ranks, language after language (a file begun is read again from its first row); later epochs split
+    as usual (BatchPlan.epoch_files). A rank that was already in a later epoch has its reads there repeated."""
     epoch = min(s.epoch for s in states)
     left = [name for s in states if s.epoch == epoch for name in (s.files or ())[s.files_done:]]
+    left.sort(key=lambda name: file_language(name) or "")  # several languages: dealt as BatchPlan.epoch_files does
     return [DataState(epoch, tuple(left[r::world_size]), 0, 0) for r in range(world_size)]
 
 
@@ -295,8 +296,13 @@ class BatchPlan(Sampler):
         self.reading = self.data.reading(epoch_rows)
 
     def epoch_files(self, epoch: int) -> list[int]:
-        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.reading))
-        return [self.reading[int(i)] for i in order[self.rank::self.world_size]]
+        """The rank's files of an epoch: the epoch's permutation of the files read, dealt out in turn. Several
+        languages are dealt language after language (a stable sort), so every rank reads every language that has
+        as many files as there are ranks, and each language's files are spread evenly over the ranks."""
+        order = [self.reading[int(i)] for i in np.random.default_rng([self.seed, epoch]).permutation(len(self.reading))]
+        if self.interleaved:
+            order.sort(key=lambda i: self.languages[i])
+        return order[self.rank::self.world_size]
 
     def file_rows(self, epoch: int, file_index: int) -> np.ndarray:
         """The rows of a file an epoch reads, in order: a permutation of the file's rows, cut short or followed by

@@ -109,6 +109,25 @@ def test_a_mixture_resumes_exactly_and_on_another_number_of_ranks(mixed):
         name for s in saved for name in s.files[s.files_done:])
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_every_rank_reads_every_language_with_as_many_files_as_ranks(mixed, seed):
+    """Files dealt out to the ranks regardless of language could leave a rank one language for a whole epoch (fi's
+    2 files on 2 ranks: a third of the seeds)."""
+    data = open_data(mixed, 32, VOCAB_SIZE, language_alpha=0.0)  # half the reads each
+    plans = [BatchPlan(data, 4, rank, 2, seed=seed) for rank in range(2)]
+    for epoch in range(3):
+        files = [plan.epoch_files(epoch) for plan in plans]
+        assert sorted(i for mine in files for i in mine) == sorted(data.reading())
+        for mine in files:
+            assert Counter(data.files[i].language for i in mine) in (Counter(fi=1, hu=1), Counter(fi=1, hu=2))
+    for plan in plans:
+        for (pieces, _), _ in zip(plan, range(10)):
+            assert {data.files[f].language for f, _, _ in pieces} == {"fi", "hu"}
+    saved = [DataState.from_dict(next(iter(p))[1]) for p in plans]
+    for state in redistribute(saved, 2):
+        assert {data.files[plans[0].index[name]].language for name in state.files} == {"fi", "hu"}
+
+
 def test_language_settings_need_data_of_several_languages_and_its_languages(mixed, write_dataset, tmp_path):
     with pytest.raises(ConfigError, match=r"^language_alpha: .* holds one language \(its variant.json records no "
                                           r"mixture\)"):
