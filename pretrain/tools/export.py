@@ -31,14 +31,13 @@ import torch
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json, remove_tree, replace_dir, write_json
-from wiki2bert_core.variant_dir import VOCAB_FILE
 from wiki2bert_core.wordpiece import (ROBERTA_SPECIAL_TOKENS, SPECIAL_TOKENS, SPECIAL_TOKENS_FILE, SPECIAL_TOKENS_MAP,
-                                      TOKENIZER_FILES, copy_tokenizer_files, read_vocab, special_token_ids,
-                                      special_token_names, transformers_name)
+                                      TOKENIZER_FILES, copy_tokenizer_files, special_token_ids, special_token_names,
+                                      transformers_name)
 from pretrain.model.arch import export_class, takes_token_types
 from pretrain.model.hf_config import hf_config
 from pretrain.model.model_dir import (HF_CONFIG, PRETRAINING_CONFIG, WEIGHT_FILES, WEIGHT_SHARDS, OurModel,
-                                      read_our_model, token_ids)
+                                      read_our_model)
 from pretrain.out_dirs import EXPORT, check_out_dir
 
 # the names an export writes: save_pretrained's (weights in shards for large models) and ours
@@ -127,8 +126,7 @@ def check_export_out_dir(model_dir: Path, out_dir: Path, force: bool, within: Pa
 def _tokenizer(read: OurModel) -> tuple[Path, dict[str, int], dict[str, str]]:
     """The model directory's tokenizer file (vocab.txt, else tokenizer.json: a hub folder may hold it alone), its
     token -> id map and its special tokens by role."""
-    tokenizer_file = read.model_dir.tokenizer_file("the export would have no tokenizer")
-    vocab = read_vocab(tokenizer_file) if tokenizer_file.name == VOCAB_FILE else token_ids(tokenizer_file)
+    tokenizer_file, vocab = read.model_dir.vocabulary("the export would have no tokenizer")
     return tokenizer_file, vocab, _special_names(tokenizer_file, vocab)
 
 
