@@ -20,7 +20,7 @@ import torch
 from wiki2bert_core.errors import ConfigError
 from wiki2bert_core.wordpiece import read_vocab
 from pretrain.model.model_dir import OurModel, read_our_model, vocabulary_difference
-from pretrain.tools.export import check_export_out_dir, export_model, write_export
+from pretrain.tools.export import check_export_out_dir, export_model, read_tokenizer, write_export
 
 COMMAND = "pretrain merge"
 UNCOMPARED_SETTINGS = {"activation_checkpointing", "vocab_size"}  # see the module's doc
@@ -36,7 +36,8 @@ def merge_models(model_dirs: list[Path], out_dir: Path, force: bool = False) -> 
         check_export_out_dir(model_dir, out_dir, force, command=COMMAND)
     first = read_our_model(model_dirs[0], COMMAND, "merge")
     first_vocab = _vocab(first)
-    merged = export_model(first)
+    first_tokenizer = read_tokenizer(first.model_dir)
+    merged = export_model(first, first_tokenizer)
     state = merged.state_dict()
     sums = {name: value.double() for name, value in state.items() if value.is_floating_point()}
     merged_from = [_source(first)]
@@ -44,7 +45,7 @@ def merge_models(model_dirs: list[Path], out_dir: Path, force: bool = False) -> 
         other = read_our_model(model_dir, COMMAND, "merge")
         _check_same(first, first_vocab, other)
         merged_from.append(_source(other))
-        for name, value in export_model(other).state_dict().items():
+        for name, value in export_model(other, read_tokenizer(other.model_dir)).state_dict().items():
             if name in sums:
                 sums[name] += value.double()
             elif not torch.equal(value, state[name]):
@@ -53,7 +54,7 @@ def merge_models(model_dirs: list[Path], out_dir: Path, force: bool = False) -> 
         del other
     merged.load_state_dict({name: (sums[name] / len(model_dirs)).to(value.dtype) if name in sums else value
                             for name, value in state.items()})
-    return write_export(first, merged, out_dir, {"checkpoint": None, "merged_from": merged_from})
+    return write_export(first, merged, first_tokenizer, out_dir, {"checkpoint": None, "merged_from": merged_from})
 
 
 def _source(read: OurModel) -> dict:
