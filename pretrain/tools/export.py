@@ -32,8 +32,8 @@ import torch
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json, remove_tree, replace_dir, write_json
-from wiki2bert_core.wordpiece import (ROBERTA_SPECIAL_TOKENS, SPECIAL_TOKENS, SPECIAL_TOKENS_FILE, SPECIAL_TOKENS_MAP,
-                                      TOKENIZER_FILES, copy_tokenizer_files, special_token_ids, special_token_names,
+from wiki2bert_core.wordpiece import (SPECIAL_TOKENS, SPECIAL_TOKENS_FILE, SPECIAL_TOKENS_MAP, TOKENIZER_FILES,
+                                      copy_tokenizer_files, names_by_spelling, special_token_ids, special_token_names,
                                       transformers_name)
 from pretrain.model.arch import export_class, takes_token_types
 from pretrain.model.hf_config import hf_config
@@ -141,12 +141,11 @@ def check_export_out_dir(model_dir: Path, out_dir: Path, force: bool, within: Pa
 
 
 def _special_names(tokenizer_file: Path, vocab: dict[str, int]) -> dict[str, str]:
-    """role -> the token playing it: as the tokenizer's special_tokens_map.json names it, else BERT's spelling, else
-    RoBERTa's (a Hugging Face folder with tokenizer.json alone); DataError naming the file for a role none of them
-    finds among its tokens."""
-    names = special_token_names(tokenizer_file.parent)
-    found = {role: next((t for t in (names.get(role), ROBERTA_SPECIAL_TOKENS[role]) if t in vocab), None)
-             for role in SPECIAL_TOKENS}
+    """role -> the token playing it: as the tokenizer's special_tokens_map.json names it where `vocab` has that
+    token, else by its spelling (names_by_spelling: BERT's, else RoBERTa's; a Hugging Face folder with tokenizer.json
+    alone); DataError naming the file for a role none of them finds among its tokens."""
+    named, by_spelling = special_token_names(tokenizer_file.parent), names_by_spelling(vocab)
+    found = {role: named[role] if named.get(role) in vocab else by_spelling.get(role) for role in SPECIAL_TOKENS}
     missing = [transformers_name(role) for role, token in found.items() if token is None]
     if missing:
         raise DataError(f"{tokenizer_file}: no {', no '.join(missing)} among its tokens (by its folder's "
