@@ -17,8 +17,8 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 from wiki2bert_core.errors import ConfigError, DataError, first_line
 from wiki2bert_core.files import atomic_write, sha256_file, write_json
 from wiki2bert_core.wordpiece import (ROBERTA_SPECIAL_TOKENS, SPECIAL_TOKENS, SPECIAL_TOKENS_FILE, SPECIAL_TOKENS_MAP,
-                                      read_vocab, special_token_names, transformers_name, wordpiece_tokenizer,
-                                      write_tokenizer_files)
+                                      names_by_spelling, read_vocab, special_token_names, transformers_name,
+                                      wordpiece_tokenizer, write_tokenizer_files)
 
 KINDS = {models.WordPiece: "wordpiece", models.Unigram: "unigram", models.BPE: "bpe"}
 # the special tokens of a learnt Unigram or BPE tokenizer, in XLM-R's order (<s> 0, <pad> 1, </s> 2, <unk> 3), <mask> 4
@@ -94,9 +94,9 @@ def adopt(source: Path, out_dir: Path, lowercase: bool | None, strip_accents: bo
     else:
         raise ConfigError(f"{where}: no tokenizer.json, SentencePiece .model or vocab.txt in it")
     kind = tokenizer_kind(tokenizer, where)
-    names = special_token_names(folder) if folder is not None and (folder / SPECIAL_TOKENS_FILE).is_file() \
-        else _names_by_spelling(tokenizer)
     vocab = tokenizer.get_vocab(with_added_tokens=True)
+    names = special_token_names(folder) if folder is not None and (folder / SPECIAL_TOKENS_FILE).is_file() \
+        else names_by_spelling(vocab)
     missing = [f"{transformers_name(role)} ({_spellings(role, names)})" for role in SPECIAL_TOKENS
                if names.get(role) not in vocab]
     if missing:
@@ -111,13 +111,6 @@ def adopt(source: Path, out_dir: Path, lowercase: bool | None, strip_accents: bo
 
 def _spellings(role: str, names: dict[str, str]) -> str:
     return names[role] if role in names else f"{role} or {ROBERTA_SPECIAL_TOKENS[role]}"
-
-
-def _names_by_spelling(tokenizer: Tokenizer) -> dict[str, str]:
-    """role -> BERT's spelling where the vocabulary has it, else RoBERTa's where it has that."""
-    vocab = tokenizer.get_vocab(with_added_tokens=True)
-    return {role: spelling for role in SPECIAL_TOKENS
-            for spelling in [next((s for s in (role, ROBERTA_SPECIAL_TOKENS[role]) if s in vocab), None)] if spelling}
 
 
 def _load(path: Path, where: str) -> Tokenizer:
@@ -155,7 +148,7 @@ def _from_sentencepiece(path: Path, where: str) -> Tokenizer:
     tokenizer.decoder = decoders.Metaspace(prepend_scheme=prepend)
     control = [p.piece for p in proto.pieces if p.type in (2, 3, 4)]  # UNKNOWN, CONTROL and USER_DEFINED pieces
     tokenizer.add_special_tokens(control)
-    names = _names_by_spelling(tokenizer)
+    names = names_by_spelling(tokenizer.get_vocab(with_added_tokens=True))
     if "[CLS]" in names and "[SEP]" in names:
         _add_post_processor(tokenizer, names)
     return tokenizer

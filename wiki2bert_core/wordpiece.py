@@ -139,6 +139,13 @@ def special_token_names(directory: Path) -> dict[str, str]:
     return names
 
 
+def names_by_spelling(vocab: dict[str, int]) -> dict[str, str]:
+    """role -> BERT's spelling where `vocab` (token -> id) has it, else RoBERTa's where it has that; a role spelled
+    neither way is missing from the result."""
+    return {role: spelling for role in SPECIAL_TOKENS
+            for spelling in [next((s for s in (role, ROBERTA_SPECIAL_TOKENS[role]) if s in vocab), None)] if spelling}
+
+
 def added_token_ids(directory: Path) -> list[int]:
     """The ids of the added tokens of the tokenizer.json in `directory` ([] without one): tokens matched in the
     text before the model sees it (special ones and those added for a task), never drawn as random replacements."""

@@ -94,6 +94,14 @@ class ModelDir:
             raise ConfigError(f"{self.path}: no {VOCAB_FILE} nor {TOKENIZER_JSON}, so {why}")
         return found
 
+    def vocabulary(self, why: str) -> tuple[Path, dict[str, int]]:
+        """Its tokenizer_file and the token -> id map read from it: vocab.txt's lines, else tokenizer.json's tokens
+        (added ones included); ConfigError if it has neither (`why`: what the vocabulary is needed for)."""
+        from wiki2bert_core.wordpiece import read_vocab
+
+        found = self.tokenizer_file(why)
+        return found, read_vocab(found) if found.name == VOCAB_FILE else token_ids(found)
+
 
 class PhaseDir(ModelDir):
     @property

@@ -21,7 +21,7 @@ from pretrain.model.arch import DEFAULT_ARCH, spec
 from pretrain.data.loader import DataDirectory, open_data
 from pretrain.run.deepspeed_settings import choose_precision, read_user_ds_config
 from pretrain.model.model_dir import (HPARAMS, HuggingFaceDir, ModelDir, PhaseDir, is_phase_dir, open_model_dir,
-                                      require_encoder_weights, token_ids, vocabulary_difference)
+                                      require_encoder_weights, vocabulary_difference)
 from pretrain.out_dirs import RUN, check_out_dir
 from wiki2bert_core.variant_dir import (DOC_SENTENCES, PARAMS_FILE, find_vocab_file, held_out_files, held_out_split,
                                         own_vocab, read_params, training_files)
@@ -336,8 +336,7 @@ def _check_init_vocab(vocab_file: Path, vocab: dict[str, int], init_dir: ModelDi
     if isinstance(init_dir, PhaseDir):
         _check_same_vocab(vocab_file, init_dir.vocab_file, what)
         return {}
-    tokenizer_file = init_dir.tokenizer_file("its vocabulary cannot be checked against the data's")
-    theirs = read_vocab(tokenizer_file) if tokenizer_file == init_dir.vocab_file else token_ids(tokenizer_file)
+    tokenizer_file, theirs = init_dir.vocabulary("its vocabulary cannot be checked against the data's")
     if len(vocab) <= len(theirs) or {t: i for t, i in vocab.items() if i < len(theirs)} != theirs:
         if tokenizer_file == init_dir.vocab_file:
             _check_same_vocab(vocab_file, tokenizer_file, what)

@@ -26,19 +26,19 @@ import fnmatch
 import os
 import shutil
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
 from wiki2bert_core.errors import ConfigError, DataError
 from wiki2bert_core.files import read_json, remove_tree, replace_dir, write_json
-from wiki2bert_core.variant_dir import VOCAB_FILE
-from wiki2bert_core.wordpiece import (ROBERTA_SPECIAL_TOKENS, SPECIAL_TOKENS, SPECIAL_TOKENS_FILE, SPECIAL_TOKENS_MAP,
-                                      TOKENIZER_FILES, copy_tokenizer_files, read_vocab, special_token_ids,
-                                      special_token_names, transformers_name)
+from wiki2bert_core.wordpiece import (SPECIAL_TOKENS, SPECIAL_TOKENS_FILE, SPECIAL_TOKENS_MAP, TOKENIZER_FILES,
+                                      copy_tokenizer_files, names_by_spelling, special_token_ids, special_token_names,
+                                      transformers_name)
 from pretrain.model.arch import export_class, takes_token_types
 from pretrain.model.hf_config import hf_config
-from pretrain.model.model_dir import (HF_CONFIG, PRETRAINING_CONFIG, WEIGHT_FILES, WEIGHT_SHARDS, OurModel,
-                                      read_our_model, token_ids)
+from pretrain.model.model_dir import (HF_CONFIG, PRETRAINING_CONFIG, WEIGHT_FILES, WEIGHT_SHARDS, ModelDir,
+                                      OurModel, read_our_model)
 from pretrain.out_dirs import EXPORT, check_out_dir
 
 # the names an export writes: save_pretrained's (weights in shards for large models) and ours
@@ -53,20 +53,36 @@ def export_hf(model_dir: Path, out_dir: Path, force: bool = False, within: Path 
     model_dir, out_dir = Path(model_dir), Path(out_dir)
     check_export_out_dir(model_dir, out_dir, force, within)
     read = read_our_model(model_dir, "pretrain export", "export")
-    return write_export(read, export_model(read), out_dir, {"checkpoint": read.checkpoint and read.checkpoint.tag})
+    tokenizer = read_tokenizer(read.model_dir)
+    return write_export(read, export_model(read, tokenizer), tokenizer, out_dir,
+                        {"checkpoint": read.checkpoint and read.checkpoint.tag})
 
 
-def export_model(read: OurModel):
-    """transformers' model of the export's class with `read.model`'s weights, the vocabulary cut to the tokenizer's
-    rows."""
+class ModelTokenizer(NamedTuple):
+    """A model directory's tokenizer as the export reads it (read_tokenizer)."""
+    file: Path  # vocab.txt, else tokenizer.json
+    vocab: dict[str, int]  # token -> id
+    names: dict[str, str]  # role -> the token playing it
+
+
+def read_tokenizer(model_dir: ModelDir) -> ModelTokenizer:
+    """The model directory's tokenizer (ModelDir.vocabulary: a hub folder may hold tokenizer.json alone) and its
+    special tokens by role."""
+    tokenizer_file, vocab = model_dir.vocabulary("the export would have no tokenizer")
+    return ModelTokenizer(tokenizer_file, vocab, _special_names(tokenizer_file, vocab))
+
+
+def export_model(read: OurModel, tokenizer: ModelTokenizer):
+    """transformers' model of the export's class with `read.model`'s weights, the vocabulary cut to the rows of
+    `tokenizer` (read_tokenizer's, of `read`)."""
     import transformers
 
     config = read.model.config
-    tokenizer_file, vocab, names = _tokenizer(read)
+    vocab = tokenizer.vocab
     if len(vocab) > config.vocab_size:
-        raise DataError(f"{tokenizer_file}: {len(vocab)} tokens, more than the model's {config.vocab_size}")
+        raise DataError(f"{tokenizer.file}: {len(vocab)} tokens, more than the model's {config.vocab_size}")
     architecture = export_class(read.model)
-    special = special_token_ids(vocab, names)
+    special = special_token_ids(vocab, tokenizer.names)
     model = getattr(transformers, architecture)(hf_config(config, len(vocab), special["[PAD]"], architecture,
                                                           special["[CLS]"], special["[SEP]"]))
     expected = model.state_dict()
@@ -76,10 +92,10 @@ def export_model(read: OurModel):
     return model
 
 
-def write_export(read: OurModel, model, out_dir: Path, provenance: dict) -> Path:
-    """Writes `model` (export_model's, of `read`) with `read`'s tokenizer as an export into `out_dir`, which the
-    caller checked; `provenance` goes into pretraining_config.json beside the model config. DataError if it cannot be
-    written."""
+def write_export(read: OurModel, model, tokenizer: ModelTokenizer, out_dir: Path, provenance: dict) -> Path:
+    """Writes `model` (export_model's, of `read`) with `read`'s tokenizer (`tokenizer`, read_tokenizer's) as an export
+    into `out_dir`, which the caller checked; `provenance` goes into pretraining_config.json beside the model config.
+    DataError if it cannot be written."""
     from safetensors import SafetensorError
 
     config = read.model.config
@@ -91,7 +107,7 @@ def write_export(read: OurModel, model, out_dir: Path, provenance: dict) -> Path
         try:
             model.save_pretrained(tmp)
             copy_tokenizer_files(read.model_dir.tokenizer_dir, tmp)
-            _write_tokenizer_config(tmp, config.max_position_embeddings, _tokenizer(read)[2])
+            _write_tokenizer_config(tmp, config.max_position_embeddings, tokenizer.names)
             write_json(tmp / PRETRAINING_CONFIG, {"model_config": dataclasses.asdict(config), **provenance})
         except (OSError, SafetensorError) as e:  # SafetensorError: the weights' write failed (a full disk)
             remove_tree(tmp)  # before the free space is measured
@@ -124,21 +140,12 @@ def check_export_out_dir(model_dir: Path, out_dir: Path, force: bool, within: Pa
         raise ConfigError(f"{out_dir}: {what}; choose another --out, or pass --force to replace it")
 
 
-def _tokenizer(read: OurModel) -> tuple[Path, dict[str, int], dict[str, str]]:
-    """The model directory's tokenizer file (vocab.txt, else tokenizer.json: a hub folder may hold it alone), its
-    token -> id map and its special tokens by role."""
-    tokenizer_file = read.model_dir.tokenizer_file("the export would have no tokenizer")
-    vocab = read_vocab(tokenizer_file) if tokenizer_file.name == VOCAB_FILE else token_ids(tokenizer_file)
-    return tokenizer_file, vocab, _special_names(tokenizer_file, vocab)
-
-
 def _special_names(tokenizer_file: Path, vocab: dict[str, int]) -> dict[str, str]:
-    """role -> the token playing it: as the tokenizer's special_tokens_map.json names it, else BERT's spelling, else
-    RoBERTa's (a Hugging Face folder with tokenizer.json alone); DataError naming the file for a role none of them
-    finds among its tokens."""
-    names = special_token_names(tokenizer_file.parent)
-    found = {role: next((t for t in (names.get(role), ROBERTA_SPECIAL_TOKENS[role]) if t in vocab), None)
-             for role in SPECIAL_TOKENS}
+    """role -> the token playing it: as the tokenizer's special_tokens_map.json names it where `vocab` has that
+    token, else by its spelling (names_by_spelling: BERT's, else RoBERTa's; a Hugging Face folder with tokenizer.json
+    alone); DataError naming the file for a role none of them finds among its tokens."""
+    named, by_spelling = special_token_names(tokenizer_file.parent), names_by_spelling(vocab)
+    found = {role: named[role] if named.get(role) in vocab else by_spelling.get(role) for role in SPECIAL_TOKENS}
     missing = [transformers_name(role) for role, token in found.items() if token is None]
     if missing:
         raise DataError(f"{tokenizer_file}: no {', no '.join(missing)} among its tokens (by its folder's "

@@ -3,7 +3,8 @@ as an export (export.py), e.g. the decay variants continued from one stable chec
 its released model.
 
 Each model is a model directory as `pretrain export` takes one (pretrain/model/model_dir.py: an export, another Hugging
-Face directory of our archs, a phase directory's latest checkpoint). They must agree on every model setting but
+Face directory of our archs, a phase directory's latest checkpoint), its tokenizer read as the export reads it
+(vocab.txt, else tokenizer.json: a hub folder may hold it alone). They must agree on every model setting but
 `activation_checkpointing` (a memory setting) and `vocab_size` (padded in a phase directory, the tokenizer's rows in an
 export: the weights are averaged over the tokenizer's rows, as the export holds them), on the vocabulary and on the
 heads they hold; the first difference is refused with one line. The mean is taken in float64 and stored in each
@@ -18,9 +19,8 @@ from pathlib import Path
 import torch
 
 from wiki2bert_core.errors import ConfigError
-from wiki2bert_core.wordpiece import read_vocab
 from pretrain.model.model_dir import OurModel, read_our_model, vocabulary_difference
-from pretrain.tools.export import check_export_out_dir, export_model, write_export
+from pretrain.tools.export import check_export_out_dir, export_model, read_tokenizer, write_export
 
 COMMAND = "pretrain merge"
 UNCOMPARED_SETTINGS = {"activation_checkpointing", "vocab_size"}  # see the module's doc
@@ -35,16 +35,17 @@ def merge_models(model_dirs: list[Path], out_dir: Path, force: bool = False) -> 
     for model_dir in model_dirs:
         check_export_out_dir(model_dir, out_dir, force, command=COMMAND)
     first = read_our_model(model_dirs[0], COMMAND, "merge")
-    first_vocab = _vocab(first)
-    merged = export_model(first)
+    first_tokenizer = read_tokenizer(first.model_dir)
+    merged = export_model(first, first_tokenizer)
     state = merged.state_dict()
     sums = {name: value.double() for name, value in state.items() if value.is_floating_point()}
     merged_from = [_source(first)]
     for model_dir in model_dirs[1:]:
         other = read_our_model(model_dir, COMMAND, "merge")
-        _check_same(first, first_vocab, other)
+        other_tokenizer = read_tokenizer(other.model_dir)
+        _check_same(first, first_tokenizer.vocab, other, other_tokenizer.vocab)
         merged_from.append(_source(other))
-        for name, value in export_model(other).state_dict().items():
+        for name, value in export_model(other, other_tokenizer).state_dict().items():
             if name in sums:
                 sums[name] += value.double()
             elif not torch.equal(value, state[name]):
@@ -53,7 +54,7 @@ def merge_models(model_dirs: list[Path], out_dir: Path, force: bool = False) -> 
         del other
     merged.load_state_dict({name: (sums[name] / len(model_dirs)).to(value.dtype) if name in sums else value
                             for name, value in state.items()})
-    return write_export(first, merged, out_dir, {"checkpoint": None, "merged_from": merged_from})
+    return write_export(first, merged, first_tokenizer, out_dir, {"checkpoint": None, "merged_from": merged_from})
 
 
 def _source(read: OurModel) -> dict:
@@ -61,12 +62,9 @@ def _source(read: OurModel) -> dict:
     return {"model": str(read.model_dir.path), "checkpoint": read.checkpoint and read.checkpoint.tag}
 
 
-def _vocab(read: OurModel) -> dict[str, int]:
-    return read_vocab(read.model_dir.require_vocab(f"{COMMAND} compares the models' tokenizers"))
-
-
-def _check_same(first: OurModel, first_vocab: dict[str, int], other: OurModel) -> None:
-    """ConfigError (one line naming `other`'s directory) at the first difference from `first`."""
+def _check_same(first: OurModel, first_vocab: dict[str, int], other: OurModel, other_vocab: dict[str, int]) -> None:
+    """ConfigError (one line naming `other`'s directory) at the first difference from `first` (each with its
+    tokenizer's token -> id map)."""
     def refuse(problem: str):
         raise ConfigError(f"{other.model_dir.path}: {problem} {first.model_dir.path}'s; {COMMAND} averages models of "
                           f"one arch, shape and tokenizer")
@@ -75,7 +73,7 @@ def _check_same(first: OurModel, first_vocab: dict[str, int], other: OurModel) -
     for key in ours:
         if key not in UNCOMPARED_SETTINGS and ours[key] != theirs[key]:
             refuse(f"model setting {key} is {theirs[key]!r}, against {ours[key]!r} in")
-    difference = vocabulary_difference(first_vocab, _vocab(other))
+    difference = vocabulary_difference(first_vocab, other_vocab)
     if difference:
         refuse(f"its vocabulary differs ({difference}) from")
     mine, others = set(first.model.state_dict()), set(other.model.state_dict())

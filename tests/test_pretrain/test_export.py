@@ -336,3 +336,19 @@ def test_export_of_a_unigram_vocabulary_takes_its_special_ids(tmp_path):
     pipe = transformers.pipeline("fill-mask", model=str(out), tokenizer=str(out), device="cpu")
     predictions = pipe("the cat <mask> on the mat .", top_k=3)
     assert len(predictions) == 3 and all(p["sequence"].startswith("the cat") for p in predictions)
+
+
+def test_a_role_its_special_tokens_map_leaves_out_is_found_by_its_spelling(exported, tmp_path):
+    """A hub folder with tokenizer.json alone and a special_tokens_map.json without mask_token (published without its
+    masked-LM use in mind): the mask token is found by its spelling, as in a folder without the file."""
+    _, out = exported
+    folder = tmp_path / "hub"
+    shutil.copytree(out, folder)
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        (folder / name).unlink()
+    special = json.loads((folder / "special_tokens_map.json").read_text())
+    del special["mask_token"]
+    (folder / "special_tokens_map.json").write_text(json.dumps(special))
+    export = export_hf(folder, tmp_path / "export")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(export))
+    assert tokenizer.mask_token == "[MASK]" and tokenizer.mask_token_id == TOKENS.index("[MASK]")

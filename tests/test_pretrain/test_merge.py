@@ -2,11 +2,13 @@
 differ in shape, vocabulary or heads are refused with one line."""
 import json
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 import transformers
 from safetensors.torch import load_file
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
 import model_dirs
 from pretrain.cli import main
@@ -15,6 +17,8 @@ from pretrain.model.arch import pretraining_model
 from pretrain.tools.export import export_hf
 
 TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "dog", "sat", "on", "a", "mat", "."]
+# XLM-R's special tokens at XLM-R's ids, then pieces, and <mask> last, as in XLM-R
+HUB_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", *("\u2581" + token for token in TOKENS[5:]), "<mask>"]
 
 
 def tiny_model(seed: int, nsp_head: bool = True, **overrides):
@@ -100,3 +104,45 @@ def test_out_may_not_be_one_of_the_models(exports, monkeypatch, capsys):
     (a, b), _ = exports
     code, err = merge_cli(monkeypatch, capsys, str(a), str(b), "--out", str(b))
     assert code == 2 and f"error: {b}: is a model directory pretrain merge reads; choose another --out" in err
+
+
+def hub_folder(path: Path, seed: int, tokens: list[str]) -> Path:
+    """A small XLM-R masked LM with random weights as the hub serves one: config.json, model.safetensors and a
+    SentencePiece-Unigram tokenizer.json of `tokens` alone (no vocab.txt, no special_tokens_map.json)."""
+    torch.manual_seed(seed)
+    config = transformers.XLMRobertaConfig(vocab_size=len(tokens), hidden_size=32, num_hidden_layers=2,
+                                           num_attention_heads=2, intermediate_size=48, max_position_embeddings=40,
+                                           type_vocab_size=1, layer_norm_eps=1e-5)
+    transformers.XLMRobertaForMaskedLM(config).save_pretrained(path)
+    tokenizer = Tokenizer(models.Unigram([(token, -float(i)) for i, token in enumerate(tokens)], unk_id=3))
+    tokenizer.pre_tokenizer, tokenizer.decoder = pre_tokenizers.Metaspace(), decoders.Metaspace()
+    tokenizer.add_special_tokens([*tokens[:4], tokens[-1]])
+    tokenizer.save(str(path / "tokenizer.json"))
+    return path
+
+
+def test_hub_folders_with_tokenizer_json_alone_are_merged(tmp_path, monkeypatch, capsys):
+    a, b = (hub_folder(tmp_path / name, seed, HUB_TOKENS) for name, seed in (("a", 0), ("b", 1)))
+    out = tmp_path / "merged"
+    code, err = merge_cli(monkeypatch, capsys, str(a), str(b), "--out", str(out))
+    assert code == 0, err
+    loaded_a, loaded_b, merged = (transformers.AutoModelForMaskedLM.from_pretrained(p).state_dict()
+                                  for p in (a, b, out))
+    assert merged.keys() == loaded_a.keys()
+    for name, value in merged.items():
+        torch.testing.assert_close(value, (loaded_a[name] + loaded_b[name]) / 2, rtol=0, atol=1e-7)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    assert tokenizer.mask_token == "<mask>" and tokenizer.pad_token_id == 1
+    assert tokenizer.convert_tokens_to_ids("\u2581cat") == HUB_TOKENS.index("\u2581cat")
+
+
+def test_hub_folders_whose_tokenizer_json_differs_are_refused_with_one_line(tmp_path, monkeypatch, capsys):
+    a = hub_folder(tmp_path / "a", 0, HUB_TOKENS)
+    b = hub_folder(tmp_path / "b", 1, [token if token != "\u2581cat" else "\u2581cow" for token in HUB_TOKENS])
+    capsys.readouterr()  # save_pretrained's progress bars
+    out = tmp_path / "merged"
+    code, err = merge_cli(monkeypatch, capsys, str(a), str(b), "--out", str(out))
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: {b}: its vocabulary differs (id 5: '\u2581cat' against '\u2581cow' (13 tokens "
+                          f"against 13)) from {a}'s; pretrain merge averages models of one arch"), err
+    assert not out.exists()
