@@ -1,9 +1,10 @@
 """Stage `shard`: the deduplicated corpus split into `num_shards` training shards and `num_test_shards` test shards.
 
 Two streaming passes, memory independent of the corpus size (O(number of shards)):
-- the first counts each split's documents: a split gets at most one shard per `min_documents_per_shard`
-  documents (fewer than asked, with a warning), so that every shard can pair a segment A with a random segment
-  B from another document (in a shard of one document the "random" B would come from A's own document);
+- the first, parallel over the parts (--workers, Dask), counts each split's documents: a split gets at most one
+  shard per `min_documents_per_shard` documents (fewer than asked, with a warning), so that every shard can pair a
+  segment A with a random segment B from another document (in a shard of one document the "random" B would come
+  from A's own document);
 - in the second, each document goes to the test split when a hash of its text, keyed by `seed`, falls below `test_fraction`
   (so the split does not depend on document order or on --workers, and a repeated text lands on one side only);
 - within its split, each document goes to the shard that is currently the smallest (a heap of shard sizes). This
@@ -275,12 +276,15 @@ def run(config: ShardConfig, ctx: StageContext) -> StageCounts:
     parts = list_parts(corpus_dir, ".txt")
     key = str(config.seed).encode()
     threshold = int(config.test_fraction * 2 ** 64)
-    weighting = _SourceWeighting(config.weights, config.seed, rehydration=_Rehydration.of(config))
+    rehydration = _Rehydration.of(config)
+    weighting = _SourceWeighting(config.weights, config.seed, rehydration=rehydration)
     sources: dict[str, dict] = {}
-    for is_test, record, text, _ in _documents(parts, key, threshold):
-        _count(sources, weighting, record.source, is_test, len(text.split()), None
-               if is_test or not weighting.weight(record.source) % 1 else weighting.bucket(record.source, record.id),
-               weighting.repeats(record))
+    tasks = [_CountTask(None, part, None, config.seed, threshold, rehydration, config.weights) for part in parts]
+    with progress(sum(p.stat().st_size for p in parts), "shard: count", "B", quiet=ctx.quiet) as bar:
+        for part, documents in zip(parts, ctx.executor.map(_count_part, tasks)):
+            for source, is_test, tokens, bucket, repeats in documents:
+                _count(sources, weighting, source, is_test, tokens, bucket, repeats)
+            bar.update(part.stat().st_size)
     n_training, n_test = _split_sizes(sources)
     if n_training + n_test == 0:
         raise DataError(f"{corpus_dir}: no documents to shard (all parts are empty)")
@@ -389,38 +393,44 @@ def _say_rehydrated(sources: dict[str, dict], ctx: StageContext, language: str =
         f"(x{c['rehydrated_tokens'] / max(1, c['tokens']):.3g})" for name, c in sorted(sources.items())))
 
 
-# --- several languages ------------------------------------------------------------------------------------------
-
 COUNT_BATCH = 256  # documents encoded at once when counting a part's tokens
 
 
 @dataclasses.dataclass(frozen=True)
 class _CountTask:
-    language: str
+    language: str | None  # None: a run of one language
     part: Path
-    tokenizer_json: str  # the mix's tokenizer, built once per worker process (tokenizer_from_json)
+    # the mix's tokenizer, built once per worker process (tokenizer_from_json); None: whitespace-separated tokens
+    tokenizer_json: str | None
     seed: int
     test_threshold: int
     rehydration: _Rehydration | None
+    weights: dict[str, float] | None = None  # a run of one language's source weights (None: a mix's, known later)
 
 
 def _count_part(task: _CountTask) -> list[tuple[str, bool, int, int | None, int]]:
-    """(source, is a test document, WordPiece tokens, hash bucket of a training one, its rehydration copies) of each
-    document of a part."""
-    weighting = _SourceWeighting(None, task.seed, task.language, task.rehydration)
+    """The first pass over a part (parallel over the parts): (source, is a test document, tokens, hash bucket of a
+    training one whose weight has a fraction (every training one's in a mix), its rehydration copies) of each
+    document."""
+    weighting = _SourceWeighting(task.weights, task.seed, task.language, task.rehydration)
     key = str(task.seed).encode()
     counts, documents = [], _documents([task.part], key, task.test_threshold)
     # a batch of documents at a time: an Encoding keeps every token's string and offsets; a whole part's were the
     # stage's peak memory
     while batch := list(itertools.islice(documents, COUNT_BATCH)):
-        with one_tokenizer_thread():
-            encodings = tokenizer_from_json(task.tokenizer_json).encode_batch(
-                [text.decode("utf-8") for _, _, text, _ in batch], add_special_tokens=False)
-        counts += [(record.source, is_test, len(encoding.ids),
-                    None if is_test else weighting.bucket(record.source, record.id), weighting.repeats(record))
-                   for (is_test, record, _, _), encoding in zip(batch, encodings)]
+        if task.tokenizer_json is None:
+            tokens = [len(text.split()) for _, _, text, _ in batch]
+        else:
+            with one_tokenizer_thread():
+                tokens = [len(encoding.ids) for encoding in tokenizer_from_json(task.tokenizer_json).encode_batch(
+                    [text.decode("utf-8") for _, _, text, _ in batch], add_special_tokens=False)]
+        counts += [(record.source, is_test, n, None if is_test or (task.weights is not None and not weighting.weight(
+                    record.source) % 1) else weighting.bucket(record.source, record.id), weighting.repeats(record))
+                   for (is_test, record, _, _), n in zip(batch, tokens)]
     return counts
 
+
+# --- several languages ------------------------------------------------------------------------------------------
 
 def _run_languages(config: ShardConfig, ctx: StageContext) -> StageCounts:
     """The shards of a mix of languages (module docstring)."""
