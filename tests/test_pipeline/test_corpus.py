@@ -22,6 +22,7 @@ from pipeline.config import DEFAULT_CONFIG_PATH, load_pipeline_config
 from pipeline.runner import MANIFEST, read_manifest, run_stages, status_rows
 from pipeline.sources import corpus_flag_values, default_name, parse_corpus_flag
 from pipeline.stages import InputLabel
+from pipeline.stages.corpus import readers
 from pipeline.stages.corpus.stage import CorpusConfig, CorpusSource, corpus_fingerprints, run
 from pipeline.text_files import iter_jsonl
 
@@ -433,3 +434,20 @@ def test_a_wikipedia_and_web_mix_end_to_end_shows_each_source(tmp_path):
     report = tmp_path / cli("report", "--lang", "hu", "--workdir", "w")
     assert "<h2>Sources</h2>" in report.read_text(encoding="utf-8") and (report.parent / "source_shares.png").exists()
     assert "stale" in cli("status", *flags[:6])  # without --corpus: sentences reads another set of inputs
+
+
+def test_a_parquet_files_footer_is_parsed_once_per_process_for_all_its_row_groups(tmp_path, monkeypatch):
+    """A task reads one row group: each parsed the file's footer again, which grows with the row groups (a 126 MB file
+    of 2,000 row groups: 35 ms a task against 11 ms of reading, 2/3 of a 1 GB corpus stage's CPU)."""
+    path = write_parquet(tmp_path / "web.parquet", [{"id": str(i), "text": f"Szöveg {i}."} for i in range(40)])
+    opened = []
+    monkeypatch.setattr(readers, "_parquet_file", lambda p, real=readers._parquet_file: opened.append(p) or real(p))
+    readers._parquet_metadata.cache_clear()
+    tasks, _ = readers.read_tasks([path], tmp_path, readers.Fields(text="text"), "auto")
+    assert len(tasks) == 20
+    texts = [d.text for task in tasks for d in readers.read_documents(task)]
+    assert texts == [f"Szöveg {i}." for i in range(40)]
+    assert len(opened) == 2  # read_tasks' look at the schema, and one footer for the 20 row groups
+    write_parquet(path, [{"id": "0", "text": "Új szöveg, más méretű."}])  # the same file rewritten: read anew
+    tasks, _ = readers.read_tasks([path], tmp_path, readers.Fields(text="text"), "auto")
+    assert [d.text for d in readers.read_documents(tasks[0])] == ["Új szöveg, más méretű."]
