@@ -40,6 +40,7 @@ EXPECTED = {
                        r"largest one-language run's: \d+\.\d\d",
     "objectives.py": r"\| \(d\) dynamic 30% MLM-only, doc-sentences \| \d+ \| [01]\.\d{4} \| [01]\.\d{4} \|",
     "packing.py": r"packed, nested / padded: \d+\.\d\dx best round",
+    "parquet_tasks.py": r"once per task / once per process: \d+\.\d\dx CPU; peak RSS [\d,]+ MiB",
     "preemption.py": r"steps 1-2 equal the uninterrupted run's bit for bit",
     "pretrain.py": r"speed-up: \d+\.\d\dx best round",
     "schedules.py": r"losses equal at every step: True\nthe scheduled run.s own work: \d+\.\d us a step, \d+\.\d{4}% of a constant",
