@@ -281,9 +281,8 @@ def run(config: ShardConfig, ctx: StageContext) -> StageCounts:
     sources: dict[str, dict] = {}
     tasks = [_CountTask(None, part, None, config.seed, threshold, rehydration, config.weights) for part in parts]
     with progress(sum(p.stat().st_size for p in parts), "shard: count", "B", quiet=ctx.quiet) as bar:
-        for part, documents in zip(parts, ctx.executor.map(_count_part, tasks)):
-            for source, is_test, tokens, bucket, repeats in documents:
-                _count(sources, weighting, source, is_test, tokens, bucket, repeats)
+        for part, counted in zip(parts, ctx.executor.map(_count_part, tasks)):
+            _add_counts(sources, weighting, *counted)
             bar.update(part.stat().st_size)
     n_training, n_test = _split_sizes(sources)
     if n_training + n_test == 0:
@@ -408,12 +407,18 @@ class _CountTask:
     weights: dict[str, float] | None = None  # a run of one language's source weights (None: a mix's, known later)
 
 
-def _count_part(task: _CountTask) -> list[tuple[str, bool, int, int | None, int]]:
-    """The first pass over a part (parallel over the parts): (source, is a test document, tokens, hash bucket of a
-    training one whose weight has a fraction (every training one's in a mix), its rehydration copies) of each
-    document."""
+# a part's first-pass figures, a row a document: its source (an index into the part's source names), whether it is a
+# test document, its tokens, the hash bucket of a training one whose weight has a fraction (every training one's in
+# a mix; else -1), its rehydration copies
+PART_COUNTS = np.dtype([("source", np.int32), ("test", np.bool_), ("tokens", np.int64), ("bucket", np.int64),
+                        ("repeats", np.int64)])
+
+
+def _count_part(task: _CountTask) -> tuple[list[str], np.ndarray]:
+    """The first pass over a part (parallel over the parts): (its source names, PART_COUNTS of its documents)."""
     weighting = _SourceWeighting(task.weights, task.seed, task.language, task.rehydration)
     key = str(task.seed).encode()
+    names: dict[str, int] = {}
     counts, documents = [], _documents([task.part], key, task.test_threshold)
     # a batch of documents at a time: an Encoding keeps every token's string and offsets; a whole part's were the
     # stage's peak memory
@@ -424,10 +429,17 @@ def _count_part(task: _CountTask) -> list[tuple[str, bool, int, int | None, int]
             with one_tokenizer_thread():
                 tokens = [len(encoding.ids) for encoding in tokenizer_from_json(task.tokenizer_json).encode_batch(
                     [text.decode("utf-8") for _, _, text, _ in batch], add_special_tokens=False)]
-        counts += [(record.source, is_test, n, None if is_test or (task.weights is not None and not weighting.weight(
-                    record.source) % 1) else weighting.bucket(record.source, record.id), weighting.repeats(record))
-                   for (is_test, record, _, _), n in zip(batch, tokens)]
-    return counts
+        counts.append(np.array([(names.setdefault(record.source, len(names)), is_test, n, -1 if is_test or (
+            task.weights is not None and not weighting.weight(record.source) % 1) else weighting.bucket(
+            record.source, record.id), weighting.repeats(record)) for (is_test, record, _, _), n in zip(batch, tokens)],
+            PART_COUNTS))
+    return list(names), np.concatenate(counts) if counts else np.zeros(0, PART_COUNTS)
+
+
+def _add_counts(sources: dict[str, dict], weighting: _SourceWeighting, names: list[str], counts: np.ndarray) -> None:
+    """A part's first-pass figures (_count_part) into the counts and the source weighting."""
+    for source, is_test, tokens, bucket, repeats in counts.tolist():
+        _count(sources, weighting, names[source], is_test, tokens, None if bucket < 0 else bucket, repeats)
 
 
 # --- several languages ------------------------------------------------------------------------------------------
@@ -447,9 +459,8 @@ def _run_languages(config: ShardConfig, ctx: StageContext) -> StageCounts:
     tasks = [_CountTask(lang, part, tokenizer_json, config.seed, threshold, rehydration)
              for lang in dirs for part in parts[lang]]
     with progress(sum(t.part.stat().st_size for t in tasks), "shard: count tokens", "B", quiet=ctx.quiet) as bar:
-        for task, documents in zip(tasks, ctx.executor.map(_count_part, tasks)):
-            for source, is_test, tokens, bucket, repeats in documents:
-                _count(sources[task.language], weightings[task.language], source, is_test, tokens, bucket, repeats)
+        for task, counted in zip(tasks, ctx.executor.map(_count_part, tasks)):
+            _add_counts(sources[task.language], weightings[task.language], *counted)
             bar.update(task.part.stat().st_size)
     known = {name for per_language in sources.values() for name in per_language}
     for source in sorted(set(config.weights) - known):
