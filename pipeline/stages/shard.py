@@ -225,14 +225,17 @@ class _SourceWeighting:
         """The copies rehydration makes of a training document (1 without rehydration)."""
         return 1 if self.rehydration is None else self.rehydration.repeats(record)
 
-    def observe(self, source: str, tokens: int, bucket: int | None = None, repeats: int = 1) -> None:
-        """First pass: a training document of `tokens` tokens (its bucket, if known), rehydrated into `repeats`."""
+    def observe(self, source: str, tokens: np.ndarray, buckets: np.ndarray, repeats: np.ndarray) -> None:
+        """First pass: training documents of `source`: their tokens, hash buckets (where its weight has a fraction,
+        or in a mix) and rehydration copies."""
         totals = self.training.setdefault(source, [0, 0])
-        totals[0] += tokens * repeats
-        totals[1] += repeats
+        copies = tokens * repeats
+        totals[0] += int(copies.sum())
+        totals[1] += int(repeats.sum())
         if self.weights is None or self.weight(source) % 1:
             histogram = self.histograms.setdefault(source, np.zeros((2, HASH_BUCKETS), dtype=np.int64))
-            histogram[:, bucket] += (tokens * repeats, repeats)
+            np.add.at(histogram[0], buckets, copies)
+            np.add.at(histogram[1], buckets, repeats)
 
     def settle(self, weights: dict[str, float] | None = None) -> dict[str, dict[str, int]]:
         """After the first pass (with the weights, if not given before): each fractional source's threshold;
@@ -321,19 +324,6 @@ def run(config: ShardConfig, ctx: StageContext) -> StageCounts:
         "training_bytes": sum(training.sizes),
         "test_bytes": sum(test.sizes),
     }, sources=dict(sorted(sources.items())))
-
-
-def _count(sources: dict[str, dict], weighting: _SourceWeighting, source: str, is_test: bool, tokens: int,
-           bucket: int | None, repeats: int) -> None:
-    """First pass: a document of `source` (rehydrated into `repeats`) into its counts, a training one into the
-    source weighting."""
-    counts = sources.setdefault(source, {"documents": 0, "tokens": 0, "test_documents": 0, "rehydrated_tokens": 0})
-    counts["documents"] += 1
-    counts["tokens"] += tokens
-    counts["test_documents"] += is_test
-    counts["rehydrated_tokens"] += tokens * repeats
-    if not is_test:
-        weighting.observe(source, tokens, bucket, repeats)
 
 
 def _split_sizes(sources: dict[str, dict]) -> tuple[int, int]:
@@ -437,9 +427,22 @@ def _count_part(task: _CountTask) -> tuple[list[str], np.ndarray]:
 
 
 def _add_counts(sources: dict[str, dict], weighting: _SourceWeighting, names: list[str], counts: np.ndarray) -> None:
-    """A part's first-pass figures (_count_part) into the counts and the source weighting."""
-    for source, is_test, tokens, bucket, repeats in counts.tolist():
-        _count(sources, weighting, names[source], is_test, tokens, None if bucket < 0 else bucket, repeats)
+    """A part's first-pass figures (_count_part) into each source's counts and the source weighting, the sources in
+    the order of their first document (of their first training document for the weighting), as document by
+    document."""
+    copies = counts["tokens"] * counts["repeats"]
+    for index, name in enumerate(names):
+        mine = counts["source"] == index
+        totals = sources.setdefault(name, {"documents": 0, "tokens": 0, "test_documents": 0, "rehydrated_tokens": 0})
+        totals["documents"] += int(mine.sum())
+        totals["tokens"] += int(counts["tokens"][mine].sum())
+        totals["test_documents"] += int(counts["test"][mine].sum())
+        totals["rehydrated_tokens"] += int(copies[mine].sum())
+    training = counts[~counts["test"]]
+    _, firsts = np.unique(training["source"], return_index=True)
+    for index in training["source"][np.sort(firsts)].tolist():
+        mine = training[training["source"] == index]
+        weighting.observe(names[index], mine["tokens"], mine["bucket"], mine["repeats"])
 
 
 # --- several languages ------------------------------------------------------------------------------------------
