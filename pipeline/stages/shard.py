@@ -5,7 +5,7 @@ Two streaming passes, memory independent of the corpus size (O(number of shards)
   shard per `min_documents_per_shard` documents (fewer than asked, with a warning), so that every shard can pair a
   segment A with a random segment B from another document (in a shard of one document the "random" B would come
   from A's own document);
-- in the second, each document goes to the test split when a hash of its text, keyed by `seed`, falls below `test_fraction`
+- in both, each document goes to the test split when a hash of its text, keyed by `seed`, falls below `test_fraction`
   (so the split does not depend on document order or on --workers, and a repeated text lands on one side only);
 - within its split, each document goes to the shard that is currently the smallest (a heap of shard sizes). This
   greedy rule keeps every shard within one document of the others: the largest ends at most (largest document)
@@ -225,6 +225,11 @@ class _SourceWeighting:
         """The copies rehydration makes of a training document (1 without rehydration)."""
         return 1 if self.rehydration is None else self.rehydration.repeats(record)
 
+    def needs_bucket(self, source: str) -> bool:
+        """Whether a training document of `source` needs its hash bucket: its weight has a fraction, or the weights
+        come later (a mix's)."""
+        return self.weights is None or bool(self.weight(source) % 1)
+
     def observe(self, source: str, tokens: np.ndarray, buckets: np.ndarray, repeats: np.ndarray) -> None:
         """First pass: training documents of `source`: their tokens, hash buckets (where its weight has a fraction,
         or in a mix) and rehydration copies."""
@@ -232,7 +237,7 @@ class _SourceWeighting:
         copies = tokens * repeats
         totals[0] += int(copies.sum())
         totals[1] += int(repeats.sum())
-        if self.weights is None or self.weight(source) % 1:
+        if self.needs_bucket(source):
             histogram = self.histograms.setdefault(source, np.zeros((2, HASH_BUCKETS), dtype=np.int64))
             np.add.at(histogram[0], buckets, copies)
             np.add.at(histogram[1], buckets, repeats)
@@ -419,10 +424,10 @@ def _count_part(task: _CountTask) -> tuple[list[str], np.ndarray]:
             with one_tokenizer_thread():
                 tokens = [len(encoding.ids) for encoding in tokenizer_from_json(task.tokenizer_json).encode_batch(
                     [text.decode("utf-8") for _, _, text, _ in batch], add_special_tokens=False)]
-        counts.append(np.array([(names.setdefault(record.source, len(names)), is_test, n, -1 if is_test or (
-            task.weights is not None and not weighting.weight(record.source) % 1) else weighting.bucket(
-            record.source, record.id), weighting.repeats(record)) for (is_test, record, _, _), n in zip(batch, tokens)],
-            PART_COUNTS))
+        counts.append(np.array([
+            (names.setdefault(record.source, len(names)), is_test, n,
+             weighting.bucket(record.source, record.id) if not is_test and weighting.needs_bucket(record.source) else -1,
+             weighting.repeats(record)) for (is_test, record, _, _), n in zip(batch, tokens)], PART_COUNTS))
     return list(names), np.concatenate(counts) if counts else np.zeros(0, PART_COUNTS)
 
 
