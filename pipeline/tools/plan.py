@@ -145,7 +145,7 @@ def sample_corpus(name: str, pattern: str, fraction: float, out_dir: Path, setti
     for path, file_tasks in chosen.items():
         dest = target / file_tasks[0].name
         dest.parent.mkdir(parents=True, exist_ok=True)
-        _copy_row_groups(Path(path), [task.row_group for task in file_tasks], dest)
+        _copy_row_groups(Path(path), [group for task in file_tasks for group in task.row_groups], dest)
     for task in tasks:
         if task.format != "parquet":
             dest = target / task.name

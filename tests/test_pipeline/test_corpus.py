@@ -111,10 +111,13 @@ def test_same_bytes_whatever_the_workers_and_the_order_of_the_sources(tmp_path, 
     web = write_parquet(tmp_path / "web.parquet", DOCUMENTS * 5, row_group_size=3)
     news = write_jsonl(tmp_path / "news" / "a.jsonl", DOCUMENTS)
     write_jsonl(tmp_path / "news" / "b" / "c.jsonl.gz", DOCUMENTS[:2], gzip.open)
-    one, _ = run_corpus(tmp_path, {"web": {"path": str(web)}, "news": {"path": str(news.parent)}}, "one")
-    two, _ = run_corpus(tmp_path, {"news": {"path": str(news.parent)}, "web": {"path": str(web)}}, "two", workers=2)
+    one, _ = run_corpus(tmp_path, {"web": {"path": str(web)}, "news": {"path": str(news.parent)}}, "one",
+                        documents_per_part=6)
+    two, _ = run_corpus(tmp_path, {"news": {"path": str(news.parent)}, "web": {"path": str(web)}}, "two", workers=2,
+                        documents_per_part=6)
     names = sorted(p.name for p in one.iterdir())
-    assert names == sorted(p.name for p in two.iterdir()) and len(names) == 11  # 9 row groups, 2 files
+    # 9 row groups of 3 rows (the last 1) read as 5 tasks of 2 groups (the last 1), 2 files
+    assert names == sorted(p.name for p in two.iterdir()) and len(names) == 7
     assert all((one / n).read_bytes() == (two / n).read_bytes() for n in names)
     assert [i for i, _, _ in corpus_documents(one)["news"]] == ["d1", "7", "d3", None, "d1", "7"]
     assert [i for i, _, _ in corpus_documents(one, "id")["news"]] == ["a.jsonl:1", "a.jsonl:2", "a.jsonl:3",
@@ -434,6 +437,23 @@ def test_a_wikipedia_and_web_mix_end_to_end_shows_each_source(tmp_path):
     report = tmp_path / cli("report", "--lang", "hu", "--workdir", "w")
     assert "<h2>Sources</h2>" in report.read_text(encoding="utf-8") and (report.parent / "source_shares.png").exists()
     assert "stale" in cli("status", *flags[:6])  # without --corpus: sentences reads another set of inputs
+
+
+def test_small_row_groups_are_read_together_into_parts_of_documents_per_part(tmp_path, run_corpus):
+    """Writers' row groups range from a few rows to millions: a task (and a part) per 64-row group made a 1 GB corpus
+    7,928 parts, each a file and a task in every later stage."""
+    records = [{"id": str(i), "text": f"Szöveg {i}."} for i in range(335)]
+    path = write_parquet(tmp_path / "web.parquet", records, row_group_size=5)  # 67 groups, the last of 5 rows too
+    out, counts = run_corpus(tmp_path, {"web": {"path": str(path)}}, documents_per_part=40)
+    parts = sorted(out.glob("part-web-*.jsonl"))
+    assert [len(list(iter_jsonl(part))) for part in parts] == [40] * 8 + [15]  # 8 tasks of 8 groups, 1 of the 3 left
+    assert [name.split("-")[2] for name in map(lambda p: p.name, parts)] == [f"{i:05d}" for i in range(9)]
+    assert corpus_documents(out)["web"] == [(str(i), "", f"Szöveg {i}.") for i in range(335)]
+    assert [i for i, _, _ in corpus_documents(out, "id")["web"]] == [f"web.parquet:{n}" for n in range(1, 336)]
+    assert counts["parts"] == 9 and counts["documents"] == 335
+    uneven = write_parquet(tmp_path / "uneven.parquet", records[:7], row_group_size=1)
+    tasks, _ = readers.read_tasks([uneven], tmp_path, readers.Fields(), "auto", rows_per_task=3)
+    assert [(t.row_groups, t.first_row) for t in tasks] == [((0, 1, 2), 0), ((3, 4, 5), 3), ((6,), 6)]
 
 
 def test_a_parquet_files_footer_is_parsed_once_per_process_for_all_its_row_groups(tmp_path, monkeypatch):

@@ -15,10 +15,11 @@ A source its publisher cleaned and deduplicated (`publisher`: FineWeb-2, HPLT v2
 columns of its first file, readers.py) is said so in one line per source; its documents carry the publisher's
 metadata as PUBLISHED ({"url", "language_score", "cluster_size"}), and pipeline/sources.py gives it the filter's
 `published` rule set unless `filter.rules` names it.
-Sources are read in name order, each file (or Parquet row group) a task of `ctx.executor.map`, so the bytes do not
-depend on the number of workers, the executor or the order of the flags. A run without corpora has no work here:
-the runner leaves the stage out (pipeline/sources.py). The files read are fingerprinted (`sources`: size, mtime and
-the first and last MiB), so a corpus file replaced at the same path makes the stage stale.
+Sources are read in name order, each file (or run of consecutive Parquet row groups of up to `documents_per_part` rows)
+a task of `ctx.executor.map`, so the bytes do not depend on the number of workers, the executor or the order of
+the flags. A run without corpora has no work here: the runner leaves the stage out (pipeline/sources.py). The files
+read are fingerprinted (`sources`: size, mtime and the first and last MiB), so a corpus file replaced at the same
+path makes the stage stale.
 """
 from __future__ import annotations
 
@@ -89,7 +90,7 @@ def run(config: CorpusConfig, ctx: StageContext) -> StageCounts:
     # (source, task number, task, out_dir, documents per part, max document bytes)
     tasks: list[tuple[str, int, ReadTask, str, int, int]] = []
     for name, source in sorted(config.sources.items()):
-        for number, task in enumerate(source_tasks(name, source, ctx)):
+        for number, task in enumerate(source_tasks(name, source, ctx, config.documents_per_part)):
             tasks.append((name, number, task, str(ctx.out_dir), config.documents_per_part, config.max_document_bytes))
     publishers = {name: next((t[2].publisher.name for t in tasks if t[0] == name and t[2].publisher), None)
                   for name in config.sources}
@@ -129,13 +130,14 @@ def run(config: CorpusConfig, ctx: StageContext) -> StageCounts:
                        sources=dict(sorted(totals.items())))
 
 
-def source_tasks(name: str, source: CorpusSource, ctx: StageContext) -> list[ReadTask]:
-    """The read tasks of one source; ConfigError naming the source's setting when it names no corpus file."""
+def source_tasks(name: str, source: CorpusSource, ctx: StageContext, documents_per_part: int) -> list[ReadTask]:
+    """The read tasks of one source (small Parquet row groups joined into tasks of up to a part's documents);
+    ConfigError naming the source's setting when it names no corpus file."""
     try:
         files, root = find_files(source.path)
         publisher = source_publisher(source, files)
         tasks, unknown = read_tasks(files, root, Fields(source.text_field, source.id_field, source.title_field),
-                                    source.format, publisher)
+                                    source.format, publisher, documents_per_part)
     except ConfigError as e:
         raise ConfigError(f"corpus.sources.{name}: {e}") from None
     if publisher is not None:
