@@ -183,8 +183,9 @@ def read_tasks(files: list[Path], root: Path, fields: Fields, setting: str, publ
     """(the read tasks of `files`, the files of no known format); a Parquet file gives a task per run of consecutive
     row groups of up to `rows_per_task` rows together (a larger group is a task alone): writers' row groups range
     from a few rows to millions, and a task per small group made as many parts, each a file and a task in every later
-    stage (a 1 GB corpus of 64-row groups: 7,928 parts of 64 documents). ConfigError for a Parquet file without the text column, a compressed Parquet name or compressed data given
-    the parquet format; DataError for a file that is not Parquet."""
+    stage (a 1 GB corpus of 64-row groups: 7,928 parts of 64 documents). ConfigError for a Parquet file without the
+    text column, a compressed Parquet name or compressed data given the parquet format; DataError for a file that is
+    not Parquet."""
     tasks, unknown = [], []
     for path in files:
         kind = file_format(path, setting)
