@@ -206,16 +206,17 @@ def read_tasks(files: list[Path], root: Path, fields: Fields, setting: str, publ
             raise ConfigError(f"{path}: column {fields.text!r} is of type {text_type}, not a string; set the "
                               "source's text_field to a string column")
         size, rows = path.stat().st_size, max(1, metadata.num_rows)
-        runs: list[list[int]] = []  # [[first row, rows, group, group, ...], ...]
+        runs: list[tuple[tuple[int, ...], int]] = []  # (consecutive row groups, their rows)
         for group in range(metadata.num_row_groups):
             group_rows = metadata.row_group(group).num_rows
             if runs and runs[-1][1] + group_rows <= rows_per_task:
-                runs[-1][1] += group_rows
-                runs[-1].append(group)
+                runs[-1] = (runs[-1][0] + (group,), runs[-1][1] + group_rows)
             else:
-                runs.append([runs[-1][0] + runs[-1][1] if runs else 0, group_rows, group])
-        tasks += [ReadTask(str(path), name, kind, fields, tuple(groups), first, size * run_rows // rows, publisher)
-                  for first, run_rows, *groups in runs]
+                runs.append(((group,), group_rows))
+        first = 0
+        for groups, run_rows in runs:
+            tasks.append(ReadTask(str(path), name, kind, fields, groups, first, size * run_rows // rows, publisher))
+            first += run_rows
     return tasks, unknown
 
 
