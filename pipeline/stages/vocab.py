@@ -23,9 +23,11 @@ memory follows its sample: no more than that language's own vocabulary takes). T
 `character_coverage` of each language's own text are in the vocabulary whatever their share of the mix, so no
 script of the mix is starved of letters; the counts give each language's [UNK] rate and tokens per word.
 
-Both stream the corpus (sentencepiece reads sentences from an iterator; it then keeps up to `input_sentence_size`
-sentences in memory itself, a seeded sample: that setting, not the corpus size, decides the stage's memory; HF
-tokenizers holds word counts, which grow with the distinct words). Outputs: vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json
+Both stream the corpus (sentencepiece reads sentences from an iterator and keeps them in memory, up to
+`input_sentence_size`: that setting, not the corpus size, decides the stage's memory; HF tokenizers holds word
+counts, which grow with the distinct words). Over that many sentences the stage samples them itself, each with
+probability input_sentence_size / sentences from a generator seeded by `seed`, after a pass that counts them:
+sentencepiece's own sampling differs from run to run whatever its seed. Outputs: vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json
 (pipeline.wordpiece.write_tokenizer_dir); lowercasing and accent stripping are explicit and off for Hungarian.
 """
 from __future__ import annotations
@@ -253,6 +255,9 @@ class _CorpusSentences:
         self.characters = ""  # characters the vocabulary must hold besides those of its pieces
 
     def batches(self) -> Iterator[list[str]]:
+        """The sentences in batches; a whole pass leaves the counts of what it read."""
+        self.sentences = self.too_long = 0
+        self.sample = []
         with progress(sum(p.stat().st_size for p in self.parts), self.label, "B", quiet=self.quiet) as bar:
             for path in self.parts:
                 line_no = 0
@@ -269,6 +274,10 @@ class _CorpusSentences:
                         sentences = [s for s in text.replace("\x00", "").split("\n") if s and not s.isspace()]
                         self._count(sentences)
                         yield sentences
+
+    def at_most(self) -> int:
+        """A bound on the sentences a pass yields, found without decoding the files."""
+        return _lines(self.parts)
 
     def _count(self, lines: list[str]) -> None:
         self.sentences += len(lines)
@@ -335,6 +344,9 @@ class _MixedSentences(_CorpusSentences):
                 self._count(sampled)
                 yield sampled
 
+    def at_most(self) -> int:
+        return sum(m["sentences"] * int(np.ceil(self.rates[lang])) for lang, m in self.measured.items())
+
     def counts(self, tokenizer, unk_id: int) -> dict[str, dict]:
         """Each language's sentences and words, its share of the sample and rate, the [UNK] rate and tokens per word
         of its first SAMPLE_SENTENCES sentences, and the characters its coverage needed."""
@@ -358,8 +370,7 @@ def _train_sentencepiece(config: VocabConfig, corpus: _CorpusSentences, ctx: Sta
     def sentences() -> Iterator[str]:
         # sentencepiece turns an exception raised here into a RuntimeError; keep the original to re-raise
         try:
-            for batch in corpus.batches():
-                yield from batch
+            yield from _training_sentences(config, corpus)
         except BaseException as e:
             failure.append(e)
             raise
@@ -372,8 +383,7 @@ def _train_sentencepiece(config: VocabConfig, corpus: _CorpusSentences, ctx: Sta
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=sentences(), model_writer=model, model_type="bpe", vocab_size=config.vocab_size,
-            character_coverage=config.character_coverage, input_sentence_size=config.input_sentence_size,
-            shuffle_input_sentence=config.shuffle_input_sentence, normalization_rule_tsv=str(rules),
+            character_coverage=config.character_coverage, input_sentence_size=0, normalization_rule_tsv=str(rules),
             max_sentence_length=SENTENCEPIECE_MAX_SENTENCE_BYTES, num_threads=ctx.workers, minloglevel=2)
     except RuntimeError as e:
         if failure:
@@ -385,6 +395,38 @@ def _train_sentencepiece(config: VocabConfig, corpus: _CorpusSentences, ctx: Sta
                         "working for this language?)", corpus.too_long, SENTENCEPIECE_MAX_SENTENCE_BYTES)
     processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
     return sentencepiece_to_wordpiece(processor.id_to_piece(list(range(processor.get_piece_size()))))
+
+
+def _training_sentences(config: VocabConfig, corpus: _CorpusSentences) -> Iterator[str]:
+    """The corpus's sentences, or at most `input_sentence_size` of them: the first ones, or (shuffle_input_sentence)
+    each with probability input_sentence_size / sentences, drawn by a generator seeded by `seed` (a first pass
+    counts the sentences where the files' lines may be more than the cap)."""
+    cap = config.input_sentence_size
+    if cap and config.shuffle_input_sentence and corpus.at_most() > cap:
+        for _ in corpus.batches():
+            pass
+    if not cap or corpus.sentences <= cap and config.shuffle_input_sentence:
+        for batch in corpus.batches():
+            yield from batch
+        return
+    rate, given = cap / max(corpus.sentences, cap), 0
+    rng = np.random.default_rng(config.seed)
+    for batch in corpus.batches():  # read to the end even once `cap` are given: the counts are of every sentence
+        if given < cap:
+            chosen = [s for s, draw in zip(batch, rng.random(len(batch))) if draw < rate] \
+                if config.shuffle_input_sentence else batch
+            chosen = chosen[:cap - given]
+            given += len(chosen)
+            yield from chosen
+
+
+def _lines(parts: list[Path]) -> int:
+    """At least the lines of the files (so their sentences, the non-blank lines), counted without decoding."""
+    lines = 0
+    for path in parts:
+        with open(path, "rb") as f:
+            lines += 1 + sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(CHUNK_BYTES), b""))
+    return lines
 
 
 def _sentencepiece_error(error: RuntimeError, config: VocabConfig, corpus_dir: Path) -> DataError:

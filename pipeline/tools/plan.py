@@ -7,8 +7,11 @@ not). Every stage then runs on two samples, SAMPLE_RATIO apart in size, each sta
 process (pipeline/tools/measure.py), and each figure is fitted as a + b * x against the sampled fraction x of the
 inputs and read at x = 1: wall-clock cost is not fitted but built from CPU, as the main process's own CPU (serial:
 work no worker shares) plus the workers' CPU shared by N cores. Memory is the larger sample's (per process, it does
-not grow with the corpus: docs/performance.md, Rehearsal). The peak disk of the run is each stage's transient peak
-on top of what the earlier stages left, with `--keep all` or `--keep final` (`peak_disk`).
+not grow with the corpus: docs/performance.md, Rehearsal), but the vocab stage's: sentencepiece holds the sentences
+it trains on, up to `vocab.input_sentence_size`, and reads the rest without training on them, so its memory and
+CPU are fitted against the sentences read and trained on (`_vocab_at_full`; a third run of the stage when the
+whole input is over the cap). The peak disk of the run is each stage's transient peak on top of what the earlier
+stages left, with `--keep all` or `--keep final` (`peak_disk`).
 """
 from __future__ import annotations
 
@@ -46,6 +49,8 @@ class StageSample:
     disk_bytes: int  # what the stage left in the work directory (outputs, cache)
     output_bytes: int  # its outputs (what --keep final may remove)
     transient_bytes: int  # its peak above what it left
+    counts: dict  # the manifest's counts (vocab: the sentences it read)
+    settings: dict  # the stage's settings, as its manifest records them
 
 
 def peak_disk(costs: dict[str, dict[str, int]], keep: str) -> int:
@@ -229,7 +234,7 @@ def run_sample(flags: list[str], stages: Iterable[str], workdir: Path, log: IO) 
         manifest = json.loads((workdir / flags[1] / stage / MANIFEST).read_text(encoding="utf-8"))
         results[stage] = StageSample(cost.wall_s, cost.cpu_s, cost.main_cpu_s, cost.main_rss, cost.worker_rss,
                                      max(0, after - before), sum(o["size"] for o in manifest["outputs"].values()),
-                                     max(0, cost.disk_peak - after))
+                                     max(0, cost.disk_peak - after), manifest["counts"], manifest["config"])
     return results
 
 
@@ -246,19 +251,53 @@ def _at_full(small: tuple[float, float], large: tuple[float, float]) -> float:
     return intercept + slope
 
 
-def predict(samples: list[tuple[float, dict[str, StageSample]]], cores: int) -> dict[str, dict]:
+def sentence_cap(sample: StageSample) -> int | None:
+    """The sentences a vocab stage trains on at most (sentencepiece's `input_sentence_size`), None without a cap."""
+    settings = sample.settings
+    if settings.get("method") != "sentencepiece" or settings.get("tokenizer"):
+        return None
+    return settings["input_sentence_size"] or None
+
+
+def _vocab_at_full(little: StageSample, big: StageSample, capped: StageSample | None, x2: float, field: str) -> float:
+    """A vocab figure of the whole input: a + s * N + t * min(N, cap), N the whole input's sentences (the larger
+    sample's, scaled), s the cost of a sentence read and t of a sentence trained on. The two samples give s + t; a
+    third run, the larger sample with the cap at the smaller's sentences (`capped`, when N is over the cap), gives t."""
+    n1, n2 = little.counts["sentences"], big.counts["sentences"]
+    y1, y2 = getattr(little, field), getattr(big, field)
+    if n2 <= n1:
+        return _at_full((n1, y1), (n2, y2)) if n2 else y2
+    both = max(0.0, (y2 - y1) / (n2 - n1))
+    trained = both if capped is None else min(both, max(0.0, (y2 - getattr(capped, field)) / (n2 - n1)))
+    whole = n2 / x2
+    fixed = max(0.0, y1 - both * n1)
+    return fixed + (both - trained) * whole + trained * min(whole, sentence_cap(big) or whole)
+
+
+def predict(samples: list[tuple[float, dict[str, StageSample]]], cores: int,
+            vocab_capped: StageSample | None = None) -> dict[str, dict]:
     """{stage: predicted figures for the whole input on `cores` cores} from the runs on two samples (fraction,
-    figures), smaller first."""
+    figures), smaller first; `vocab_capped`: the vocab stage's run on the larger sample with its sentence cap at the
+    smaller sample's sentences (`_vocab_at_full`)."""
     (x1, small), (x2, large) = samples
     stages = {}
     for name, big in large.items():
         little = small[name]
 
         def full(field: str) -> float:
+            if name == "vocab" and field in ("cpu_s", "main_cpu_s"):
+                return _vocab_at_full(little, big, vocab_capped, x2, field)
             return _at_full((x1, getattr(little, field)), (x2, getattr(big, field)))
 
         cpu = full("cpu_s")
         serial = min(cpu, full("main_cpu_s"))
+        main_rss = big.main_rss
+        if name == "vocab" and big.counts["sentences"] > little.counts["sentences"]:
+            # sentencepiece holds the sentences it trains on
+            per_sentence = max(0.0, (big.main_rss - little.main_rss) / (big.counts["sentences"] -
+                                                                        little.counts["sentences"]))
+            trained = min(big.counts["sentences"] / x2, sentence_cap(big) or float("inf"))
+            main_rss = int(big.main_rss + per_sentence * max(0.0, trained - big.counts["sentences"]))
         stages[name] = {
             "wall_s": round(serial + (cpu - serial) / cores, 1),
             "cpu_s": round(cpu, 1),
@@ -266,8 +305,8 @@ def predict(samples: list[tuple[float, dict[str, StageSample]]], cores: int) -> 
             "disk_bytes": int(full("disk_bytes")),
             "output_bytes": int(full("output_bytes")),
             "transient_bytes": int(full("transient_bytes")),
-            "peak_rss_bytes": max(big.main_rss, big.worker_rss),
-            "main_rss_bytes": big.main_rss,
+            "peak_rss_bytes": max(main_rss, big.worker_rss),
+            "main_rss_bytes": main_rss,
             "worker_rss_bytes": big.worker_rss,
             "rss_growth": round(max(big.main_rss, big.worker_rss) / max(1, little.main_rss, little.worker_rss), 2),
         }
@@ -307,7 +346,14 @@ def plan(lang: str, flags: list[str], dump: Path | None, corpora: dict[str, dict
         stages = [name for name in STAGES if not (name in ("download", "extract") and not dump)
                   and not (name == "corpus" and not corpora)]
         samples.append((sampled / total, run_sample(run_flags, stages, base / "work", log)))
-    stages = predict(samples, cores)
+    (_, small), (x2, large) = samples
+    vocab_capped = None
+    if "vocab" in large and (cap := sentence_cap(large["vocab"])) and large["vocab"].counts["sentences"] / x2 > cap:
+        # the whole input's vocab stage reads more sentences than it trains on: the larger sample's again, trained on
+        # the smaller's number of sentences, tells the two costs apart (_vocab_at_full)
+        cap_flag = ["--set", f"vocab.input_sentence_size={small['vocab'].counts['sentences']}"]
+        vocab_capped = run_sample([*run_flags, *cap_flag], ["vocab"], base / "work", log)["vocab"]
+    stages = predict(samples, cores, vocab_capped)
     return {"stages": stages, "disk_bytes": peak_disk(stages, "all"),
             "disk_bytes_keep_final": peak_disk(stages, "final"), "input_bytes": total,
             "cores": cores, "samples": [round(x, 4) for x, _ in samples]}

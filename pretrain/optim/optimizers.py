@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import math
 from collections.abc import Callable, Iterator
 
@@ -160,6 +161,13 @@ class _AdamMomentsOptimizer(torch.optim.Optimizer):
 
     layout: PartitionLayout | None = None
     default_betas: tuple[float, float] = (0.9, 0.999)
+
+    # torch wraps these in torch._disable_dynamo, whose first call imports torch._dynamo only to keep torch.compile
+    # out of them: 2-5 s of CPU at every process start (docs/performance.md). Nothing compiles these optimizers.
+    add_param_group = inspect.unwrap(torch.optim.Optimizer.add_param_group)
+    zero_grad = inspect.unwrap(torch.optim.Optimizer.zero_grad)
+    state_dict = inspect.unwrap(torch.optim.Optimizer.state_dict)
+    load_state_dict = inspect.unwrap(torch.optim.Optimizer.load_state_dict)
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] | None = None, eps: float = 1e-6,
                  weight_decay: float = 0.01, **settings):

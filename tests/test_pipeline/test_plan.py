@@ -97,15 +97,20 @@ def test_a_plan_from_samples_predicts_the_real_run(tmp_path):
     long article is a tenth of a row group's text), and CPU within 50% of the measured (the machine is shared:
     measured CPU itself varies by a third between runs here). The wall time predicted on 2 cores is checked only
     against the measured CPU (between all of it shared by the 2 cores and none shared, 50% either way): on the
-    shared 2-core test machine the measured wall was 4-5 times the CPU, whatever the prediction."""
+    shared 2-core test machine the measured wall was 4-5 times the CPU, whatever the prediction. The vocabulary
+    trains on fewer sentences than the run has, as a large corpus's does (`vocab.input_sentence_size`)."""
     dump = sample.write_sample_dump(tmp_path / "dump", 600, 0)
     pages_dir = write_sample_corpus(tmp_path / "web", docs=600, files=3, fmt="parquet")
     corpora = {"web": {"path": str(pages_dir), "format": "auto", "text_field": "text", "weight": None}}
+    settings = [*SETTINGS, "--set", "vocab.input_sentence_size=4000"]
     with open(tmp_path / "plan.log", "w", encoding="utf-8") as log:
-        predicted = plan("hu", SETTINGS, dump, corpora, 2, 0.3, tmp_path / "plan", log)
-        flags = ["--lang", "hu", "--dump", str(dump), "--corpus", f"web={pages_dir}", *SETTINGS]
+        predicted = plan("hu", settings, dump, corpora, 2, 0.3, tmp_path / "plan", log)
+        flags = ["--lang", "hu", "--dump", str(dump), "--corpus", f"web={pages_dir}", *settings]
         measured = run_sample(flags, STAGES, tmp_path / "real", log)
     stages = predicted["stages"]
+    assert measured["vocab"].counts["sentences"] > 4000  # over the cap: the plan ran the vocab stage a third time,
+    capped = json.loads((tmp_path / "plan" / "sample-1" / "work" / "hu" / "vocab" / "_manifest.json").read_text())
+    assert capped["config"]["input_sentence_size"] < 4000  # the larger sample capped at the smaller's sentences
     real = {name: {"disk_bytes": m.disk_bytes, "output_bytes": m.output_bytes, "transient_bytes": m.transient_bytes}
             for name, m in measured.items()}
     assert abs(predicted["disk_bytes"] / peak_disk(real, "all") - 1) < 0.10
@@ -115,6 +120,34 @@ def test_a_plan_from_samples_predicts_the_real_run(tmp_path):
     assert abs(sum(s["cpu_s"] for s in stages.values()) / cpu - 1) < 0.5
     wall = sum(s["wall_s"] for s in stages.values())  # on 2 cores: between all CPU shared by them and none shared
     assert cpu / 2 / 1.5 < wall < cpu * 1.5
+
+
+def test_a_vocab_stage_over_its_sentence_cap_is_predicted_from_what_it_reads_and_what_it_trains_on():
+    """Figures made by a + s * read + t * trained (and memory by what is trained on) are predicted exactly: under
+    the cap as a line through the samples, over it with the third run telling s from t."""
+    from pipeline.tools.plan import StageSample, predict
+
+    fixed, read, trained, rss, rss_per = 2.0, 1e-6, 6e-6, 150 << 20, 200
+
+    def vocab(sentences: int, cap: int, train_cap: int | None = None):
+        taken = min(sentences, train_cap or cap or sentences)
+        cpu = fixed + read * sentences + trained * taken
+        return StageSample(cpu, cpu, cpu / 2, rss + rss_per * taken, 0, 300_000, 300_000, 0,
+                           {"sentences": sentences}, {"method": "sentencepiece", "input_sentence_size": cap})
+
+    def shard(x: float):
+        return StageSample(1 + 10 * x, 1 + 10 * x, 1 + 10 * x, rss, 0, int(1e9 * x), int(1e9 * x), 0, {}, {})
+
+    whole = 30_000_000
+    for cap in (0, 100_000_000, 10_000_000):  # no cap, a cap above the input, a cap below it
+        x1, x2 = 0.02, 0.08
+        samples = [(x, {"vocab": vocab(int(whole * x), cap), "shard": shard(x)}) for x in (x1, x2)]
+        capped = vocab(int(whole * x2), cap, train_cap=int(whole * x1)) if cap == 10_000_000 else None
+        stages = predict(samples, 2, capped)
+        taken = min(whole, cap or whole)
+        assert stages["vocab"]["cpu_s"] == pytest.approx(fixed + read * whole + trained * taken, rel=1e-3), cap
+        assert stages["vocab"]["main_rss_bytes"] == pytest.approx(rss + rss_per * taken, rel=1e-3), cap
+        assert stages["shard"]["cpu_s"] == pytest.approx(11.0)
 
 
 def test_the_plan_names_the_serial_steps_and_both_peaks():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import io
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -167,6 +169,36 @@ def test_tokenizers_training_is_deterministic_despite_upstream_hash_order(tmp_pa
     vocabs = {run_vocab(tmp_path, corpus, f"run{i}", method="tokenizers", vocab_size=300, min_frequency=1)[0]
               .joinpath("vocab.txt").read_bytes() for i in range(4)}
     assert len(vocabs) == 1
+
+
+SUBPROCESS_VOCAB = """
+import logging, sys
+from pathlib import Path
+from pipeline.stages import StageContext
+from pipeline.stages.vocab import VocabConfig, run
+corpus, out, shuffle = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "True"
+out.mkdir()
+ctx = StageContext(lang="hu", out_dir=out, inputs={"dedup": corpus, "filter": corpus}, cache_dir=out.parent / "cache",
+                   workers=2, quiet=True, log=logging.getLogger("vocab"))
+print(run(VocabConfig(vocab_size=600, input_sentence_size=500, shuffle_input_sentence=shuffle), ctx)["sentences"])
+"""
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_a_corpus_over_input_sentence_size_gives_the_same_vocabulary_every_time(tmp_path, corpus, run_vocab, shuffle):
+    """sentencepiece's own sampling differs from process to process whatever its seed: the stage samples by its
+    own seeded draw, and still reads (and counts) every sentence."""
+    vocabs, counts = set(), []
+    for i in range(3):
+        done = subprocess.run([sys.executable, "-c", SUBPROCESS_VOCAB, str(corpus), str(tmp_path / f"run{i}"),
+                               str(shuffle)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        vocabs.add((tmp_path / f"run{i}" / "vocab.txt").read_bytes())
+        counts.append(int(done.stdout.splitlines()[-1]))
+    assert len(vocabs) == 1
+    whole, whole_counts = run_vocab(tmp_path, corpus, "whole", **SMALL["sentencepiece"])
+    assert whole.joinpath("vocab.txt").read_bytes() not in vocabs  # 500 sentences of the corpus's 1,600 or so
+    assert counts == [whole_counts["sentences"]] * 3
 
 
 @pytest.mark.parametrize("method,pattern", [

@@ -2,6 +2,8 @@
 foreach)."""
 import copy
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -264,6 +266,27 @@ def test_state_dict_round_trip_resumes_exactly(cls):
     assert [g["step"] for g in resumed.param_groups] == [2, 2]
     for a, b in zip(tensors, resumed_tensors):
         assert torch.equal(a, b)
+
+
+def test_using_the_optimizers_imports_no_dynamo():
+    """torch's Optimizer methods import torch._dynamo (seconds of CPU) at their first call; ours are unwrapped."""
+    script = """
+import copy, sys, torch
+from pretrain.optim.optimizers import Lamb, Lans, StableAdamW
+for cls in (Lamb, Lans, StableAdamW):
+    weight = torch.nn.Parameter(torch.ones(3, 2))
+    opt = cls([{"params": [weight]}], lr=0.1)
+    opt.add_param_group({"params": [torch.nn.Parameter(torch.ones(2))], "weight_decay": 0.0})
+    weight.grad = torch.ones(3, 2)
+    opt.step()
+    opt.zero_grad()
+    opt.load_state_dict(copy.deepcopy(opt.state_dict()))
+    assert weight.grad is None and opt.state_dict()["param_groups"][0]["step"] == 1
+print(sorted(m for m in sys.modules if m.startswith("torch._dynamo")))
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
 
 
 def test_parameters_without_grad_are_left_alone():
