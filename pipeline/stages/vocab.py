@@ -82,12 +82,13 @@ class VocabConfig:
     strip_accents: bool = False  # drop combining accents (NFD); true would turn ő into o
     unused_tokens: int = 100  # [unused0].. after [PAD], room for tokens added when fine-tuning (WordPiece methods)
     character_coverage: float = 0.9999  # sentencepiece: share of characters the vocabulary must cover
-    # sentencepiece: sentences it samples (seeded) and holds in memory, 0 = all: the stage's memory is ~85 MiB plus
-    # ~4x the sampled text (~170 B per 44-byte sentence, bench/vocab_memory.py), so 10M Wikipedia sentences
-    # (~130 B each) would take about 5 GB (extrapolated), whatever the corpus size
+    # sentencepiece: sentences it trains on and holds in memory, 0 = all: the stage's memory is ~85 MiB plus ~4x the
+    # sampled text (~170 B per 44-byte sentence, bench/vocab_memory.py; 2.1 GiB for 10M sentences of the 1 GB
+    # rehearsal), whatever the corpus size. Over it, the stage samples them itself (seeded by `seed`), after a pass
+    # that counts them
     input_sentence_size: int = 10_000_000
     shuffle_input_sentence: bool = True  # sentencepiece: sample at random (seeded), not the first ones
-    seed: int = 12345  # sentencepiece's random seed (sampling, shuffling)
+    seed: int = 12345  # the seed of the sample of `input_sentence_size` sentences and of sentencepiece's own draws
     min_frequency: int = 2  # tokenizers, bpe: merges seen fewer times are not made
     limit_alphabet: int = 1000  # tokenizers: the most frequent characters kept as the alphabet
     # characters the vocabulary holds (as a word and as ##) whatever the corpus, besides printable ASCII (always
