@@ -261,17 +261,36 @@ def sentence_cap(sample: StageSample) -> int | None:
 
 def _vocab_at_full(little: StageSample, big: StageSample, capped: StageSample | None, x2: float, field: str) -> float:
     """A vocab figure of the whole input: a + s * N + t * min(N, cap), N the whole input's sentences (the larger
-    sample's, scaled), s the cost of a sentence read and t of a sentence trained on. The two samples give s + t; a
-    third run, the larger sample with the cap at the smaller's sentences (`capped`, when N is over the cap), gives t."""
+    sample's, scaled), s the cost of a sentence read and t of a sentence trained on. The samples' own runs train on
+    min(n, cap) of their n; `capped`, the larger sample run again with its cap at the smaller's sentences (made when
+    the smaller is under the cap and the whole input over it), tells s from t. Without it, every sentence counts as
+    trained on (the whole input is under the cap) or, both samples at the cap, as read only."""
+    cap = sentence_cap(big) or float("inf")
     n1, n2 = little.counts["sentences"], big.counts["sentences"]
+    t1, t2 = min(n1, cap), min(n2, cap)
     y1, y2 = getattr(little, field), getattr(big, field)
     if n2 <= n1:
         return _at_full((n1, y1), (n2, y2)) if n2 else y2
-    both = max(0.0, (y2 - y1) / (n2 - n1))
-    trained = both if capped is None else min(both, max(0.0, (y2 - getattr(capped, field)) / (n2 - n1)))
+    if t2 <= t1:
+        read, trained = max(0.0, (y2 - y1) / (n2 - n1)), 0.0
+    elif capped is None:
+        read, trained = 0.0, max(0.0, (y2 - y1) / (t2 - t1))
+    else:
+        trained = max(0.0, (y2 - getattr(capped, field)) / (t2 - t1))
+        read = max(0.0, (y2 - y1 - trained * (t2 - t1)) / (n2 - n1))
     whole = n2 / x2
-    fixed = max(0.0, y1 - both * n1)
-    return fixed + (both - trained) * whole + trained * min(whole, sentence_cap(big) or whole)
+    fixed = max(0.0, y1 - read * n1 - trained * t1)
+    return fixed + read * whole + trained * min(whole, cap)
+
+
+def _vocab_rss_at_full(little: StageSample, big: StageSample, x2: float) -> int:
+    """The vocab stage's main process at the whole input: it grows with the sentences trained on, min(N, cap)."""
+    cap = sentence_cap(big) or float("inf")
+    t1, t2 = min(little.counts["sentences"], cap), min(big.counts["sentences"], cap)
+    if t2 <= t1:
+        return big.main_rss
+    per_sentence = max(0.0, (big.main_rss - little.main_rss) / (t2 - t1))
+    return int(big.main_rss + per_sentence * (min(big.counts["sentences"] / x2, cap) - t2))
 
 
 def predict(samples: list[tuple[float, dict[str, StageSample]]], cores: int,
@@ -291,13 +310,7 @@ def predict(samples: list[tuple[float, dict[str, StageSample]]], cores: int,
 
         cpu = full("cpu_s")
         serial = min(cpu, full("main_cpu_s"))
-        main_rss = big.main_rss
-        if name == "vocab" and big.counts["sentences"] > little.counts["sentences"]:
-            # sentencepiece holds the sentences it trains on
-            per_sentence = max(0.0, (big.main_rss - little.main_rss) / (big.counts["sentences"] -
-                                                                        little.counts["sentences"]))
-            trained = min(big.counts["sentences"] / x2, sentence_cap(big) or float("inf"))
-            main_rss = int(big.main_rss + per_sentence * max(0.0, trained - big.counts["sentences"]))
+        main_rss = _vocab_rss_at_full(little, big, x2) if name == "vocab" else big.main_rss
         stages[name] = {
             "wall_s": round(serial + (cpu - serial) / cores, 1),
             "cpu_s": round(cpu, 1),
@@ -348,7 +361,8 @@ def plan(lang: str, flags: list[str], dump: Path | None, corpora: dict[str, dict
         samples.append((sampled / total, run_sample(run_flags, stages, base / "work", log)))
     (_, small), (x2, large) = samples
     vocab_capped = None
-    if "vocab" in large and (cap := sentence_cap(large["vocab"])) and large["vocab"].counts["sentences"] / x2 > cap:
+    if "vocab" in large and (cap := sentence_cap(large["vocab"])) and \
+            small["vocab"].counts["sentences"] < cap < large["vocab"].counts["sentences"] / x2:
         # the whole input's vocab stage reads more sentences than it trains on: the larger sample's again, trained on
         # the smaller's number of sentences, tells the two costs apart (_vocab_at_full)
         cap_flag = ["--set", f"vocab.input_sentence_size={small['vocab'].counts['sentences']}"]

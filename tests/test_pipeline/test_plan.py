@@ -98,19 +98,20 @@ def test_a_plan_from_samples_predicts_the_real_run(tmp_path):
     measured CPU itself varies by a third between runs here). The wall time predicted on 2 cores is checked only
     against the measured CPU (between all of it shared by the 2 cores and none shared, 50% either way): on the
     shared 2-core test machine the measured wall was 4-5 times the CPU, whatever the prediction. The vocabulary
-    trains on fewer sentences than the run has, as a large corpus's does (`vocab.input_sentence_size`)."""
+    trains on fewer sentences than the run has (`vocab.input_sentence_size`), as a large corpus's does, but more than
+    either sample has."""
     dump = sample.write_sample_dump(tmp_path / "dump", 600, 0)
     pages_dir = write_sample_corpus(tmp_path / "web", docs=600, files=3, fmt="parquet")
     corpora = {"web": {"path": str(pages_dir), "format": "auto", "text_field": "text", "weight": None}}
-    settings = [*SETTINGS, "--set", "vocab.input_sentence_size=4000"]
+    settings = [*SETTINGS, "--set", "vocab.input_sentence_size=30000"]
     with open(tmp_path / "plan.log", "w", encoding="utf-8") as log:
         predicted = plan("hu", settings, dump, corpora, 2, 0.3, tmp_path / "plan", log)
         flags = ["--lang", "hu", "--dump", str(dump), "--corpus", f"web={pages_dir}", *settings]
         measured = run_sample(flags, STAGES, tmp_path / "real", log)
     stages = predicted["stages"]
-    assert measured["vocab"].counts["sentences"] > 4000  # over the cap: the plan ran the vocab stage a third time,
+    assert measured["vocab"].counts["sentences"] > 30000  # over the cap: the plan ran the vocab stage a third time,
     capped = json.loads((tmp_path / "plan" / "sample-1" / "work" / "hu" / "vocab" / "_manifest.json").read_text())
-    assert capped["config"]["input_sentence_size"] < 4000  # the larger sample capped at the smaller's sentences
+    assert capped["config"]["input_sentence_size"] < 30000  # the larger sample capped at the smaller's sentences
     real = {name: {"disk_bytes": m.disk_bytes, "output_bytes": m.output_bytes, "transient_bytes": m.transient_bytes}
             for name, m in measured.items()}
     assert abs(predicted["disk_bytes"] / peak_disk(real, "all") - 1) < 0.10
@@ -138,11 +139,11 @@ def test_a_vocab_stage_over_its_sentence_cap_is_predicted_from_what_it_reads_and
     def shard(x: float):
         return StageSample(1 + 10 * x, 1 + 10 * x, 1 + 10 * x, rss, 0, int(1e9 * x), int(1e9 * x), 0, {}, {})
 
-    whole = 30_000_000
-    for cap in (0, 100_000_000, 10_000_000):  # no cap, a cap above the input, a cap below it
-        x1, x2 = 0.02, 0.08
+    whole, x1, x2 = 30_000_000, 0.02, 0.08  # samples of 600,000 and 2,400,000 sentences
+    # no cap, a cap above the input, below it, between the samples, below both
+    for cap in (0, 100_000_000, 10_000_000, 1_000_000, 300_000):
         samples = [(x, {"vocab": vocab(int(whole * x), cap), "shard": shard(x)}) for x in (x1, x2)]
-        capped = vocab(int(whole * x2), cap, train_cap=int(whole * x1)) if cap == 10_000_000 else None
+        capped = vocab(int(whole * x2), cap, train_cap=int(whole * x1)) if whole * x1 < cap < whole else None
         stages = predict(samples, 2, capped)
         taken = min(whole, cap or whole)
         assert stages["vocab"]["cpu_s"] == pytest.approx(fixed + read * whole + trained * taken, rel=1e-3), cap

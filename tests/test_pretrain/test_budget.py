@@ -115,7 +115,9 @@ def test_a_cpu_run_ends_within_2_percent_of_its_budget(tmp_path, write_dataset):
     _, plan = logged_at(r"phase1: budget 25 s, \d+ s spent: about [0-9,]+ steps at [0-9.e-]+ s/step here; the decay "
                         r"starts at step [0-9,]+ \(in \d+ s, ~\d\d:\d\d UTC\), the last step ends in \d+ s")
     _, decay = logged_at(r"phase1: step (\d+): the decay starts")
-    assert 0.55 * last <= int(decay.group(2)) <= 0.85 * last  # about the last 30% of the steps
+    # about the last 30% of the steps: fixed by the speed measured early, so a run that speeds up later (the suite's
+    # other worker done with a heavy test: 157 of 305 once) starts it earlier in its steps; the bound allows for that
+    assert 0.45 * last <= int(decay.group(2)) <= 0.85 * last
     rows = metrics(out / "phase1")
     assert rows[-1]["step"] == last and rows[-1]["lr"] < 0.3 * max(r["lr"] for r in rows)  # the decay ran its course
     # the checkpoint keeps the budget spent and the fitted schedule; the same command again has nothing left to do
