@@ -402,23 +402,20 @@ def _training_sentences(config: VocabConfig, corpus: _CorpusSentences) -> Iterat
     """The corpus's sentences, or at most `input_sentence_size` of them: the first ones, or (shuffle_input_sentence)
     each with probability input_sentence_size / sentences, drawn by a generator seeded by `seed` (a first pass
     counts the sentences where the files' lines may be more than the cap)."""
-    cap = config.input_sentence_size
+    cap, rate = config.input_sentence_size, 1.0
     if cap and config.shuffle_input_sentence and corpus.at_most() > cap:
-        for _ in corpus.batches():
+        for _ in corpus.batches():  # counts them
             pass
-    if not cap or corpus.sentences <= cap and config.shuffle_input_sentence:
-        for batch in corpus.batches():
-            yield from batch
-        return
-    rate, given = cap / max(corpus.sentences, cap), 0
+        rate = min(1.0, cap / corpus.sentences)
     rng = np.random.default_rng(config.seed)
+    given = 0
     for batch in corpus.batches():  # read to the end even once `cap` are given: the counts are of every sentence
-        if given < cap:
-            chosen = [s for s, draw in zip(batch, rng.random(len(batch))) if draw < rate] \
-                if config.shuffle_input_sentence else batch
-            chosen = chosen[:cap - given]
-            given += len(chosen)
-            yield from chosen
+        if rate < 1.0:
+            batch = [sentence for sentence, draw in zip(batch, rng.random(len(batch))) if draw < rate]
+        if cap:
+            batch = batch[:max(0, cap - given)]
+        given += len(batch)
+        yield from batch
 
 
 def _lines(parts: list[Path]) -> int:
