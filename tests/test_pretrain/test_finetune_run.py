@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from finetune_tasks import QUICK_RECIPE, TEST_RECIPE, TOKENS, make_tasks, write_single_task
-from pretrain_cli import ENV
+from pretrain_cli import ENV, pretrain, start_pretrain
 from wiki2bert_core.errors import ConfigError, DataError
 from pretrain.finetune.recipe import load_recipes
 from pretrain.finetune.run import model_sources, run_tasks
@@ -116,18 +116,18 @@ def test_random_init_is_the_same_architecture_with_other_weights(tiny_model):
     assert model_sources([tiny_model], True)[1].name == "tiny-random-init"
 
 
-def finetune_command(*args) -> list[str]:
-    return [sys.executable, "-m", "pretrain.cli", "finetune", *map(str, args)]
+def finetune_args(*args) -> list[str]:
+    return ["finetune", *map(str, args)]
 
 
 @pytest.mark.slow
 def test_a_killed_run_rerun_keeps_its_finished_seeds_and_finishes_the_rest(tiny_model, tmp_path):
     task_dir = write_single_task(tmp_path / "contains-w0", make_tasks(train=1000, dev=100)[0])
     out = tmp_path / "out"
-    command = finetune_command(tiny_model, "--task", task_dir, "--out", out, "--seeds", 3,
-                               *[arg for item in TEST_RECIPE for arg in ("--set", item)])
+    command = finetune_args(tiny_model, "--task", task_dir, "--out", out, "--seeds", 3,
+                            *[arg for item in TEST_RECIPE for arg in ("--set", item)])
     first = out / "runs/tiny/contains-w0/seed0.json"
-    process = subprocess.Popen(command, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = start_pretrain(*command, stdout=subprocess.PIPE)
     deadline = time.monotonic() + 300
     while not first.is_file() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -141,7 +141,7 @@ def test_a_killed_run_rerun_keeps_its_finished_seeds_and_finishes_the_rest(tiny_
     kept = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in (out / "runs").rglob("seed*.json")}
     kept |= {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in (out / "predictions").rglob("seed*.jsonl")}
 
-    done = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=600)
+    done = pretrain(*command, timeout=600)
     assert done.returncode == 0, done.stderr
     assert f"{len(finished)} seeds already finished, {3 - len(finished)} to run" in done.stderr
     assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in kept} == kept
@@ -157,8 +157,7 @@ def test_a_model_directory_without_tokenizer_is_one_line(tiny_model, tmp_path):
     for name in ("config.json", "model.safetensors"):
         (bare / name).write_bytes((tiny_model / name).read_bytes())
     task_dir = write_single_task(tmp_path / "task", make_tasks(train=8, dev=4)[0])
-    done = subprocess.run(finetune_command(bare, "--task", task_dir, "--out", tmp_path / "out"), env=ENV,
-                          capture_output=True, text=True, timeout=300)
+    done = pretrain(*finetune_args(bare, "--task", task_dir, "--out", tmp_path / "out"))
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"error: {bare}: no tokenizer files (tokenizer.json or vocab.txt); copy the tokenizer the model was "
@@ -299,9 +298,9 @@ def test_a_full_disk_under_out_is_one_line_naming_the_file(tiny_model, tmp_path)
 
     task_dir = write_single_task(tmp_path / "task", make_tasks(train=16, dev=4)[0])
     out = tmp_path / "out"
-    command = finetune_command(tiny_model, "--task", task_dir, "--out", out, "--seeds", 1, "--set", "epochs=1")
+    command = finetune_args(tiny_model, "--task", task_dir, "--out", out, "--seeds", 1, "--set", "epochs=1")
     limit = 1 << 10  # past settings.json's first KiB
-    done = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=300,
+    done = subprocess.run([sys.executable, "-m", "pretrain.cli", *command], env=ENV, capture_output=True, text=True, timeout=300,
                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     line = done.stderr.strip().splitlines()[-1]

@@ -29,7 +29,7 @@ from pretrain.config import load_train_config
 from pretrain.run.prepare import prepare
 from hdf5_edits import rechunk
 from checkpoint_states import assert_same, checkpoint_states
-from pretrain_cli import ENV, TINY, metrics, pretrain, torchrun, wait_for_rows
+from pretrain_cli import ENV, TINY, metrics, pretrain, start_pretrain, torchrun, wait_for_rows
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,8 +53,7 @@ def test_sigterm_mid_accumulation_stops_within_a_micro_batch_and_resumes_exactly
     assert full.returncode == 0, full.stderr
 
     stopped = [*args, "--out", str(tmp_path / "stopped"), "--set", "checkpoint_every=100"]
-    proc = subprocess.Popen([sys.executable, "-m", "pretrain.cli", *stopped], env=ENV, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    proc = start_pretrain(*stopped)
     try:
         first = wait_for_rows(tmp_path / "stopped" / "phase1", 1, proc)[0]
         time.sleep(4 * ACCUMULATION / first["samples_per_s"] / 3)  # a third into step 2
@@ -142,8 +141,7 @@ def test_sigterm_during_held_out_evaluation_stops_within_seconds_and_resumes_exa
     stopped = [*args, "--out", str(tmp_path / "stopped"), "--eval-data", str(long_held_out), "--set", "eval_every=2",
                "--set", "eval_samples=20001", "--set", "checkpoint_every=100"]
     phase_dir = tmp_path / "stopped" / "phase1"
-    proc = subprocess.Popen([sys.executable, "-m", "pretrain.cli", *stopped], env=ENV, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    proc = start_pretrain(*stopped)
     try:
         assert wait_for_evaluation(phase_dir / "train.log", proc) == 2
         sent = time.monotonic()

@@ -1,11 +1,10 @@
 """A ZeRO-1 checkpoint written by 2 ranks resumes on 1 rank, and one written by 1 rank on 2: the resumed engine
 holds the saved fp32 weights and Adam moments (compared per tensor with the fragments in the saved shards), and
-the run trains on from the checkpoint's step. Run as a script under torchrun, this file is the worker that starts
-the engine as `pretrain` does and compares."""
+the run trains on from the checkpoint's step. Run as the script of each rank (run_ranks), this file is the worker
+that starts the engine as `pretrain` does and compares."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,16 +12,11 @@ import pytest
 import torch
 
 from pretrain.data.loader import DataState, redistribute
-from pretrain_cli import ENV, torchrun
+from pretrain_cli import run_ranks
 
 SETTINGS = ["--preset", "tiny", "--set", "seq_len=32", "--set", "global_batch=8", "--set", "micro_batch=4",
             "--set", "log_every=1", "--set", "steps=6", "--set", "warmup=0", "--set", "lr=1e-2",
             "--set", "zero_stage=1", "--set", "loader_workers=0"]
-
-
-def launch(ranks: int, *args: str) -> subprocess.CompletedProcess:
-    launcher = torchrun(ranks) if ranks > 1 else [sys.executable]
-    return subprocess.run(launcher + list(args), env=ENV, capture_output=True, text=True, timeout=400)
 
 
 def saved_tensors(tag_dir: Path) -> dict[str, dict[str, torch.Tensor]]:
@@ -77,16 +71,16 @@ def test_redistribute_deals_out_the_unfinished_files_of_the_earliest_epoch():
 def test_a_zero1_checkpoint_resumes_on_another_number_of_ranks(tmp_path, before, after, write_dataset):
     data = write_dataset(tmp_path / "work", [40, 40, 40], seq_len=32)
     cli = ["-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(tmp_path / "run"), *SETTINGS]
-    first = launch(before, *cli, "--set", "steps_this_run=3")
+    first = run_ranks(before, *cli, "--set", "steps_this_run=3")
     assert first.returncode == 0, first.stderr[-3000:]
 
-    check = launch(after, __file__, str(data), str(tmp_path / "run"), str(tmp_path / "result.json"))
+    check = run_ranks(after, __file__, str(data), str(tmp_path / "run"), str(tmp_path / "result.json"))
     assert check.returncode == 0, check.stderr[-3000:]
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["step"] == 3 and result["moments_nonzero"] > 0
     assert result["worst"] == {"fp32": 0.0, "exp_avg": 0.0, "exp_avg_sq": 0.0}, result  # bit for bit
 
-    second = launch(after, *cli)
+    second = run_ranks(after, *cli)
     assert second.returncode == 0, second.stderr[-3000:]
     assert f"written by {before} rank(s), resumed on {after}" in second.stderr
     rows = [json.loads(line) for line in (tmp_path / "run" / "phase1" / "metrics.jsonl").open()]

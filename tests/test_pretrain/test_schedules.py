@@ -5,7 +5,6 @@ masks stay at eval_mask_rate, a run killed mid-ramp resumes bit for bit, and bad
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections import Counter
 
 import h5py
@@ -25,7 +24,7 @@ from pretrain.schedules import PhaseSchedules
 from pretrain.tools.data_plan import data_plan, format_plan
 from checkpoint_states import assert_same, checkpoint_states
 from language_variants import VOCAB_SIZE, write_language_variant
-from pretrain_cli import ENV, TINY, assert_refused, metrics, pretrain, wait_for_rows
+from pretrain_cli import TINY, assert_refused, metrics, pretrain, start_pretrain, wait_for_rows
 
 MASK_ID = 4  # conftest's vocabulary
 
@@ -179,8 +178,7 @@ def test_a_run_killed_mid_ramp_resumes_bit_for_bit(tmp_path, mixed):
     assert [*np.diff([0, *read[0]]), *np.diff([0, *read[1]])] == [4, 4, 8, 8, 12, 12, 12, 12]
 
     stopped = tmp_path / "stopped" / "phase1"
-    proc = subprocess.Popen([sys.executable, "-m", "pretrain.cli", *args, "--out", str(stopped.parent)],
-                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = start_pretrain(*args, "--out", str(stopped.parent), stderr=subprocess.DEVNULL)
     try:
         wait_for_rows(stopped, 3, proc)
     finally:

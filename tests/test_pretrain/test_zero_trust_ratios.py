@@ -3,13 +3,12 @@ step at a time on a toy model, and the loss curve of a short 2-rank pretraining 
 
 For the single steps, the model's loss is linear in every parameter (sum of parameter * target), so its gradients are the targets exactly,
 in fp32 and in bf16 alike (the targets are small multiples of 1/16); the parameters start at bf16-representable
-values. Differences therefore come from the optimizer alone. Run as a script under torchrun, this file is the worker.
+values. Differences therefore come from the optimizer alone. Run as the script of each rank (run_ranks), this file is the worker.
 """
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 import torch
 from torch import nn
 
-from pretrain_cli import ENV, torchrun
+from pretrain_cli import run_ranks
 
 
 LR = 0.01
@@ -124,7 +123,7 @@ def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
 @pytest.fixture(scope="module")
 def steps(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("zero") / "results.json"
-    done = subprocess.run([*torchrun(2), __file__, str(out)], env=ENV, capture_output=True, text=True, timeout=600)
+    done = run_ranks(2, __file__, str(out), timeout=600)
     assert done.returncode == 0, done.stderr[-5000:]
     return json.loads(out.read_text())
 
@@ -148,12 +147,11 @@ def test_a_two_rank_run_has_the_same_losses_under_zero_1_and_2(tmp_path, optimiz
     losses = {}
     for stage in (0, stage):
         out = tmp_path / f"zero{stage}"
-        done = subprocess.run(
-            [*torchrun(2), "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(out), "--preset", "tiny",
-             "--set", "seq_len=32", "--set", "global_batch=8", "--set", "micro_batch=4", "--set", "log_every=1",
-             "--set", "steps=5", "--set", "warmup=0", "--set", f"optimizer={optimizer}", "--set", "lr=1e-2",
-             "--set", f"zero_stage={stage}", "--set", "loader_workers=0", "--set", "pack_sequences=false"],
-            env=ENV, capture_output=True, text=True, timeout=300)
+        done = run_ranks(
+            2, "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(out), "--preset", "tiny",
+            "--set", "seq_len=32", "--set", "global_batch=8", "--set", "micro_batch=4", "--set", "log_every=1",
+            "--set", "steps=5", "--set", "warmup=0", "--set", f"optimizer={optimizer}", "--set", "lr=1e-2",
+            "--set", f"zero_stage={stage}", "--set", "loader_workers=0", "--set", "pack_sequences=false")
         assert done.returncode == 0, done.stderr[-3000:]
         losses[stage] = [json.loads(line)["loss"] for line in (out / "phase1" / "metrics.jsonl").open()]
     assert len(losses[0]) == len(losses[stage]) == 5
