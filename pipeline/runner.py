@@ -42,7 +42,15 @@ class StageState:
     name: str
     state: str
     reason: str
-    manifest: dict | None
+    manifest: dict | None  # as held(): without its list of files
+
+
+def held(manifest: dict) -> dict:
+    """A manifest as the runner holds it while later stages are judged and run: the count, bytes and fingerprint of
+    its outputs in place of their list (the list of a stage of 10^5 parts takes ~100 MB as Python objects)."""
+    outputs = manifest["outputs"]
+    return {**{key: value for key, value in manifest.items() if key != "outputs"}, "output_files": len(outputs),
+            "output_bytes": sum(meta["size"] for meta in outputs.values()), "fingerprint": fingerprint(manifest)}
 
 
 def config_hash(config) -> str:
@@ -53,7 +61,9 @@ def config_hash(config) -> str:
 
 def fingerprint(manifest: dict) -> str:
     """What downstream stages depend on: this stage's config and the exact bytes it wrote (and read from outside
-    the work directory)."""
+    the work directory); of a held() manifest, the one it was made with."""
+    if "fingerprint" in manifest:
+        return manifest["fingerprint"]
     outputs = {rel: {k: meta[k] for k in ("size", "sha256")} for rel, meta in manifest["outputs"].items()}
     return _hash_json({"stage": manifest["stage"], "config_hash": manifest["config_hash"], "outputs": outputs,
                        **({"sources": _content_only(manifest["sources"])} if manifest.get("sources") else {})})
@@ -142,8 +152,8 @@ def stage_state(pcfg: PipelineConfig | None, lang_dir: Path, name: str, known: d
                     state = StageState(name, STALE, f"input {changed} changed", manifest)
                 elif stage_dir in corrupt:
                     state = StageState(name, STALE, corrupt[stage_dir], manifest)
-    known[stage_dir] = state
-    return state
+    known[stage_dir] = dataclasses.replace(state, manifest=held(state.manifest)) if state.manifest else state
+    return known[stage_dir]
 
 
 def upstream_state(pcfg: PipelineConfig | None, lang_dir: Path, label: InputLabel, known: dict[Path, StageState],
@@ -362,12 +372,11 @@ def status_rows(pcfg: PipelineConfig, lang_dir: Path, corrupt: dict[Path, str] |
     for name in pcfg.stage_order:
         st = stage_state(pcfg, lang_dir, name, known, corrupt)
         m = st.manifest or {}
-        outputs = m.get("outputs", {})
         rows.append({
             "stage": name,
             "state": st.state,
             "reason": st.reason,
-            "outputs": f"{len(outputs)} files, {_human_bytes(sum(o['size'] for o in outputs.values()))}" if outputs else "",
+            "outputs": f"{m['output_files']} files, {_human_bytes(m['output_bytes'])}" if m.get("output_files") else "",
             "counts": _summary(m.get("counts", {})),
             "duration": f"{m['duration_s']:.1f}s" if "duration_s" in m else "",
         })
