@@ -47,10 +47,13 @@ class StageState:
 
 def held(manifest: dict) -> dict:
     """A manifest as the runner holds it while later stages are judged and run: the count, bytes and fingerprint of
-    its outputs in place of their list (the list of a stage of 10^5 parts takes ~100 MB as Python objects)."""
-    outputs = manifest["outputs"]
+    its outputs in place of their list (the list of a stage of 10^5 parts takes ~100 MB as Python objects). A
+    manifest without what a fingerprint needs (edited by hand) gets None: no stage's recorded input matches it."""
+    outputs = manifest.get("outputs", {})
+    whole = all(key in manifest for key in ("stage", "config_hash", "outputs"))
     return {**{key: value for key, value in manifest.items() if key != "outputs"}, "output_files": len(outputs),
-            "output_bytes": sum(meta["size"] for meta in outputs.values()), "fingerprint": fingerprint(manifest)}
+            "output_bytes": sum(meta.get("size", 0) for meta in outputs.values()),
+            "fingerprint": fingerprint(manifest) if whole else None}
 
 
 def config_hash(config) -> str:
