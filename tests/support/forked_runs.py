@@ -89,6 +89,8 @@ class _Server:
 
     @classmethod
     def socket_path(cls, env: dict[str, str]) -> str:
+        """The preloaded process's socket, the process started (with `env`: no launcher variables) if it is not
+        running."""
         if cls.process is None or cls.process.poll() is not None:
             cls.path = os.path.join(tempfile.mkdtemp(prefix="forked-runs-"), "socket")
             cls.process = subprocess.Popen([sys.executable, __file__, cls.path], env=env, stdin=subprocess.DEVNULL,
@@ -135,8 +137,8 @@ class ForkedRun:
     pid, returncode, poll, wait, communicate, send_signal, terminate, kill and the stdout/stderr pipes, as
     subprocess.Popen has them (text mode)."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], stdout=None, stderr=None, cwd: Path | None = None,
-                 start_new_session: bool = False):
+    def __init__(self, argv: list[str], env: dict[str, str], preload_env: dict[str, str], stdout=None, stderr=None,
+                 cwd: Path | None = None, start_new_session: bool = False):
         assert argv[:2] == ["-m", "pretrain.cli"] or not argv[0].startswith("-"), argv
         self.args = [sys.executable, *argv]
         self.returncode: int | None = None
@@ -147,7 +149,7 @@ class ForkedRun:
                    "new_session": start_new_session}
         self._connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            self._connection.connect(_Server.socket_path(env))
+            self._connection.connect(_Server.socket_path(preload_env))
             socket.send_fds(self._connection, [json.dumps(request).encode()], [stdin_fd, out_fd, err_fd])
             self.pid = int(self._connection.recv(64))
         finally:
@@ -194,10 +196,11 @@ class ForkedRun:
         self.send_signal(signal.SIGKILL)
 
 
-def run(argv: list[str], envs: list[dict[str, str]], timeout: float) -> subprocess.CompletedProcess:
+def run(argv: list[str], envs: list[dict[str, str]], preload_env: dict[str, str], timeout: float
+        ) -> subprocess.CompletedProcess:
     """subprocess.run(..., capture_output=True, text=True, timeout=timeout) of a ForkedRun for each env (the ranks
     of a group: their outputs one after another, the first failing rank's exit code)."""
-    processes = [ForkedRun(argv, env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for env in envs]
+    processes = [ForkedRun(argv, env, preload_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for env in envs]
     deadline = time.monotonic() + timeout
     try:
         outputs = [process.communicate(timeout=max(0.0, deadline - time.monotonic())) for process in processes]

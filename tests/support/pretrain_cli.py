@@ -43,18 +43,18 @@ def rank_envs(world_size: int) -> list[dict[str, str]]:
 
 def pretrain(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """`pretrain *args` in a process of its own, forked from one that has imported torch already (forked_runs.py)."""
-    return forked_runs.run(["-m", "pretrain.cli", *args], [ENV], timeout)
+    return forked_runs.run(["-m", "pretrain.cli", *args], [ENV], ENV, timeout)
 
 
 def start_pretrain(*args: str, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) -> forked_runs.ForkedRun:
     """`pretrain *args` started as pretrain() starts it, not waited for (stderr as text by default)."""
-    return forked_runs.ForkedRun(["-m", "pretrain.cli", *args], ENV, stdout=stdout, stderr=stderr)
+    return forked_runs.ForkedRun(["-m", "pretrain.cli", *args], ENV, ENV, stdout=stdout, stderr=stderr)
 
 
 def run_ranks(ranks: int, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """`python *argv` (`-m pretrain.cli ...` or a script) as the ranks of a gloo group (rank_envs), each forked as
     pretrain() is; what torchrun itself does (its signals, restarts, exit codes) is tested under torchrun."""
-    return forked_runs.run(list(argv), rank_envs(ranks) if ranks > 1 else [ENV], timeout)
+    return forked_runs.run(list(argv), rank_envs(ranks) if ranks > 1 else [ENV], ENV, timeout)
 
 
 def assert_refused(monkeypatch, capsys, message: str, out: Path, *args: str) -> None:
