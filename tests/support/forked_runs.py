@@ -21,7 +21,6 @@ import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
 
 PRELOADED = ("torch", "deepspeed", "transformers", "pretrain.cli", "pretrain.run.train", "pretrain.run.prepare",
              "pretrain.run.evaluate", "pretrain.tools.export", "pretrain.finetune.run")
@@ -70,9 +69,7 @@ def serve(path: str) -> tuple[dict, list[int]]:
 
 
 def become(request: dict, fds: list[int]) -> None:
-    """In the forked child: the request's session, standard streams, environment and directory."""
-    if request["new_session"]:
-        os.setsid()
+    """In the forked child: the request's standard streams, environment and directory."""
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -134,19 +131,18 @@ class _Reader(threading.Thread):
 
 class ForkedRun:
     """`python *argv` forked from the preloaded process, argv `-m pretrain.cli ...` or a script and its arguments:
-    pid, returncode, poll, wait, communicate, send_signal, terminate, kill and the stdout/stderr pipes, as
+    pid, returncode, poll, wait, communicate, send_signal, kill and the stdout/stderr pipes, as
     subprocess.Popen has them (text mode)."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], preload_env: dict[str, str], stdout=None, stderr=None,
-                 cwd: Path | None = None, start_new_session: bool = False):
+    def __init__(self, argv: list[str], env: dict[str, str], preload_env: dict[str, str], stdout=None,
+                 stderr=None):
         assert argv[:2] == ["-m", "pretrain.cli"] or not argv[0].startswith("-"), argv
         self.args = [sys.executable, *argv]
         self.returncode: int | None = None
         out_fd, out_read = _stream(stdout, 1)
         err_fd, err_read = (os.dup(out_fd), None) if stderr == subprocess.STDOUT else _stream(stderr, 2)
         stdin_fd = os.open(os.devnull, os.O_RDONLY)
-        request = {"argv": argv, "env": env, "cwd": str(cwd or os.getcwd()),
-                   "new_session": start_new_session}
+        request = {"argv": argv, "env": env, "cwd": os.getcwd()}
         self._connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._connection.connect(_Server.socket_path(preload_env))
@@ -188,9 +184,6 @@ class ForkedRun:
     def send_signal(self, signum: int) -> None:
         if self.poll() is None:
             os.kill(self.pid, signum)
-
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
