@@ -12,8 +12,21 @@ def write_code_files(d: Path) -> None:
     code_dir = Path(__file__).resolve().parents[1]  # the checkout (editable install), else site-packages
     (d / "githash.log").write_text(_git(code_dir, "rev-parse", "HEAD"), encoding="utf-8")
     (d / "gitdiff.log").write_text(_git(code_dir, "diff", "HEAD"), encoding="utf-8")
-    versions = {f"{dist.metadata['Name']}=={dist.version}" for dist in importlib.metadata.distributions()}
-    (d / "pip_freeze.txt").write_text("\n".join(sorted(versions, key=str.lower)) + "\n", encoding="utf-8")
+    (d / "pip_freeze.txt").write_text("\n".join(installed_versions()) + "\n", encoding="utf-8")
+
+
+def installed_versions() -> list[str]:
+    """`name==version` of every installed distribution, sorted as pip freeze sorts them. Read from the header of each
+    one's metadata file: `Distribution.metadata` parses the whole file, long description included (~2 ms a
+    distribution, 0.4 s at every phase's start in an environment of 200)."""
+    versions = set()
+    for dist in importlib.metadata.distributions():
+        text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+        header = dict(line.split(":", 1) for line in text.split("\n\n", 1)[0].splitlines()
+                      if ":" in line and not line[:1].isspace())
+        if "Name" in header:
+            versions.add(f"{header['Name'].strip()}=={header.get('Version', '').strip()}")
+    return sorted(versions, key=str.lower)
 
 
 def _git(code_dir: Path, *args: str) -> str:

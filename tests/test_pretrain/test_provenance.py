@@ -3,11 +3,12 @@ perhaps a .venv inside some other clone) records "not a git checkout" rather tha
 from a checkout, they record its commit."""
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
 from pathlib import Path
 
 import pretrain
-from pretrain.provenance import _git, write_code_files
+from pretrain.provenance import _git, installed_versions, write_code_files
 
 
 def test_git_provenance_only_from_a_checkout_of_this_project(tmp_path):
@@ -27,3 +28,8 @@ def test_the_code_files_record_the_commit_of_the_checkout_the_code_runs_from(tmp
     write_code_files(tmp_path)
     assert (tmp_path / "githash.log").read_text(encoding="utf-8") == head
     assert "pytest==" in (tmp_path / "pip_freeze.txt").read_text(encoding="utf-8")
+
+
+def test_the_installed_versions_are_those_importlib_metadata_parses():
+    parsed = {f"{dist.metadata['Name']}=={dist.version}" for dist in importlib.metadata.distributions()}
+    assert installed_versions() == sorted(parsed, key=str.lower)
