@@ -57,6 +57,12 @@ def run_ranks(ranks: int, *argv: str, timeout: float = 300) -> subprocess.Comple
     return forked_runs.run(list(argv), rank_envs(ranks) if ranks > 1 else [ENV], ENV, timeout)
 
 
+def start_ranks(ranks: int, *argv: str) -> list[forked_runs.ForkedRun]:
+    """The ranks run_ranks() runs, started and not waited for (stdout discarded, stderr as text)."""
+    return [forked_runs.ForkedRun(list(argv), env, ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            for env in rank_envs(ranks)]
+
+
 def assert_refused(monkeypatch, capsys, message: str, out: Path, *args: str) -> None:
     """`pretrain *args --out <out>`, run in this process as the console script runs it, exits 2 with one `error:` line
     that holds message, and writes nothing at out."""

@@ -18,7 +18,7 @@ from wiki2bert_core.errors import DataError
 from pretrain.model import checkpoint_files
 from pretrain.run import checkpoint
 from pretrain.model.checkpoint_files import MODEL_STATES
-from pretrain_cli import ENV, TINY, metrics, pretrain, tags, torchrun, wait_for_rows
+from pretrain_cli import ENV, TINY, metrics, pretrain, run_ranks, tags, wait_for_rows
 
 COMPARED = ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy", "lr", "grad_norm")
 
@@ -233,10 +233,9 @@ def test_sigterm_during_a_background_write_stops_in_seconds_and_resumes_exactly(
 
 @pytest.mark.slow
 def test_two_ranks_write_in_the_background_and_rank_0_completes_once_both_have(data, tmp_path):
-    launch = [*torchrun(2), "-m", "pretrain.cli"]
-    done = subprocess.run(launch + ["phase1", "--data", str(data), "--out", str(tmp_path), *TINY,
-                                   "--set", "steps=4", "--set", "checkpoint_every=1", "--set", "keep_checkpoints=2",
-                                   "--set", "zero_stage=2"], env=ENV, capture_output=True, text=True, timeout=300)
+    done = run_ranks(2, "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(tmp_path), *TINY,
+                     "--set", "steps=4", "--set", "checkpoint_every=1", "--set", "keep_checkpoints=2",
+                     "--set", "zero_stage=2")
     assert done.returncode == 0, done.stderr
     log = (tmp_path / "phase1" / "train.log").read_text()
     assert [int(s) for s in re.findall(r"checkpoint of step (\d+) complete: .* in the background", log)] == [1, 2, 3]

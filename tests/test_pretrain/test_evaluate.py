@@ -2,7 +2,6 @@
 on its Hugging Face export (the same figures), and its errors."""
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from pretrain.cli import app, main
 from pretrain.config import load_train_config
 from pretrain.run.evaluate import EVAL_KEYS, HeldOut
 from pretrain.run.time_plan import EVAL_INSTANCE_COST, EVAL_SHARE, MOST_EVALUATIONS, eval_cadence
-from pretrain_cli import ENV, metrics, pretrain, torchrun
+from pretrain_cli import metrics, pretrain, run_ranks
 
 TINY = ["--preset", "tiny", "--set", "seq_len=32", "--set", "global_batch=8", "--set", "micro_batch=4",
         "--set", "log_every=1", "--set", "steps=4", "--set", "loader_workers=0"]
@@ -97,9 +96,8 @@ def test_two_ranks_with_different_numbers_of_batches_evaluate_as_one(data, tmp_p
     """9 instances in batches of 4: rank 0 holds 4 (one batch), rank 1 holds 5 (two). Both step through two, checking
     for a stop signal together before each, and their sums give the figures of one process."""
     out = tmp_path / "two"
-    two = subprocess.run([*torchrun(2), "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(out), *TINY,
-                          "--set", "eval_every=2", "--set", "eval_samples=9"],
-                         env=ENV, capture_output=True, text=True, timeout=300)
+    two = run_ranks(2, "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(out), *TINY,
+                    "--set", "eval_every=2", "--set", "eval_samples=9")
     assert two.returncode == 0, two.stderr
     last = [r for r in metrics(out / "phase1") if "eval_mlm_accuracy" in r][-1]
     assert last["step"] == 4
@@ -113,9 +111,8 @@ def test_a_two_rank_run_exits_cleanly_with_the_held_out_figures_of_pretrain_eval
     checkpoint in one process, to 1e-6: `pretrain eval` prints 6 decimals (up to 5e-7 off), the two sum the same
     per-instance figures in another order and batching (float32 logits, float64 sums)."""
     out = tmp_path / "two"
-    two = subprocess.run([*torchrun(2), "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(out), *TINY,
-                          "--set", "eval_every=4", "--set", "eval_samples=50"],
-                         env=ENV, capture_output=True, text=True, timeout=300)
+    two = run_ranks(2, "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(out), *TINY,
+                    "--set", "eval_every=4", "--set", "eval_samples=50")
     assert two.returncode == 0 and "terminate called" not in two.stderr, two.stderr[-3000:]
     last = [r for r in metrics(out / "phase1") if "eval_mlm_accuracy" in r][-1]
     assert last["step"] == 4

@@ -29,7 +29,7 @@ from pretrain.config import load_train_config
 from pretrain.run.prepare import prepare
 from hdf5_edits import rechunk
 from checkpoint_states import assert_same, checkpoint_states
-from pretrain_cli import ENV, TINY, metrics, pretrain, start_pretrain, torchrun, wait_for_rows
+from pretrain_cli import ENV, TINY, metrics, pretrain, run_ranks, start_pretrain, start_ranks, torchrun, wait_for_rows
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -179,21 +179,18 @@ def test_a_signal_to_one_rank_during_evaluation_stops_both_within_seconds(data, 
     args = ["phase1", "--data", str(data), "--out", str(out), *TINY, "--set", "micro_batch=2", "--set", "steps=50",
             "--set", "eval_every=1",
             "--eval-data", str(long_held_out), "--set", "eval_samples=60001", "--set", "checkpoint_every=100"]
-    launch = [*torchrun(2), "-m", "pretrain.cli"]
-    proc = subprocess.Popen(launch + args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    ranks = start_ranks(2, "-m", "pretrain.cli", *args)
     try:
-        assert wait_for_evaluation(out / "phase1" / "train.log", proc) == 1
-        workers = [p for p in psutil.Process(proc.pid).children() if "pretrain.cli" in " ".join(p.cmdline())]
-        assert len(workers) == 2
+        assert wait_for_evaluation(out / "phase1" / "train.log", ranks[0]) == 1
         sent = time.monotonic()
-        workers[1].send_signal(signal.SIGTERM)  # as if one node of a job were preempted first
-        _, stderr = proc.communicate(timeout=300)
+        ranks[1].send_signal(signal.SIGTERM)  # as if one node of a job were preempted first
+        stderr = "".join(rank.communicate(timeout=300)[1] for rank in ranks)
         seconds = time.monotonic() - sent
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # torchrun and its workers, whatever happened
+        for rank in ranks:
+            rank.kill()
     assert seconds < STOP_SECONDS, f"{seconds:.1f} s from SIGTERM to exit\n{stderr}"
+    assert [rank.returncode for rank in ranks] == [128 + signal.SIGTERM] * 2, stderr
     assert stderr.count("held-out evaluation of step 1 abandoned") == 2, stderr  # both ranks
     found = checkpoint_files.latest(out / "phase1")
     assert found.step == 1 and found.meta["world_size"] == 2
