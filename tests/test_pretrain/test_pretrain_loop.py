@@ -28,7 +28,7 @@ from pretrain.run.metrics import metrics_step
 from pretrain.run.prepare import prepare
 from pretrain.optim.schedule import WarmupPolyDecay
 from pretrain.run.time_plan import scale_warning
-from pretrain_cli import ENV, TINY, metrics, pretrain, rank_envs, tags, torchrun
+from pretrain_cli import ENV, TINY, metrics, pretrain, run_ranks, tags, torchrun
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -283,10 +283,11 @@ def test_each_rank_checks_a_share_of_the_checksums_and_all_report_a_damage(tmp_p
     checkpoint.save(Engine(), tmp_path, 2, {"world_size": 2}, {}, keep=2)
     damaged = checkpoint_files.checkpoint_dir(tmp_path) / "step00000002" / "zero_pp_rank_1_mp_rank_00_optim_states.pt"
 
+    script = tmp_path / "verify.py"
+    script.write_text(VERIFY_SCRIPT, encoding="utf-8")
+
     def both_ranks() -> list[str]:
-        ranks = [subprocess.Popen([sys.executable, "-c", VERIFY_SCRIPT, str(tmp_path)], stdout=subprocess.PIPE,
-                                  text=True, env=env) for env in rank_envs(2)]
-        return [p.communicate(timeout=120)[0].strip() for p in ranks]
+        return run_ranks(2, str(script), str(tmp_path), timeout=120).stdout.splitlines()  # rank 0's line, rank 1's
 
     assert both_ranks() == ["intact", "intact"]
     damaged.write_bytes(b"ba" * 100)  # the second of the two files: rank 1's share
