@@ -23,6 +23,7 @@ from wiki2bert_core.errors import DataError
 T = TypeVar("T")
 R = TypeVar("R")
 STOP_GRACE_S = 5.0  # how long stopped workers get to remove their half-written files before SIGKILL
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 class Executor(Protocol):
@@ -53,7 +54,14 @@ class LocalExecutor:
             for _ in range(self.workers):
                 mine, theirs = context.Pipe()
                 process = context.Process(target=_serve, args=(fn, theirs), daemon=True)
-                process.start()
+                # a stop signal waits until the worker has its own handlers: a worker stopped before (a map of a few
+                # tasks stops its workers at once; a new process may not have run yet) ran the main process's, and
+                # went on as the main process in its copy of the stack, removing the stage's partial output
+                signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+                try:
+                    process.start()
+                finally:
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
                 theirs.close()
                 pipes.append(mine)
                 processes.append(process)
@@ -128,6 +136,7 @@ def _worker_signals() -> None:
     is killed with SIGKILL."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # blocked by the main process while it forked this one
     die_with_parent()
 
 

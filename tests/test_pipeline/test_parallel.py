@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -66,6 +67,37 @@ def test_stopped_workers_remove_their_half_written_files(tmp_path):
         list(LocalExecutor(2).map(write_slowly_or_fail, [("fail", ""), ("write", str(tmp_path / "out.txt"))]))
     assert time.time() - started < 20
     assert list(tmp_path.iterdir()) == []
+
+
+# A map whose workers are stopped before they have run at all (a new process that has not yet been scheduled): each
+# worker, as it comes out of fork, gets SIGTERM at once (a stand-in for os.fork that raises it in the child). The
+# main process holds the stage's handler (SIGTERM raises KeyboardInterrupt) and a cleanup that says which process ran it.
+STOPPED_AT_FORK = """
+import os, signal, sys
+from pipeline.executors.local import LocalExecutor
+from pipeline.workdir import exit_nonzero_after_signal
+
+fork = os.fork
+def fork_then_sigterm():
+    pid = fork()
+    if pid == 0:
+        signal.raise_signal(signal.SIGTERM)
+    return pid
+os.fork = fork_then_sigterm
+main = os.getpid()
+try:
+    with exit_nonzero_after_signal():
+        print(list(LocalExecutor(2).map(abs, [])), flush=True)
+finally:
+    print("cleanup by", "the main process" if os.getpid() == main else "a worker", flush=True)
+"""
+
+
+def test_a_worker_stopped_before_it_ran_ends_alone_not_as_the_main_process(tmp_path):
+    done = subprocess.run([sys.executable, "-c", STOPPED_AT_FORK], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "cleanup by the main process"], done.stdout + done.stderr
 
 
 @pytest.mark.slow
