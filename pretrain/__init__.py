@@ -1,5 +1,7 @@
 """BERT pretraining on DeepSpeed: model, optimizers, data, training loop, checkpoints, export to Hugging Face."""
+import fcntl
 import hashlib
+import logging
 import os
 import shutil
 import sys
@@ -14,3 +16,26 @@ if "TORCH_EXTENSIONS_DIR" not in os.environ and sys.prefix != sys.base_prefix an
     _ninja = shutil.which("ninja")
     _ninja_key = hashlib.sha256(os.path.realpath(_ninja).encode()).hexdigest()[:12] if _ninja else "none"
     os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(sys.prefix, "torch_extensions", f"ninja-{_ninja_key}")
+
+
+def load_communication_op() -> None:
+    """Load DeepSpeed's CPU communication op (building it if need be) before DeepSpeed does, holding an flock on the
+    venv's build directory. torch marks a load in progress with a `lock` file that only the loading process removes,
+    and every process loads the op (ninja checks it is up to date): one killed in that moment (a rank its launcher
+    stops when another fails, a preempted job) left every later run waiting for the file forever. Our loads hold the
+    flock, which the kernel releases when a process dies, so a `lock` file met under it is such a leftover."""
+    from deepspeed.comm.torch import build_shm_op
+
+    directory = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if not directory or not directory.startswith(os.path.join(sys.prefix, "torch_extensions")):
+        build_shm_op()  # a directory of the user's: others than us may load from it
+        return
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "deepspeed_shm_comm.flock"), "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        leftover = os.path.join(directory, "deepspeed_shm_comm", "lock")
+        if os.path.exists(leftover):
+            logging.getLogger(__name__).warning("%s: left by a process killed while loading DeepSpeed's communication "
+                                                "op; removed", leftover)
+            os.remove(leftover)
+        build_shm_op()

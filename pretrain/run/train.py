@@ -22,6 +22,7 @@ import torch
 from wiki2bert_core.dir_lock import lock_directory
 from wiki2bert_core.errors import DataError
 from wiki2bert_core.log import LOGGER_NAME, progress, setup_logging
+from pretrain import load_communication_op
 from pretrain.model import checkpoint_files
 from pretrain.run import checkpoint
 from pretrain.run.checkpointer import Checkpointer
@@ -112,6 +113,7 @@ def build_engine(model: torch.nn.Module, c: TrainConfig, ds_config: dict):
     optimizer = build_optimizer(model, c.optimizer, lr=c.lr, weight_decay=c.weight_decay, betas=tuple(c.betas),
                                 eps=c.eps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(c))
+    load_communication_op()
     engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
     use_tensor_trust_ratios(engine)  # under ZeRO 1/2: LAMB/LANS learn where each tensor lies in their partitions
     return engine

@@ -38,6 +38,7 @@ import torch
 
 from wiki2bert_core.config import parse_setting
 from wiki2bert_core.errors import ConfigError
+from pretrain import load_communication_op
 from pretrain.model.attention import available_kernels
 from pretrain.config import load_train_config, model_config, phase_of_length
 from pretrain.schedules import parse_schedule
@@ -371,6 +372,7 @@ def measure(spec: dict) -> dict:
     batches = _batches(spec, config)
     ds_config = deepspeed_config(config, 1, spec["precision"], {}, spec["zero_stage"])
     warm_up = torch.nn.Linear(2, 2)  # DeepSpeed loads its libraries at the first engine: not the trial's memory
+    load_communication_op()  # a trial tune stopped while it loaded the op left a lock the next trial waited on
     deepspeed.initialize(model=warm_up, optimizer=torch.optim.SGD(warm_up.parameters(), lr=0.1),
                          config={"train_batch_size": 1, "zero_optimization": {"stage": spec["zero_stage"]},
                                  "zero_allow_untested_optimizer": True, "steps_per_print": 2 ** 62})

@@ -463,3 +463,23 @@ def test_deepspeed_ops_are_built_in_the_environments_own_cache(tmp_path):
     else:
         assert own == "None"
     assert extensions_dir(TORCH_EXTENSIONS_DIR=str(tmp_path)) == str(tmp_path)
+
+
+@pytest.mark.skipif(sys.prefix == sys.base_prefix or not os.access(sys.prefix, os.W_OK), reason="not in a venv")
+def test_a_load_lock_left_by_a_killed_process_is_removed_not_waited_for_forever():
+    """torch's marker of a load in progress (`<build dir>/lock`), as a process killed while loading DeepSpeed's
+    communication op leaves it (a rank stopped by its launcher when another rank failed hung the next run for good)."""
+    env = {k: v for k, v in ENV.items() if k != "TORCH_EXTENSIONS_DIR"}
+    code = "import os, pretrain; print(os.environ['TORCH_EXTENSIONS_DIR'])"
+    directory = Path(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                    check=True).stdout.strip())
+    leftover = directory / "deepspeed_shm_comm" / "lock"
+    leftover.parent.mkdir(parents=True, exist_ok=True)
+    leftover.touch()
+    try:
+        done = subprocess.run([sys.executable, "-c", "import pretrain; pretrain.load_communication_op()"], env=env,
+                              capture_output=True, text=True, timeout=240)
+    finally:
+        leftover.unlink(missing_ok=True)  # a failure here must not hang the rest of the suite
+    assert done.returncode == 0, done.stderr
+    assert f"{leftover}: left by a process killed while loading" in done.stderr
