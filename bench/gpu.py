@@ -245,6 +245,7 @@ def main() -> None:
     print(f"{name}, torch {torch.__version__}, bf16 autocast, LAMB (BERT) / AdamW (ModernBERT), {args.steps} timed "
           f"steps per variant, data {args.hdf5 or 'random (huwiki-like lengths)'}; peak {peak or 'unknown'} TFLOP/s",
           flush=True)
+    gc.freeze()  # the collection after each variant (freeing its model) then walks the variant's objects, not torch's
     cases = [("bert", preset, seq_len) for preset in args.presets for seq_len in args.seq]
     cases += [("modernbert", preset, seq_len) for preset in args.modernbert_presets if preset != "none"
               for seq_len in args.modernbert_seq]

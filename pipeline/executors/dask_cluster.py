@@ -88,7 +88,8 @@ class DaskExecutor:
             return future.result()
         except KilledWorker as e:
             deaths = e.allowed_failures + 1
-            raise DataError(f"{self.where}: task {number} killed its worker {deaths} time{'s' * (deaths > 1)} "
+            # Dask blames every task in progress on a worker that dies: the one that killed it, or one beside it
+            raise DataError(f"{self.where}: the worker running task {number} died {deaths} time{'s' * (deaths > 1)} "
                             f"(out of memory?); the last was {e.last_worker.address}") from None
 
 

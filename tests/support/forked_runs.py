@@ -10,6 +10,7 @@ a child for each request on a Unix socket, sends back the child's pid and, once 
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import os
 import select
@@ -47,6 +48,8 @@ def serve(path: str) -> tuple[dict, list[int]]:
     from pretrain import load_communication_op
 
     load_communication_op()  # DeepSpeed probes its ops (a compiler run) and loads this one once a process: once for all
+    # the children's collector passes would otherwise walk (and so copy, page by page) every object preloaded here
+    gc.freeze()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
     listener.listen(64)

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -89,7 +90,8 @@ def test_a_wikipedia_and_corpora_mix_writes_the_same_bytes_on_any_executor_and_w
 @pytest.mark.slow
 def test_a_run_of_several_languages_writes_the_same_bytes_on_any_executor_and_workers(tmp_path):
     """hu, el and a corpus of hu's through every stage: each language's own stages and the mix's (one vocabulary,
-    shards counted in parallel, HDF5) write the same bytes with one worker, two, and on a Dask LocalCluster."""
+    shards counted in parallel, HDF5) write the same bytes with one worker and on a Dask LocalCluster of two
+    (one local worker against two: test_languages.py)."""
     from pipeline.tools.sample_corpus import write_sample_corpus
 
     dumps = {lang: write_sample_dump(tmp_path / "dumps" / lang, articles, 1, language=lang)
@@ -102,7 +104,7 @@ def test_a_run_of_several_languages_writes_the_same_bytes_on_any_executor_and_wo
         return subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--workdir", str(tmp_path / name),
                                *flags, *extra], capture_output=True, text=True, cwd=tmp_path)
 
-    runs = {"one": run("one", "--workers", "1"), "two": run("two", "--workers", "2")}
+    runs = {"one": run("one", "--workers", "1")}
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
         runs["dask"] = run("dask", "--executor", "dask", "--scheduler", c.scheduler_address)
     assert all(done.returncode == 0 for done in runs.values()), {k: d.stderr for k, d in runs.items()}
@@ -110,7 +112,7 @@ def test_a_run_of_several_languages_writes_the_same_bytes_on_any_executor_and_wo
                         for p in sorted((tmp_path / name).glob(f"*/*/{MANIFEST}"))} for name in runs}
     assert set(manifests["one"]) == set(manifests["dask"]) and len(manifests["one"]) == 2 * 6 + 3 - 1  # el: no corpus
     for path, manifest in manifests["one"].items():
-        assert _bytes(manifest) == _bytes(manifests["two"][path]) == _bytes(manifests["dask"][path]), path
+        assert _bytes(manifest) == _bytes(manifests["dask"][path]), path
     assert manifests["dask"][Path("el+hu/shard") / MANIFEST]["executor"] == "dask"
     assert set(manifests["one"][Path("el+hu/shard") / MANIFEST]["counts"]["languages"]["hu"]["sources"]) == {
         "wikipedia", "web"}
@@ -344,7 +346,8 @@ def test_a_task_that_kills_its_workers_is_one_line(tmp_path):
                 list(executor.map(_kill_own_worker, range(6)))
         error = _raised_within(60, run)
     assert isinstance(error, DataError), error
-    assert str(error).startswith("--executor dask: task 3 killed its worker 1 time (out of memory?)"), error
+    # task 3 kills it; one before it may still be in progress on the same worker (under load), and be named first
+    assert re.match(r"--executor dask: the worker running task [0-3] died 1 time \(out of memory\?\)", str(error)), error
     assert "\n" not in str(error)
 
 

@@ -166,8 +166,7 @@ def test_two_processes_split_the_files_stop_on_sigterm_and_resume(data, tmp_path
     files = [set(rank["data"]["files"]) for rank in client["ranks"]]
     assert not files[0] & files[1] and files[0] | files[1] == {p.name for p in (data / "training").iterdir()}
 
-    resumed = subprocess.run(launch + args + ["--set", "steps_this_run=2"], env=ENV, capture_output=True,
-                             text=True, timeout=300)
+    resumed = run_ranks(2, "-m", "pretrain.cli", *args, "--set", "steps_this_run=2")  # the launcher's part is done
     assert resumed.returncode == 0, resumed.stderr
     assert [m["step"] for m in metrics(out / "phase1")][-3:] == [stopped_at, stopped_at + 1, stopped_at + 2]
 
