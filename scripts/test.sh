@@ -7,4 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The suite starts ~500 Python processes: each one would compile every project module it imports (~0.3 CPU-s) where
+# PYTHONDONTWRITEBYTECODE is set (as in some CI images), so the modules are compiled once here; Python still checks
+# each cached file against its source.
+.venv/bin/python -m compileall -q pipeline pretrain wiki2bert_core tests bench
 exec .venv/bin/python -m pytest -q -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
