@@ -30,10 +30,12 @@ def load_communication_op() -> None:
     if not directory or not directory.startswith(os.path.join(sys.prefix, "torch_extensions")):
         build_shm_op()  # a directory of the user's: others than us may load from it
         return
+    from deepspeed.ops.op_builder.cpu import ShareMemCommBuilder  # the op build_shm_op loads on CPU
+
     os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, "deepspeed_shm_comm.flock"), "w") as held:
+    with open(os.path.join(directory, f"{ShareMemCommBuilder.NAME}.flock"), "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        leftover = os.path.join(directory, "deepspeed_shm_comm", "lock")
+        leftover = os.path.join(directory, ShareMemCommBuilder.NAME, "lock")
         if os.path.exists(leftover):
             logging.getLogger(__name__).warning("%s: left by a process killed while loading DeepSpeed's communication "
                                                 "op; removed", leftover)
