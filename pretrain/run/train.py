@@ -122,8 +122,8 @@ def build_engine(model: torch.nn.Module, c: TrainConfig, ds_config: dict):
 def train(run: Run) -> int:
     """Train until the phase's last step, `steps_this_run` steps, or a stop signal; returns the exit code."""
     # what is alive now (the imported torch, DeepSpeed, transformers: ~1e6 objects) lives as long as the process: out
-    # of the collector's full passes, so that each pass (and leave_process_groups's) walks only the run's objects
-    # (0.8 of a tiny phase's ~2 CPU-seconds were that last pass, docs/performance.md)
+    # of the collector's full passes, so that each pass (and leave_process_groups's) walks only the run's objects (a
+    # tiny phase in a fresh process: 3.6-3.9 -> 3.1-3.4 CPU-s, docs/performance.md)
     gc.freeze()
     try:
         return _train(run)
