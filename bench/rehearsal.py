@@ -113,12 +113,13 @@ def report(results: Path) -> None:
         serial = {r["stage"]: r["main_cpu_s"] for r in stages}
         costs = {r["stage"]: {"disk_bytes": r["left_bytes"], "output_bytes": r["written_bytes"],
                               "transient_bytes": r["transient_bytes"]} for r in stages}
+        verified = latest.get((executor, "verify"))
         print(f"{executor}: {wall:,.1f} s wall, {cpu:,.1f} s CPU; serial (main threads) "
-              f"{sum(serial.values()):,.1f} s CPU ({sum(serial.values()) / cpu:.0%}: " + ", ".join(f"{s} {v / cpu:.0%}" for s, v in serial.items()
-                                                               if v / cpu >= 0.01) + "); "
+              f"{sum(serial.values()):,.1f} s CPU ({sum(serial.values()) / cpu:.0%}: "
+              + ", ".join(f"{s} {v / cpu:.0%}" for s, v in serial.items() if v / cpu >= 0.01) + "); "
               f"peak disk --keep all {_mb(max(r['disk_peak'] for r in stages))} MB (measured), --keep final "
               f"{_mb(peak_disk(costs, 'final'))} MB (derived); verify "
-              f"{'passed' if latest.get((executor, 'verify'), {}).get('ok') else 'FAILED'}")
+              f"{'not run yet' if verified is None else 'passed' if verified['ok'] else 'FAILED'}")
     if ("compare", "outputs") in latest:
         differ = latest[("compare", "outputs")]["differ"]
         print(f"local vs dask: {latest[('compare', 'outputs')]['files']} output files, "
