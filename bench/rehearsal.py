@@ -115,8 +115,8 @@ def report(results: Path) -> None:
                               "transient_bytes": r["transient_bytes"]} for r in stages}
         verified = latest.get((executor, "verify"))
         print(f"{executor}: {wall:,.1f} s wall, {cpu:,.1f} s CPU; serial (main threads) "
-              f"{sum(serial.values()):,.1f} s CPU ({sum(serial.values()) / cpu:.0%}: "
-              + ", ".join(f"{s} {v / cpu:.0%}" for s, v in serial.items() if v / cpu >= 0.01) + "); "
+              f"{sum(serial.values()):,.1f} s CPU ({sum(serial.values()) / cpu:.0%}"
+              + "".join(f", {s} {v / cpu:.0%}" for s, v in serial.items() if v / cpu >= 0.01) + "); "
               f"peak disk --keep all {_mb(max(r['disk_peak'] for r in stages))} MB (measured), --keep final "
               f"{_mb(peak_disk(costs, 'final'))} MB (derived); verify "
               f"{'not run yet' if verified is None else 'passed' if verified['ok'] else 'FAILED'}")
