@@ -104,7 +104,7 @@ print(json.dumps({"wall": time.perf_counter() - wall, "cpu": time.process_time()
 def generate(directory: Path, documents: int, seed: int = 0) -> list[tuple[int, int, float]]:
     """Write the corpus (directory/filter, directory/jsonl); return the planted pairs (original's index, copy's
     index, their word 5-gram Jaccard), indices in corpus order. Documents are held as uint16 word arrays (100x,
-    a million documents, in ~1 GB and ~10 minutes)."""
+    a million documents, in ~1 GB and ~13 minutes)."""
     from pipeline.text_files import DocumentRecord, records_path, write_document, write_record
 
     rng = np.random.default_rng(seed)

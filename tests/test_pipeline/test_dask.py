@@ -347,7 +347,8 @@ def test_a_task_that_kills_its_workers_is_one_line(tmp_path):
         error = _raised_within(60, run)
     assert isinstance(error, DataError), error
     # task 3 kills it; one before it may still be in progress on the same worker (under load), and be named first
-    assert re.match(r"--executor dask: the worker running task [0-3] died 1 time \(out of memory\?\)", str(error)), error
+    assert re.match(r"--executor dask: the worker running task [0-3] died 1 time \(out of memory\?\)",
+                    str(error)), error
     assert "\n" not in str(error)
 
 
