@@ -6,6 +6,9 @@ on this machine for the command's duration; with one, it connects to that schedu
 a filesystem every worker mounts at the same path: each worker must find a token file the client wrote there,
 or the command stops before any stage runs. Dask is an optional extra: `pip install 'wiki2bert[dask]'`.
 
+Dask's nanny starts its workers with MALLOC_TRIM_THRESHOLD_ set; the LocalCluster's workers run without it
+(LOCAL_CLUSTER_CONFIG), a cluster's own should too (docs/cluster.md).
+
 A scheduler left without workers would keep the stage's tasks pending for ever; the stage stops once it has had
 none for WORKER_WAIT_S. A LocalCluster's worker processes hold named semaphores (multiprocessing's, in
 /dev/shm) that a killed command cannot remove: their names are recorded in the work dir, and the next run removes them.
@@ -36,6 +39,10 @@ WORKER_WAIT_S = 600  # for the first worker, and for a new one when none is left
 WORKER_POLL_S = 1.0  # how often a stage waiting for a task asks the scheduler how many workers it has
 SEMAPHORES = "dask-semaphores.txt"  # under .state: the named semaphores of this run's LocalCluster
 SEMAPHORE_PATH = re.compile(r"/dev/shm/sem\.mp-[A-Za-z0-9_]+")  # multiprocessing's (SemLock._make_name)
+# Dask's nanny starts its workers with MALLOC_TRIM_THRESHOLD_=65536, which turns glibc's adaptive mmap threshold
+# off: every allocation over 128 KiB became an mmap of its own, and the filter stage had 100x the page faults and
+# 1.4x the CPU of the local executor's workers (docs/performance.md#rehearsal). Ours keep the allocator's defaults.
+LOCAL_CLUSTER_CONFIG = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
 log = logging.getLogger(LOGGER_NAME)  # the command's console and pipeline.log
 
 
@@ -98,6 +105,7 @@ def dask_executor(scheduler: str | None, workers: int, workdir: Path) -> Iterato
     """A DaskExecutor on the scheduler at `scheduler`, or on a LocalCluster of `workers` processes; checks first
     that every worker sees `workdir`."""
     try:
+        import dask
         from distributed import Client, LocalCluster
     except ImportError:
         raise ConfigError("--executor dask: Dask distributed is not installed (pip install 'wiki2bert[dask]')"
@@ -108,6 +116,7 @@ def dask_executor(scheduler: str | None, workers: int, workdir: Path) -> Iterato
             stack.callback(_stop_resource_tracker)  # the last to run: after the cluster has closed
             record = workdir / ".state" / SEMAPHORES
             stack.callback(record.unlink, missing_ok=True)  # runs once the cluster has closed them
+            stack.enter_context(dask.config.set(LOCAL_CLUSTER_CONFIG))
             cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                        dashboard_address=":0", silence_logs=logging.ERROR))
             client = stack.enter_context(Client(cluster))

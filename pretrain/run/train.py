@@ -61,14 +61,9 @@ class Started:
 def start(run: Run) -> Started:
     """The engine of `run` (model, LAMB/LANS/AdamW, schedule, DeepSpeed config), resumed from the run's checkpoint
     if it has one, also one written by another number of ranks. Writes the run files (rank 0)."""
-    single_process_env()
-    rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    join_process_group()
+    rank = int(os.environ["RANK"])
     c = run.config
-    if torch.cuda.is_available():
-        torch.cuda.set_device(local_rank)
-    else:
-        os.environ.setdefault("DS_ACCELERATOR", "cpu")
-    logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
     _seed(c.seed + rank)
     with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
         model = pretraining_model(run.model, nsp_head=c.objective == "mlm+nsp")
@@ -113,7 +108,6 @@ def build_engine(model: torch.nn.Module, c: TrainConfig, ds_config: dict):
     optimizer = build_optimizer(model, c.optimizer, lr=c.lr, weight_decay=c.weight_decay, betas=tuple(c.betas),
                                 eps=c.eps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(c))
-    load_communication_op()
     engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
     use_tensor_trust_ratios(engine)  # under ZeRO 1/2: LAMB/LANS learn where each tensor lies in their partitions
     return engine
@@ -147,8 +141,7 @@ def _train(run: Run) -> int:
     single_process_env()
     rank = int(os.environ["RANK"])
     c = run.config
-    if rank == 0:  # one lock per run, global rank 0's: the ranks of all nodes share the filesystem
-        _lock_phase_dir(run)
+    _lock_phase_dir(run, rank)
     log = setup_logging(run.phase_dir / "train.log" if rank == 0 else None, quiet=rank != 0)
     if rank == 0 and (warning := scale_warning(run.phase, c, run.world_size, torch.cuda.is_available())):
         log.warning(warning)
@@ -284,10 +277,49 @@ def _load_init(model: torch.nn.Module, run: Run) -> None:
                  ", ".join(unused))
 
 
-def _lock_phase_dir(run: Run) -> None:
-    """Hold <phase_dir>/.lock for this run, taken before anything is written into the phase directory, or fail at
-    once naming the run that holds it. If rank 0 is refused, the launcher stops the other ranks, which wait for it in
-    DeepSpeed's rendezvous without having written anything."""
+def join_process_group() -> None:
+    """This process's place in the run's process group, unless it has one: the env:// rendezvous variables (one
+    process without a launcher), its device, DeepSpeed's backend joined."""
+    single_process_env()
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    else:
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    import deepspeed.comm
+    from deepspeed.accelerator import get_accelerator
+
+    logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
+    if not deepspeed.comm.is_initialized():
+        load_communication_op()
+        deepspeed.comm.init_distributed(dist_backend=get_accelerator().communication_backend_name())
+
+
+def _lock_phase_dir(run: Run, rank: int) -> None:
+    """Global rank 0 holds <phase_dir>/.lock for this run (the ranks of all nodes share the filesystem), taken before
+    anything is written into the phase directory, or fails at once naming the run that holds it; the other ranks
+    learn of a refusal from rank 0 and exit 1 without a line of their own: ranks started by hand (srun), with no
+    launcher to stop them, waited in DeepSpeed's rendezvous for a rank 0 that had gone."""
+    if run.world_size > 1:
+        join_process_group()
+    refusal = None
+    if rank == 0:
+        try:
+            _take_lock(run)
+        except Exception as e:  # also an unexpected one: the other ranks must not wait for rank 0
+            refusal = e
+    if run.world_size > 1:
+        refused = torch.tensor([refusal is not None], dtype=torch.int32)
+        group = torch.distributed.new_group(backend="gloo")  # a CPU tensor whatever the run's backend
+        torch.distributed.broadcast(refused, src=0, group=group)
+        torch.distributed.destroy_process_group(group)
+        if rank != 0 and refused.item():
+            raise SystemExit(1)
+    if refusal is not None:
+        raise refusal
+
+
+def _take_lock(run: Run) -> None:
+    """The phase directory's lock, and no checkpoint saved in it since `run` was prepared."""
     holder = lock_directory(run.phase_dir)
     if holder is not None:
         raise DataError(f"{run.phase_dir}: another pretraining run (pid {holder}) is using this phase directory; "

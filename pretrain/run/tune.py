@@ -38,7 +38,6 @@ import torch
 
 from wiki2bert_core.config import parse_setting
 from wiki2bert_core.errors import ConfigError
-from pretrain import load_communication_op
 from pretrain.model.attention import available_kernels
 from pretrain.config import load_train_config, model_config, phase_of_length
 from pretrain.schedules import parse_schedule
@@ -353,17 +352,13 @@ def stop_trials_on_sigterm() -> Iterator[None]:
 def measure(spec: dict) -> dict:
     """The trial process: peak memory (of the warm-up steps) and seconds of a micro-batch's forward and backward and
     of an optimizer step (the timed steps)."""
-    from pretrain.run.deepspeed_settings import deepspeed_config, single_process_env
-    from pretrain.run.train import build_engine
+    from pretrain.run.deepspeed_settings import deepspeed_config
+    from pretrain.run.train import build_engine, join_process_group
 
-    single_process_env()
+    join_process_group()  # also loads DeepSpeed's op under our flock: a trial stopped while it loaded left a lock
     cuda = torch.cuda.is_available()
-    if not cuda:
-        os.environ.setdefault("DS_ACCELERATOR", "cpu")
     import deepspeed
-    import logging
 
-    logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
     candidate = Candidate(**spec["candidate"])
     config = load_train_config(spec["phase"], None, [*spec["overrides"], *candidate.settings(),
                                                      f"global_batch={candidate.micro_batch}"],
@@ -372,7 +367,6 @@ def measure(spec: dict) -> dict:
     batches = _batches(spec, config)
     ds_config = deepspeed_config(config, 1, spec["precision"], {}, spec["zero_stage"])
     warm_up = torch.nn.Linear(2, 2)  # DeepSpeed loads its libraries at the first engine: not the trial's memory
-    load_communication_op()  # a trial tune stopped while it loaded the op left a lock the next trial waited on
     deepspeed.initialize(model=warm_up, optimizer=torch.optim.SGD(warm_up.parameters(), lr=0.1),
                          config={"train_batch_size": 1, "zero_optimization": {"stage": spec["zero_stage"]},
                                  "zero_allow_untested_optimizer": True, "steps_per_print": 2 ** 62})

@@ -397,6 +397,21 @@ def test_only_global_rank_0_takes_the_lock_and_its_refusal_stops_every_rank(data
     assert [row["step"] for row in metrics(phase_dir)] == [1]
 
 
+@pytest.mark.slow
+def test_ranks_started_without_a_launcher_all_exit_when_rank_0_is_refused_the_lock(data, tmp_path):
+    phase_dir = tmp_path / "run" / "phase1"
+    with held_lock(phase_dir) as holder:
+        ranks = start_ranks(2, "-m", "pretrain.cli", "phase1", "--data", str(data), "--out", str(tmp_path / "run"),
+                            *TINY, "--set", "steps=1")
+        errors = [rank.communicate(timeout=120)[1] for rank in ranks]  # they waited for rank 0 for 30 min
+    assert [rank.returncode for rank in ranks] == [1, 1]
+    assert errors[0].endswith(f"error: {phase_dir}: another pretraining run (pid {holder.pid} on "
+                              f"{socket.gethostname()}) is using this phase directory; wait for it to finish or use "
+                              f"another --out\n"), errors[0]
+    assert "error" not in errors[1], errors[1]  # rank 0's line is the run's one line
+    assert sorted(p.name for p in phase_dir.iterdir()) == [".lock"]
+
+
 def test_a_checkpoint_saved_between_the_checks_and_the_lock_is_refused_not_overwritten(data, two_checkpoints,
                                                                                        tmp_path, monkeypatch):
     from pretrain.run.train import train
