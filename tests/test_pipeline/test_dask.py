@@ -391,9 +391,11 @@ def test_semaphores_of_a_killed_local_cluster_are_removed_by_the_next_run(tmp_pa
 
 
 @pytest.mark.slow
-def test_local_cluster_workers_run_without_dasks_malloc_trim_threshold(tmp_path):
+def test_local_cluster_workers_run_without_dasks_malloc_trim_threshold(tmp_path, monkeypatch):
     """Dask's nanny sets MALLOC_TRIM_THRESHOLD_ for its workers, which turns glibc's adaptive mmap threshold off (the
     filter stage: 100x the page faults, 1.4x the CPU of the local executor); the rest of its settings stay."""
+    # a nanny also sets its settings in its own process: an earlier test's LocalCluster left it in this one
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
     with dask_cluster.dask_executor(None, 1, tmp_path) as executor:
         trim = executor.client.run(os.environ.get, "MALLOC_TRIM_THRESHOLD_")
         threads = executor.client.run(os.environ.get, "OMP_NUM_THREADS")
