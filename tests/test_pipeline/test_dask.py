@@ -390,7 +390,6 @@ def test_semaphores_of_a_killed_local_cluster_are_removed_by_the_next_run(tmp_pa
     assert not [path for path in held if Path(path).exists()]
 
 
-@pytest.mark.slow
 def test_local_cluster_workers_run_without_dasks_malloc_trim_threshold(tmp_path, monkeypatch):
     """Dask's nanny sets MALLOC_TRIM_THRESHOLD_ for its workers, which turns glibc's adaptive mmap threshold off (the
     filter stage: 100x the page faults, 1.4x the CPU of the local executor); the rest of its settings stay."""
@@ -403,6 +402,7 @@ def test_local_cluster_workers_run_without_dasks_malloc_trim_threshold(tmp_path,
     assert list(threads.values()) == ["1"]
 
 
+@pytest.mark.slow
 def test_a_run_on_a_local_cluster_leaves_no_process_behind(tmp_path):
     """The LocalCluster's processes and multiprocessing's resource tracker they start in the command's process have
     all ended and been reaped the moment the command returns (the tracker used to end only after the command)."""
