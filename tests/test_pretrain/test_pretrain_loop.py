@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -467,18 +468,26 @@ def test_deepspeed_ops_are_built_in_the_environments_own_cache(tmp_path):
 @pytest.mark.skipif(sys.prefix == sys.base_prefix or not os.access(sys.prefix, os.W_OK), reason="not in a venv")
 def test_a_load_lock_left_by_a_killed_process_is_removed_not_waited_for_forever():
     """torch's marker of a load in progress (`<build dir>/lock`), as a process killed while loading DeepSpeed's
-    communication op leaves it (a rank stopped by its launcher when another rank failed hung the next run for good)."""
+    communication op leaves it (a rank stopped by its launcher when another rank failed hung the next run for good).
+    In a directory of its own (a copy of the venv's built op): another test's process loading the op from the shared
+    one at the same moment would remove the planted file first."""
     env = {k: v for k, v in ENV.items() if k != "TORCH_EXTENSIONS_DIR"}
     code = "import os, pretrain; print(os.environ['TORCH_EXTENSIONS_DIR'])"
-    directory = Path(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                                    check=True).stdout.strip())
+    shared = Path(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                 check=True).stdout.strip())
+    directory = shared.parent / f"test-lock-{os.getpid()}"
+    shutil.rmtree(directory, ignore_errors=True)
+    if (shared / "deepspeed_shm_comm").is_dir():
+        shutil.copytree(shared / "deepspeed_shm_comm", directory / "deepspeed_shm_comm", symlinks=True,
+                        ignore=shutil.ignore_patterns("lock"))
     leftover = directory / "deepspeed_shm_comm" / "lock"
     leftover.parent.mkdir(parents=True, exist_ok=True)
     leftover.touch()
     try:
-        done = subprocess.run([sys.executable, "-c", "import pretrain; pretrain.load_communication_op()"], env=env,
-                              capture_output=True, text=True, timeout=240)
+        done = subprocess.run([sys.executable, "-c", "import pretrain; pretrain.load_communication_op()"],
+                              env={**env, "TORCH_EXTENSIONS_DIR": str(directory)}, capture_output=True, text=True,
+                              timeout=240)
     finally:
-        leftover.unlink(missing_ok=True)  # a failure here must not hang the rest of the suite
+        shutil.rmtree(directory, ignore_errors=True)  # a failure here must not hang the rest of the suite
     assert done.returncode == 0, done.stderr
     assert f"{leftover}: left by a process killed while loading" in done.stderr
