@@ -6,8 +6,9 @@ on this machine for the command's duration; with one, it connects to that schedu
 a filesystem every worker mounts at the same path: each worker must find a token file the client wrote there,
 or the command stops before any stage runs. Dask is an optional extra: `pip install 'wiki2bert[dask]'`.
 
-Dask's nanny starts its workers with MALLOC_TRIM_THRESHOLD_ set; the LocalCluster's workers run without it
-(LOCAL_CLUSTER_CONFIG), a cluster's own should too (docs/cluster.md).
+Two of Dask's defaults are changed (DASK_SETTINGS, in this process and the LocalCluster's workers; a cluster's own
+should do the same, docs/cluster.md): its nanny starts workers with MALLOC_TRIM_THRESHOLD_ set, and its scheduler and
+client keep the last 1,000 messages of each connection, task arguments included.
 
 A scheduler left without workers would keep the stage's tasks pending for ever; the stage stops once it has had
 none for WORKER_WAIT_S. A LocalCluster's worker processes hold named semaphores (multiprocessing's, in
@@ -42,7 +43,11 @@ SEMAPHORE_PATH = re.compile(r"/dev/shm/sem\.mp-[A-Za-z0-9_]+")  # multiprocessin
 # Dask's nanny starts its workers with MALLOC_TRIM_THRESHOLD_=65536, which turns glibc's adaptive mmap threshold
 # off: every allocation over 128 KiB became an mmap of its own, and the filter stage had 100x the page faults and
 # 1.4x the CPU of the local executor's workers (docs/performance.md#rehearsal). Ours keep the allocator's defaults.
-LOCAL_CLUSTER_CONFIG = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+# low-level-log-length: the length of Dask's debugging logs (BatchedSend's recent messages, transition and stimulus
+# logs, profile history). The scheduler's log of what it sent each worker held the last 1,000 tasks' arguments: the
+# command's process grew by ~500 MB with tasks of 200 KB (a sequential dump's page batches).
+DASK_SETTINGS = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+               "distributed.admin.low-level-log-length": 0}
 log = logging.getLogger(LOGGER_NAME)  # the command's console and pipeline.log
 
 
@@ -112,11 +117,11 @@ def dask_executor(scheduler: str | None, workers: int, workdir: Path) -> Iterato
                           ) from None
     where = f"--scheduler {scheduler}" if scheduler else "--executor dask"
     with contextlib.ExitStack() as stack:
+        stack.enter_context(dask.config.set(DASK_SETTINGS))
         if scheduler is None:
             stack.callback(_stop_resource_tracker)  # the last to run: after the cluster has closed
             record = workdir / ".state" / SEMAPHORES
             stack.callback(record.unlink, missing_ok=True)  # runs once the cluster has closed them
-            stack.enter_context(dask.config.set(LOCAL_CLUSTER_CONFIG))
             cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                                        dashboard_address=":0", silence_logs=logging.ERROR))
             client = stack.enter_context(Client(cluster))

@@ -402,6 +402,26 @@ def test_local_cluster_workers_run_without_dasks_malloc_trim_threshold(tmp_path,
     assert list(threads.values()) == ["1"]
 
 
+
+def _length(payload: bytes) -> int:
+    return len(payload)
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
+
+
+def test_the_commands_process_does_not_keep_the_tasks_it_sent(tmp_path):
+    """Dask's scheduler (in the command's process with a LocalCluster) and client keep the last 1,000 messages of each
+    connection for debugging, the tasks' arguments in them: 300 tasks of 512 KiB made the process ~300 MiB larger."""
+    with dask_cluster.dask_executor(None, 2, tmp_path) as executor:
+        list(executor.map(_length, (bytes(512 * 1024) for _ in range(10))))
+        before = _rss_mib()
+        assert sum(executor.map(_length, (bytes([i % 256]) * 512 * 1024 for i in range(300)))) == 300 * 512 * 1024
+        grown = _rss_mib() - before
+    assert grown < 40, f"{grown:.0f} MiB"
+
 @pytest.mark.slow
 def test_a_run_on_a_local_cluster_leaves_no_process_behind(tmp_path):
     """The LocalCluster's processes and multiprocessing's resource tracker they start in the command's process have
