@@ -5,7 +5,8 @@ It generates the inputs (`pipeline sample-dump --mb`, `pipeline sample-corpus --
 files, planted duplicates), then, for each executor, runs every stage as its own `pipeline stage ... --workers N`
 process and records per stage: wall and CPU seconds (the whole process tree), the CPU seconds of the stage's main
 process's main thread (the serial part: work no worker process or thread shares), peak RSS of the main process and of its largest
-descendant (a worker; under Dask the LocalCluster's worker processes), the bytes and files the stage wrote (its
+descendant (a worker; under Dask the LocalCluster's worker processes), that worker's peak private memory (a forked
+worker's RSS also counts the main process's pages it shares), the bytes and files the stage wrote (its
 manifest's outputs), and the work directory's size at its peak while the stage ran (polled every 0.5 s), all by
 pipeline/tools/measure.py. Then `pipeline verify` on the HDF5 files, and the two executors' outputs compared file by
 file (sha256 of every output of every stage's manifest). The table ends with the run's peak disk with `--keep all`
@@ -96,14 +97,15 @@ def differing_outputs(a: Path, b: Path) -> list[str]:
 def report(results: Path) -> None:
     latest = _results.latest(results, "executor")
     print("| executor | stage | wall s | CPU s | serial CPU s (main thread) | peak RSS main | peak RSS largest worker "
-          "| written | files | disk at the peak | load |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| peak private largest worker | written | files | disk at the peak | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (executor, stage), r in latest.items():
         if "wall_s" not in r:  # verify, the executors' comparison
             continue
         written = f"{_mb(r['written_bytes'])} MB" if "written_bytes" in r else "-"
         print(f"| {executor} | {stage} | {r['wall_s']:,.1f} | {r['cpu_s']:,.1f} | {r['main_cpu_s']:,.1f} | "
-              f"{_mib(r['main_rss'])} MiB | {_mib(r['worker_rss'])} MiB | {written} | {r.get('files', '-')} | "
+              f"{_mib(r['main_rss'])} MiB | {_mib(r['worker_rss'])} MiB | {_mib(r.get('worker_private', 0))} MiB | "
+              f"{written} | {r.get('files', '-')} | "
               f"{_mb(r['disk_peak'])} MB | {r['load']} |")
     for executor in sorted({e for e, _ in latest if e != "inputs"}):
         stages = [latest[(executor, s)] for s in STAGES if (executor, s) in latest]
@@ -128,7 +130,8 @@ def report(results: Path) -> None:
 
 def _row(cost) -> dict:
     return {"wall_s": round(cost.wall_s, 2), "cpu_s": round(cost.cpu_s, 2), "main_cpu_s": round(cost.main_cpu_s, 2),
-            "main_rss": cost.main_rss, "worker_rss": cost.worker_rss, "disk_peak": cost.disk_peak,
+            "main_rss": cost.main_rss, "worker_rss": cost.worker_rss, "worker_private": cost.worker_private,
+            "disk_peak": cost.disk_peak,
             "load": round(os.getloadavg()[0], 1)}
 
 

@@ -1,6 +1,6 @@
 """What a command costs while it runs (Linux /proc): wall and CPU seconds, CPU seconds of its main process's main
-thread (the work no worker process or thread shares), peak RSS of its main process and of its largest descendant, and the peak size of a
-directory it writes. Used by `pipeline plan` (pipeline/tools/plan.py) and bench/rehearsal.py."""
+thread (the work no worker process or thread shares), peak RSS of its main process and of its largest descendant,
+the largest descendant's peak private memory, and the peak size of a directory it writes. Used by `pipeline plan` (pipeline/tools/plan.py) and bench/rehearsal.py."""
 from __future__ import annotations
 
 import dataclasses
@@ -29,6 +29,9 @@ class Cost:
     main_cpu_s: float
     main_rss: int  # peak RSS of the main process, bytes
     worker_rss: int  # peak RSS of its largest descendant (0: none)
+    # peak private memory (USS, polled) of its largest descendant: a forked worker's RSS also counts the pages it shares
+    # with the main process it was forked from, which are in memory once
+    worker_private: int
     disk_peak: int  # peak size of the watched directory, bytes (0: none watched)
     returncode: int
 
@@ -73,7 +76,8 @@ def measure(command: list[str], watch: Path | None = None, **popen) -> Cost:
     watcher.stop()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Cost(wall, cpu, watcher.main_cpu, watcher.main_rss, watcher.worker_rss, watcher.disk_peak, returncode)
+    return Cost(wall, cpu, watcher.main_cpu, watcher.main_rss, watcher.worker_rss, watcher.worker_private,
+                watcher.disk_peak, returncode)
 
 
 class _Watcher:
@@ -82,7 +86,7 @@ class _Watcher:
     def __init__(self, pid: int, watch: Path | None):
         self.pid, self.watch = pid, watch
         self.main_cpu = 0.0
-        self.main_rss = self.worker_rss = 0
+        self.main_rss = self.worker_rss = self.worker_private = 0
         self.disk_peak = directory_bytes(watch) if watch else 0
         self._ticks = os.sysconf("SC_CLK_TCK")
         self._stop = threading.Event()
@@ -96,6 +100,7 @@ class _Watcher:
             self.main_rss = max(self.main_rss, _peak_rss(self.pid))
             for child in _descendants(self.pid):
                 self.worker_rss = max(self.worker_rss, _peak_rss(child))
+                self.worker_private = max(self.worker_private, _private(child))
             if self.watch and time.monotonic() >= next_disk:
                 walk_started = time.monotonic()
                 self.disk_peak = max(self.disk_peak, directory_bytes(self.watch))
@@ -117,6 +122,15 @@ def _peak_rss(pid: int) -> int:
     except OSError:
         return 0
     return next((int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmHWM:")), 0)
+
+
+def _private(pid: int) -> int:
+    """The private memory (Private_Clean + Private_Dirty of smaps_rollup) of a live process, bytes; 0 once it is gone."""
+    try:
+        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0
+    return sum(int(line.split()[1]) * 1024 for line in rollup.splitlines() if line.startswith("Private_"))
 
 
 def _thread_cpu(pid: int, ticks: int) -> float:

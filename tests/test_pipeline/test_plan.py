@@ -179,3 +179,19 @@ def test_the_measured_directory_is_walked_at_most_a_fiftieth_of_the_time(tmp_pat
     cost = measure_module.measure([sys.executable, "-c", "import time; time.sleep(2)"], watch=tmp_path)
     assert cost.returncode == 0 and cost.wall_s >= 2
     assert len(walks) <= 3  # before, one at the start (the next 2.5 s on), after: 6 at one walk each 0.5 s
+
+
+def test_a_forked_workers_private_memory_leaves_out_what_it_shares_with_its_parent():
+    """A worker forked from a main process counts the main's pages in its RSS, though they are in memory once: the
+    rehearsal's 'flat memory per worker' is read on the private part."""
+    code = ("import os, time\n"
+            "shared = bytearray(200 * 2**20)\n"
+            "if os.fork() == 0:\n"
+            "    own = bytearray(50 * 2**20)\n"
+            "    time.sleep(1.5)\n"
+            "    os._exit(0)\n"
+            "os.wait()\n")
+    cost = measure_module.measure([sys.executable, "-c", code])
+    assert cost.returncode == 0
+    assert cost.worker_rss >= 250 * 2**20
+    assert 50 * 2**20 <= cost.worker_private < 100 * 2**20
