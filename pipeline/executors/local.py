@@ -10,6 +10,7 @@ machine) that inherited nothing from the one that runs the stage.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import multiprocessing
 import multiprocessing.connection
 import pickle
@@ -51,20 +52,7 @@ class LocalExecutor:
         context = multiprocessing.get_context("fork")
         pipes, processes = [], []
         try:
-            for _ in range(self.workers):
-                mine, theirs = context.Pipe()
-                process = context.Process(target=_serve, args=(fn, theirs), daemon=True)
-                # a stop signal waits until the worker has its own handlers: a worker stopped before (a map of a few
-                # tasks stops its workers at once; a new process may not have run yet) ran the main process's, and
-                # went on as the main process in its copy of the stack, removing the stage's partial output
-                signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-                try:
-                    process.start()
-                finally:
-                    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-                theirs.close()
-                pipes.append(mine)
-                processes.append(process)
+            _start_workers(context, fn, pipes, processes, self.workers)
             yield from _ordered_results(enumerate(tasks), pipes, processes, window=4 * self.workers)
         finally:  # SIGTERM first: a worker's half-written files go on its way out (atomic_write), then SIGKILL
             for process in processes:
@@ -75,6 +63,33 @@ class LocalExecutor:
                 if process.exitcode is None:
                     process.kill()
                     process.join()
+
+
+def _start_workers(context, fn: Callable, pipes: list, processes: list, count: int) -> None:
+    """Fork `count` workers serving fn, appending their pipes and processes."""
+    # the workers' collector leaves the objects they inherit alone: its full passes wrote to every one of them,
+    # copying the main process's pages into each worker (the shard stage's workers: 7 MiB of their own at 100 MB,
+    # 20 at 1 GB, over 10x the tasks; docs/performance.md#rehearsal); what a caller froze stays frozen
+    thaw = gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        for _ in range(count):
+            mine, theirs = context.Pipe()
+            process = context.Process(target=_serve, args=(fn, theirs), daemon=True)
+            # a stop signal waits until the worker has its own handlers: a worker stopped before (a map of a few
+            # tasks stops its workers at once; a new process may not have run yet) ran the main process's, and
+            # went on as the main process in its copy of the stack, removing the stage's partial output
+            signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+            try:
+                process.start()
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+            theirs.close()
+            pipes.append(mine)
+            processes.append(process)
+    finally:
+        if thaw:
+            gc.unfreeze()
 
 
 def _ordered_results(tasks: Iterator[tuple[int, T]], pipes: list, processes: list, window: int) -> Iterator[R]:
