@@ -1,6 +1,7 @@
 """What a command costs while it runs (Linux /proc): wall and CPU seconds, CPU seconds of its main process's main
 thread (the work no worker process or thread shares), peak RSS of its main process and of its largest descendant,
-the largest descendant's peak private memory, and the peak size of a directory it writes. Used by `pipeline plan` (pipeline/tools/plan.py) and bench/rehearsal.py."""
+the largest descendant's peak private memory, and the peak size of a directory it writes. Used by `pipeline plan`
+(pipeline/tools/plan.py) and bench/rehearsal.py."""
 from __future__ import annotations
 
 import dataclasses
@@ -125,7 +126,7 @@ def _peak_rss(pid: int) -> int:
 
 
 def _private(pid: int) -> int:
-    """The private memory (Private_Clean + Private_Dirty of smaps_rollup) of a live process, bytes; 0 once it is gone."""
+    """The private memory (smaps_rollup's Private_Clean + Private_Dirty) of a live process, bytes; 0 once gone."""
     try:
         rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
     except OSError:
