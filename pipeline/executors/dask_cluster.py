@@ -47,7 +47,7 @@ SEMAPHORE_PATH = re.compile(r"/dev/shm/sem\.mp-[A-Za-z0-9_]+")  # multiprocessin
 # logs, profile history). The scheduler's log of what it sent each worker held the last 1,000 tasks' arguments: the
 # command's process grew by ~500 MB with tasks of 200 KB (a sequential dump's page batches).
 DASK_SETTINGS = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
-               "distributed.admin.low-level-log-length": 0}
+                 "distributed.admin.low-level-log-length": 0}
 log = logging.getLogger(LOGGER_NAME)  # the command's console and pipeline.log
 
 

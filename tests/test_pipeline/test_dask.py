@@ -402,7 +402,6 @@ def test_local_cluster_workers_run_without_dasks_malloc_trim_threshold(tmp_path,
     assert list(threads.values()) == ["1"]
 
 
-
 def _length(payload: bytes) -> int:
     return len(payload)
 
@@ -421,6 +420,7 @@ def test_the_commands_process_does_not_keep_the_tasks_it_sent(tmp_path):
         assert sum(executor.map(_length, (bytes([i % 256]) * 512 * 1024 for i in range(300)))) == 300 * 512 * 1024
         grown = _rss_mib() - before
     assert grown < 40, f"{grown:.0f} MiB"
+
 
 @pytest.mark.slow
 def test_a_run_on_a_local_cluster_leaves_no_process_behind(tmp_path):
