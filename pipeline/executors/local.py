@@ -69,9 +69,11 @@ def _start_workers(context, fn: Callable, pipes: list, processes: list, count: i
     """Fork `count` workers serving fn, appending their pipes and processes."""
     # the workers' collector leaves the objects they inherit alone: its full passes wrote to every one of them,
     # copying the main process's pages into each worker (the shard stage's workers: 7 MiB of their own at 100 MB,
-    # 20 at 1 GB, over 10x the tasks; docs/performance.md#rehearsal); what a caller froze stays frozen
-    thaw = gc.get_freeze_count() == 0
-    gc.freeze()
+    # 20 at 1 GB, over 10x the tasks; docs/performance.md#rehearsal). A caller that froze objects itself (a test
+    # process, a training run) keeps its own freeze: unfreezing would take that back too
+    ours = gc.get_freeze_count() == 0
+    if ours:
+        gc.freeze()
     try:
         for _ in range(count):
             mine, theirs = context.Pipe()
@@ -88,7 +90,7 @@ def _start_workers(context, fn: Callable, pipes: list, processes: list, count: i
             pipes.append(mine)
             processes.append(process)
     finally:
-        if thaw:
+        if ours:
             gc.unfreeze()
 
 
