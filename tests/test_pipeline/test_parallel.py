@@ -52,13 +52,13 @@ def test_a_killed_worker_is_an_error_not_a_hang():
 
 
 WORKERS_PRIVATE_MEMORY = """
-import gc
+import gc, os
 from pipeline.executors.local import LocalExecutor
+from pipeline.tools.measure import private_bytes
 
 def private_mib_after_a_full_collection(_):
     gc.collect()
-    with open("/proc/self/smaps_rollup") as rollup:
-        return sum(int(line.split()[1]) for line in rollup if line.startswith("Private_")) / 1024
+    return private_bytes(os.getpid()) / 2**20
 
 inherited = [[i] for i in range(1_000_000)]  # ~100 MiB of objects the collector tracks
 print(max(LocalExecutor(workers=2).map(private_mib_after_a_full_collection, range(2))), gc.get_freeze_count())
